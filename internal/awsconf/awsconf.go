@@ -1,0 +1,182 @@
+// Package awsconf holds the AWS fields shared by the kinesis input and output
+// (`region`, `endpoint`, `credentials`), with the names and meaning Redpanda
+// Connect uses, and turns them into an aws.Config and a Kinesis client.
+package awsconf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/redpanda-data/benthos/v4/public/service"
+)
+
+// Field names.
+const (
+	FieldRegion         = "region"
+	FieldEndpoint       = "endpoint"
+	FieldCredentials    = "credentials"
+	FieldProfile        = "profile"
+	FieldID             = "id"
+	FieldSecret         = "secret"
+	FieldToken          = "token"
+	FieldRole           = "role"
+	FieldRoleExternalID = "role_external_id"
+)
+
+// Fields returns the AWS fields a Kinesis plugin embeds at its top level.
+func Fields() []*service.ConfigField {
+	return []*service.ConfigField{
+		service.NewStringField(FieldRegion).
+			Description("The AWS region of the stream. Empty uses the region of the default chain (`AWS_REGION`, the shared config file).").
+			Default(""),
+		service.NewURLField(FieldEndpoint).
+			Description("A custom endpoint URL for Kinesis, e.g. a local emulator or a VPC endpoint. Empty uses the region's AWS endpoint.").
+			Default("").Advanced(),
+		service.NewObjectField(FieldCredentials,
+			service.NewStringField(FieldProfile).
+				Description("A profile from `~/.aws/credentials` to use.").
+				Default(""),
+			service.NewStringField(FieldID).
+				Description("The ID of static credentials to use.").
+				Default(""),
+			service.NewStringField(FieldSecret).
+				Description("The secret of static credentials to use.").
+				Default("").Secret(),
+			service.NewStringField(FieldToken).
+				Description("The session token of static credentials to use.").
+				Default("").Secret(),
+			service.NewStringField(FieldRole).
+				Description("The ARN of a role to assume (through STS) with the credentials above or the default chain.").
+				Default(""),
+			service.NewStringField(FieldRoleExternalID).
+				Description("An external ID to present when assuming `role`.").
+				Default(""),
+		).Description("Optional credentials. With none set, the SDK's default chain is used (environment, shared files, container or instance role).").
+			Advanced(),
+	}
+}
+
+// Settings is the parsed form of Fields.
+type Settings struct {
+	Region         string
+	Endpoint       string
+	Profile        string
+	ID             string
+	Secret         string
+	Token          string
+	Role           string
+	RoleExternalID string
+}
+
+// SettingsFromParsed reads the fields added by Fields.
+func SettingsFromParsed(conf *service.ParsedConfig) (Settings, error) {
+	var s Settings
+	var err error
+	if s.Region, err = conf.FieldString(FieldRegion); err != nil {
+		return s, err
+	}
+	if s.Endpoint, err = conf.FieldString(FieldEndpoint); err != nil {
+		return s, err
+	}
+	c := conf.Namespace(FieldCredentials)
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{
+		{FieldProfile, &s.Profile}, {FieldID, &s.ID}, {FieldSecret, &s.Secret},
+		{FieldToken, &s.Token}, {FieldRole, &s.Role}, {FieldRoleExternalID, &s.RoleExternalID},
+	} {
+		if *f.dst, err = c.FieldString(f.name); err != nil {
+			return s, err
+		}
+	}
+	return s, s.Validate()
+}
+
+// Validate names what is inconsistent and how to fix it.
+func (s Settings) Validate() error {
+	if (s.ID == "") != (s.Secret == "") {
+		return errors.New("fields credentials.id and credentials.secret: set both for static credentials, or neither to use a profile or the default chain")
+	}
+	if s.ID != "" && s.Profile != "" {
+		return errors.New("fields credentials.id and credentials.profile: set static keys or a profile, not both")
+	}
+	if s.RoleExternalID != "" && s.Role == "" {
+		return errors.New("field credentials.role_external_id: it needs credentials.role, the ARN of the role to assume")
+	}
+	return nil
+}
+
+// Load resolves the settings into an aws.Config.
+//
+// The SDK's own retries are switched off (aws.NopRetryer): every retry in this
+// project goes through failsafe-go with the one classifier in kinesisx, so a
+// retried call is retried exactly as the user's `max_retries`/`backoff` say,
+// not that many times the SDK's default three attempts.
+func (s Settings) Load(ctx context.Context) (aws.Config, error) {
+	opts := []func(*config.LoadOptions) error{
+		config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
+		config.WithHTTPClient(httpClient()),
+	}
+	if s.Region != "" {
+		opts = append(opts, config.WithRegion(s.Region))
+	}
+	if s.Profile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(s.Profile))
+	}
+	if s.ID != "" {
+		opts = append(opts, config.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(s.ID, s.Secret, s.Token)))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("loading AWS config: %w", err)
+	}
+	if cfg.Region == "" {
+		return aws.Config{}, errors.New("field region: no region is set here or in the default chain; set `region` (e.g. us-east-1) or AWS_REGION")
+	}
+	if s.Role != "" {
+		stsClient := sts.NewFromConfig(cfg)
+		provider := stscreds.NewAssumeRoleProvider(stsClient, s.Role, func(o *stscreds.AssumeRoleOptions) {
+			if s.RoleExternalID != "" {
+				o.ExternalID = aws.String(s.RoleExternalID)
+			}
+		})
+		cfg.Credentials = aws.NewCredentialsCache(provider)
+	}
+	return cfg, nil
+}
+
+// KinesisClient builds a Kinesis client for cfg, aimed at the settings'
+// endpoint when one is set. The endpoint applies to Kinesis only, so STS
+// (assume-role) still reaches AWS.
+func (s Settings) KinesisClient(cfg aws.Config) *kinesis.Client {
+	return kinesis.NewFromConfig(cfg, func(o *kinesis.Options) {
+		if s.Endpoint != "" {
+			o.BaseEndpoint = aws.String(s.Endpoint)
+		}
+	})
+}
+
+// httpClient keeps enough idle connections per host for the output's
+// concurrent PutRecords and the input's per-shard readers; the SDK default
+// transport keeps few, and reconnecting costs more than the request.
+func httpClient() *awshttp.BuildableClient {
+	return awshttp.NewBuildableClient().
+		WithTimeout(0).
+		WithTransportOptions(func(t *http.Transport) {
+			t.MaxIdleConns = 512
+			t.MaxIdleConnsPerHost = 256
+			t.IdleConnTimeout = 90 * time.Second
+		})
+}

@@ -1,0 +1,221 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// Emulator names.
+const (
+	KindKinesisMock = "kinesis-mock"
+	KindKinesalite  = "kinesalite"
+)
+
+// Region and static credentials the emulators accept.
+const (
+	Region    = "us-east-1"
+	AccessKey = "AKIDTESTONLY"
+	SecretKey = "test-secret-not-real"
+)
+
+// Kinesis is a running emulator.
+type Kinesis struct {
+	Kind     string
+	Endpoint string
+	Port     int
+	proc     *Process
+}
+
+// Process is the running emulator process.
+func (k *Kinesis) Process() *Process { return k.proc }
+
+// Close stops the emulator.
+func (k *Kinesis) Close() {
+	if k.proc != nil {
+		k.proc.Stop(5 * time.Second)
+	}
+}
+
+// StartKinesisMock starts kinesis-mock (npm kinesis-local) with every
+// simulated delay at 0ms, on a free port, plain HTTP/1.1.
+func StartKinesisMock(ctx context.Context) (*Kinesis, error) {
+	node, err := lookPath("node")
+	if err != nil {
+		return nil, err
+	}
+	nm, err := NodeModules()
+	if err != nil {
+		return nil, err
+	}
+	pkg := filepath.Join(nm, "kinesis-local")
+	if _, err := os.Stat(filepath.Join(pkg, "main.js")); err != nil {
+		return nil, fmt.Errorf("kinesis-local (kinesis-mock) in %s %w", nm, ErrNotInstalled)
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	tlsPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	env := []string{
+		"KINESIS_MOCK_CERT_PATH=" + filepath.Join(pkg, "server.json"),
+		"KINESIS_MOCK_PLAIN_PORT=" + itoa(port),
+		"KINESIS_MOCK_TLS_PORT=" + itoa(tlsPort),
+		"LOG_LEVEL=WARN",
+		"SHARD_LIMIT=1000",
+		"AWS_REGION=" + Region,
+	}
+	for _, d := range []string{"CREATE_STREAM", "DELETE_STREAM", "MERGE_SHARDS", "SPLIT_SHARD",
+		"UPDATE_SHARD_COUNT", "REGISTER_STREAM_CONSUMER", "DEREGISTER_STREAM_CONSUMER",
+		"START_STREAM_ENCRYPTION", "STOP_STREAM_ENCRYPTION", "UPDATE_STREAM_MODE"} {
+		env = append(env, d+"_DURATION=0ms")
+	}
+	p, err := startProcess(KindKinesisMock, env, pkg, node, "main.js")
+	if err != nil {
+		return nil, err
+	}
+	k := &Kinesis{Kind: KindKinesisMock, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), Port: port, proc: p}
+	return k, waitReady(ctx, p, 60*time.Second, func(ctx context.Context) error {
+		return httpOK(ctx, k.Endpoint+"/healthcheck")
+	})
+}
+
+// StartKinesalite starts kinesalite bound to 127.0.0.1 on a free port.
+func StartKinesalite(ctx context.Context) (*Kinesis, error) {
+	node, err := lookPath("node")
+	if err != nil {
+		return nil, err
+	}
+	nm, err := NodeModules()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(nm, "kinesalite", "package.json")); err != nil {
+		return nil, fmt.Errorf("kinesalite in %s %w", nm, ErrNotInstalled)
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	script := fmt.Sprintf(`require('kinesalite')({createStreamMs:0,deleteStreamMs:0,updateStreamMs:0,shardLimit:1000}).listen(%d,'127.0.0.1',function(err){if(err){console.error(err);process.exit(1)}})`, port)
+	p, err := startProcess(KindKinesalite, []string{"NODE_PATH=" + nm}, nm, node, "-e", script)
+	if err != nil {
+		return nil, err
+	}
+	k := &Kinesis{Kind: KindKinesalite, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), Port: port, proc: p}
+	return k, waitReady(ctx, p, 30*time.Second, func(ctx context.Context) error {
+		_, err := k.Client().ListStreams(ctx, &kinesis.ListStreamsInput{})
+		return err
+	})
+}
+
+// StartEmulator starts the named emulator.
+func StartEmulator(ctx context.Context, kind string) (*Kinesis, error) {
+	switch kind {
+	case KindKinesisMock:
+		return StartKinesisMock(ctx)
+	case KindKinesalite:
+		return StartKinesalite(ctx)
+	}
+	return nil, fmt.Errorf("unknown emulator %q: use %s or %s", kind, KindKinesisMock, KindKinesalite)
+}
+
+// NewKinesisMock starts kinesis-mock for a test and stops it at the end.
+func NewKinesisMock(tb testing.TB) *Kinesis { return newEmulator(tb, KindKinesisMock) }
+
+// NewKinesalite starts kinesalite for a test and stops it at the end.
+func NewKinesalite(tb testing.TB) *Kinesis { return newEmulator(tb, KindKinesalite) }
+
+// NewEmulator starts the named emulator for a test.
+func NewEmulator(tb testing.TB, kind string) *Kinesis { return newEmulator(tb, kind) }
+
+func newEmulator(tb testing.TB, kind string) *Kinesis {
+	tb.Helper()
+	k, err := StartEmulator(tb.Context(), kind)
+	Require(tb, "starting "+kind, err)
+	tb.Cleanup(k.Close)
+	return k
+}
+
+// Client returns a Kinesis client for the emulator with static test
+// credentials. It keeps the SDK's default retries: it is for test set-up,
+// not the code under test.
+func (k *Kinesis) Client() *kinesis.Client {
+	return kinesis.New(kinesis.Options{
+		Region:       Region,
+		BaseEndpoint: aws.String(k.Endpoint),
+		Credentials:  credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, ""),
+	})
+}
+
+// CreateStream creates a provisioned stream with the given shard count and
+// waits until it is ACTIVE. It returns the stream's ARN ("" on kinesalite,
+// which has none).
+func (k *Kinesis) CreateStream(ctx context.Context, name string, shards int) (string, error) {
+	c := k.Client()
+	_, err := c.CreateStream(ctx, &kinesis.CreateStreamInput{
+		StreamName: aws.String(name),
+		ShardCount: aws.Int32(int32(shards)),
+	})
+	if err != nil {
+		return "", fmt.Errorf("creating stream %s: %w", name, err)
+	}
+	return k.WaitActive(ctx, name)
+}
+
+// WaitActive waits until the stream is ACTIVE and returns its ARN.
+func (k *Kinesis) WaitActive(ctx context.Context, name string) (string, error) {
+	c := k.Client()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		out, err := c.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
+		if err == nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusActive {
+			return aws.ToString(out.StreamDescriptionSummary.StreamARN), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("waiting for stream %s to be ACTIVE: %v (last error %v)", name, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// MustCreateStream is CreateStream failing the test on error.
+func (k *Kinesis) MustCreateStream(tb testing.TB, name string, shards int) string {
+	tb.Helper()
+	arn, err := k.CreateStream(tb.Context(), name, shards)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return arn
+}
+
+func httpOK(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(resp.Status)
+	}
+	return nil
+}
