@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -110,6 +111,12 @@ func (s Settings) Validate() error {
 	}
 	if s.ID != "" && s.Profile != "" {
 		return errors.New("fields credentials.id and credentials.profile: set static keys or a profile, not both")
+	}
+	if s.Endpoint != "" {
+		u, err := url.Parse(s.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("field endpoint: %q is not an http(s) URL; write it as http://host:port or https://host", s.Endpoint)
+		}
 	}
 	if s.RoleExternalID != "" && s.Role == "" {
 		return errors.New("field credentials.role_external_id: it needs credentials.role, the ARN of the role to assume")

@@ -1,0 +1,36 @@
+// Command connect-kinesis is Benthos with the connect-kinesis plugins: the
+// `kinesis` input and output, the Redis checkpointer's operator commands and a
+// Prometheus metrics exporter, next to Benthos' own pure and io components.
+//
+// A binary of your own gets the same plugins with the same blank imports.
+package main
+
+import (
+	"context"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	// Benthos core components: generate, bloblang, stdin/stdout, file, http...
+	_ "github.com/redpanda-data/benthos/v4/public/components/io"
+	_ "github.com/redpanda-data/benthos/v4/public/components/pure"
+
+	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
+	_ "github.com/connect-kinesis/connect-kinesis/plugins/input"
+	_ "github.com/connect-kinesis/connect-kinesis/plugins/output"
+	_ "github.com/connect-kinesis/connect-kinesis/plugins/prometheus"
+)
+
+// Set at build time: -ldflags "-X main.version=... -X main.dateBuilt=...".
+var (
+	version   = "dev"
+	dateBuilt = "unknown"
+)
+
+func main() {
+	service.RunCLI(context.Background(),
+		service.CLIOptSetBinaryName("connect-kinesis"),
+		service.CLIOptSetProductName("connect-kinesis"),
+		service.CLIOptSetVersion(version, dateBuilt),
+		service.CLIOptAddCommand(checkpointer.CLICommand()),
+	)
+}

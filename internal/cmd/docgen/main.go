@@ -1,0 +1,129 @@
+// Command docgen writes docs/components/<kind>/<name>.md for every plugin of
+// this project from its ConfigSpec, or with -check fails when the committed
+// pages differ from what the specs say (so `make test` catches stale docs).
+//
+// It renders ConfigView.TemplateData() with its own template because
+// ConfigView.RenderDocs() panics in Benthos v4.60.0.
+package main
+
+import (
+	"bytes"
+	_ "embed"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/template"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	_ "github.com/connect-kinesis/connect-kinesis/plugins/input"
+	_ "github.com/connect-kinesis/connect-kinesis/plugins/output"
+	_ "github.com/connect-kinesis/connect-kinesis/plugins/prometheus"
+)
+
+//go:embed component.md.tmpl
+var pageTemplate string
+
+// ours lists the project's plugins by the folder their page goes in.
+var ours = map[string][]string{
+	"inputs":  {"kinesis"},
+	"outputs": {"kinesis"},
+	"metrics": {"prometheus"},
+}
+
+func main() {
+	out := flag.String("out", "docs/components", "folder to write pages into")
+	check := flag.Bool("check", false, "compare with the pages on disk instead of writing; exit 1 when any differs")
+	flag.Parse()
+	if err := run(*out, *check); err != nil {
+		fmt.Fprintln(os.Stderr, "docgen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(out string, check bool) error {
+	tmpl, err := template.New("page").Funcs(template.FuncMap{
+		"trim":   strings.TrimSpace,
+		"escape": func(s string) string { return strings.ReplaceAll(s, "|", `\|`) },
+		"oneline": func(s string) string {
+			return strings.Join(strings.Fields(s), " ")
+		},
+	}).Parse(pageTemplate)
+	if err != nil {
+		return err
+	}
+	pages := map[string][]byte{}
+	var renderErr error
+	render := func(kind string) func(name string, view *service.ConfigView) {
+		return func(name string, view *service.ConfigView) {
+			if !contains(ours[kind], name) || renderErr != nil {
+				return
+			}
+			data, err := view.TemplateData()
+			if err != nil {
+				renderErr = fmt.Errorf("reading the spec of %s %s: %w", kind, name, err)
+				return
+			}
+			var buf bytes.Buffer
+			if err := tmpl.Execute(&buf, struct {
+				Kind string
+				service.TemplateDataPlugin
+			}{strings.TrimSuffix(kind, "s"), data}); err != nil {
+				renderErr = fmt.Errorf("rendering %s %s: %w", kind, name, err)
+				return
+			}
+			pages[filepath.Join(out, kind, name+".md")] = buf.Bytes()
+		}
+	}
+	env := service.GlobalEnvironment()
+	env.WalkInputs(render("inputs"))
+	env.WalkOutputs(render("outputs"))
+	env.WalkMetrics(render("metrics"))
+	if renderErr != nil {
+		return renderErr
+	}
+	for kind, names := range ours {
+		for _, name := range names {
+			if _, ok := pages[filepath.Join(out, kind, name+".md")]; !ok {
+				return fmt.Errorf("%s %s is not registered: is its package imported here?", kind, name)
+			}
+		}
+	}
+	paths := make([]string, 0, len(pages))
+	for p := range pages {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var stale []string
+	for _, p := range paths {
+		if check {
+			have, err := os.ReadFile(p)
+			if err != nil || !bytes.Equal(have, pages[p]) {
+				stale = append(stale, p)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, pages[p], 0o644); err != nil {
+			return err
+		}
+	}
+	if len(stale) > 0 {
+		return fmt.Errorf("stale generated docs (run `make docs` and commit): %s", strings.Join(stale, ", "))
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
