@@ -61,7 +61,7 @@ lint-examples: build
 test: deps vet fmt-check docs-check lint-examples unit
 
 demo: deps build
-	./scripts/demo.sh
+	$(GO) run ./internal/cmd/demo -bin $(BIN)
 
 bench: deps
 	$(GO) run ./internal/cmd/bench $(or $(PART),all)
