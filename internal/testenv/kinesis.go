@@ -162,8 +162,8 @@ func (k *Kinesis) Client() *kinesis.Client {
 }
 
 // CreateStream creates a provisioned stream with the given shard count and
-// waits until it is ACTIVE. It returns the stream's ARN ("" on kinesalite,
-// which has none).
+// waits until it is ACTIVE. It returns the stream's ARN (kinesalite makes
+// one up too, though it rejects requests that name a stream by it).
 func (k *Kinesis) CreateStream(ctx context.Context, name string, shards int) (string, error) {
 	c := k.Client()
 	_, err := c.CreateStream(ctx, &kinesis.CreateStreamInput{

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
+)
+
+var binary string
+
+// TestMain builds the real binary once, with version flags, so the tests
+// exercise what users run.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "connect-kinesis-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "connect-kinesis")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9-test -X main.dateBuilt=2026-01-02", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building connect-kinesis:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func run(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), binary, args...).CombinedOutput()
+	require.NoError(t, err, "connect-kinesis %s:\n%s", strings.Join(args, " "), out)
+	return string(out)
+}
+
+func TestVersionFromLdflags(t *testing.T) {
+	out := run(t, "--version")
+	assert.Contains(t, out, "v9.9.9-test")
+	assert.Contains(t, out, "2026-01-02")
+}
+
+func TestListShowsThisProjectsPlugins(t *testing.T) {
+	out := run(t, "list", "--format", "json", "inputs", "outputs", "metrics")
+	for _, want := range []string{`"kinesis"`, `"prometheus"`, `"generate"`, `"stdout"`} {
+		assert.Contains(t, out, want)
+	}
+	assert.NotContains(t, out, `"aws_kinesis"`, "no collision with Redpanda Connect's name")
+}
+
+func TestCheckpointsCommandIsWired(t *testing.T) {
+	out := run(t, "checkpoints", "--help")
+	for _, sub := range []string{"show", "reset", "delete"} {
+		assert.Contains(t, out, sub)
+	}
+}
+
+// The binary serves Prometheus text at the HTTP server's /metrics with
+// counters, gauges and timers and their labels.
+func TestPrometheusScrape(t *testing.T) {
+	port, err := testenv.FreePort()
+	require.NoError(t, err)
+	config := filepath.Join(t.TempDir(), "scrape.yaml")
+	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`
+http:
+  address: 127.0.0.1:%d
+input:
+  label: gen
+  generate:
+    count: 0
+    interval: 5ms
+    mapping: 'root = {"n": counter()}'
+pipeline:
+  processors:
+    - metric:
+        type: gauge
+        name: last_n
+        labels: { source: gen }
+        value: '${! json("n") }'
+output:
+  label: sink
+  drop: {}
+metrics:
+  prometheus: {}
+`, port)), 0o600))
+	cmd := exec.CommandContext(t.Context(), binary, "-c", config)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	var body string
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK && strings.Contains(body, "output_sent{")
+	}, 30*time.Second, 100*time.Millisecond)
+	assert.Contains(t, body, "# TYPE input_received counter")
+	assert.Contains(t, body, `input_received{label="gen",path="root.input"}`)
+	assert.Contains(t, body, "# TYPE last_n gauge")
+	assert.Contains(t, body, `source="gen"`)
+	assert.Contains(t, body, "# TYPE output_latency_seconds summary")
+	assert.Contains(t, body, "go_goroutines")
+}
+
+func TestLintRejectsUnknownField(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(config, []byte("input:\n  generate:\n    mapping: 'root = 1'\n    nope: true\noutput:\n  drop: {}\n"), 0o600))
+	out, err := exec.CommandContext(t.Context(), binary, "lint", config).CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), "nope")
+}

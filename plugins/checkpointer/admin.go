@@ -1,0 +1,167 @@
+package checkpointer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// startField is a field of the checkpoint hash that is not a shard: the start
+// position an operator reset to. Kinesis shard ids never start with '_'.
+const startField = "_start"
+
+// Start modes an operator can reset a group to.
+const (
+	StartTrimHorizon = "trim_horizon"
+	StartLatest      = "latest"
+	StartAtTimestamp = "at_timestamp"
+)
+
+// StartOverride is where shards without a checkpoint begin after an
+// operator reset, in place of the input's configured start_position.
+type StartOverride struct {
+	Mode      string // StartTrimHorizon, StartLatest or StartAtTimestamp
+	Timestamp time.Time
+}
+
+// String is the stored form: "trim_horizon", "latest" or
+// "at_timestamp=<RFC3339Nano>".
+func (o StartOverride) String() string {
+	if o.Mode == StartAtTimestamp {
+		return StartAtTimestamp + "=" + o.Timestamp.UTC().Format(time.RFC3339Nano)
+	}
+	return o.Mode
+}
+
+// ParseStartOverride parses "trim_horizon", "latest" or
+// "at_timestamp=<RFC3339>".
+func ParseStartOverride(s string) (StartOverride, error) {
+	switch {
+	case s == StartTrimHorizon || s == StartLatest:
+		return StartOverride{Mode: s}, nil
+	case strings.HasPrefix(s, StartAtTimestamp+"="):
+		ts, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(s, StartAtTimestamp+"="))
+		if err != nil {
+			return StartOverride{}, fmt.Errorf("parsing %q: the timestamp must be RFC3339, e.g. at_timestamp=2024-05-01T12:00:00Z", s)
+		}
+		return StartOverride{Mode: StartAtTimestamp, Timestamp: ts}, nil
+	}
+	return StartOverride{}, fmt.Errorf("parsing %q: want trim_horizon, latest or at_timestamp=<RFC3339>", s)
+}
+
+// StartOverride reads the start position set by the last reset. ok is false
+// when there is none: shards without a checkpoint then start at the input's
+// configured start_position.
+func (s *Store) StartOverride(ctx context.Context) (StartOverride, bool, error) {
+	v, err := s.c.client.HGet(ctx, s.keys.Checkpoints, startField).Result()
+	if errors.Is(err, redis.Nil) {
+		return StartOverride{}, false, nil
+	}
+	if err != nil {
+		return StartOverride{}, false, fmt.Errorf("reading start override: %w", err)
+	}
+	o, err := ParseStartOverride(v)
+	if err != nil {
+		return StartOverride{}, false, fmt.Errorf("reading start override: %w", err)
+	}
+	return o, true, nil
+}
+
+// ResetResult says what a reset or delete changed.
+type ResetResult struct {
+	// LiveLeases are the shards that had a live lease (refused unless
+	// forced; with force their owners are fenced out).
+	LiveLeases []string
+	// Checkpoints and Closed are the state before the change.
+	Checkpoints map[string]Position
+	Closed      map[string]bool
+}
+
+// Reset replaces the group's position on the stream, atomically: every
+// checkpoint and the closed set are deleted, hand-off requests dropped and
+// every lease freed with its fencing token bumped (a reader still running
+// is fenced out of its next commit or renewal). Then either start is stored
+// as the start override (shards begin there), or, with positions, exactly
+// those checkpoints are written (SHARD_END ones also mark the shard closed)
+// and the override is cleared. Refused with ErrLiveLeases while leases are
+// live unless force.
+func (s *Store) Reset(ctx context.Context, start *StartOverride, positions map[string]Position, force bool) (ResetResult, error) {
+	var res ResetResult
+	var err error
+	if res.Checkpoints, err = s.Checkpoints(ctx); err != nil {
+		return res, err
+	}
+	if res.Closed, err = s.ClosedShards(ctx); err != nil {
+		return res, err
+	}
+	marker := ""
+	if start != nil {
+		marker = start.String()
+	}
+	args := []any{boolArg(force), marker}
+	shards := make([]string, 0, len(positions))
+	for shard := range positions {
+		shards = append(shards, shard)
+	}
+	sort.Strings(shards)
+	for _, shard := range shards {
+		if shard == "" || strings.HasPrefix(shard, "_") {
+			return res, fmt.Errorf("resetting checkpoints: %q is not a shard id", shard)
+		}
+		args = append(args, shard, positions[shard].String())
+	}
+	out, err := resetScript.Run(ctx, s.c.client,
+		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Handoff}, args...).Slice()
+	if err != nil {
+		return res, fmt.Errorf("resetting checkpoints: %w", err)
+	}
+	return res, s.adminOutcome("resetting checkpoints", out, &res)
+}
+
+// Delete removes every key of the group+stream: checkpoints, closed set,
+// leases, members and hand-off requests. Refused with ErrLiveLeases while
+// leases are live unless force.
+func (s *Store) Delete(ctx context.Context, force bool) (ResetResult, error) {
+	var res ResetResult
+	var err error
+	if res.Checkpoints, err = s.Checkpoints(ctx); err != nil {
+		return res, err
+	}
+	if res.Closed, err = s.ClosedShards(ctx); err != nil {
+		return res, err
+	}
+	out, err := deleteScript.Run(ctx, s.c.client,
+		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff}, boolArg(force)).Slice()
+	if err != nil {
+		return res, fmt.Errorf("deleting checkpoints: %w", err)
+	}
+	return res, s.adminOutcome("deleting checkpoints", out, &res)
+}
+
+func (s *Store) adminOutcome(what string, out []any, res *ResetResult) error {
+	if len(out) < 1 {
+		return fmt.Errorf("%s: unexpected script reply %v", what, out)
+	}
+	for _, v := range out[1:] {
+		res.LiveLeases = append(res.LiveLeases, toString(v))
+	}
+	sort.Strings(res.LiveLeases)
+	if toInt(out[0]) != 1 {
+		return fmt.Errorf("%s: shards %s have live leases (stop the pipelines first, or force): %w",
+			what, strings.Join(res.LiveLeases, ", "), ErrLiveLeases)
+	}
+	s.log.With("live_leases", len(res.LiveLeases)).Info(what + " done")
+	return nil
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

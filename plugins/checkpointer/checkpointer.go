@@ -1,0 +1,209 @@
+package checkpointer
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redpanda-data/benthos/v4/public/service"
+)
+
+// Metric names.
+const (
+	MetricCommits = "kinesis_checkpoint_commits_total"
+	MetricErrors  = "kinesis_checkpoint_errors_total"
+)
+
+// Redis client timeouts. A Redis that is down or frozen must surface as an
+// error within seconds: the input then stops committing and, before its
+// leases run out, stops reading, instead of hanging on a call.
+const (
+	redisDialTimeout = 2 * time.Second
+	redisIOTimeout   = 3 * time.Second
+)
+
+// Checkpointer is a connection to Redis for one consumer group.
+type Checkpointer struct {
+	client     redis.UniversalClient
+	ownsClient bool
+	cfg        Config
+	log        *service.Logger
+
+	commits *service.MetricCounter
+	errors  *service.MetricCounter
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New builds the Redis client cfg describes and pings it, so an unreachable
+// Redis fails here with a clear error. log and metrics may be nil.
+func New(ctx context.Context, cfg Config, log *service.Logger, metrics *service.Metrics) (*Checkpointer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	client, err := NewRedisClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("connecting to redis %s: %w", RedactURL(cfg.RedisURL), err)
+	}
+	c := NewFromClient(client, cfg, log, metrics)
+	c.ownsClient = true
+	c.log.With("redis", RedactURL(cfg.RedisURL), "kind", cfg.RedisKind, "group", cfg.Group).Debug("Connected to the checkpoint store")
+	return c, nil
+}
+
+// NewFromClient wraps a client the caller built and keeps owning: Close does
+// not close it.
+func NewFromClient(client redis.UniversalClient, cfg Config, log *service.Logger, metrics *service.Metrics) *Checkpointer {
+	return &Checkpointer{
+		client:  client,
+		cfg:     cfg,
+		log:     log,
+		commits: metrics.NewCounter(MetricCommits),
+		errors:  metrics.NewCounter(MetricErrors),
+	}
+}
+
+// NewRedisClient builds (without connecting) the go-redis client for the
+// URL, kind, master and TLS settings of cfg.
+func NewRedisClient(cfg Config) (redis.UniversalClient, error) {
+	// go-redis' parse errors may quote the URL, password included, so they
+	// are reported without it.
+	parseErr := func(err error) error {
+		return fmt.Errorf("field %s: parsing %s: %s", fieldPathRedisURL, RedactURL(cfg.RedisURL), redactErr(err, cfg.RedisURL))
+	}
+	switch cfg.RedisKind {
+	case KindSimple, "":
+		o, err := redis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			return nil, parseErr(err)
+		}
+		o.TLSConfig = pickTLS(o.TLSConfig, cfg.TLS)
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
+		o.ContextTimeoutEnabled = true
+		// Retries belong to the caller (the input retries a failed commit at
+		// its next period and judges leases by their deadline); retrying here
+		// too would multiply delays while Redis is down.
+		o.MaxRetries = -1
+		o.DialerRetries = 1
+		return redis.NewClient(o), nil
+	case KindCluster:
+		o, err := redis.ParseClusterURL(cfg.RedisURL)
+		if err != nil {
+			return nil, parseErr(err)
+		}
+		o.TLSConfig = pickTLS(o.TLSConfig, cfg.TLS)
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
+		o.ContextTimeoutEnabled = true
+		// MaxRedirects stays: following MOVED/ASK is routing, not retrying.
+		o.MaxRetries = -1
+		o.DialerRetries = 1
+		return redis.NewClusterClient(o), nil
+	case KindFailover:
+		o, err := redis.ParseFailoverURL(cfg.RedisURL)
+		if err != nil {
+			return nil, parseErr(err)
+		}
+		if cfg.RedisMaster != "" {
+			o.MasterName = cfg.RedisMaster
+		}
+		// The URL's credentials are the data's (the master's); sentinels
+		// usually run without AUTH, and AUTH to a server without a password
+		// fails the connection.
+		o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
+		o.SentinelUsername, o.SentinelPassword = "", ""
+		o.TLSConfig = pickTLS(o.TLSConfig, cfg.TLS)
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
+		o.ContextTimeoutEnabled = true
+		o.MaxRetries = -1
+		o.DialerRetries = 1
+		return redis.NewFailoverClient(o), nil
+	default:
+		return nil, fmt.Errorf("field %s: %q is not one of simple, cluster, failover", fieldPathRedisKind, cfg.RedisKind)
+	}
+}
+
+// pickTLS lets the `tls` field override what the URL scheme implies, keeping
+// the server name go-redis derived from the URL host.
+func pickTLS(fromURL, custom *tls.Config) *tls.Config {
+	if custom == nil {
+		return fromURL
+	}
+	c := custom.Clone()
+	if c.ServerName == "" && fromURL != nil {
+		c.ServerName = fromURL.ServerName
+	}
+	return c
+}
+
+// Config returns the configuration the checkpointer runs with.
+func (c *Checkpointer) Config() Config { return c.cfg }
+
+// Client is the underlying Redis client.
+func (c *Checkpointer) Client() redis.UniversalClient { return c.client }
+
+// Close closes the Redis client when New built it. Idempotent.
+func (c *Checkpointer) Close() error {
+	c.closeOnce.Do(func() {
+		if c.ownsClient {
+			c.closeErr = c.client.Close()
+		}
+	})
+	return c.closeErr
+}
+
+// Stream returns the store of one stream's keys. streamID is the stream's
+// ARN, or its name where the service gives no ARN (kinesalite), so a stream
+// configured by name or by ARN reaches the same checkpoints.
+func (c *Checkpointer) Stream(streamID string) *Store {
+	tag := "{" + c.cfg.Group + ":" + streamID + "}"
+	base := c.cfg.KeyPrefix + ":" + tag + ":"
+	return &Store{
+		c:        c,
+		streamID: streamID,
+		log:      c.log.With("stream", streamID),
+		keys: Keys{
+			Checkpoints: base + "ckpt",
+			Closed:      base + "closed",
+			Leases:      base + "lease",
+			Members:     base + "members",
+			Handoff:     base + "handoff",
+		},
+	}
+}
+
+// Sentinel errors, matched with errors.Is.
+var (
+	// ErrLeaseHeld: another live owner holds the lease.
+	ErrLeaseHeld = errors.New("lease held by another owner")
+	// ErrLeaseLost: the caller's lease was taken over or released (its
+	// owner or fencing token no longer match); stop reading the shard.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrNotOwner: the operation needs a lease the caller does not hold
+	// (e.g. a zero Lease).
+	ErrNotOwner = errors.New("not the lease owner")
+	// ErrLiveLeases: an operator command refused because instances hold
+	// live leases.
+	ErrLiveLeases = errors.New("live leases exist")
+)
+
+// redactErr removes the URL's password from an error text that may quote it.
+func redactErr(err error, rawURL string) string {
+	msg := strings.ReplaceAll(err.Error(), rawURL, RedactURL(rawURL))
+	if u, perr := url.Parse(rawURL); perr == nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+	}
+	return msg
+}

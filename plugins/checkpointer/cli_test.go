@@ -1,0 +1,239 @@
+package checkpointer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/urfave/cli/v2"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
+)
+
+// runCLI runs `connect-kinesis checkpoints args...` in-process and returns
+// what it printed.
+func runCLI(ctx context.Context, args ...string) (string, error) {
+	var out bytes.Buffer
+	app := &cli.App{
+		Name:           "connect-kinesis",
+		Commands:       []*cli.Command{CLICommand()},
+		Writer:         &out,
+		ErrWriter:      &out,
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+	err := app.RunContext(ctx, append([]string{"connect-kinesis", "checkpoints"}, args...))
+	return out.String(), err
+}
+
+func TestIntegrationCLI(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", testenv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", testenv.SecretKey)
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	k := testenv.NewKinesisMock(t)
+	r := testenv.NewRedis(t, testenv.RedisOptions{Password: "cli-secret"})
+	ctx := t.Context()
+
+	arn := k.MustCreateStream(t, "orders", 2)
+	require.NotEmpty(t, arn)
+	// Split shard 0 so the stream has a closed parent and two children.
+	_, err := k.Client().SplitShard(ctx, &kinesis.SplitShardInput{
+		StreamName:         aws.String("orders"),
+		ShardToSplit:       aws.String("shardId-000000000000"),
+		NewStartingHashKey: aws.String("85070591730234615865843651857942052864"),
+	})
+	require.NoError(t, err)
+	_, err = k.WaitActive(ctx, "orders")
+	require.NoError(t, err)
+
+	// A pipeline of the group: it reads shard 1 and has finished shard 0.
+	cfg := DefaultConfig()
+	cfg.RedisURL, cfg.Group = r.URL(), "billing"
+	cp, err := New(ctx, cfg, nil, nil)
+	require.NoError(t, err)
+	defer cp.Close()
+	s := cp.Stream(arn)
+	require.NoError(t, s.Heartbeat(ctx, "host-a-1234"))
+	l1, err := s.Acquire(ctx, "shardId-000000000001", "host-a-1234")
+	require.NoError(t, err)
+	p, _ := ParsePosition("49590338271490256608559692538361571095921575989136588898")
+	require.NoError(t, s.Commit(ctx, l1, p))
+
+	base := []string{"--redis-url", r.URL(), "--group", "billing", "--stream", "orders",
+		"--region", testenv.Region, "--endpoint", k.Endpoint}
+	with := func(sub string, extra ...string) []string {
+		return append(append([]string{sub}, base...), extra...)
+	}
+
+	t.Run("show prints shards, states and members", func(t *testing.T) {
+		out, err := runCLI(ctx, with("show")...)
+		require.NoError(t, err, out)
+		assert.Contains(t, out, "key identity: "+arn)
+		assert.NotContains(t, out, "cli-secret")
+		lines := map[string]string{}
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "shardId-") {
+				lines[f[0]] = line
+			}
+		}
+		require.Len(t, lines, 4, out)
+		assert.Regexp(t, `shardId-000000000000\s+ready\s+-\s+-`, lines["shardId-000000000000"])
+		assert.Regexp(t, `shardId-000000000001\s+open\s+-\s+host-a-1234\s+\S+s\s+1\s+49590338271490256608559692538361571095921575989136588898`, lines["shardId-000000000001"])
+		assert.Regexp(t, `shardId-000000000002\s+waiting-for-parents\s+shardId-000000000000`, lines["shardId-000000000002"])
+		assert.Regexp(t, `shardId-000000000003\s+waiting-for-parents\s+shardId-000000000000`, lines["shardId-000000000003"])
+		assert.Contains(t, out, "live members (1):\n  host-a-1234")
+	})
+
+	t.Run("show --json; the stream's ARN reaches the same keys", func(t *testing.T) {
+		l0, err := s.Acquire(ctx, "shardId-000000000000", "host-a-1234")
+		require.NoError(t, err)
+		require.NoError(t, s.CloseShard(ctx, l0))
+		out, err := runCLI(ctx, "show", "--json", "--redis-url", r.URL(), "--group", "billing",
+			"--stream", arn, "--region", testenv.Region, "--endpoint", k.Endpoint)
+		require.NoError(t, err, out)
+		var rep ShowReport
+		require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+		assert.Equal(t, arn, rep.StreamID)
+		states := map[string]string{}
+		for _, row := range rep.Shards {
+			states[row.Shard] = row.State + " " + row.Checkpoint
+		}
+		assert.Equal(t, map[string]string{
+			"shardId-000000000000": "closed SHARD_END",
+			"shardId-000000000001": "open 49590338271490256608559692538361571095921575989136588898",
+			"shardId-000000000002": "ready ",
+			"shardId-000000000003": "ready ",
+		}, states)
+	})
+
+	t.Run("reset refuses while a lease is live, then fences it with --force", func(t *testing.T) {
+		out, err := runCLI(ctx, with("reset", "--to", "latest")...)
+		require.Error(t, err)
+		assert.ErrorIs(t, err, ErrLiveLeases)
+		assert.Contains(t, err.Error(), "shardId-000000000001")
+		got, ok, err := s.Checkpoint(ctx, "shardId-000000000001")
+		require.NoError(t, err)
+		require.True(t, ok, "a refused reset changes nothing")
+		assert.Equal(t, p, got)
+
+		out, err = runCLI(ctx, with("reset", "--to", "latest", "--force")...)
+		require.NoError(t, err, out)
+		assert.Contains(t, out, "shardId-000000000001: 49590338271490256608559692538361571095921575989136588898 -> (none)")
+		assert.Contains(t, out, "closed shards cleared: 1")
+		assert.Contains(t, out, "leases fenced out (forced): shardId-000000000001")
+		assert.Contains(t, out, "start at: latest")
+
+		so, ok, err := s.StartOverride(ctx)
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, StartLatest, so.Mode)
+		all, err := s.Checkpoints(ctx)
+		require.NoError(t, err)
+		assert.Empty(t, all)
+		// The running pipeline is fenced: its next commit is refused.
+		assert.ErrorIs(t, s.Commit(ctx, l1, p), ErrLeaseLost)
+	})
+
+	t.Run("reset to sequences from a file and from show --json", func(t *testing.T) {
+		dir := t.TempDir()
+		flat := filepath.Join(dir, "seq.json")
+		require.NoError(t, os.WriteFile(flat, []byte(`{"shardId-000000000000":"SHARD_END","shardId-000000000002":"123/4"}`), 0o600))
+		out, err := runCLI(ctx, with("reset", "--to", "sequences="+flat)...)
+		require.NoError(t, err, out)
+		assert.Contains(t, out, "shardId-000000000002: (none) -> 123/4")
+		closed, err := s.ClosedShards(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]bool{"shardId-000000000000": true}, closed)
+		_, ok, err := s.StartOverride(ctx)
+		require.NoError(t, err)
+		assert.False(t, ok, "a sequences reset clears the start override")
+
+		backup, err := runCLI(ctx, with("show", "--json")...)
+		require.NoError(t, err)
+		bf := filepath.Join(dir, "backup.json")
+		require.NoError(t, os.WriteFile(bf, []byte(backup), 0o600))
+		_, err = runCLI(ctx, with("reset", "--to", "trim_horizon")...)
+		require.NoError(t, err)
+		out, err = runCLI(ctx, with("reset", "--to", "sequences="+bf)...)
+		require.NoError(t, err, out)
+		all, err := s.Checkpoints(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, "123/4", all["shardId-000000000002"].String())
+		assert.True(t, all["shardId-000000000000"].ShardEnd)
+	})
+
+	t.Run("delete needs --yes", func(t *testing.T) {
+		_, err := runCLI(ctx, with("delete")...)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "--yes")
+		out, err := runCLI(ctx, with("delete", "--yes")...)
+		require.NoError(t, err, out)
+		assert.Contains(t, out, "2 checkpoints, 1 closed shards")
+		n, err := r.Client().Exists(ctx, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n)
+	})
+
+	t.Run("clear errors", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			args []string
+			want string
+		}{
+			{"unknown stream", []string{"show", "--redis-url", r.URL(), "--group", "g", "--stream", "nope", "--region", testenv.Region, "--endpoint", k.Endpoint}, `stream "nope" not found`},
+			{"unreachable redis", []string{"show", "--redis-url", "redis://:cli-secret@127.0.0.1:1", "--group", "g", "--stream", "orders", "--region", testenv.Region, "--endpoint", k.Endpoint}, "connecting to redis redis://:xxxxx@127.0.0.1:1"},
+			{"bad --to", with("reset", "--to", "yesterday"), "flag --to"},
+			{"bad timestamp", with("reset", "--to", "at_timestamp=monday"), "RFC3339"},
+			{"missing group", []string{"show", "--redis-url", r.URL(), "--stream", "orders"}, "group"},
+			{"bad kind", with("show", "--redis-kind", "sharded"), "flag --redis-kind"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				out, err := runCLI(ctx, tc.args...)
+				require.Error(t, err, out)
+				assert.Contains(t, err.Error(), tc.want)
+				assert.NotContains(t, err.Error()+out, "cli-secret")
+			})
+		}
+	})
+}
+
+// On kinesalite (which rejects StreamARN parameters) the stream is reached
+// by name, and its key identity is still what DescribeStreamSummary names
+// it, as the input resolves it.
+func TestIntegrationCLIKinesalite(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", testenv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", testenv.SecretKey)
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	k := testenv.NewKinesalite(t)
+	r := testenv.NewRedis(t)
+	id := k.MustCreateStream(t, "clicks", 3)
+	if id == "" {
+		id = "clicks"
+	}
+
+	cfg := DefaultConfig()
+	cfg.RedisURL, cfg.Group = r.URL(), "g"
+	cp, err := New(t.Context(), cfg, nil, nil)
+	require.NoError(t, err)
+	defer cp.Close()
+	s := cp.Stream(id)
+	l, err := s.Acquire(t.Context(), "shardId-000000000002", "me")
+	require.NoError(t, err)
+	require.NoError(t, s.Commit(t.Context(), l, Position{Sequence: "5"}))
+
+	out, err := runCLI(t.Context(), "show", "--redis-url", r.URL(), "--group", "g", "--stream", "clicks",
+		"--region", testenv.Region, "--endpoint", k.Endpoint)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "key identity: "+id+"\n")
+	assert.Regexp(t, `shardId-000000000002\s+open\s+-\s+me\s+\S+\s+1\s+5`, out)
+	assert.Regexp(t, `shardId-000000000000\s+ready`, out)
+}

@@ -1,0 +1,226 @@
+package checkpointer
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+)
+
+// Field names of the `checkpoint` and `lease` objects.
+const (
+	FieldCheckpoint        = "checkpoint"
+	FieldRedis             = "redis"
+	FieldRedisURL          = "url"
+	FieldRedisKind         = "kind"
+	FieldRedisMaster       = "master"
+	FieldRedisTLS          = "tls"
+	FieldGroup             = "group"
+	FieldKeyPrefix         = "key_prefix"
+	FieldCommitPeriod      = "commit_period"
+	FieldLease             = "lease"
+	FieldLeasePeriod       = "period"
+	FieldRebalancePeriod   = "rebalance_period"
+	FieldHandoffTimeout    = "handoff_timeout"
+	fieldPathRedisURL      = FieldCheckpoint + "." + FieldRedis + "." + FieldRedisURL
+	fieldPathRedisKind     = FieldCheckpoint + "." + FieldRedis + "." + FieldRedisKind
+	fieldPathRedisMaster   = FieldCheckpoint + "." + FieldRedis + "." + FieldRedisMaster
+	fieldPathGroup         = FieldCheckpoint + "." + FieldGroup
+	fieldPathKeyPrefix     = FieldCheckpoint + "." + FieldKeyPrefix
+	fieldPathCommitPeriod  = FieldCheckpoint + "." + FieldCommitPeriod
+	fieldPathLeasePeriod   = FieldLease + "." + FieldLeasePeriod
+	fieldPathRebalance     = FieldLease + "." + FieldRebalancePeriod
+	fieldPathHandoffTimout = FieldLease + "." + FieldHandoffTimeout
+)
+
+// Redis deployment kinds accepted by `checkpoint.redis.kind`.
+const (
+	KindSimple   = "simple"
+	KindCluster  = "cluster"
+	KindFailover = "failover"
+)
+
+// Defaults, shared by the fields, the CLI and tests.
+const (
+	DefaultKeyPrefix       = "kinesis"
+	DefaultCommitPeriod    = 5 * time.Second
+	DefaultLeasePeriod     = 10 * time.Second
+	DefaultRebalancePeriod = 10 * time.Second
+	DefaultHandoffTimeout  = 10 * time.Second
+)
+
+// Fields returns the `checkpoint` and `lease` objects a consumer embeds at its
+// top level.
+func Fields() []*service.ConfigField {
+	return []*service.ConfigField{
+		service.NewObjectField(FieldCheckpoint,
+			service.NewObjectField(FieldRedis,
+				service.NewURLField(FieldRedisURL).
+					Description("The Redis URL, e.g. `redis://:password@host:6379/0`, or `rediss://` for TLS. Credentials go in the URL; it is treated as a secret and never logged. For `cluster` and `failover` name further nodes with `addr` query parameters: `redis://host1:6379?addr=host2:6379&addr=host3:6379`.").
+					Example("redis://localhost:6379").
+					Example("rediss://user:password@redis.internal:6380/0").
+					Secret(),
+				service.NewStringEnumField(FieldRedisKind, KindSimple, KindCluster, KindFailover).
+					Description("How to reach Redis: `simple` (one server), `cluster` (Redis Cluster) or `failover` (Sentinel; the URL names the sentinels and `master` the monitored master).").
+					Default(KindSimple),
+				service.NewStringField(FieldRedisMaster).
+					Description("The Sentinel master name, required with `kind: failover`.").
+					Default(""),
+				service.NewTLSToggledField(FieldRedisTLS).
+					Description("Custom TLS settings. When disabled, a `rediss://` URL still uses TLS with the system's roots."),
+			).Description("Where checkpoints and leases are kept."),
+			service.NewStringField(FieldGroup).
+				Description("The name of the consuming application. Instances with the same group share the stream's shards and its checkpoints; a different group reads the stream independently from its own checkpoints. Required: there is no default, so that two applications never share checkpoints by accident.").
+				Example("orders-to-s3"),
+			service.NewStringField(FieldKeyPrefix).
+				Description("The prefix of every Redis key, e.g. `kinesis:{group:stream}:ckpt`.").
+				Default(DefaultKeyPrefix).Advanced(),
+			service.NewDurationField(FieldCommitPeriod).
+				Description("How often each shard's highest contiguously acknowledged position is written to Redis. After a crash at most this much is delivered again. A graceful shutdown and a hand-off commit at once.").
+				Default(DefaultCommitPeriod.String()),
+		).Description("Checkpoints, kept in Redis, so that a restarted or added instance resumes where the group left off."),
+		service.NewObjectField(FieldLease,
+			service.NewDurationField(FieldLeasePeriod).
+				Description("How long a shard lease lasts without renewal (renewed every third of it). A dead instance's shards are taken over after about `period + rebalance_period`.").
+				Default(DefaultLeasePeriod.String()).Advanced(),
+			service.NewDurationField(FieldRebalancePeriod).
+				Description("How often an instance takes free shards up to its fair share, or asks an instance holding more than its share to hand one over.").
+				Default(DefaultRebalancePeriod.String()).Advanced(),
+			service.NewDurationField(FieldHandoffTimeout).
+				Description("How long an instance handing a shard over waits for in-flight messages to be acknowledged before it commits and releases the lease anyway.").
+				Default(DefaultHandoffTimeout.String()).Advanced(),
+		).Description("Shard leases: which instance of the group reads which shard.").Advanced(),
+	}
+}
+
+// Config is the parsed form of Fields.
+type Config struct {
+	// RedisURL holds credentials: never log it (see RedactURL).
+	RedisURL, RedisKind, RedisMaster string
+	// TLS overrides the TLS settings implied by the URL; nil keeps them.
+	TLS              *tls.Config
+	Group, KeyPrefix string
+
+	CommitPeriod, LeasePeriod, RebalancePeriod, HandoffTimeout time.Duration
+}
+
+// DefaultConfig returns a Config with every default set; RedisURL and Group
+// are left for the caller.
+func DefaultConfig() Config {
+	return Config{
+		RedisKind:       KindSimple,
+		KeyPrefix:       DefaultKeyPrefix,
+		CommitPeriod:    DefaultCommitPeriod,
+		LeasePeriod:     DefaultLeasePeriod,
+		RebalancePeriod: DefaultRebalancePeriod,
+		HandoffTimeout:  DefaultHandoffTimeout,
+	}
+}
+
+// ConfigFromParsed reads the fields added by Fields and validates them.
+func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
+	var c Config
+	var err error
+	ck := conf.Namespace(FieldCheckpoint)
+	rc := ck.Namespace(FieldRedis)
+	if c.RedisURL, err = rc.FieldString(FieldRedisURL); err != nil {
+		return c, err
+	}
+	if c.RedisKind, err = rc.FieldString(FieldRedisKind); err != nil {
+		return c, err
+	}
+	if c.RedisMaster, err = rc.FieldString(FieldRedisMaster); err != nil {
+		return c, err
+	}
+	tlsConf, enabled, err := rc.FieldTLSToggled(FieldRedisTLS)
+	if err != nil {
+		return c, fmt.Errorf("field %s.%s: %w", FieldCheckpoint+"."+FieldRedis, FieldRedisTLS, err)
+	}
+	if enabled {
+		c.TLS = tlsConf
+	}
+	if c.Group, err = ck.FieldString(FieldGroup); err != nil {
+		return c, err
+	}
+	if c.KeyPrefix, err = ck.FieldString(FieldKeyPrefix); err != nil {
+		return c, err
+	}
+	if c.CommitPeriod, err = ck.FieldDuration(FieldCommitPeriod); err != nil {
+		return c, err
+	}
+	lc := conf.Namespace(FieldLease)
+	if c.LeasePeriod, err = lc.FieldDuration(FieldLeasePeriod); err != nil {
+		return c, err
+	}
+	if c.RebalancePeriod, err = lc.FieldDuration(FieldRebalancePeriod); err != nil {
+		return c, err
+	}
+	if c.HandoffTimeout, err = lc.FieldDuration(FieldHandoffTimeout); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
+
+// minLeasePeriod keeps renewals (every third of the period) well above a
+// Redis round trip; below it leases would flap on any hiccup.
+const minLeasePeriod = 100 * time.Millisecond
+
+// Validate names the first invalid field and what it accepts.
+func (c Config) Validate() error {
+	if c.RedisURL == "" {
+		return fmt.Errorf("field %s: required, e.g. redis://localhost:6379", fieldPathRedisURL)
+	}
+	u, err := url.Parse(c.RedisURL)
+	if err != nil {
+		// The parse error quotes the URL, with its password: do not wrap it.
+		return fmt.Errorf("field %s: not a valid URL (redis://[user:password@]host:port[/db] or rediss://...)", fieldPathRedisURL)
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return fmt.Errorf("field %s: scheme %q is not supported; use redis:// or rediss://", fieldPathRedisURL, u.Scheme)
+	}
+	switch c.RedisKind {
+	case KindSimple, KindCluster:
+	case KindFailover:
+		if c.RedisMaster == "" && u.Query().Get("master_name") == "" {
+			return fmt.Errorf("field %s: required with %s: failover (the Sentinel master name)", fieldPathRedisMaster, fieldPathRedisKind)
+		}
+	default:
+		return fmt.Errorf("field %s: %q is not one of simple, cluster, failover", fieldPathRedisKind, c.RedisKind)
+	}
+	if c.Group == "" {
+		return fmt.Errorf("field %s: required; it names the consuming application, e.g. orders-to-s3", fieldPathGroup)
+	}
+	// A brace in the group would end the Redis Cluster hash tag early and
+	// scatter a stream's keys over slots (CROSSSLOT in every script).
+	if strings.ContainsAny(c.Group, "{}") {
+		return fmt.Errorf("field %s: %q must not contain '{' or '}'", fieldPathGroup, c.Group)
+	}
+	if c.KeyPrefix == "" || strings.ContainsAny(c.KeyPrefix, "{}") {
+		return fmt.Errorf("field %s: %q must be non-empty and without '{' or '}'", fieldPathKeyPrefix, c.KeyPrefix)
+	}
+	if c.CommitPeriod <= 0 {
+		return fmt.Errorf("field %s: %v must be a positive duration, e.g. 5s", fieldPathCommitPeriod, c.CommitPeriod)
+	}
+	if c.LeasePeriod < minLeasePeriod {
+		return fmt.Errorf("field %s: %v must be at least %v, e.g. 10s", fieldPathLeasePeriod, c.LeasePeriod, minLeasePeriod)
+	}
+	if c.RebalancePeriod <= 0 {
+		return fmt.Errorf("field %s: %v must be a positive duration, e.g. 10s", fieldPathRebalance, c.RebalancePeriod)
+	}
+	if c.HandoffTimeout <= 0 {
+		return fmt.Errorf("field %s: %v must be a positive duration, e.g. 10s", fieldPathHandoffTimout, c.HandoffTimeout)
+	}
+	return nil
+}
+
+// RedactURL returns the URL with its password replaced, for logs and errors.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparsable redis url>"
+	}
+	return u.Redacted()
+}

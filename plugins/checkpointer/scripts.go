@@ -1,0 +1,285 @@
+package checkpointer
+
+import "github.com/redis/go-redis/v9"
+
+// Every mutation of the checkpointer's keys is one of these scripts, so that
+// each is atomic, sees the Redis server's clock (TIME) and, with every key in
+// KEYS under one hash tag, runs on a single Cluster slot. Script.Run sends
+// EVALSHA and falls back to EVAL after a restart flushed the script cache.
+//
+// Lease value: "<owner>|<expiresAtMillis>|<fencingToken>". A released lease
+// keeps its field as "|0|<token>" so the token never goes back: every
+// acquisition takes the previous token plus one.
+
+// luaPrelude holds the helpers every script shares.
+const luaPrelude = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The owner may itself hold '|', so the two numbers are taken from the right.
+local function parse_lease(v)
+  if not v then return nil, 0, 0 end
+  local owner, exp, tok = string.match(v, '^(.*)|(%d+)|(%d+)$')
+  if not owner then return nil, 0, 0 end
+  return owner, tonumber(exp), tonumber(tok)
+end
+
+local function lease_value(owner, exp, tok)
+  return string.format('%s|%d|%d', owner, exp, tok)
+end
+
+local function live(owner, exp, now)
+  return owner ~= nil and owner ~= '' and exp > now
+end
+
+local function strip_zeros(s)
+  local r = string.gsub(s, '^0+', '')
+  if r == '' then return '0' end
+  return r
+end
+
+-- Returns seq, sub (nil for a whole record), is_end, ok.
+local function parse_pos(p)
+  if p == 'SHARD_END' then return nil, nil, true, true end
+  local seq, sub = string.match(p, '^(%d+)/(%d+)$')
+  if seq then return strip_zeros(seq), tonumber(sub), false, true end
+  if string.match(p, '^%d+$') then return strip_zeros(p), nil, false, true end
+  return nil, nil, false, false
+end
+
+-- Sequence numbers are decimals of up to 128 bits: Lua numbers are doubles,
+-- so compare them as strings, by length and then lexicographically.
+local function cmp_pos(a, b)
+  local as, asub, aend = parse_pos(a)
+  local bs, bsub, bend = parse_pos(b)
+  if aend and bend then return 0 end
+  if aend then return 1 end
+  if bend then return -1 end
+  if #as ~= #bs then
+    if #as < #bs then return -1 end
+    return 1
+  end
+  if as ~= bs then
+    if as < bs then return -1 end
+    return 1
+  end
+  -- Same record: the whole record is past each of its sub-records.
+  if asub == nil and bsub == nil then return 0 end
+  if asub == nil then return 1 end
+  if bsub == nil then return -1 end
+  if asub == bsub then return 0 end
+  if asub < bsub then return -1 end
+  return 1
+end
+`
+
+func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + body) }
+
+// acquireScript: KEYS lease, handoff; ARGV shard, owner, periodMillis.
+// Returns {1|0, owner, expiresAt, token, now}: 1 when the caller holds the
+// lease, 0 with the live holder otherwise.
+var acquireScript = newScript(`
+local now = now_ms()
+local owner, exp, tok = parse_lease(redis.call('HGET', KEYS[1], ARGV[1]))
+local period = tonumber(ARGV[3])
+if live(owner, exp, now) then
+  if owner ~= ARGV[2] then return {0, owner, exp, tok, now} end
+  -- The caller holds it already: a renewal, same token.
+  exp = now + period
+  redis.call('HSET', KEYS[1], ARGV[1], lease_value(owner, exp, tok))
+  return {1, owner, exp, tok, now}
+end
+tok = tok + 1
+exp = now + period
+redis.call('HSET', KEYS[1], ARGV[1], lease_value(ARGV[2], exp, tok))
+-- A request to hand the shard over was meant for the previous holder.
+redis.call('HDEL', KEYS[2], ARGV[1])
+return {1, ARGV[2], exp, tok, now}
+`)
+
+// renewScript: KEYS lease; ARGV shard, owner, token, periodMillis.
+// Returns {1, expiresAt, now} or {0, 0, now} when fenced. An expired lease
+// nobody took is still the caller's: its token proves no one else held it.
+var renewScript = newScript(`
+local now = now_ms()
+local owner, exp, tok = parse_lease(redis.call('HGET', KEYS[1], ARGV[1]))
+if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then return {0, 0, now} end
+exp = now + tonumber(ARGV[4])
+redis.call('HSET', KEYS[1], ARGV[1], lease_value(owner, exp, tok))
+return {1, exp, now}
+`)
+
+// renewAllScript: KEYS lease; ARGV owner, periodMillis, then shard, token
+// pairs. Returns {expiresAt, now, lostShard...}.
+var renewAllScript = newScript(`
+local now = now_ms()
+local exp = now + tonumber(ARGV[2])
+local out = {exp, now}
+for i = 3, #ARGV, 2 do
+  local owner, _, tok = parse_lease(redis.call('HGET', KEYS[1], ARGV[i]))
+  if owner == ARGV[1] and tok == tonumber(ARGV[i + 1]) then
+    redis.call('HSET', KEYS[1], ARGV[i], lease_value(owner, exp, tok))
+  else
+    table.insert(out, ARGV[i])
+  end
+end
+return out
+`)
+
+// releaseScript: KEYS lease, handoff; ARGV shard, owner, token.
+// Returns 1, or 0 when fenced. Releasing twice is not an error.
+var releaseScript = newScript(`
+local owner, _, tok = parse_lease(redis.call('HGET', KEYS[1], ARGV[1]))
+if tok ~= tonumber(ARGV[3]) then return 0 end
+if owner == ARGV[2] then
+  redis.call('HSET', KEYS[1], ARGV[1], lease_value('', 0, tok))
+elseif owner ~= '' then
+  return 0
+end
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1
+`)
+
+// commitScript: KEYS lease, ckpt; ARGV shard, owner, token, position.
+// Returns 1 written, 2 not written because the stored one is not older,
+// 0 fenced.
+var commitScript = newScript(`
+local owner, _, tok = parse_lease(redis.call('HGET', KEYS[1], ARGV[1]))
+if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then return 0 end
+local cur = redis.call('HGET', KEYS[2], ARGV[1])
+if cur then
+  local _, _, _, ok = parse_pos(cur)
+  if ok and cmp_pos(ARGV[4], cur) <= 0 then return 2 end
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
+return 1
+`)
+
+// closeScript: KEYS lease, ckpt, closed, handoff; ARGV shard, owner, token.
+// Returns 1, or 0 when fenced.
+var closeScript = newScript(`
+local owner, _, tok = parse_lease(redis.call('HGET', KEYS[1], ARGV[1]))
+if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], 'SHARD_END')
+redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('HSET', KEYS[1], ARGV[1], lease_value('', 0, tok))
+redis.call('HDEL', KEYS[4], ARGV[1])
+return 1
+`)
+
+// leasesScript: KEYS lease. Returns {now, field, value, ...}; a script so the
+// expiry is judged by the same clock the mutations use.
+var leasesScript = newScript(`
+local out = {now_ms()}
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all do out[i + 1] = all[i] end
+return out
+`)
+
+// heartbeatScript: KEYS members; ARGV member. Returns now.
+var heartbeatScript = newScript(`
+local now = now_ms()
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+return now
+`)
+
+// liveMembersScript: KEYS members; ARGV periodMillis. Prunes members silent
+// for longer than the period and returns the rest.
+var liveMembersScript = newScript(`
+local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. string.format('%d', now - tonumber(ARGV[1])))
+return redis.call('ZRANGE', KEYS[1], 0, -1)
+`)
+
+// removeMemberScript: KEYS members; ARGV member.
+var removeMemberScript = newScript(`
+return redis.call('ZREM', KEYS[1], ARGV[1])
+`)
+
+// requestHandoffScript: KEYS handoff; ARGV shard, requester.
+// Value: "<requester>|<requestedAtMillis>".
+var requestHandoffScript = newScript(`
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%s|%d', ARGV[2], now_ms()))
+return 1
+`)
+
+// handoffRequestsScript: KEYS handoff, lease, members; ARGV owner,
+// periodMillis. Returns {shard, requester, ...} for live shards the owner
+// holds whose requester is a live member; requests from dead members are
+// deleted, so a vanished requester never makes an owner give a shard up.
+var handoffRequestsScript = newScript(`
+local now = now_ms()
+local out = {}
+local reqs = redis.call('HGETALL', KEYS[1])
+for i = 1, #reqs, 2 do
+  local shard = reqs[i]
+  local requester = string.match(reqs[i + 1], '^(.*)|%d+$') or reqs[i + 1]
+  local seen = tonumber(redis.call('ZSCORE', KEYS[3], requester))
+  if not seen or seen < now - tonumber(ARGV[2]) then
+    redis.call('HDEL', KEYS[1], shard)
+  else
+    local owner, exp = parse_lease(redis.call('HGET', KEYS[2], shard))
+    if owner == ARGV[1] and live(owner, exp, now) then
+      table.insert(out, shard)
+      table.insert(out, requester)
+    end
+  end
+end
+return out
+`)
+
+// resetScript: KEYS ckpt, closed, lease, handoff; ARGV force ("1"/"0"),
+// start marker ("" for none), then shard, position pairs. Refuses with
+// {0, liveShard...} while leases are live unless forced; otherwise frees
+// every lease with its token bumped (a reader still running is fenced out of
+// its next renew or commit), replaces the checkpoints and the closed set and
+// returns {1, liveShard...}.
+var resetScript = newScript(`
+local now = now_ms()
+local leases = redis.call('HGETALL', KEYS[3])
+local held = {}
+for i = 1, #leases, 2 do
+  local owner, exp = parse_lease(leases[i + 1])
+  if live(owner, exp, now) then table.insert(held, leases[i]) end
+end
+if #held > 0 and ARGV[1] ~= '1' then
+  table.insert(held, 1, 0)
+  return held
+end
+for i = 1, #leases, 2 do
+  local _, _, tok = parse_lease(leases[i + 1])
+  redis.call('HSET', KEYS[3], leases[i], lease_value('', 0, tok + 1))
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[4])
+if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], '` + startField + `', ARGV[2]) end
+for i = 3, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  if ARGV[i + 1] == 'SHARD_END' then redis.call('SADD', KEYS[2], ARGV[i]) end
+end
+table.insert(held, 1, 1)
+return held
+`)
+
+// deleteScript: KEYS ckpt, closed, lease, members, handoff; ARGV force.
+// Same refusal as resetScript; then deletes every key of the group+stream.
+var deleteScript = newScript(`
+local now = now_ms()
+local leases = redis.call('HGETALL', KEYS[3])
+local held = {}
+for i = 1, #leases, 2 do
+  local owner, exp = parse_lease(leases[i + 1])
+  if live(owner, exp, now) then table.insert(held, leases[i]) end
+end
+if #held > 0 and ARGV[1] ~= '1' then
+  table.insert(held, 1, 0)
+  return held
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+table.insert(held, 1, 1)
+return held
+`)
+
+// nowScript returns the Redis clock in milliseconds.
+var nowScript = newScript(`return now_ms()`)

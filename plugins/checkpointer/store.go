@@ -1,0 +1,392 @@
+package checkpointer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redpanda-data/benthos/v4/public/service"
+)
+
+// Keys are the Redis keys of one group+stream. They share the hash tag
+// {<group>:<stream>}, so every script touching several of them runs on one
+// Redis Cluster slot.
+type Keys struct {
+	Checkpoints, Closed, Leases, Members, Handoff string
+}
+
+// Store reads and changes the checkpoints, leases, closed shards, members
+// and hand-off requests of one stream for the group.
+type Store struct {
+	c        *Checkpointer
+	streamID string
+	keys     Keys
+	log      *service.Logger
+}
+
+// StreamID is the identity the keys are named after.
+func (s *Store) StreamID() string { return s.streamID }
+
+// Keys are the store's Redis keys.
+func (s *Store) Keys() Keys { return s.keys }
+
+// Lease is a shard lease held by Owner. Token is the fencing token: it grows
+// with every acquisition, and commits and renewals must present it.
+type Lease struct {
+	Shard, Owner string
+	Token        int64
+	// ExpiresAt is by the Redis server's clock.
+	ExpiresAt time.Time
+	// Deadline is by the local clock: the lease runs out no sooner than this
+	// (measured from before the call was sent, so it errs early). A reader
+	// that cannot renew by then must stop.
+	Deadline time.Time
+}
+
+// LeaseState is a lease as stored, judged against Redis TIME.
+type LeaseState struct {
+	Lease
+	// Expired is true for an expired or released lease (Owner "" when
+	// released); anyone may take it.
+	Expired bool
+	// ExpiresIn is the time left, zero when expired.
+	ExpiresIn time.Duration
+}
+
+func (s *Store) periodMillis() int64 { return s.c.cfg.LeasePeriod.Milliseconds() }
+
+// Acquire takes a free or expired lease for owner, bumping its fencing
+// token. A live lease of another owner gives ErrLeaseHeld; one the owner
+// already holds is renewed with its token unchanged.
+func (s *Store) Acquire(ctx context.Context, shard, owner string) (Lease, error) {
+	if shard == "" || owner == "" {
+		return Lease{}, fmt.Errorf("acquiring lease: shard and owner must be set")
+	}
+	sent := time.Now()
+	res, err := acquireScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Handoff}, shard, owner, s.periodMillis()).Slice()
+	if err != nil {
+		return Lease{}, fmt.Errorf("acquiring lease for shard %s: %w", shard, err)
+	}
+	if len(res) != 5 {
+		return Lease{}, fmt.Errorf("acquiring lease for shard %s: unexpected script reply %v", shard, res)
+	}
+	l := Lease{Shard: shard, Owner: toString(res[1]), Token: toInt(res[3]), ExpiresAt: time.UnixMilli(toInt(res[2]))}
+	l.Deadline = sent.Add(time.Duration(toInt(res[2])-toInt(res[4])) * time.Millisecond)
+	if toInt(res[0]) != 1 {
+		return l, fmt.Errorf("acquiring lease for shard %s: held by %s until %s: %w", shard, l.Owner, l.ExpiresAt.UTC().Format(time.RFC3339Nano), ErrLeaseHeld)
+	}
+	return l, nil
+}
+
+// Renew extends l by a lease period. ErrLeaseLost when another owner took
+// it or it was released; an expired lease nobody took is renewed.
+func (s *Store) Renew(ctx context.Context, l Lease) (Lease, error) {
+	if l.Owner == "" || l.Token == 0 {
+		return l, fmt.Errorf("renewing lease for shard %s: %w", l.Shard, ErrNotOwner)
+	}
+	sent := time.Now()
+	res, err := renewScript.Run(ctx, s.c.client, []string{s.keys.Leases}, l.Shard, l.Owner, l.Token, s.periodMillis()).Int64Slice()
+	if err != nil {
+		return l, fmt.Errorf("renewing lease for shard %s: %w", l.Shard, err)
+	}
+	if len(res) != 3 || res[0] != 1 {
+		return l, fmt.Errorf("renewing lease for shard %s (token %d): %w", l.Shard, l.Token, ErrLeaseLost)
+	}
+	l.ExpiresAt = time.UnixMilli(res[1])
+	l.Deadline = sent.Add(time.Duration(res[1]-res[2]) * time.Millisecond)
+	return l, nil
+}
+
+// RenewAll renews all of owner's leases in one script call, so the cost in
+// Redis is per instance, not per shard. It returns the renewed leases and
+// the shards whose lease was lost; err is a Redis error, in which case no
+// lease is known to be renewed.
+func (s *Store) RenewAll(ctx context.Context, owner string, ls []Lease) (renewed []Lease, lost []string, err error) {
+	if len(ls) == 0 {
+		return nil, nil, nil
+	}
+	args := make([]any, 0, 2+2*len(ls))
+	args = append(args, owner, s.periodMillis())
+	for _, l := range ls {
+		args = append(args, l.Shard, l.Token)
+	}
+	sent := time.Now()
+	res, err := renewAllScript.Run(ctx, s.c.client, []string{s.keys.Leases}, args...).Slice()
+	if err != nil {
+		return nil, nil, fmt.Errorf("renewing %d leases of %s: %w", len(ls), owner, err)
+	}
+	if len(res) < 2 {
+		return nil, nil, fmt.Errorf("renewing %d leases of %s: unexpected script reply %v", len(ls), owner, res)
+	}
+	exp, now := toInt(res[0]), toInt(res[1])
+	lostSet := make(map[string]bool, len(res)-2)
+	for _, v := range res[2:] {
+		lostSet[toString(v)] = true
+		lost = append(lost, toString(v))
+	}
+	for _, l := range ls {
+		if lostSet[l.Shard] || l.Owner != owner {
+			continue
+		}
+		l.ExpiresAt = time.UnixMilli(exp)
+		l.Deadline = sent.Add(time.Duration(exp-now) * time.Millisecond)
+		renewed = append(renewed, l)
+	}
+	return renewed, lost, nil
+}
+
+// Release gives l up and clears any hand-off request for its shard.
+// Releasing a lease already released is not an error; one taken by another
+// owner is ErrLeaseLost.
+func (s *Store) Release(ctx context.Context, l Lease) error {
+	n, err := releaseScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Handoff}, l.Shard, l.Owner, l.Token).Int64()
+	if err != nil {
+		return fmt.Errorf("releasing lease for shard %s: %w", l.Shard, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("releasing lease for shard %s (token %d): %w", l.Shard, l.Token, ErrLeaseLost)
+	}
+	return nil
+}
+
+// Commit stores p as the shard's checkpoint if l is still the current lease.
+// A position not after the stored one is a no-op, so the checkpoint never
+// moves backwards. ErrLeaseLost when fenced.
+func (s *Store) Commit(ctx context.Context, l Lease, p Position) error {
+	if l.Owner == "" || l.Token == 0 {
+		return fmt.Errorf("committing shard %s: %w", l.Shard, ErrNotOwner)
+	}
+	if p.IsZero() {
+		return fmt.Errorf("committing shard %s: empty position", l.Shard)
+	}
+	n, err := commitScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Checkpoints}, l.Shard, l.Owner, l.Token, p.String()).Int64()
+	if err != nil {
+		s.c.errors.Incr(1)
+		return fmt.Errorf("committing %s for shard %s: %w", p, l.Shard, err)
+	}
+	if n == 0 {
+		s.c.errors.Incr(1)
+		return fmt.Errorf("committing %s for shard %s (token %d): %w", p, l.Shard, l.Token, ErrLeaseLost)
+	}
+	s.c.commits.Incr(1)
+	return nil
+}
+
+// CloseShard marks the shard fully consumed, atomically: checkpoint
+// SHARD_END, the shard added to the closed set (which lets its children be
+// read) and the lease released. ErrLeaseLost when fenced.
+func (s *Store) CloseShard(ctx context.Context, l Lease) error {
+	if l.Owner == "" || l.Token == 0 {
+		return fmt.Errorf("closing shard %s: %w", l.Shard, ErrNotOwner)
+	}
+	n, err := closeScript.Run(ctx, s.c.client,
+		[]string{s.keys.Leases, s.keys.Checkpoints, s.keys.Closed, s.keys.Handoff}, l.Shard, l.Owner, l.Token).Int64()
+	if err != nil {
+		s.c.errors.Incr(1)
+		return fmt.Errorf("closing shard %s: %w", l.Shard, err)
+	}
+	if n != 1 {
+		s.c.errors.Incr(1)
+		return fmt.Errorf("closing shard %s (token %d): %w", l.Shard, l.Token, ErrLeaseLost)
+	}
+	s.c.commits.Incr(1)
+	s.log.With("shard", l.Shard).Debug("Shard closed")
+	return nil
+}
+
+// Checkpoint reads the shard's checkpoint; ok is false when there is none.
+// A Redis error is returned as an error, never as "no checkpoint".
+func (s *Store) Checkpoint(ctx context.Context, shard string) (Position, bool, error) {
+	v, err := s.c.client.HGet(ctx, s.keys.Checkpoints, shard).Result()
+	if errors.Is(err, redis.Nil) {
+		return Position{}, false, nil
+	}
+	if err != nil {
+		return Position{}, false, fmt.Errorf("reading checkpoint of shard %s: %w", shard, err)
+	}
+	p, err := ParsePosition(v)
+	if err != nil {
+		return Position{}, false, fmt.Errorf("reading checkpoint of shard %s: %w", shard, err)
+	}
+	return p, true, nil
+}
+
+// Checkpoints reads every shard's checkpoint.
+func (s *Store) Checkpoints(ctx context.Context) (map[string]Position, error) {
+	all, err := s.c.client.HGetAll(ctx, s.keys.Checkpoints).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading checkpoints: %w", err)
+	}
+	out := make(map[string]Position, len(all))
+	for shard, v := range all {
+		if shard == startField {
+			continue
+		}
+		p, err := ParsePosition(v)
+		if err != nil {
+			return nil, fmt.Errorf("reading checkpoint of shard %s: %w", shard, err)
+		}
+		out[shard] = p
+	}
+	return out, nil
+}
+
+// ClosedShards reads the set of shards fully consumed and committed.
+func (s *Store) ClosedShards(ctx context.Context) (map[string]bool, error) {
+	ms, err := s.c.client.SMembers(ctx, s.keys.Closed).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading closed shards: %w", err)
+	}
+	out := make(map[string]bool, len(ms))
+	for _, m := range ms {
+		out[m] = true
+	}
+	return out, nil
+}
+
+// Leases reads every lease, judged against Redis TIME. Released leases are
+// included with Owner "" and Expired true.
+func (s *Store) Leases(ctx context.Context) (map[string]LeaseState, error) {
+	sent := time.Now()
+	res, err := leasesScript.Run(ctx, s.c.client, []string{s.keys.Leases}).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("reading leases: %w", err)
+	}
+	if len(res) < 1 {
+		return nil, fmt.Errorf("reading leases: unexpected script reply %v", res)
+	}
+	now := toInt(res[0])
+	out := make(map[string]LeaseState, (len(res)-1)/2)
+	for i := 1; i+1 < len(res); i += 2 {
+		shard := toString(res[i])
+		owner, exp, tok, ok := parseLeaseValue(toString(res[i+1]))
+		if !ok {
+			return nil, fmt.Errorf("reading lease of shard %s: malformed value %q", shard, toString(res[i+1]))
+		}
+		st := LeaseState{Lease: Lease{Shard: shard, Owner: owner, Token: tok, ExpiresAt: time.UnixMilli(exp)}}
+		if owner == "" || exp <= now {
+			st.Expired = true
+		} else {
+			st.ExpiresIn = time.Duration(exp-now) * time.Millisecond
+			st.Deadline = sent.Add(st.ExpiresIn)
+		}
+		out[shard] = st
+	}
+	return out, nil
+}
+
+// parseLeaseValue reads "<owner>|<expiresAtMillis>|<token>", taking the
+// numbers from the right as the scripts do.
+func parseLeaseValue(v string) (owner string, exp, tok int64, ok bool) {
+	i := strings.LastIndexByte(v, '|')
+	if i < 0 {
+		return "", 0, 0, false
+	}
+	j := strings.LastIndexByte(v[:i], '|')
+	if j < 0 {
+		return "", 0, 0, false
+	}
+	var err1, err2 error
+	exp, err1 = strconv.ParseInt(v[j+1:i], 10, 64)
+	tok, err2 = strconv.ParseInt(v[i+1:], 10, 64)
+	if err1 != nil || err2 != nil {
+		return "", 0, 0, false
+	}
+	return v[:j], exp, tok, true
+}
+
+// Heartbeat records member as alive now, by Redis TIME.
+func (s *Store) Heartbeat(ctx context.Context, member string) error {
+	if err := heartbeatScript.Run(ctx, s.c.client, []string{s.keys.Members}, member).Err(); err != nil {
+		return fmt.Errorf("heartbeating member %s: %w", member, err)
+	}
+	return nil
+}
+
+// LiveMembers lists, sorted, the members that heartbeat within the lease
+// period, and removes the others.
+func (s *Store) LiveMembers(ctx context.Context) ([]string, error) {
+	ms, err := liveMembersScript.Run(ctx, s.c.client, []string{s.keys.Members}, s.periodMillis()).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("listing live members: %w", err)
+	}
+	sort.Strings(ms)
+	return ms, nil
+}
+
+// RemoveMember removes member at once (on graceful shutdown), so others
+// rebalance without waiting for its heartbeat to age out.
+func (s *Store) RemoveMember(ctx context.Context, member string) error {
+	if err := removeMemberScript.Run(ctx, s.c.client, []string{s.keys.Members}, member).Err(); err != nil {
+		return fmt.Errorf("removing member %s: %w", member, err)
+	}
+	return nil
+}
+
+// RequestHandoff asks the holder of shard to hand it over to requester. The
+// request lasts until the lease is released or taken, or the requester stops
+// heartbeating; a newer request replaces it.
+func (s *Store) RequestHandoff(ctx context.Context, shard, requester string) error {
+	if err := requestHandoffScript.Run(ctx, s.c.client, []string{s.keys.Handoff}, shard, requester).Err(); err != nil {
+		return fmt.Errorf("requesting hand-off of shard %s: %w", shard, err)
+	}
+	return nil
+}
+
+// HandoffRequests returns shard -> requester for the live leases owner holds
+// that a live member asked for.
+func (s *Store) HandoffRequests(ctx context.Context, owner string) (map[string]string, error) {
+	res, err := handoffRequestsScript.Run(ctx, s.c.client,
+		[]string{s.keys.Handoff, s.keys.Leases, s.keys.Members}, owner, s.periodMillis()).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("reading hand-off requests for %s: %w", owner, err)
+	}
+	out := make(map[string]string, len(res)/2)
+	for i := 0; i+1 < len(res); i += 2 {
+		out[res[i]] = res[i+1]
+	}
+	return out, nil
+}
+
+func toInt(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case string:
+		i, _ := strconv.ParseInt(n, 10, 64)
+		return i
+	}
+	return 0
+}
+
+func toString(v any) string {
+	switch s := v.(type) {
+	case string:
+		return s
+	case int64:
+		return strconv.FormatInt(s, 10)
+	}
+	return fmt.Sprint(v)
+}
+
+// LiveMembersReadOnly lists, sorted, the members that heartbeat within the
+// lease period without pruning the others (for inspection).
+func (s *Store) LiveMembersReadOnly(ctx context.Context) ([]string, error) {
+	res, err := nowScript.Run(ctx, s.c.client, []string{s.keys.Members}).Int64()
+	if err != nil {
+		return nil, fmt.Errorf("listing live members: %w", err)
+	}
+	ms, err := s.c.client.ZRangeByScore(ctx, s.keys.Members, &redis.ZRangeBy{
+		Min: strconv.FormatInt(res-s.periodMillis(), 10), Max: "+inf",
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("listing live members: %w", err)
+	}
+	sort.Strings(ms)
+	return ms, nil
+}

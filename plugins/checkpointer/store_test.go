@@ -1,0 +1,456 @@
+package checkpointer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redpanda-data/benthos/v4/public/service"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
+)
+
+// backend is a Redis the suite runs against.
+type backend struct {
+	url, kind string
+}
+
+func testConfig(b backend, group string) Config {
+	cfg := DefaultConfig()
+	cfg.RedisURL, cfg.RedisKind, cfg.Group = b.url, b.kind, group
+	cfg.LeasePeriod = 300 * time.Millisecond
+	return cfg
+}
+
+func newTestCheckpointer(t *testing.T, b backend, group string, mutate ...func(*Config)) *Checkpointer {
+	t.Helper()
+	cfg := testConfig(b, group)
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	c, err := New(t.Context(), cfg, nil, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestIntegrationStoreSingle and TestIntegrationStoreCluster run the same
+// behaviours against one redis-server and a 3-node Redis Cluster: every
+// script must keep its keys on one slot (no CROSSSLOT).
+func TestIntegrationStoreSingle(t *testing.T) {
+	r := testenv.NewRedis(t)
+	runStoreSuite(t, backend{url: r.URL(), kind: KindSimple})
+}
+
+func TestIntegrationStoreCluster(t *testing.T) {
+	c := testenv.NewRedisCluster(t)
+	runStoreSuite(t, backend{url: c.URL(), kind: KindCluster})
+}
+
+func runStoreSuite(t *testing.T, b backend) {
+	const stream = "arn:aws:kinesis:us-east-1:000000000000:stream/orders"
+	// Each subtest gets its own group so they share the servers, not state.
+	// Leases last long enough that a loaded machine cannot let one expire
+	// mid-test, except in the tests about expiry, which use shortStore.
+	store := func(t *testing.T) *Store {
+		return newTestCheckpointer(t, b, t.Name(), func(c *Config) { c.LeasePeriod = 30 * time.Second }).Stream(stream)
+	}
+	shortStore := func(t *testing.T) *Store {
+		return newTestCheckpointer(t, b, t.Name(), func(c *Config) { c.LeasePeriod = time.Second }).Stream(stream)
+	}
+
+	t.Run("racing acquirers: exactly one wins", func(t *testing.T) {
+		s := store(t)
+		const n = 16
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var winners []Lease
+		var held, other int
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				l, err := s.Acquire(t.Context(), "shardId-000000000000", fmt.Sprintf("instance-%d", i))
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					winners = append(winners, l)
+				case errors.Is(err, ErrLeaseHeld):
+					held++
+				default:
+					other++
+					t.Errorf("unexpected error: %v", err)
+				}
+			}(i)
+		}
+		wg.Wait()
+		require.Len(t, winners, 1)
+		assert.Equal(t, n-1, held)
+		assert.Equal(t, int64(1), winners[0].Token)
+		leases, err := s.Leases(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, winners[0].Owner, leases["shardId-000000000000"].Owner)
+		assert.False(t, leases["shardId-000000000000"].Expired)
+	})
+
+	t.Run("lease expires by redis time and the next owner gets a higher token", func(t *testing.T) {
+		s := shortStore(t)
+		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		require.NoError(t, err)
+		_, err = s.Acquire(t.Context(), "shard-1", "b")
+		require.ErrorIs(t, err, ErrLeaseHeld)
+		// Re-acquiring by the holder is a renewal: same token.
+		again, err := s.Acquire(t.Context(), "shard-1", "a")
+		require.NoError(t, err)
+		assert.Equal(t, a.Token, again.Token)
+
+		var b Lease
+		require.Eventually(t, func() bool {
+			b, err = s.Acquire(t.Context(), "shard-1", "b")
+			return err == nil
+		}, 5*time.Second, 20*time.Millisecond)
+		assert.Greater(t, b.Token, a.Token)
+		_, err = s.Renew(t.Context(), a)
+		assert.ErrorIs(t, err, ErrLeaseLost)
+		_, err = s.Renew(t.Context(), b)
+		assert.NoError(t, err)
+	})
+
+	t.Run("renewal keeps a lease past its period", func(t *testing.T) {
+		s := newTestCheckpointer(t, b, t.Name(), func(c *Config) { c.LeasePeriod = time.Second }).Stream(stream)
+		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		require.NoError(t, err)
+		for i := 0; i < 6; i++ {
+			time.Sleep(300 * time.Millisecond) // about a third of the period, as the input renews
+			renewed, lost, err := s.RenewAll(t.Context(), "a", []Lease{a})
+			require.NoError(t, err)
+			require.Empty(t, lost)
+			require.Len(t, renewed, 1)
+			a = renewed[0]
+		}
+		_, err = s.Acquire(t.Context(), "shard-1", "b")
+		assert.ErrorIs(t, err, ErrLeaseHeld)
+	})
+
+	t.Run("renew all reports lost leases", func(t *testing.T) {
+		s := store(t)
+		a1, err := s.Acquire(t.Context(), "shard-1", "a")
+		require.NoError(t, err)
+		a2, err := s.Acquire(t.Context(), "shard-2", "a")
+		require.NoError(t, err)
+		require.NoError(t, s.Release(t.Context(), a2))
+		_, err = s.Acquire(t.Context(), "shard-2", "b")
+		require.NoError(t, err)
+		renewed, lost, err := s.RenewAll(t.Context(), "a", []Lease{a1, a2})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"shard-2"}, lost)
+		require.Len(t, renewed, 1)
+		assert.Equal(t, "shard-1", renewed[0].Shard)
+		assert.True(t, renewed[0].Deadline.After(time.Now()))
+	})
+
+	t.Run("stale owner's commit is rejected and the checkpoint never regresses", func(t *testing.T) {
+		s := shortStore(t)
+		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		require.NoError(t, err)
+		seq := func(v string) Position { p, err := ParsePosition(v); require.NoError(t, err); return p }
+		require.NoError(t, s.Commit(t.Context(), a, seq("49590338271490256608559692538361571095921575989136588898")))
+		// An older position (shorter number, and same number with a sub-record) is a no-op.
+		require.NoError(t, s.Commit(t.Context(), a, seq("9999999999999999999999999999")))
+		require.NoError(t, s.Commit(t.Context(), a, seq("49590338271490256608559692538361571095921575989136588898/3")))
+		p, ok, err := s.Checkpoint(t.Context(), "shard-1")
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, "49590338271490256608559692538361571095921575989136588898", p.String())
+
+		require.Eventually(t, func() bool {
+			_, err := s.Acquire(t.Context(), "shard-1", "b")
+			return err == nil
+		}, 5*time.Second, 20*time.Millisecond)
+		err = s.Commit(t.Context(), a, seq("49590338271490256608559692538361571095921575989136588999"))
+		require.ErrorIs(t, err, ErrLeaseLost)
+		p, _, err = s.Checkpoint(t.Context(), "shard-1")
+		require.NoError(t, err)
+		assert.Equal(t, "49590338271490256608559692538361571095921575989136588898", p.String())
+		assert.ErrorIs(t, s.CloseShard(t.Context(), a), ErrLeaseLost)
+		closed, err := s.ClosedShards(t.Context())
+		require.NoError(t, err)
+		assert.Empty(t, closed)
+	})
+
+	t.Run("sub-sequence checkpoints advance within an aggregated record", func(t *testing.T) {
+		s := store(t)
+		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		require.NoError(t, err)
+		for _, v := range []string{"100/0", "100/5", "100/2", "100", "100/9", "99"} {
+			p, err := ParsePosition(v)
+			require.NoError(t, err)
+			require.NoError(t, s.Commit(t.Context(), a, p))
+		}
+		p, _, err := s.Checkpoint(t.Context(), "shard-1")
+		require.NoError(t, err)
+		assert.Equal(t, "100", p.String())
+	})
+
+	t.Run("hand-off request observed by the owner and completed", func(t *testing.T) {
+		s := store(t)
+		require.NoError(t, s.Heartbeat(t.Context(), "a"))
+		require.NoError(t, s.Heartbeat(t.Context(), "b"))
+		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		require.NoError(t, err)
+		_, err = s.Acquire(t.Context(), "shard-1", "b")
+		require.ErrorIs(t, err, ErrLeaseHeld)
+		require.NoError(t, s.RequestHandoff(t.Context(), "shard-1", "b"))
+
+		reqs, err := s.HandoffRequests(t.Context(), "a")
+		require.NoError(t, err)
+		assert.Equal(t, map[string]string{"shard-1": "b"}, reqs)
+		reqs, err = s.HandoffRequests(t.Context(), "b")
+		require.NoError(t, err)
+		assert.Empty(t, reqs, "b holds nothing, so nothing is asked of it")
+
+		p, _ := ParsePosition("42")
+		require.NoError(t, s.Commit(t.Context(), a, p))
+		require.NoError(t, s.Release(t.Context(), a))
+		require.NoError(t, s.Release(t.Context(), a), "releasing twice is harmless")
+		reqs, err = s.HandoffRequests(t.Context(), "a")
+		require.NoError(t, err)
+		assert.Empty(t, reqs)
+
+		b, err := s.Acquire(t.Context(), "shard-1", "b")
+		require.NoError(t, err)
+		assert.Greater(t, b.Token, a.Token)
+		got, ok, err := s.Checkpoint(t.Context(), "shard-1")
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, "42", got.String())
+	})
+
+	t.Run("a dead requester's hand-off request is dropped", func(t *testing.T) {
+		s := shortStore(t)
+		require.NoError(t, s.Heartbeat(t.Context(), "b"))
+		_, err := s.Acquire(t.Context(), "shard-1", "a")
+		require.NoError(t, err)
+		require.NoError(t, s.RequestHandoff(t.Context(), "shard-1", "b"))
+		require.Eventually(t, func() bool {
+			// Keep a's lease alive while b's heartbeat ages out.
+			if _, err := s.Acquire(t.Context(), "shard-1", "a"); err != nil {
+				return false
+			}
+			reqs, err := s.HandoffRequests(t.Context(), "a")
+			return err == nil && len(reqs) == 0
+		}, 5*time.Second, 50*time.Millisecond)
+	})
+
+	t.Run("closing a shard is atomic", func(t *testing.T) {
+		s := store(t)
+		require.NoError(t, s.Heartbeat(t.Context(), "b"))
+		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		require.NoError(t, err)
+		require.NoError(t, s.RequestHandoff(t.Context(), "shard-1", "b"))
+		require.NoError(t, s.CloseShard(t.Context(), a))
+
+		p, ok, err := s.Checkpoint(t.Context(), "shard-1")
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.True(t, p.ShardEnd)
+		closed, err := s.ClosedShards(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, map[string]bool{"shard-1": true}, closed)
+		leases, err := s.Leases(t.Context())
+		require.NoError(t, err)
+		assert.True(t, leases["shard-1"].Expired)
+		assert.Empty(t, leases["shard-1"].Owner)
+		n, err := s.c.client.HLen(t.Context(), s.keys.Handoff).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n)
+		// Nothing moves a closed shard's checkpoint back.
+		a2, err := s.Acquire(t.Context(), "shard-1", "a")
+		require.NoError(t, err)
+		old, _ := ParsePosition("7")
+		require.NoError(t, s.Commit(t.Context(), a2, old))
+		p, _, err = s.Checkpoint(t.Context(), "shard-1")
+		require.NoError(t, err)
+		assert.True(t, p.ShardEnd)
+	})
+
+	t.Run("members expire", func(t *testing.T) {
+		s := shortStore(t)
+		require.NoError(t, s.Heartbeat(t.Context(), "a"))
+		require.NoError(t, s.Heartbeat(t.Context(), "b"))
+		ms, err := s.LiveMembers(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, []string{"a", "b"}, ms)
+		require.NoError(t, s.RemoveMember(t.Context(), "b"))
+		require.Eventually(t, func() bool {
+			ms, err := s.LiveMembers(t.Context())
+			return err == nil && len(ms) == 0
+		}, 5*time.Second, 20*time.Millisecond)
+		n, err := s.c.client.ZCard(t.Context(), s.keys.Members).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, "dead members are pruned")
+	})
+
+	t.Run("no checkpoint is not an error", func(t *testing.T) {
+		s := store(t)
+		_, ok, err := s.Checkpoint(t.Context(), "shard-9")
+		require.NoError(t, err)
+		assert.False(t, ok)
+		all, err := s.Checkpoints(t.Context())
+		require.NoError(t, err)
+		assert.Empty(t, all)
+	})
+
+	t.Run("groups are independent", func(t *testing.T) {
+		s1 := newTestCheckpointer(t, b, t.Name()+"-1").Stream(stream)
+		s2 := newTestCheckpointer(t, b, t.Name()+"-2").Stream(stream)
+		_, err := s1.Acquire(t.Context(), "shard-1", "a")
+		require.NoError(t, err)
+		_, err = s2.Acquire(t.Context(), "shard-1", "b")
+		require.NoError(t, err)
+	})
+}
+
+func TestIntegrationRedisRestartKeepsState(t *testing.T) {
+	r := testenv.NewRedis(t, testenv.RedisOptions{AppendOnly: true})
+	c := newTestCheckpointer(t, backend{url: r.URL(), kind: KindSimple}, "restart", func(c *Config) {
+		c.LeasePeriod = 30 * time.Second // outlives the restart
+	})
+	s := c.Stream("orders")
+	a, err := s.Acquire(t.Context(), "shard-1", "a")
+	require.NoError(t, err)
+	p, _ := ParsePosition("12345678901234567890123")
+	require.NoError(t, s.Commit(t.Context(), a, p))
+
+	require.NoError(t, r.Restart(t.Context()))
+
+	// The client reconnects by itself (and reloads the scripts, flushed by
+	// the restart, through EVAL).
+	require.Eventually(t, func() bool {
+		_, err := s.Renew(t.Context(), a)
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond)
+	got, ok, err := s.Checkpoint(t.Context(), "shard-1")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, p, got)
+	p2, _ := ParsePosition("12345678901234567890124")
+	require.NoError(t, s.Commit(t.Context(), a, p2))
+	_, err = s.Acquire(t.Context(), "shard-1", "b")
+	assert.ErrorIs(t, err, ErrLeaseHeld)
+}
+
+func TestIntegrationRedisDownFailsFast(t *testing.T) {
+	r := testenv.NewRedis(t)
+	c := newTestCheckpointer(t, backend{url: r.URL(), kind: KindSimple}, "down")
+	s := c.Stream("orders")
+	a, err := s.Acquire(t.Context(), "shard-1", "a")
+	require.NoError(t, err)
+	r.Stop()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	_, ok, err := s.Checkpoint(ctx, "shard-1")
+	require.Error(t, err, "a Redis error must never read as 'no checkpoint'")
+	assert.False(t, ok)
+	assert.Contains(t, err.Error(), "reading checkpoint of shard shard-1")
+	assert.NotErrorIs(t, err, redis.Nil)
+	assert.NoError(t, ctx.Err(), "the call failed before the deadline")
+
+	p, _ := ParsePosition("1")
+	err = s.Commit(ctx, a, p)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrLeaseLost, "an outage is not a lost lease")
+	_, err = s.Leases(ctx)
+	require.Error(t, err)
+
+	// Starting with Redis down fails in New, naming the redis without its
+	// password.
+	cfg := c.Config()
+	_, err = New(ctx, cfg, nil, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "connecting to redis")
+}
+
+func TestIntegrationRedisACL(t *testing.T) {
+	r := testenv.NewRedis(t, testenv.RedisOptions{ACLUser: "kinesis", ACLPassword: "s3cret-pw"})
+	s := newTestCheckpointer(t, backend{url: r.URL(), kind: KindSimple}, "acl").Stream("orders")
+	l, err := s.Acquire(t.Context(), "shard-1", "a")
+	require.NoError(t, err)
+	p, _ := ParsePosition("5")
+	require.NoError(t, s.Commit(t.Context(), l, p))
+
+	// A wrong password fails in New and the error does not show it.
+	cfg := testConfig(backend{url: "redis://kinesis:wrong-pw@" + r.Addr, kind: KindSimple}, "acl")
+	_, err = New(t.Context(), cfg, nil, nil)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "wrong-pw")
+}
+
+func TestIntegrationRedisTLS(t *testing.T) {
+	r := testenv.NewRedis(t, testenv.RedisOptions{TLS: true, Password: "tls-pw"})
+	// The test CA is given through the config's tls fields, as a user would.
+	spec := service.NewConfigSpec().Fields(Fields()...)
+	yaml := fmt.Sprintf(`
+checkpoint:
+  redis:
+    url: %s
+    tls:
+      enabled: true
+      root_cas_file: %s
+  group: tls
+lease:
+  period: 300ms
+`, r.URL(), r.Certs.CA)
+	parsed, err := spec.ParseYAML(yaml, nil)
+	require.NoError(t, err)
+	cfg, err := ConfigFromParsed(parsed)
+	require.NoError(t, err)
+	require.NotNil(t, cfg.TLS)
+	c, err := New(t.Context(), cfg, nil, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	s := c.Stream("orders")
+	l, err := s.Acquire(t.Context(), "shard-1", "a")
+	require.NoError(t, err)
+	require.NoError(t, s.CloseShard(t.Context(), l))
+	closed, err := s.ClosedShards(t.Context())
+	require.NoError(t, err)
+	assert.True(t, closed["shard-1"])
+
+	// Without the CA the server is not trusted.
+	cfg.TLS = nil
+	_, err = New(t.Context(), cfg, nil, nil)
+	require.Error(t, err)
+}
+
+func TestIntegrationRedisFrozenFailsFast(t *testing.T) {
+	r := testenv.NewRedis(t)
+	s := newTestCheckpointer(t, backend{url: r.URL(), kind: KindSimple}, "frozen").Stream("orders")
+	l, err := s.Acquire(t.Context(), "shard-1", "a")
+	require.NoError(t, err)
+	require.NoError(t, r.Pause())
+	t.Cleanup(func() { _ = r.Resume() })
+
+	// A frozen server answers nothing: the call must end on the client's
+	// own read timeout, well before the caller's deadline.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, _, err = s.RenewAll(ctx, "a", []Lease{l})
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, context.DeadlineExceeded)
+	assert.NoError(t, ctx.Err())
+
+	require.NoError(t, r.Resume())
+	require.Eventually(t, func() bool {
+		_, _, err := s.Checkpoint(t.Context(), "shard-1")
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond)
+}

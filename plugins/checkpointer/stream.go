@@ -1,0 +1,100 @@
+package checkpointer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/failsafe-go/failsafe-go"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+)
+
+// kinesisAPI is the part of the Kinesis client the operator commands use.
+type kinesisAPI interface {
+	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, opts ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
+	ListShards(ctx context.Context, in *kinesis.ListShardsInput, opts ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
+}
+
+// operatorBackoff keeps an operator command from hanging for long on a
+// throttled or unreachable service.
+var operatorBackoff = kinesisx.Backoff{
+	MaxRetries:      4,
+	InitialInterval: 200 * time.Millisecond,
+	MaxInterval:     2 * time.Second,
+	MaxElapsedTime:  10 * time.Second,
+}
+
+// ErrStreamNotFound: the stream does not exist in the region.
+var ErrStreamNotFound = errors.New("stream not found")
+
+// streamInfo is what the operator commands need to know about a stream.
+type streamInfo struct {
+	// ID names the keys: the ARN, or the name when the service gives none.
+	ID     string
+	Name   string
+	Shards []types.Shard
+}
+
+// isARN tells a stream ARN from a name.
+func isARN(s string) bool { return strings.HasPrefix(s, "arn:") }
+
+// describeStream resolves the stream's identity (its ARN, as the input does
+// at connect) and lists every shard, following ListShards pages. A stream
+// given by name is always sent as StreamName, which kinesalite needs.
+func describeStream(ctx context.Context, api kinesisAPI, stream string) (streamInfo, error) {
+	info := streamInfo{Name: stream}
+	in := &kinesis.DescribeStreamSummaryInput{}
+	if isARN(stream) {
+		in.StreamARN = aws.String(stream)
+	} else {
+		in.StreamName = aws.String(stream)
+	}
+	summary, err := failsafe.With(kinesisx.RetryBuilder[*kinesis.DescribeStreamSummaryOutput](operatorBackoff).Build()).
+		WithContext(ctx).Get(func() (*kinesis.DescribeStreamSummaryOutput, error) {
+		return api.DescribeStreamSummary(ctx, in)
+	})
+	if err != nil {
+		var nf *types.ResourceNotFoundException
+		if errors.As(err, &nf) {
+			return info, fmt.Errorf("describing stream %s: %w", stream, ErrStreamNotFound)
+		}
+		return info, fmt.Errorf("describing stream %s: %w", stream, err)
+	}
+	info.ID = stream
+	if d := summary.StreamDescriptionSummary; d != nil {
+		if d.StreamName != nil {
+			info.Name = *d.StreamName
+		}
+		if d.StreamARN != nil && *d.StreamARN != "" {
+			info.ID = *d.StreamARN
+		}
+	}
+
+	list := &kinesis.ListShardsInput{}
+	if isARN(stream) {
+		list.StreamARN = aws.String(stream)
+	} else {
+		list.StreamName = aws.String(stream)
+	}
+	policy := kinesisx.RetryBuilder[*kinesis.ListShardsOutput](operatorBackoff).Build()
+	for {
+		out, err := failsafe.With(policy).WithContext(ctx).Get(func() (*kinesis.ListShardsOutput, error) {
+			return api.ListShards(ctx, list)
+		})
+		if err != nil {
+			return info, fmt.Errorf("listing shards of stream %s: %w", stream, err)
+		}
+		info.Shards = append(info.Shards, out.Shards...)
+		if out.NextToken == nil || *out.NextToken == "" {
+			return info, nil
+		}
+		// A page after the first names only the token.
+		list = &kinesis.ListShardsInput{NextToken: out.NextToken}
+	}
+}
