@@ -61,6 +61,7 @@ pipeline:
         root = this
         root.shard = @kinesis_shard
         root.instance = "%s"
+        root.at = timestamp_unix_nano()
 output:
   file:
     path: %s
@@ -114,9 +115,11 @@ type event struct {
 	C        int    `json:"c"`
 	Shard    string `json:"shard"`
 	Instance string `json:"instance"`
+	At       int64  `json:"at"`
 }
 
-// deliveries reads every instance's output file in order.
+// deliveries reads every instance's output file and merges them in the
+// order the records were delivered (one clock: all run on this machine).
 func deliveries(t *testing.T, insts []*instance) []event {
 	t.Helper()
 	var all []event
@@ -135,6 +138,7 @@ func deliveries(t *testing.T, insts []*instance) []event {
 		}
 		f.Close()
 	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].At < all[j].At })
 	return all
 }
 
