@@ -113,9 +113,11 @@ func run(ctx context.Context, bin string, records int) error {
 
 	// Split the first shard while records flow: the inputs must finish the
 	// parent before either child is read.
-	splitAt := time.Now().Add(30 * time.Second)
-	for delivered.unique() < records/3 && time.Now().Before(splitAt) && ctx.Err() == nil {
-		time.Sleep(100 * time.Millisecond)
+	// The generator writes one record per 10ms: half way is records*5ms.
+	select {
+	case <-time.After(time.Duration(records) * 5 * time.Millisecond):
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	if err := splitFirstShard(ctx, emu.Client()); err != nil {
 		return err
@@ -143,7 +145,7 @@ func run(ctx context.Context, bin string, records int) error {
 	}
 
 	byInstance, unique, dups := delivered.summary()
-	say("written %d, delivered %d unique (%d duplicates); by instance: %s", records, unique, dups, byInstance)
+	say("written %d, delivered %d unique (%d duplicates); by instance and shard: %s", records, unique, dups, byInstance)
 	if unique < records {
 		return fmt.Errorf("%d records were not delivered within 90s", records-unique)
 	}
@@ -157,7 +159,7 @@ func say(format string, args ...any) {
 
 // startPrinting runs a consumer and prints each JSON line it writes, prefixed
 // with its name, counting deliveries by event seq.
-func startPrinting(ctx context.Context, bin, config string, env []string, name string, add func(name string, seq int)) (*exec.Cmd, error) {
+func startPrinting(ctx context.Context, bin, config string, env []string, name string, add func(key string, seq int)) (*exec.Cmd, error) {
 	cmd := exec.CommandContext(ctx, bin, "-c", config)
 	cmd.Env = env
 	cmd.Stderr = os.Stderr
@@ -174,10 +176,11 @@ func startPrinting(ctx context.Context, bin, config string, env []string, name s
 		for sc.Scan() {
 			line := sc.Text()
 			var ev struct {
-				Seq int `json:"seq"`
+				Seq   int    `json:"seq"`
+				Shard string `json:"shard"`
 			}
 			if json.Unmarshal([]byte(line), &ev) == nil && ev.Seq > 0 {
-				add(name, ev.Seq)
+				add(name+" "+ev.Shard, ev.Seq)
 			}
 			fmt.Printf("[%s] %s\n", name, line)
 		}
@@ -217,11 +220,11 @@ type tally struct {
 
 func newTally() *tally { return &tally{seen: map[int]int{}, by: map[string]int{}} }
 
-func (t *tally) add(name string, seq int) {
+func (t *tally) add(key string, seq int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.seen[seq]++
-	t.by[name]++
+	t.by[key]++
 }
 
 func (t *tally) unique() int {
@@ -244,9 +247,9 @@ func (t *tally) summary() (string, int, int) {
 	sort.Strings(names)
 	parts := make([]string, len(names))
 	for i, n := range names {
-		parts[i] = fmt.Sprintf("%s=%d", n, t.by[n])
+		parts[i] = fmt.Sprintf("\n    %s: %d", n, t.by[n])
 	}
-	return strings.Join(parts, " "), len(t.seen), dups
+	return strings.Join(parts, ""), len(t.seen), dups
 }
 
 const producerYAML = `
