@@ -1,0 +1,279 @@
+package chaos
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Record is one record as it sits in the stream, read from the emulator
+// directly (behind the proxy) after the run: the ground truth.
+type Record struct {
+	Shard, Seq string
+	K          string
+	C          int
+}
+
+// Delivery is one line a consumer instance wrote: a record it handed to its
+// pipeline's output, with where it came from and when.
+type Delivery struct {
+	K     string    `json:"k"`
+	C     int       `json:"c"`
+	Shard string    `json:"shard"`
+	Seq   string    `json:"seq"`
+	Inst  string    `json:"inst"`
+	At    time.Time `json:"at"`
+}
+
+// Window is a span of the run in which duplicates are expected: the end of a
+// killed instance's life (what it delivered since its last commit is read
+// again) or a Redis outage longer than the lease period.
+type Window struct {
+	What     string
+	Inst     string // deliveries of this incarnation only; "" for every instance
+	From, To time.Time
+}
+
+// Kill is a SIGKILL of an incarnation, with the shards it owned then.
+type Kill struct {
+	Inst   string
+	At     time.Time
+	Shards []string
+}
+
+// Table is the checker's verdict.
+type Table struct {
+	// Producer side: what the generator handed to the output, what the
+	// stream holds.
+	Produced       int
+	StreamRecords  int
+	OutputAccepted int // distinct (key, counter) in the stream
+	OutputLost     int // produced but not in the stream
+	OutputDups     int // stream records beyond the first of a (key, counter)
+
+	// Consumer side.
+	Deliveries      int
+	DeliveredUnique int // distinct stream records (shard, sequence) delivered
+	InputLost       int // stream records never delivered
+	Duplicates      int // deliveries of a stream record beyond its first
+	DuplicateBound  int // what the design allows for the run's events
+	OrderViolations int // first deliveries of a key not strictly increasing
+	EndToEndLost    int // produced (key, counter) never delivered
+	MaxFailoverGap  time.Duration
+	Kills           int
+
+	// Examples of what went wrong, for the report.
+	Problems []string
+}
+
+// OK is the pass mark: nothing lost, per-key order kept, duplicates within
+// the design's bound.
+func (t Table) OK() bool {
+	return t.InputLost == 0 && t.EndToEndLost == 0 && t.OutputLost == 0 &&
+		t.OrderViolations == 0 && t.Duplicates <= t.DuplicateBound
+}
+
+// String renders the one table.
+func (t Table) String() string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(w, "  %s\t%v\n", k, v) }
+	fmt.Fprintln(w, "output (generate -> kinesis output -> fault proxy -> stream)")
+	row("sent", t.Produced)
+	row("accepted (unique in stream)", t.OutputAccepted)
+	row("lost by the output", t.OutputLost)
+	row("duplicated by the output", t.OutputDups)
+	fmt.Fprintln(w, "input (stream -> fault proxy -> 3 kinesis input processes)")
+	row("produced (stream records)", t.StreamRecords)
+	row("delivered unique", t.DeliveredUnique)
+	row("lost", t.InputLost)
+	row("duplicates", fmt.Sprintf("%d (bound %d)", t.Duplicates, t.DuplicateBound))
+	row("per-key order violations", t.OrderViolations)
+	row("max failover gap", fmt.Sprintf("%v (%d kills)", t.MaxFailoverGap.Round(time.Millisecond), t.Kills))
+	row("end-to-end lost (sent, never delivered)", t.EndToEndLost)
+	verdict := "PASS"
+	if !t.OK() {
+		verdict = "FAIL"
+	}
+	row("verdict", verdict)
+	_ = w.Flush()
+	for _, p := range t.Problems {
+		fmt.Fprintf(&b, "  ! %s\n", p)
+	}
+	return b.String()
+}
+
+// maxProblems keeps the report short.
+const maxProblems = 10
+
+// Check compares what was produced (counters 1..perKey[k] for each key), the
+// stream's content and the deliveries, in the order each instance wrote them.
+func Check(perKey map[string]int, stream []Record, deliveries []Delivery, windows []Window, kills []Kill) Table {
+	var t Table
+	problem := func(format string, args ...any) {
+		if len(t.Problems) < maxProblems {
+			t.Problems = append(t.Problems, fmt.Sprintf(format, args...))
+		}
+	}
+	type kc struct {
+		k string
+		c int
+	}
+	type rid struct{ shard, seq string }
+
+	for _, n := range perKey {
+		t.Produced += n
+	}
+	t.StreamRecords = len(stream)
+	inStream := map[kc]int{}
+	streamIDs := map[rid]bool{}
+	for _, r := range stream {
+		inStream[kc{r.K, r.C}]++
+		streamIDs[rid{r.Shard, r.Seq}] = true
+	}
+	t.OutputAccepted = len(inStream)
+	t.OutputDups = len(stream) - len(inStream)
+	for k, n := range perKey {
+		for c := 1; c <= n; c++ {
+			if inStream[kc{k, c}] == 0 {
+				t.OutputLost++
+				problem("output lost %s/%d: never written to the stream", k, c)
+			}
+		}
+	}
+
+	// Deliveries in time order: each instance's file is in its own order,
+	// and instances are interleaved by their timestamps.
+	sort.SliceStable(deliveries, func(i, j int) bool { return deliveries[i].At.Before(deliveries[j].At) })
+	t.Deliveries = len(deliveries)
+	first := map[rid]Delivery{}
+	firstKC := map[kc]bool{}
+	last := map[string]int{}
+	var dups []Delivery
+	for _, d := range deliveries {
+		id := rid{d.Shard, d.Seq}
+		if _, seen := first[id]; seen {
+			dups = append(dups, d)
+			continue
+		}
+		first[id] = d
+		if firstKC[kc{d.K, d.C}] {
+			continue // a copy the output wrote twice: not an order question
+		}
+		firstKC[kc{d.K, d.C}] = true
+		if d.C <= last[d.K] {
+			t.OrderViolations++
+			problem("order: %s/%d first delivered after %s/%d (shard %s, by %s)", d.K, d.C, d.K, last[d.K], d.Shard, d.Inst)
+		}
+		last[d.K] = max(last[d.K], d.C)
+	}
+	t.DeliveredUnique = len(first)
+	t.Duplicates = len(dups)
+	for id := range streamIDs {
+		if _, ok := first[id]; !ok {
+			t.InputLost++
+			problem("input lost record %s of shard %s", id.seq, id.shard)
+		}
+	}
+	for k, n := range perKey {
+		for c := 1; c <= n; c++ {
+			if !firstKC[kc{k, c}] && inStream[kc{k, c}] > 0 {
+				t.EndToEndLost++
+			}
+		}
+	}
+	t.EndToEndLost += t.OutputLost
+
+	// The bound: every first delivery inside a window may be delivered again.
+	for _, d := range first {
+		for _, w := range windows {
+			if (w.Inst == "" || w.Inst == d.Inst) && !d.At.Before(w.From) && !d.At.After(w.To) {
+				t.DuplicateBound++
+				break
+			}
+		}
+	}
+	for _, d := range dups {
+		f := first[rid{d.Shard, d.Seq}]
+		inWindow := false
+		for _, w := range windows {
+			if (w.Inst == "" || w.Inst == f.Inst) && !f.At.Before(w.From) && !f.At.After(w.To) {
+				inWindow = true
+				break
+			}
+		}
+		if !inWindow {
+			problem("duplicate outside every expected window: %s/%d shard %s first by %s at %s, again by %s",
+				d.K, d.C, d.Shard, f.Inst, f.At.Format("15:04:05.000"), d.Inst)
+		}
+	}
+
+	// Failover gap: from a kill to the next delivery of a shard the killed
+	// incarnation owned.
+	t.Kills = len(kills)
+	for _, k := range kills {
+		owned := map[string]bool{}
+		for _, s := range k.Shards {
+			owned[s] = true
+		}
+		if len(owned) == 0 {
+			continue
+		}
+		var gap time.Duration
+		for _, d := range deliveries {
+			if owned[d.Shard] && d.At.After(k.At) && d.Inst != k.Inst {
+				gap = d.At.Sub(k.At)
+				break
+			}
+		}
+		t.MaxFailoverGap = max(t.MaxFailoverGap, gap)
+	}
+	return t
+}
+
+// ReadDeliveries reads the JSON lines of consumer output files.
+func ReadDeliveries(paths ...string) ([]Delivery, error) {
+	var all []Delivery
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		ds, err := parseDeliveries(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading deliveries of %s: %w", p, err)
+		}
+		all = append(all, ds...)
+	}
+	return all, nil
+}
+
+func parseDeliveries(r io.Reader) ([]Delivery, error) {
+	var out []Delivery
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 {
+			continue
+		}
+		var d Delivery
+		// A SIGKILL can cut the last line short; it was never acked, so it
+		// is delivered again by whoever resumes the shard.
+		if json.Unmarshal(line, &d) != nil || d.K == "" {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out, sc.Err()
+}

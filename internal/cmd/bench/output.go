@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	_ "github.com/redpanda-data/benthos/v4/public/components/pure"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/awsconf"
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
+	_ "github.com/connect-kinesis/connect-kinesis/plugins/output"
+)
+
+func init() {
+	parts["output"] = part{
+		summary: "the kinesis output vs a raw aws-sdk-go-v2 PutRecords loop, on kinesalite",
+		run:     runOutput,
+	}
+}
+
+type outputFlags struct {
+	records, size, shards, concurrency int
+	rounds                             int
+	cpuProfile                         string
+}
+
+func runOutput(ctx context.Context, args []string) error {
+	var f outputFlags
+	fs := flag.NewFlagSet("output", flag.ContinueOnError)
+	fs.IntVar(&f.records, "n", 200000, "records to write on each side")
+	fs.IntVar(&f.size, "size", 200, "bytes of data per record")
+	fs.IntVar(&f.shards, "shards", 4, "shards of each stream")
+	fs.IntVar(&f.concurrency, "concurrency", 64, "PutRecords requests in flight (max_in_flight of the plugin)")
+	fs.IntVar(&f.rounds, "rounds", 4, "alternating rounds each side's records are split into")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured rounds (both sides) to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if f.rounds < 1 || f.records < f.rounds {
+		return fmt.Errorf("-rounds %d: must be at least 1 and at most -n (%d)", f.rounds, f.records)
+	}
+
+	emu, err := testenv.StartKinesalite(ctx)
+	if err != nil {
+		return fmt.Errorf("starting kinesalite: %w", err)
+	}
+	defer emu.Close()
+	for _, s := range []string{"bench-raw", "bench-plugin"} {
+		if _, err := emu.CreateStream(ctx, s, f.shards); err != nil {
+			return err
+		}
+	}
+	// The plugin reads credentials from the default chain.
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": testenv.AccessKey, "AWS_SECRET_ACCESS_KEY": testenv.SecretKey,
+		"AWS_REGION": testenv.Region, "AWS_EC2_METADATA_DISABLED": "true",
+	} {
+		_ = os.Setenv(k, v)
+	}
+
+	// A short warm-up of both paths so neither pays for first connections
+	// and code paths in its measurement.
+	if err := rawPut(ctx, emu.Endpoint, "bench-raw", min(f.records, 5000), f); err != nil {
+		return fmt.Errorf("warming up the raw loop: %w", err)
+	}
+	if err := pluginPut(ctx, emu.Endpoint, "bench-plugin", min(f.records, 5000), f); err != nil {
+		return fmt.Errorf("warming up the plugin: %w", err)
+	}
+	if _, err := emu.CreateStream(ctx, "bench-generate", f.shards); err != nil {
+		return err
+	}
+
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+	}
+	// Rounds alternate which side goes first (ABBA...), so a drift of the
+	// emulator or of the machine's load over the run hits both sides alike.
+	var raw, plugin, generate measurement
+	per := f.records / f.rounds
+	for r := range f.rounds {
+		sides := []func() error{
+			func() error {
+				m, err := measure(per, func() error { return rawPut(ctx, emu.Endpoint, "bench-raw", per, f) })
+				raw = raw.add(m)
+				return err
+			},
+			func() error {
+				m, err := measure(per, func() error { return pluginPut(ctx, emu.Endpoint, "bench-plugin", per, f) })
+				plugin = plugin.add(m)
+				return err
+			},
+		}
+		if r%2 == 1 {
+			sides[0], sides[1] = sides[1], sides[0]
+		}
+		for _, side := range sides {
+			if err := side(); err != nil {
+				return fmt.Errorf("round %d: %w", r+1, err)
+			}
+		}
+	}
+	pprof.StopCPUProfile()
+	generate, err = measure(per*f.rounds, func() error { return generatePut(ctx, emu.Endpoint, "bench-generate", per*f.rounds, f) })
+	if err != nil {
+		return fmt.Errorf("generate pipeline: %w", err)
+	}
+	printComparison(
+		fmt.Sprintf("output: %d records x %d B, %d shards, kinesalite, %d requests in flight, %d alternating rounds", raw.records, f.size, f.shards, f.concurrency, f.rounds),
+		"raw SDK", "plugin", raw, plugin, 0.95, 1.2)
+	fmt.Println()
+	fmt.Println("The same through a whole pipeline (generate + Bloblang -> kinesis), for information:")
+	fmt.Printf("%-22s %12.0f %14.3f %10s   (%.2fx raw rec/s, %.2fx raw CPU)\n", "generate -> plugin",
+		generate.perSecond(), generate.cpuPer100k(), generate.wall.Round(time.Millisecond),
+		generate.perSecond()/raw.perSecond(), generate.cpuPer100k()/raw.cpuPer100k())
+	return nil
+}
+
+// payload is the record data both sides send: size bytes.
+func payload(size int) []byte { return []byte(strings.Repeat("x", size)) }
+
+// rawPut is the baseline: the plain SDK, batches of 500 records, concurrency
+// workers, re-sending refused entries (kinesalite refuses none).
+func rawPut(ctx context.Context, endpoint, stream string, n int, f outputFlags) error {
+	// The same client set-up as the plugin's (HTTP transport, no SDK
+	// retries), so the comparison is of what the plugin adds.
+	settings := awsconf.Settings{Region: testenv.Region, Endpoint: endpoint, ID: testenv.AccessKey, Secret: testenv.SecretKey}
+	cfg, err := settings.Load(ctx)
+	if err != nil {
+		return err
+	}
+	c := settings.KinesisClient(cfg)
+	data := payload(f.size)
+	batches := make(chan int)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for range f.concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for start := range batches {
+				end := min(start+kinesisx.MaxPutRecordsCount, n)
+				entries := make([]types.PutRecordsRequestEntry, 0, end-start)
+				for i := start; i < end; i++ {
+					entries = append(entries, types.PutRecordsRequestEntry{Data: data, PartitionKey: aws.String(fmt.Sprint(i % kinesisx.MaxPutRecordsCount))})
+				}
+				for len(entries) > 0 {
+					out, err := c.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
+					if err != nil {
+						mu.Lock()
+						firstErr = errors.Join(firstErr, err)
+						mu.Unlock()
+						return
+					}
+					var again []types.PutRecordsRequestEntry
+					for i, r := range out.Records {
+						if r.ErrorCode != nil {
+							again = append(again, entries[i])
+						}
+					}
+					entries = again
+				}
+			}
+		}()
+	}
+	for start := 0; start < n; start += kinesisx.MaxPutRecordsCount {
+		batches <- start
+	}
+	close(batches)
+	wg.Wait()
+	return firstErr
+}
+
+// pluginPut writes n records through a Benthos stream into the kinesis
+// output, fed like the raw loop: batches of 500 messages sharing one payload,
+// from concurrency goroutines. It measures the output, not the cost of making
+// messages up.
+func pluginPut(ctx context.Context, endpoint, stream string, n int, f outputFlags) error {
+	b := service.NewStreamBuilder()
+	if err := b.SetLoggerYAML("level: warn"); err != nil {
+		return err
+	}
+	err := b.AddOutputYAML(fmt.Sprintf(`
+kinesis:
+  stream: %s
+  endpoint: %s
+  partition_key: ${! batch_index() }
+  max_in_flight: %d
+`, stream, endpoint, f.concurrency))
+	if err != nil {
+		return err
+	}
+	produce, err := b.AddBatchProducerFunc()
+	if err != nil {
+		return err
+	}
+	s, err := b.Build()
+	if err != nil {
+		return err
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- s.Run(ctx) }()
+
+	data := payload(f.size)
+	batches := make(chan int)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for range f.concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for start := range batches {
+				end := min(start+kinesisx.MaxPutRecordsCount, n)
+				batch := make(service.MessageBatch, 0, end-start)
+				for i := start; i < end; i++ {
+					batch = append(batch, service.NewMessage(data))
+				}
+				if err := produce(ctx, batch); err != nil {
+					mu.Lock()
+					firstErr = errors.Join(firstErr, err)
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	for start := 0; start < n; start += kinesisx.MaxPutRecordsCount {
+		batches <- start
+	}
+	close(batches)
+	wg.Wait()
+	if err := s.StopWithin(30 * time.Second); err != nil {
+		firstErr = errors.Join(firstErr, err)
+	}
+	if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
+		firstErr = errors.Join(firstErr, err)
+	}
+	return firstErr
+}
+
+// generatePut writes n records through a whole pipeline: generate (batches
+// of 500, as the raw loop) -> kinesis.
+func generatePut(ctx context.Context, endpoint, stream string, n int, f outputFlags) error {
+	b := service.NewStreamBuilder()
+	err := b.SetYAML(fmt.Sprintf(`
+input:
+  generate:
+    count: %d
+    batch_size: %d
+    interval: ""
+    mapping: root = %q
+output:
+  kinesis:
+    stream: %s
+    endpoint: %s
+    partition_key: ${! batch_index() }
+    max_in_flight: %d
+logger:
+  level: warn
+`, n, kinesisx.MaxPutRecordsCount, string(payload(f.size)), stream, endpoint, f.concurrency))
+	if err != nil {
+		return err
+	}
+	s, err := b.Build()
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
+}

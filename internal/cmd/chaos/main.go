@@ -1,0 +1,67 @@
+// Command chaos runs the reliability suite against the real connect-kinesis
+// binary: `go run ./internal/cmd/chaos` (the full form, `make chaos`) or
+// `go run ./internal/cmd/chaos -short`. It prints one table and exits
+// non-zero unless nothing was lost, per-key order held and duplicates stayed
+// within the design's bound.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/chaos"
+)
+
+func main() {
+	var (
+		short = flag.Bool("short", false, "the short form run by `make test`")
+		bin   = flag.String("bin", "", "the connect-kinesis binary (default: built from ./cmd/connect-kinesis)")
+		dir   = flag.String("dir", "", "where configs, logs and delivery files go (default: a new temporary folder, kept)")
+		seed  = flag.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the schedule and the proxy's faults")
+	)
+	flag.Parse()
+	if err := run(*short, *bin, *dir, *seed); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
+}
+
+func run(short bool, bin, dir string, seed uint64) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "connect-kinesis-chaos-"); err != nil {
+			return err
+		}
+	}
+	if bin == "" {
+		bin = filepath.Join(dir, "connect-kinesis")
+		fmt.Fprintln(os.Stderr, "chaos: building connect-kinesis")
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/connect-kinesis")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building connect-kinesis (run from the repository root): %w", err)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "chaos: seed %d, files in %s\n", seed, dir)
+	t, err := chaos.Run(ctx, chaos.Config{
+		Binary: bin, Dir: dir, Seed: seed, Short: short,
+		Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Print(t.String())
+	if !t.OK() {
+		return fmt.Errorf("records lost, out of order or duplicated beyond the bound (seed %d, files in %s)", seed, dir)
+	}
+	return nil
+}

@@ -1,0 +1,225 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+)
+
+// Start positions for shards without a checkpoint.
+const (
+	StartTrimHorizon = "trim_horizon"
+	StartLatest      = "latest"
+	StartAtTimestamp = "at_timestamp"
+)
+
+// KinesisAPI is the part of the Kinesis client the consumer calls.
+type KinesisAPI interface {
+	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, opts ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
+	ListShards(ctx context.Context, in *kinesis.ListShardsInput, opts ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
+	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, opts ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
+	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
+}
+
+// Config is the parsed behaviour of the consumer.
+type Config struct {
+	Streams           []string
+	StartPosition     string
+	StartTimestamp    time.Time
+	ShardMaxInFlight  int
+	Limit             int
+	PollInterval      time.Duration
+	IdlePollInterval  time.Duration
+	DiscoveryInterval time.Duration
+	Deaggregate       bool
+	// LagWarnThreshold 0 means half the stream's retention period.
+	LagWarnThreshold time.Duration
+	// RedeliverNacks makes the consumer send a nacked batch again itself; it
+	// is set when Benthos does not replay nacks (auto_replay_nacks: false).
+	RedeliverNacks bool
+
+	CommitPeriod    time.Duration
+	LeasePeriod     time.Duration
+	RebalancePeriod time.Duration
+	HandoffTimeout  time.Duration
+
+	Backoff kinesisx.Backoff
+}
+
+// Validate names the field that is out of range and what it accepts.
+func (c Config) Validate() error {
+	switch {
+	case len(c.Streams) == 0:
+		return errors.New("field streams: list at least one stream name or ARN")
+	case c.StartPosition != StartTrimHorizon && c.StartPosition != StartLatest && c.StartPosition != StartAtTimestamp:
+		return fmt.Errorf("field start_position: %q is not one of trim_horizon, latest, at_timestamp", c.StartPosition)
+	case c.StartPosition == StartAtTimestamp && c.StartTimestamp.IsZero():
+		return errors.New("field start_timestamp: required (RFC3339) when start_position is at_timestamp")
+	case c.ShardMaxInFlight < 1:
+		return fmt.Errorf("field shard_max_in_flight: %d must be at least 1", c.ShardMaxInFlight)
+	case c.Limit < 1 || c.Limit > kinesisx.MaxGetRecordsLimit:
+		return fmt.Errorf("field limit: %d must be within 1..%d", c.Limit, kinesisx.MaxGetRecordsLimit)
+	case c.PollInterval < kinesisx.MinPollInterval:
+		return fmt.Errorf("field poll_interval: %v is below %v, which would exceed %d GetRecords calls per second per shard", c.PollInterval, kinesisx.MinPollInterval, kinesisx.MaxGetRecordsPerSecond)
+	case c.IdlePollInterval < c.PollInterval:
+		return fmt.Errorf("field idle_poll_interval: %v must be at least poll_interval (%v)", c.IdlePollInterval, c.PollInterval)
+	case c.DiscoveryInterval <= 0:
+		return fmt.Errorf("field shard_discovery_interval: %v must be positive, e.g. 10s", c.DiscoveryInterval)
+	case c.LagWarnThreshold < 0:
+		return fmt.Errorf("field lag_warn_threshold: %v is negative; use 0s for half the stream's retention or a positive duration", c.LagWarnThreshold)
+	case c.CommitPeriod <= 0 || c.LeasePeriod <= 0 || c.RebalancePeriod <= 0:
+		return errors.New("fields checkpoint.commit_period, lease.period and lease.rebalance_period must be positive")
+	}
+	return nil
+}
+
+// Record is one user record, after KPL de-aggregation.
+type Record struct {
+	PartitionKey string
+	Data         []byte
+	Sequence     string
+	SubSequence  int64
+	// Aggregated is true for a user record taken out of a KPL aggregate.
+	Aggregated bool
+	Arrival    time.Time
+}
+
+// Batch is the records of one GetRecords response of one shard. Exactly one
+// of its Ack calls with a nil error marks it processed.
+type Batch struct {
+	Stream       string
+	Shard        string
+	Records      []Record
+	MillisBehind int64
+
+	reader *shardReader
+	id     uint64
+}
+
+// Ack reports the pipeline's verdict. A nil err advances the checkpoint
+// (once every earlier batch is acked too); an error makes the consumer send
+// the batch again when it redelivers nacks itself.
+func (b *Batch) Ack(err error) {
+	if err == nil {
+		b.reader.tracker.ack(b.id)
+		return
+	}
+	b.reader.nack(b)
+}
+
+// Consumer reads every configured stream.
+type Consumer struct {
+	cfg     Config
+	api     KinesisAPI
+	stores  func(streamID string) Store
+	log     *service.Logger
+	metrics *metrics
+	owner   string
+	out     chan *Batch
+
+	mu      sync.Mutex
+	coords  []*coordinator
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	started bool
+}
+
+// New builds a consumer. stores returns the Store of a stream given its
+// identity (the ARN, or the name when the service gives no ARN).
+func New(cfg Config, api KinesisAPI, stores func(streamID string) Store, log *service.Logger, m *service.Metrics) (*Consumer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Consumer{
+		cfg:     cfg,
+		api:     api,
+		stores:  stores,
+		log:     log,
+		metrics: newMetrics(m),
+		owner:   InstanceID(),
+		out:     make(chan *Batch),
+	}, nil
+}
+
+// InstanceID names this process among the members of a group: host, pid
+// and a random suffix, so two consumers in one process differ too.
+func InstanceID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + randomSuffix()
+}
+
+// Owner is this consumer's member id.
+func (c *Consumer) Owner() string { return c.owner }
+
+// Batches delivers batches in per-shard order.
+func (c *Consumer) Batches() <-chan *Batch { return c.out }
+
+// Start resolves every stream (failing if one cannot be described) and
+// starts reading in the background until Close.
+func (c *Consumer) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return nil
+	}
+	var coords []*coordinator
+	for _, name := range c.cfg.Streams {
+		co, err := newCoordinator(ctx, c, name)
+		if err != nil {
+			return err
+		}
+		coords = append(coords, co)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.coords, c.cancel, c.started = coords, cancel, true
+	for _, co := range coords {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			co.run(runCtx)
+		}()
+	}
+	return nil
+}
+
+// Close stops fetching, waits (within ctx) for in-flight batches to be
+// acked, commits, releases every lease and leaves the group, so another
+// instance takes the shards over at once.
+func (c *Consumer) Close(ctx context.Context) error {
+	c.mu.Lock()
+	coords := c.coords
+	c.coords = nil
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, co := range coords {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			co.shutdown(ctx)
+		}()
+	}
+	wg.Wait()
+	if c.cancel != nil {
+		c.cancel()
+	}
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

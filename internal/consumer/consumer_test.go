@@ -1,0 +1,309 @@
+package consumer
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+)
+
+func testConfig() Config {
+	return Config{
+		Streams:           []string{"s"},
+		StartPosition:     StartTrimHorizon,
+		ShardMaxInFlight:  1,
+		Limit:             10,
+		PollInterval:      kinesisx.MinPollInterval,
+		IdlePollInterval:  kinesisx.MinPollInterval,
+		DiscoveryInterval: 100 * time.Millisecond,
+		CommitPeriod:      50 * time.Millisecond,
+		LeasePeriod:       600 * time.Millisecond,
+		RebalancePeriod:   50 * time.Millisecond,
+		HandoffTimeout:    time.Second,
+		Backoff:           kinesisx.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 50 * time.Millisecond, MaxElapsedTime: time.Second},
+	}
+}
+
+func startConsumer(t *testing.T, cfg Config, api KinesisAPI, st Store) *Consumer {
+	t.Helper()
+	c, err := New(cfg, api, func(string) Store { return st }, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	return c
+}
+
+// acked is the log of records whose batch was acked, in ack order.
+type acked struct {
+	mu   sync.Mutex
+	data []string
+}
+
+func (a *acked) add(b *Batch) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range b.Records {
+		a.data = append(a.data, string(r.Data))
+	}
+}
+
+func (a *acked) all() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.data...)
+}
+
+// ackAll acks every batch as it arrives until ctx ends.
+func ackAll(ctx context.Context, c *Consumer, log *acked) {
+	for {
+		select {
+		case b := <-c.Batches():
+			log.add(b)
+			b.Ack(nil)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func TestTrackerCheckpointOnlyMovesOverContiguousAcks(t *testing.T) {
+	tr := newTracker()
+	ids := make([]uint64, 5)
+	for i := range ids {
+		ids[i] = tr.add(Position{Sequence: string(rune('1' + i))})
+	}
+	for _, i := range []int{2, 1, 4} {
+		tr.ack(ids[i])
+	}
+	_, _, ok := tr.checkpoint()
+	assert.False(t, ok, "batch 1 is unacked: no checkpoint yet")
+	assert.Equal(t, 5, tr.pending())
+
+	tr.ack(ids[0])
+	p, _, ok := tr.checkpoint()
+	require.True(t, ok)
+	assert.Equal(t, "3", p.Sequence, "the run 1..3 is contiguous; 4 is still missing")
+	assert.Equal(t, 2, tr.pending())
+
+	tr.ack(ids[3])
+	p, _, _ = tr.checkpoint()
+	assert.Equal(t, "5", p.Sequence)
+	assert.Zero(t, tr.pending())
+}
+
+func TestReadyShardsGate(t *testing.T) {
+	split := map[string]Shard{
+		"p":  {ID: "p", Closed: true},
+		"c1": {ID: "c1", Parent: "p"},
+		"c2": {ID: "c2", Parent: "p"},
+	}
+	merge := map[string]Shard{
+		"a": {ID: "a", Closed: true},
+		"b": {ID: "b", Closed: true},
+		"m": {ID: "m", Parent: "a", Adjacent: "b"},
+	}
+	for _, tc := range []struct {
+		name   string
+		listed map[string]Shard
+		closed map[string]bool
+		want   []string
+	}{
+		{"split: children wait for the parent", split, nil, []string{"p"}},
+		{"split: children ready once the parent is closed", split, map[string]bool{"p": true}, []string{"c1", "c2"}},
+		{"merge: waits while one parent is open", merge, map[string]bool{"a": true}, []string{"b"}},
+		{"merge: waits for the other parent too", merge, map[string]bool{"b": true}, []string{"a"}},
+		{"merge: ready once both parents are closed", merge, map[string]bool{"a": true, "b": true}, []string{"m"}},
+		{"trimmed parent counts as closed", map[string]Shard{"c": {ID: "c", Parent: "gone"}}, nil, []string{"c"}},
+		{"merge with one parent trimmed", map[string]Shard{"b": {ID: "b"}, "m": {ID: "m", Parent: "gone", Adjacent: "b"}}, nil, []string{"b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := readyShards(tc.listed, tc.closed)
+			if tc.want == nil {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestConsumerReadsMergeChildOnlyAfterBothParentsAreAcked(t *testing.T) {
+	api := newFakeKinesis()
+	api.add("shardId-000000000000", &fakeShard{records: 25, closed: true})
+	api.add("shardId-000000000001", &fakeShard{records: 35, closed: true})
+	api.add("shardId-000000000002", &fakeShard{records: 20, parent: "shardId-000000000000", adjacent: "shardId-000000000001"})
+	st := newFakeStore(time.Second)
+	c := startConsumer(t, testConfig(), api, st)
+	log := &acked{}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go ackAll(ctx, c, log)
+	require.Eventually(t, func() bool { return len(log.all()) == 80 }, 20*time.Second, 20*time.Millisecond)
+
+	got := log.all()
+	firstChild := -1
+	lastParent := -1
+	for i, d := range got {
+		if strings.HasPrefix(d, "shardId-000000000002/") {
+			if firstChild < 0 {
+				firstChild = i
+			}
+		} else {
+			lastParent = i
+		}
+	}
+	assert.Less(t, lastParent, firstChild, "every parent record is acked before the child is read")
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	assert.True(t, st.closed["shardId-000000000000"])
+	assert.True(t, st.closed["shardId-000000000001"])
+	assert.False(t, st.closed["shardId-000000000002"], "an open shard is never closed")
+}
+
+func TestConsumerPacesGetRecordsPerShard(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	// Always more data and a limit of 1: the reader would call as fast as
+	// it can if pacing did not hold it back.
+	api.add(shard, &fakeShard{records: 1000000})
+	cfg := testConfig()
+	cfg.Limit = 1
+	c := startConsumer(t, cfg, api, newFakeStore(time.Second))
+	log := &acked{}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go ackAll(ctx, c, log)
+	require.Eventually(t, func() bool { return len(api.callTimes(shard)) >= 12 }, 20*time.Second, 20*time.Millisecond)
+
+	calls := api.callTimes(shard)
+	// No window of six calls may be shorter than a second (5 calls/s), with
+	// a little slack for the time between the reader's clock and the fake's.
+	for i := 0; i+5 < len(calls); i++ {
+		assert.GreaterOrEqual(t, calls[i+5].Sub(calls[i]), 950*time.Millisecond, "six calls within a second at call %d", i)
+	}
+}
+
+func TestConsumerRenewsExpiredIteratorAfterLastDelivered(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 50})
+	api.expireAt[shard] = 3 // after two batches of 10
+	c := startConsumer(t, testConfig(), api, newFakeStore(time.Second))
+	log := &acked{}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go ackAll(ctx, c, log)
+	require.Eventually(t, func() bool { return len(log.all()) == 50 }, 20*time.Second, 20*time.Millisecond)
+
+	for i, d := range log.all() {
+		assert.Equal(t, shard+"/"+itoa(i+1), d, "records once each, in order")
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	require.Len(t, api.iterReqs, 2)
+	assert.Equal(t, types.ShardIteratorTypeTrimHorizon, api.iterReqs[0].ShardIteratorType)
+	assert.Equal(t, types.ShardIteratorTypeAfterSequenceNumber, api.iterReqs[1].ShardIteratorType)
+	assert.Equal(t, seqOf(shard, 20), aws.ToString(api.iterReqs[1].StartingSequenceNumber))
+}
+
+func TestConsumerLeaseLostMidBatchCommitsNothing(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 30})
+	st := newFakeStore(600 * time.Millisecond)
+	c := startConsumer(t, testConfig(), api, st)
+
+	var b *Batch
+	select {
+	case b = <-c.Batches():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no batch delivered")
+	}
+	// The lease is taken by another instance while the batch is in the
+	// pipeline; the next renewal finds out.
+	st.mu.Lock()
+	st.loseOnRenew[shard] = true
+	st.mu.Unlock()
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		r := c.coords[0].readerFor(shard)
+		return r == nil || r.lost.Load()
+	}, 10*time.Second, 10*time.Millisecond)
+	calls := len(api.callTimes(shard))
+	b.Ack(nil)
+	// Give the (stopped) committer several commit periods to misbehave.
+	time.Sleep(300 * time.Millisecond)
+	assert.Empty(t, st.commitLog(), "a reader that lost its lease commits nothing")
+	assert.Equal(t, calls, len(api.callTimes(shard)), "it reads nothing more either")
+	select {
+	case extra := <-c.Batches():
+		t.Fatalf("a batch from shard %s was delivered after the lease was lost", extra.Shard)
+	default:
+	}
+}
+
+func TestConsumerCommitsAndResumesAfterCheckpoint(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 30})
+	st := newFakeStore(time.Second)
+	c := startConsumer(t, testConfig(), api, st)
+	log := &acked{}
+	ctx, cancel := context.WithCancel(t.Context())
+	go ackAll(ctx, c, log)
+	require.Eventually(t, func() bool { return len(log.all()) == 30 }, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	closeCtx, done := context.WithTimeout(t.Context(), 5*time.Second)
+	defer done()
+	require.NoError(t, c.Close(closeCtx))
+	p, ok, _ := st.Checkpoint(t.Context(), shard)
+	require.True(t, ok)
+	assert.Equal(t, seqOf(shard, 30), p.Sequence, "close commits the last acked record")
+
+	api.add(shard, &fakeShard{records: 35})
+	c2 := startConsumer(t, testConfig(), api, st)
+	log2 := &acked{}
+	go ackAll(t.Context(), c2, log2)
+	require.Eventually(t, func() bool { return len(log2.all()) == 5 }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, shard+"/31", log2.all()[0], "a restart resumes right after the checkpoint")
+}
+
+func TestConfigValidateNamesTheField(t *testing.T) {
+	for _, tc := range []struct {
+		field  string
+		mutate func(*Config)
+	}{
+		{"streams", func(c *Config) { c.Streams = nil }},
+		{"start_position", func(c *Config) { c.StartPosition = "earliest" }},
+		{"start_timestamp", func(c *Config) { c.StartPosition = StartAtTimestamp }},
+		{"shard_max_in_flight", func(c *Config) { c.ShardMaxInFlight = 0 }},
+		{"limit", func(c *Config) { c.Limit = 10001 }},
+		{"poll_interval", func(c *Config) { c.PollInterval = 100 * time.Millisecond }},
+		{"idle_poll_interval", func(c *Config) { c.IdlePollInterval = 0 }},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			cfg := testConfig()
+			tc.mutate(&cfg)
+			err := cfg.Validate()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "field "+tc.field)
+		})
+	}
+	assert.NoError(t, testConfig().Validate())
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

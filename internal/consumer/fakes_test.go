@@ -1,0 +1,353 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+	"github.com/connect-kinesis/connect-kinesis/internal/kpl"
+)
+
+// fakeShard is a shard of fakeKinesis: records numbered from 1.
+type fakeShard struct {
+	parent, adjacent string
+	records          int
+	closed           bool
+	// aggregate > 0 makes every record a KPL aggregate of that many user
+	// records with data "<shard>/<i>.<j>".
+	aggregate int
+}
+
+// fakeKinesis serves shards whose record i has sequence number
+// <shard number>*1e6+i and data "<shard>/<i>". Iterators are
+// "<shard>/<next index>".
+type fakeKinesis struct {
+	mu        sync.Mutex
+	shards    map[string]*fakeShard
+	calls     map[string][]time.Time // GetRecords call times per shard
+	iterReqs  []kinesis.GetShardIteratorInput
+	expireAt  map[string]int // shard -> GetRecords call number that answers ExpiredIterator once
+	getErrors map[string]error
+}
+
+func newFakeKinesis() *fakeKinesis {
+	return &fakeKinesis{shards: map[string]*fakeShard{}, calls: map[string][]time.Time{}, expireAt: map[string]int{}, getErrors: map[string]error{}}
+}
+
+func (f *fakeKinesis) add(id string, s *fakeShard) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.shards[id] = s
+}
+
+func shardNum(id string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(id, "shardId-"))
+	return n
+}
+
+func seqOf(shard string, i int) string { return strconv.Itoa(shardNum(shard)*1000000 + i) }
+
+func (f *fakeKinesis) DescribeStreamSummary(_ context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return &kinesis.DescribeStreamSummaryOutput{StreamDescriptionSummary: &types.StreamDescriptionSummary{
+		StreamName:           in.StreamName,
+		StreamARN:            aws.String("arn:aws:kinesis:us-east-1:000000000000:stream/" + aws.ToString(in.StreamName)),
+		RetentionPeriodHours: aws.Int32(24),
+	}}, nil
+}
+
+// ListShards pages two shards at a time, so discovery must paginate.
+func (f *fakeKinesis) ListShards(_ context.Context, in *kinesis.ListShardsInput, _ ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for id := range f.shards {
+		ids = append(ids, id)
+	}
+	sortStrings(ids)
+	start := 0
+	if in.NextToken != nil {
+		start, _ = strconv.Atoi(*in.NextToken)
+	}
+	end := min(start+2, len(ids))
+	out := &kinesis.ListShardsOutput{}
+	for _, id := range ids[start:end] {
+		s := f.shards[id]
+		sh := types.Shard{ShardId: aws.String(id), SequenceNumberRange: &types.SequenceNumberRange{StartingSequenceNumber: aws.String(seqOf(id, 0))}}
+		if s.parent != "" {
+			sh.ParentShardId = aws.String(s.parent)
+		}
+		if s.adjacent != "" {
+			sh.AdjacentParentShardId = aws.String(s.adjacent)
+		}
+		if s.closed {
+			sh.SequenceNumberRange.EndingSequenceNumber = aws.String(seqOf(id, s.records))
+		}
+		out.Shards = append(out.Shards, sh)
+	}
+	if end < len(ids) {
+		out.NextToken = aws.String(strconv.Itoa(end))
+	}
+	return out, nil
+}
+
+func (f *fakeKinesis) GetShardIterator(_ context.Context, in *kinesis.GetShardIteratorInput, _ ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.iterReqs = append(f.iterReqs, *in)
+	id := aws.ToString(in.ShardId)
+	s := f.shards[id]
+	next := 1
+	switch in.ShardIteratorType {
+	case types.ShardIteratorTypeLatest:
+		next = s.records + 1
+	case types.ShardIteratorTypeAfterSequenceNumber:
+		n, _ := strconv.Atoi(aws.ToString(in.StartingSequenceNumber))
+		next = n%1000000 + 1
+	case types.ShardIteratorTypeAtSequenceNumber:
+		n, _ := strconv.Atoi(aws.ToString(in.StartingSequenceNumber))
+		next = n % 1000000
+	}
+	return &kinesis.GetShardIteratorOutput{ShardIterator: aws.String(fmt.Sprintf("%s/%d", id, next))}, nil
+}
+
+func (f *fakeKinesis) GetRecords(_ context.Context, in *kinesis.GetRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id, nextStr, _ := strings.Cut(aws.ToString(in.ShardIterator), "/")
+	f.calls[id] = append(f.calls[id], time.Now())
+	if err := f.getErrors[id]; err != nil {
+		return nil, err
+	}
+	if at, ok := f.expireAt[id]; ok && at == len(f.calls[id]) {
+		return nil, &smithy.GenericAPIError{Code: kinesisx.CodeExpiredIterator, Message: "Iterator expired"}
+	}
+	s := f.shards[id]
+	next, _ := strconv.Atoi(nextStr)
+	out := &kinesis.GetRecordsOutput{MillisBehindLatest: aws.Int64(0)}
+	limit := int(aws.ToInt32(in.Limit))
+	for next <= s.records && len(out.Records) < limit {
+		data := []byte(fmt.Sprintf("%s/%d", id, next))
+		if s.aggregate > 0 {
+			var subs []kpl.Record
+			for j := range s.aggregate {
+				subs = append(subs, kpl.Record{PartitionKey: fmt.Sprintf("k%d", j), Data: []byte(fmt.Sprintf("%s/%d.%d", id, next, j))})
+			}
+			data = kpl.Encode(subs)
+		}
+		out.Records = append(out.Records, types.Record{
+			SequenceNumber:              aws.String(seqOf(id, next)),
+			PartitionKey:                aws.String("k"),
+			Data:                        data,
+			ApproximateArrivalTimestamp: aws.Time(time.Now()),
+		})
+		next++
+	}
+	if s.closed && next > s.records {
+		return out, nil
+	}
+	out.NextShardIterator = aws.String(fmt.Sprintf("%s/%d", id, next))
+	return out, nil
+}
+
+func (f *fakeKinesis) callTimes(shard string) []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Time(nil), f.calls[shard]...)
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// fakeStore is an in-memory Store with fencing and lease expiry by the
+// local clock.
+type fakeStore struct {
+	mu      sync.Mutex
+	period  time.Duration
+	ckpt    map[string]Position
+	closed  map[string]bool
+	leases  map[string]Lease
+	members map[string]time.Time
+	handoff map[string]string
+	tokens  int64
+	commits []string // "shard=seq" of every successful commit
+	// loseOnRenew makes RenewAll report these shards lost (and drop them).
+	loseOnRenew map[string]bool
+}
+
+func newFakeStore(period time.Duration) *fakeStore {
+	return &fakeStore{period: period, ckpt: map[string]Position{}, closed: map[string]bool{}, leases: map[string]Lease{},
+		members: map[string]time.Time{}, handoff: map[string]string{}, loseOnRenew: map[string]bool{}}
+}
+
+func (s *fakeStore) live(l Lease, ok bool) bool {
+	return ok && l.Owner != "" && time.Now().Before(l.ExpiresAt)
+}
+
+func (s *fakeStore) Acquire(_ context.Context, shard, owner string) (Lease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[shard]
+	if s.live(l, ok) && l.Owner != owner {
+		return l, ErrLeaseHeld
+	}
+	s.tokens++
+	l = Lease{Shard: shard, Owner: owner, Token: s.tokens, ExpiresAt: time.Now().Add(s.period), Deadline: time.Now().Add(s.period)}
+	s.leases[shard] = l
+	return l, nil
+}
+
+func (s *fakeStore) owns(l Lease) bool {
+	cur, ok := s.leases[l.Shard]
+	return ok && cur.Owner == l.Owner && cur.Token == l.Token
+}
+
+func (s *fakeStore) RenewAll(_ context.Context, owner string, ls []Lease) ([]Lease, []string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var renewed []Lease
+	var lost []string
+	for _, l := range ls {
+		if s.loseOnRenew[l.Shard] {
+			s.tokens++
+			s.leases[l.Shard] = Lease{Shard: l.Shard, Owner: "thief", Token: s.tokens, ExpiresAt: time.Now().Add(time.Hour)}
+		}
+		if !s.owns(l) {
+			lost = append(lost, l.Shard)
+			continue
+		}
+		l.ExpiresAt, l.Deadline = time.Now().Add(s.period), time.Now().Add(s.period)
+		s.leases[l.Shard] = l
+		renewed = append(renewed, l)
+	}
+	return renewed, lost, nil
+}
+
+func (s *fakeStore) Release(_ context.Context, l Lease) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.owns(l) {
+		return ErrLeaseLost
+	}
+	delete(s.leases, l.Shard)
+	delete(s.handoff, l.Shard)
+	return nil
+}
+
+func (s *fakeStore) Commit(_ context.Context, l Lease, p Position) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.owns(l) {
+		return ErrLeaseLost
+	}
+	s.ckpt[l.Shard] = p
+	s.commits = append(s.commits, l.Shard+"="+p.Sequence)
+	return nil
+}
+
+func (s *fakeStore) CloseShard(_ context.Context, l Lease) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.owns(l) {
+		return ErrLeaseLost
+	}
+	s.ckpt[l.Shard] = Position{ShardEnd: true}
+	s.closed[l.Shard] = true
+	delete(s.leases, l.Shard)
+	return nil
+}
+
+func (s *fakeStore) Checkpoint(_ context.Context, shard string) (Position, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.ckpt[shard]
+	return p, ok, nil
+}
+
+func (s *fakeStore) ClosedShards(context.Context) (map[string]bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]bool{}
+	for k, v := range s.closed {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (s *fakeStore) Leases(context.Context) (map[string]LeaseState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]LeaseState{}
+	for k, l := range s.leases {
+		out[k] = LeaseState{Lease: l, Expired: !s.live(l, true)}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) Heartbeat(_ context.Context, member string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.members[member] = time.Now()
+	return nil
+}
+
+func (s *fakeStore) LiveMembers(context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for m, at := range s.members {
+		if time.Since(at) < s.period {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) RemoveMember(_ context.Context, member string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.members, member)
+	return nil
+}
+
+func (s *fakeStore) RequestHandoff(_ context.Context, shard, requester string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handoff[shard] = requester
+	return nil
+}
+
+func (s *fakeStore) HandoffRequests(_ context.Context, owner string) (map[string]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for shard, req := range s.handoff {
+		if l, ok := s.leases[shard]; ok && l.Owner == owner {
+			out[shard] = req
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) StartOverride(context.Context) (string, time.Time, bool, error) {
+	return "", time.Time{}, false, nil
+}
+
+func (s *fakeStore) commitLog() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.commits...)
+}

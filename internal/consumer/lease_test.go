@@ -1,0 +1,180 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// downStore is a fakeStore whose Redis can be made unreachable.
+type downStore struct {
+	*fakeStore
+	down atomic.Bool
+}
+
+var errDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+
+func (s *downStore) RenewAll(ctx context.Context, owner string, ls []Lease) ([]Lease, []string, error) {
+	if s.down.Load() {
+		return nil, nil, errDown
+	}
+	return s.fakeStore.RenewAll(ctx, owner, ls)
+}
+
+func (s *downStore) Commit(ctx context.Context, l Lease, p Position) error {
+	if s.down.Load() {
+		return errDown
+	}
+	return s.fakeStore.Commit(ctx, l, p)
+}
+
+func (s *downStore) Heartbeat(ctx context.Context, m string) error {
+	if s.down.Load() {
+		return errDown
+	}
+	return s.fakeStore.Heartbeat(ctx, m)
+}
+
+func (s *downStore) LiveMembers(ctx context.Context) ([]string, error) {
+	if s.down.Load() {
+		return nil, errDown
+	}
+	return s.fakeStore.LiveMembers(ctx)
+}
+
+func TestConsumerStopsBeforeLeaseExpiresWhenRedisIsDown(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 1000000})
+	st := &downStore{fakeStore: newFakeStore(600 * time.Millisecond)}
+	c := startConsumer(t, testConfig(), api, st)
+	log := &acked{}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go ackAll(ctx, c, log)
+	require.Eventually(t, func() bool { return len(log.all()) > 0 }, 10*time.Second, 10*time.Millisecond)
+
+	r := c.coords[0].readerFor(shard)
+	require.NotNil(t, r)
+	st.down.Store(true)
+	// The lease may run out at its last deadline; the reader must have
+	// stopped before then so no other instance reads the shard alongside.
+	deadline := r.lease.Load().Deadline
+	require.Eventually(t, func() bool { return r.lost.Load() }, 5*time.Second, 5*time.Millisecond)
+	assert.True(t, time.Now().Before(deadline), "stopped %v after the lease deadline", time.Since(deadline))
+	<-r.done
+}
+
+func TestTwoConsumersShareShardsAndHandOffOnClose(t *testing.T) {
+	api := newFakeKinesis()
+	shards := []string{"shardId-000000000000", "shardId-000000000001", "shardId-000000000002", "shardId-000000000003"}
+	for _, id := range shards {
+		api.add(id, &fakeShard{records: 1000000})
+	}
+	st := newFakeStore(600 * time.Millisecond)
+	owned := func() map[string]int {
+		ls, _ := st.Leases(t.Context())
+		out := map[string]int{}
+		for _, l := range ls {
+			if !l.Expired {
+				out[l.Owner]++
+			}
+		}
+		return out
+	}
+	log := &acked{}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	a := startConsumer(t, testConfig(), api, st)
+	go ackAll(ctx, a, log)
+	require.Eventually(t, func() bool { return owned()[a.Owner()] == 4 }, 10*time.Second, 10*time.Millisecond)
+
+	b, err := New(testConfig(), api, func(string) Store { return st }, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, b.Start(t.Context()))
+	bctx, bcancel := context.WithCancel(ctx)
+	bDone := make(chan struct{})
+	go func() { ackAll(bctx, b, log); close(bDone) }()
+	require.Eventually(t, func() bool {
+		o := owned()
+		return o[a.Owner()] == 2 && o[b.Owner()] == 2
+	}, 10*time.Second, 10*time.Millisecond, "fair share: two shards each")
+
+	// Closing b hands its shards back; its acker keeps acking until Close
+	// returns, as Benthos does while it drains.
+	closeCtx, closeCancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer closeCancel()
+	require.NoError(t, b.Close(closeCtx))
+	bcancel()
+	<-bDone
+	require.Eventually(t, func() bool { return owned()[a.Owner()] == 4 }, 10*time.Second, 10*time.Millisecond)
+	// Let a read on from b's checkpoints before checking for duplicates.
+	n := len(log.all())
+	require.Eventually(t, func() bool { return len(log.all()) > n+40 }, 10*time.Second, 10*time.Millisecond)
+
+	seen := map[string]bool{}
+	for _, d := range log.all() {
+		assert.False(t, seen[d], "record %s delivered twice across the hand-off", d)
+		seen[d] = true
+	}
+}
+
+func TestThreeConsumersSettleOnFairShares(t *testing.T) {
+	api := newFakeKinesis()
+	for _, id := range []string{"shardId-000000000000", "shardId-000000000001", "shardId-000000000002", "shardId-000000000003"} {
+		api.add(id, &fakeShard{records: 1000000})
+	}
+	st := newFakeStore(600 * time.Millisecond)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	log := &acked{}
+	var cs []*Consumer
+	for range 3 {
+		c := startConsumer(t, testConfig(), api, st)
+		go ackAll(ctx, c, log)
+		cs = append(cs, c)
+	}
+	shares := func() []int {
+		ls, _ := st.Leases(t.Context())
+		per := map[string]int{}
+		for _, l := range ls {
+			if !l.Expired {
+				per[l.Owner]++
+			}
+		}
+		var out []int
+		for _, c := range cs {
+			out = append(out, per[c.Owner()])
+		}
+		sortInts(out)
+		return out
+	}
+	require.Eventually(t, func() bool {
+		s := shares()
+		return s[0] == 1 && s[1] == 1 && s[2] == 2
+	}, 10*time.Second, 10*time.Millisecond, "four shards over three instances: 2, 1, 1")
+	// And it stays settled: no shard keeps moving between instances.
+	taken := func() int {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return int(st.tokens)
+	}
+	before := taken()
+	time.Sleep(10 * testConfig().RebalancePeriod)
+	assert.Equal(t, before, taken(), "no lease changed hands once balanced")
+	assert.Equal(t, []int{1, 1, 2}, shares())
+}
+
+func sortInts(s []int) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}

@@ -1,0 +1,45 @@
+package consumer
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+)
+
+// Metric names, as DESIGN.md lists them.
+const (
+	MetricRecords         = "kinesis_input_records_total"
+	MetricBytes           = "kinesis_input_bytes_total"
+	MetricMillisBehind    = "kinesis_input_millis_behind_latest"
+	MetricShardsOwned     = "kinesis_input_shards_owned"
+	MetricThrottled       = "kinesis_input_throttled_total"
+	MetricIteratorExpired = "kinesis_input_iterator_expired_total"
+	MetricLeasesTaken     = "kinesis_input_leases_taken_total"
+	MetricLeasesLost      = "kinesis_input_leases_lost_total"
+)
+
+// metrics is nil-safe: every Benthos metric is a no-op on a nil receiver.
+type metrics struct {
+	records, bytes, throttled, expired, taken, lost *service.MetricCounter
+	behind, owned                                   *service.MetricGauge
+}
+
+func newMetrics(m *service.Metrics) *metrics {
+	return &metrics{
+		records:   m.NewCounter(MetricRecords, "stream"),
+		bytes:     m.NewCounter(MetricBytes, "stream"),
+		throttled: m.NewCounter(MetricThrottled, "stream"),
+		expired:   m.NewCounter(MetricIteratorExpired, "stream"),
+		taken:     m.NewCounter(MetricLeasesTaken, "stream"),
+		lost:      m.NewCounter(MetricLeasesLost, "stream"),
+		behind:    m.NewGauge(MetricMillisBehind, "stream", "shard"),
+		owned:     m.NewGauge(MetricShardsOwned, "stream"),
+	}
+}
+
+func randomSuffix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

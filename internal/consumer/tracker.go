@@ -1,0 +1,94 @@
+package consumer
+
+import "sync"
+
+// tracker follows the batches of one shard from delivery to ack. Batches
+// are delivered in sequence order but acked in any order; the checkpoint
+// only advances over a contiguous run of acked batches from the oldest, so
+// a gap (a batch still in the pipeline) holds it back.
+type tracker struct {
+	mu      sync.Mutex
+	nextID  uint64
+	queue   []trackedBatch // delivered and not yet folded into done, oldest first
+	done    Position       // last position of the contiguous acked run
+	hasDone bool
+	doneGen uint64 // bumped each time done advances, so committers spot change
+	notify  chan struct{}
+}
+
+type trackedBatch struct {
+	id    uint64
+	last  Position
+	acked bool
+}
+
+func newTracker() *tracker {
+	return &tracker{notify: make(chan struct{}, 1)}
+}
+
+// add registers a batch ending at last and returns its id.
+func (t *tracker) add(last Position) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.nextID++
+	t.queue = append(t.queue, trackedBatch{id: t.nextID, last: last})
+	return t.nextID
+}
+
+// drop forgets a batch that was never handed to the pipeline.
+func (t *tracker) drop(id uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.queue {
+		if t.queue[i].id == id {
+			t.queue = append(t.queue[:i], t.queue[i+1:]...)
+			break
+		}
+	}
+	t.signal()
+}
+
+// ack marks a batch processed and folds the acked prefix into done.
+func (t *tracker) ack(id uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.queue {
+		if t.queue[i].id == id {
+			t.queue[i].acked = true
+			break
+		}
+	}
+	n := 0
+	for n < len(t.queue) && t.queue[n].acked {
+		t.done, t.hasDone = t.queue[n].last, true
+		n++
+	}
+	if n > 0 {
+		t.queue = append(t.queue[:0], t.queue[n:]...)
+		t.doneGen++
+	}
+	t.signal()
+}
+
+// signal wakes a reader waiting for room or for the last ack.
+func (t *tracker) signal() {
+	select {
+	case t.notify <- struct{}{}:
+	default:
+	}
+}
+
+// pending is the number of batches not yet folded into done: unacked ones
+// and acked ones waiting behind a gap.
+func (t *tracker) pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.queue)
+}
+
+// checkpoint returns the highest contiguously acked position.
+func (t *tracker) checkpoint() (Position, uint64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.done, t.doneGen, t.hasDone
+}

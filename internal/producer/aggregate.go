@@ -1,0 +1,109 @@
+package producer
+
+import (
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kpl"
+)
+
+// records turns the valid entries into Kinesis records: one per entry, or,
+// with aggregation on and a shard map known, KPL aggregates of entries bound
+// for the same shard. Records of one shard keep the order of their entries.
+func (p *Producer) records(entries []Entry, valid []int) records {
+	shards := p.shards.Load()
+	if !p.conf.Aggregation.Enabled || shards == nil {
+		out := records{entries: make([]types.PutRecordsRequestEntry, len(valid)), index: valid}
+		for k, i := range valid {
+			out.entries[k] = plain(&entries[i])
+		}
+		return out
+	}
+
+	limit := min(p.conf.Aggregation.MaxBytes, p.conf.MaxRecordSize)
+	type open struct {
+		agg     *kpl.Aggregator
+		key     string  // partition key of the first member
+		hash    hashKey // where the first member goes
+		members []int
+	}
+	var (
+		out     = records{members: [][]int{}}
+		byShard = make(map[int]*open)
+	)
+	addPlain := func(i int) {
+		out.entries = append(out.entries, plain(&entries[i]))
+		out.index = append(out.index, i)
+		out.members = append(out.members, nil)
+	}
+	flush := func(shard int) {
+		o := byShard[shard]
+		if o == nil || len(o.members) == 0 {
+			return
+		}
+		delete(byShard, shard)
+		if len(o.members) == 1 {
+			// An aggregate of one only costs overhead.
+			addPlain(o.members[0])
+			return
+		}
+		out.entries = append(out.entries, types.PutRecordsRequestEntry{
+			Data:         o.agg.Bytes(),
+			PartitionKey: aws.String(o.key),
+			// The first member's hash key sends the aggregate to the
+			// shard it was grouped for, whatever its partition key.
+			ExplicitHashKey: aws.String(o.hash.decimal()),
+		})
+		out.index = append(out.index, o.members[0])
+		out.members = append(out.members, o.members)
+	}
+
+	for _, i := range valid {
+		e := entries[i]
+		hash, err := entryHashKey(e)
+		shard := -1
+		if err == nil {
+			shard = shards.lookup(hash)
+		}
+		rec := kpl.Record{PartitionKey: e.PartitionKey, ExplicitHashKey: e.ExplicitHashKey, Data: e.Data}
+		if shard < 0 || emptyAggregate.SizeWith(rec)+len(e.PartitionKey) > limit {
+			// Too big to share a record, or a shard the map does not know:
+			// send it alone, after what its shard already holds, so the
+			// shard's order is kept.
+			if shard >= 0 {
+				flush(shard)
+			}
+			addPlain(i)
+			continue
+		}
+		o := byShard[shard]
+		if o != nil && (len(o.members) >= p.conf.Aggregation.MaxRecords || o.agg.SizeWith(rec)+len(o.key) > limit) {
+			flush(shard)
+			o = nil
+		}
+		if o == nil {
+			o = &open{agg: kpl.NewAggregator(), key: e.PartitionKey, hash: hash}
+			byShard[shard] = o
+		}
+		o.agg.Add(rec)
+		o.members = append(o.members, i)
+	}
+	for shard := range shards.ranges {
+		flush(shard)
+	}
+	return out
+}
+
+// emptyAggregate sizes a record alone in an aggregate. It is only read, so it
+// is shared by concurrent writes.
+var emptyAggregate = kpl.NewAggregator()
+
+// plain is the Kinesis record of e alone. It points into e rather than
+// copying the keys: entries outlive the write.
+func plain(e *Entry) types.PutRecordsRequestEntry {
+	r := types.PutRecordsRequestEntry{Data: e.Data, PartitionKey: &e.PartitionKey}
+	if e.ExplicitHashKey != "" {
+		r.ExplicitHashKey = &e.ExplicitHashKey
+	}
+	return r
+}

@@ -1,0 +1,388 @@
+package producer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/retrypolicy"
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+)
+
+// Metric names.
+const (
+	MetricRecords    = "kinesis_output_records_total"
+	MetricBytes      = "kinesis_output_bytes_total"
+	MetricRetries    = "kinesis_output_retries_total"
+	MetricFailed     = "kinesis_output_failed_total"
+	MetricPutLatency = "kinesis_output_put_latency_ns"
+)
+
+// API is the part of the Kinesis client the producer uses.
+type API interface {
+	PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error)
+}
+
+// Config says where and how to write.
+type Config struct {
+	// StreamName or StreamARN names the stream; exactly one is set. The ARN
+	// is only sent when the user configured one, as some emulators reject it.
+	StreamName string
+	StreamARN  string
+	// MaxRecordSize bounds one record, data plus partition key.
+	MaxRecordSize int
+	// MaxInFlight bounds the PutRecords requests in flight across all
+	// batches.
+	MaxInFlight int
+	Backoff     kinesisx.Backoff
+	Aggregation Aggregation
+}
+
+// Aggregation configures KPL aggregation.
+type Aggregation struct {
+	Enabled bool
+	// MaxBytes bounds one aggregated record; records larger than this are
+	// sent on their own.
+	MaxBytes int
+	// MaxRecords bounds the user records in one aggregated record.
+	MaxRecords int
+}
+
+// RecordError is why an accepted-looking record was finally refused: the
+// error code and message of Kinesis' last answer for it.
+type RecordError struct {
+	Code     string
+	Message  string
+	Attempts int
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("kinesis refused the record after %d attempts: %s: %s", e.Attempts, e.Code, e.Message)
+}
+
+// Producer writes entries to one stream. It is safe for concurrent use.
+type Producer struct {
+	api    API
+	conf   Config
+	log    *service.Logger
+	policy retrypolicy.RetryPolicy[putResult]
+	slots  chan struct{}
+	shards atomic.Pointer[ShardMap]
+	warn   *rateLimitedLogger
+
+	mRecords, mBytes, mFailed *service.MetricCounter
+	mRetries                  *service.MetricCounter
+	mLatency                  *service.MetricTimer
+}
+
+// New returns a Producer. log and metrics may come from service.MockResources
+// in tests.
+func New(api API, conf Config, log *service.Logger, metrics *service.Metrics) *Producer {
+	if conf.MaxInFlight < 1 {
+		conf.MaxInFlight = 1
+	}
+	if conf.MaxRecordSize <= 0 {
+		conf.MaxRecordSize = kinesisx.DefaultMaxRecordSize
+	}
+	p := &Producer{
+		api:      api,
+		conf:     conf,
+		log:      log,
+		slots:    make(chan struct{}, conf.MaxInFlight),
+		warn:     &rateLimitedLogger{log: log, every: 10 * time.Second},
+		mRecords: metrics.NewCounter(MetricRecords),
+		mBytes:   metrics.NewCounter(MetricBytes),
+		mFailed:  metrics.NewCounter(MetricFailed),
+		mRetries: metrics.NewCounter(MetricRetries, "code"),
+		mLatency: metrics.NewTimer(MetricPutLatency),
+	}
+	p.policy = kinesisx.RetryBuilder[putResult](conf.Backoff).
+		// A response with refused entries is retried like an error; only
+		// those entries go out again (the attempt keeps the rest done).
+		HandleIf(func(r putResult, err error) bool { return err == nil && r.failed > 0 }).
+		OnRetry(p.onRetry).
+		Build()
+	return p
+}
+
+// SetShardMap gives the producer the stream's open shards, which aggregation
+// needs to group records by shard. Without one, records are not aggregated.
+func (p *Producer) SetShardMap(m *ShardMap) { p.shards.Store(m) }
+
+// records is a list of Kinesis records to send, as parallel slices so that
+// a request is a sub-slice and costs no copy.
+type records struct {
+	entries []types.PutRecordsRequestEntry
+	// index is the entry a plain record carries, or the first member of an
+	// aggregate.
+	index []int
+	// members is nil without aggregation; otherwise the entries each
+	// aggregate carries (nil for plain records).
+	members [][]int
+	// refusals is Kinesis' last refusal of each record, set on records
+	// waiting for a retry.
+	refusals []*RecordError
+}
+
+func (r *records) len() int { return len(r.entries) }
+
+// size is what Kinesis counts for record k: data plus partition key.
+func (r *records) size(k int) int {
+	return len(r.entries[k].Data) + len(aws.ToString(r.entries[k].PartitionKey))
+}
+
+// count is the number of user records record k carries.
+func (r *records) count(k int) int {
+	if r.members == nil || r.members[k] == nil {
+		return 1
+	}
+	return len(r.members[k])
+}
+
+// each calls fn with the index of every entry record k carries.
+func (r *records) each(k int, fn func(int)) {
+	if r.members == nil || r.members[k] == nil {
+		fn(r.index[k])
+		return
+	}
+	for _, i := range r.members[k] {
+		fn(i)
+	}
+}
+
+func (r *records) slice(from, to int) records {
+	s := records{entries: r.entries[from:to], index: r.index[from:to]}
+	if r.members != nil {
+		s.members = r.members[from:to]
+	}
+	return s
+}
+
+// add appends record k of src, refused with refusal.
+func (r *records) add(src *records, k int, refusal *RecordError) {
+	r.entries = append(r.entries, src.entries[k])
+	r.index = append(r.index, src.index[k])
+	if src.members != nil {
+		r.members = append(r.members, src.members[k])
+	}
+	r.refusals = append(r.refusals, refusal)
+}
+
+// putResult is what one PutRecords attempt leaves: how many entries are
+// still refused and their codes (for retry metrics and logs).
+type putResult struct {
+	failed int
+	codes  map[string]int
+	sample string // one refusal, for the log
+}
+
+// Write writes entries and returns nil when all were written, or one error
+// per entry (nil for those written). Entries are validated first; an invalid
+// one fails alone and is not sent. Records Kinesis accepted are never sent
+// again, whatever happens to the others.
+func (p *Producer) Write(ctx context.Context, entries []Entry) []error {
+	var (
+		errs []error
+		mu   sync.Mutex
+	)
+	fail := func(i int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if errs == nil {
+			errs = make([]error, len(entries))
+		}
+		errs[i] = err
+	}
+
+	valid := make([]int, 0, len(entries))
+	for i, e := range entries {
+		if err := Validate(e, p.conf.MaxRecordSize); err != nil {
+			fail(i, err)
+			continue
+		}
+		valid = append(valid, i)
+	}
+
+	recs := p.records(entries, valid)
+	requests := pack(&recs)
+	var wg sync.WaitGroup
+	for n, req := range requests {
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			for k := range req.len() {
+				req.each(k, func(i int) { fail(i, ctx.Err()) })
+			}
+			continue
+		}
+		if n == len(requests)-1 {
+			// The last (usually the only) request goes out from this
+			// goroutine, whose stack is already grown for the SDK.
+			p.send(ctx, req, fail)
+			<-p.slots
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-p.slots }()
+			p.send(ctx, req, fail)
+		}()
+	}
+	wg.Wait()
+
+	if errs != nil {
+		n := 0
+		for _, err := range errs {
+			if err != nil {
+				n++
+			}
+		}
+		p.mFailed.Incr(int64(n))
+	}
+	return errs
+}
+
+// pack splits records, in order, into requests within the PutRecords limits.
+func pack(recs *records) []records {
+	var (
+		requests []records
+		from     int
+		bytes    int
+	)
+	for k := range recs.len() {
+		size := recs.size(k)
+		if k-from == kinesisx.MaxPutRecordsCount || (k > from && bytes+size > kinesisx.MaxPutRecordsBytes) {
+			requests = append(requests, recs.slice(from, k))
+			from, bytes = k, 0
+		}
+		bytes += size
+	}
+	if recs.len() > from {
+		requests = append(requests, recs.slice(from, recs.len()))
+	}
+	return requests
+}
+
+// send writes one request, retrying refused entries and retryable errors
+// under the policy, and reports what failed for good through fail.
+func (p *Producer) send(ctx context.Context, req records, fail func(int, error)) {
+	pending := req
+	attempts := 0
+
+	_, err := failsafe.With(p.policy).WithContext(ctx).Get(func() (putResult, error) {
+		attempts++
+		// The SDK only reads the entries, so the request shares them.
+		in := &kinesis.PutRecordsInput{Records: pending.entries}
+		if p.conf.StreamARN != "" {
+			in.StreamARN = aws.String(p.conf.StreamARN)
+		} else {
+			in.StreamName = aws.String(p.conf.StreamName)
+		}
+
+		start := time.Now()
+		out, err := p.api.PutRecords(ctx, in)
+		p.mLatency.Timing(time.Since(start).Nanoseconds())
+		if err != nil {
+			return putResult{failed: pending.len(), codes: map[string]int{kinesisx.ErrorCode(err): pending.len()}, sample: err.Error()}, err
+		}
+		if len(out.Records) != pending.len() {
+			// Without one result per entry nothing can be matched up; do
+			// not guess which records landed.
+			return putResult{}, fmt.Errorf("PutRecords answered %d results for %d records", len(out.Records), pending.len())
+		}
+
+		var (
+			still           records
+			res             putResult
+			written, nbytes int
+		)
+		for k, r := range out.Records {
+			if r.ErrorCode == nil || *r.ErrorCode == "" {
+				written += pending.count(k)
+				nbytes += pending.size(k)
+				continue
+			}
+			code, msg := aws.ToString(r.ErrorCode), aws.ToString(r.ErrorMessage)
+			still.add(&pending, k, &RecordError{Code: code, Message: msg})
+			if res.codes == nil {
+				res.codes = map[string]int{}
+				res.sample = code + ": " + msg
+			}
+			res.codes[code]++
+		}
+		p.mRecords.Incr(int64(written))
+		p.mBytes.Incr(int64(nbytes))
+		pending = still
+		res.failed = still.len()
+		return res, nil
+	})
+
+	if err != nil {
+		err = fmt.Errorf("writing %d records to stream %s after %d attempts: %w", pending.len(), p.streamID(), attempts, err)
+		p.log.With("stream", p.streamID(), "records", pending.len()).Errorf("Records failed for good: %v", err)
+		for k := range pending.len() {
+			pending.each(k, func(i int) { fail(i, err) })
+		}
+		return
+	}
+	if pending.len() == 0 {
+		return
+	}
+	first := pending.refusals[0]
+	p.log.With("stream", p.streamID(), "records", pending.len(), "attempts", attempts).
+		Errorf("Kinesis refused records until the retry budget ran out, last: %s: %s", first.Code, first.Message)
+	for k := range pending.len() {
+		re := pending.refusals[k]
+		re.Attempts = attempts
+		pending.each(k, func(i int) { fail(i, re) })
+	}
+}
+
+func (p *Producer) onRetry(e failsafe.ExecutionEvent[putResult]) {
+	r := e.LastResult()
+	for code, n := range r.codes {
+		p.mRetries.Incr(int64(n), code)
+	}
+	p.warn.Warnf(p.streamID(), r.failed, r.sample)
+}
+
+func (p *Producer) streamID() string {
+	if p.conf.StreamARN != "" {
+		return p.conf.StreamARN
+	}
+	return p.conf.StreamName
+}
+
+// rateLimitedLogger logs retries at warn at most once per interval, with a
+// count of those it held back, so a throttled stream does not flood the log.
+type rateLimitedLogger struct {
+	log        *service.Logger
+	every      time.Duration
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (l *rateLimitedLogger) Warnf(stream string, records int, sample string) {
+	l.mu.Lock()
+	now := time.Now()
+	if now.Sub(l.last) < l.every {
+		l.suppressed++
+		l.mu.Unlock()
+		return
+	}
+	suppressed := l.suppressed
+	l.last, l.suppressed = now, 0
+	l.mu.Unlock()
+	l.log.With("stream", stream, "records", records, "similar_retries_not_logged", suppressed).
+		Warnf("Retrying records Kinesis refused: %s", sample)
+}

@@ -1,0 +1,318 @@
+package input
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/awsconf"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
+)
+
+// Field names.
+const (
+	fieldStreams           = "streams"
+	fieldStartPosition     = "start_position"
+	fieldStartTimestamp    = "start_timestamp"
+	fieldShardMaxInFlight  = "shard_max_in_flight"
+	fieldLimit             = "limit"
+	fieldPollInterval      = "poll_interval"
+	fieldIdlePollInterval  = "idle_poll_interval"
+	fieldDiscoveryInterval = "shard_discovery_interval"
+	fieldDeaggregate       = "deaggregate"
+	fieldLagWarnThreshold  = "lag_warn_threshold"
+)
+
+// Metadata keys set on every message.
+const (
+	MetaStream         = "kinesis_stream"
+	MetaShard          = "kinesis_shard"
+	MetaPartitionKey   = "kinesis_partition_key"
+	MetaSequenceNumber = "kinesis_sequence_number"
+	MetaSubSequence    = "kinesis_sub_sequence_number"
+	MetaArrival        = "kinesis_arrival_timestamp"
+	MetaMillisBehind   = "kinesis_millis_behind_latest"
+)
+
+// closeGrace is added to lease.handoff_timeout to bound Close: Benthos
+// calls Close without a deadline once every pending ack has resolved.
+const closeGrace = 5 * time.Second
+
+// Spec is the configuration spec of the `kinesis` input.
+func Spec() *service.ConfigSpec {
+	fields := []*service.ConfigField{
+		service.NewStringListField(fieldStreams).
+			Description("The streams to read, by name or by ARN. A name and the ARN of the same stream share checkpoints (they are keyed by the ARN).").
+			Example([]string{"orders"}).
+			Example([]string{"arn:aws:kinesis:us-east-1:123456789012:stream/orders"}),
+		service.NewStringEnumField(fieldStartPosition, consumer.StartTrimHorizon, consumer.StartLatest, consumer.StartAtTimestamp).
+			Description("Where a shard without a checkpoint starts: `trim_horizon` (the oldest retained record), `latest` (only records written from now on) or `at_timestamp` (see `start_timestamp`). Shards with a checkpoint always resume after it.").
+			Default(consumer.StartTrimHorizon),
+		service.NewStringField(fieldStartTimestamp).
+			Description("The RFC3339 time to start from with `start_position: at_timestamp`.").
+			Example("2024-05-01T12:00:00Z").
+			Optional(),
+	}
+	fields = append(fields, checkpointer.Fields()...)
+	fields = append(fields,
+		service.NewIntField(fieldShardMaxInFlight).
+			Description("The most batches of one shard that may be unacknowledged at once. With 1, records of a shard are processed strictly in order, also across nacks; more raises throughput when the pipeline is slow, at the cost of order on redelivery.").
+			Default(1).Advanced(),
+		service.NewIntField(fieldLimit).
+			Description(fmt.Sprintf("The most records one GetRecords call returns (1..%d). A batch is one GetRecords response.", kinesisx.MaxGetRecordsLimit)).
+			Default(kinesisx.MaxGetRecordsLimit).Advanced(),
+		service.NewDurationField(fieldPollInterval).
+			Description(fmt.Sprintf("The shortest time between two GetRecords calls of one shard. At least %v, so a shard is never read more than %d times per second (its Kinesis limit, shared by every consumer of the stream).", kinesisx.MinPollInterval, kinesisx.MaxGetRecordsPerSecond)).
+			Default("200ms").Advanced(),
+		service.NewDurationField(fieldIdlePollInterval).
+			Description("The time to wait after a GetRecords call returned nothing and the shard is caught up.").
+			Default("1s").Advanced(),
+		service.NewDurationField(fieldDiscoveryInterval).
+			Description("How often shards are listed to find new ones after a reshard. A shard that ends triggers a listing at once.").
+			Default("10s").Advanced(),
+		service.NewBoolField(fieldDeaggregate).
+			Description("Split KPL aggregated records into their user records (checked against their MD5). Checkpoints then carry sub-sequence numbers.").
+			Default(true).Advanced(),
+		service.NewDurationField(fieldLagWarnThreshold).
+			Description("Log a warning when a shard is further behind than this. `0s` uses half the stream's retention period. An error is logged past 90% of the retention period, when records are about to expire unread.").
+			Default("0s").Advanced(),
+	)
+	fields = append(fields, awsconf.Fields()...)
+	fields = append(fields, service.NewAutoRetryNacksToggleField())
+	return service.NewConfigSpec().
+		Stable().
+		Categories("Services").
+		Summary("Reads Kinesis Data Streams with Redis checkpoints, in per-shard order, across resharding and across instances.").
+		Description(`
+Each batch is the records of one GetRecords response of one shard. A shard's checkpoint only moves to the highest record acknowledged together with every record before it, so nothing is skipped: not on a crash, a nack, a lost lease, a reshard, throttling or an expired iterator. After a crash at most the records since the last commit (`+"`checkpoint.commit_period`"+`) are delivered again; a graceful shutdown or a hand-off commits first.
+
+A child shard is read only once every parent is read to its end, acknowledged and committed, so records of one partition key stay in order across splits and merges.
+
+Instances with the same `+"`checkpoint.group`"+` share the shards: each takes up to its fair share (shards ready to read divided by live instances, rounded up), and asks a busier instance to hand one over gracefully when none is free. A dead instance's shards are taken over after about `+"`lease.period + lease.rebalance_period`"+`.
+
+### Metadata
+
+`+"`kinesis_stream`, `kinesis_shard`, `kinesis_partition_key`, `kinesis_sequence_number`, `kinesis_sub_sequence_number` (aggregated records only), `kinesis_arrival_timestamp` (RFC3339Nano), `kinesis_millis_behind_latest`.").
+		Fields(fields...).
+		Example("Read a stream", "Reads `orders` from the oldest record and resumes from Redis checkpoints.", `
+input:
+  kinesis:
+    streams: [ orders ]
+    checkpoint:
+      redis:
+        url: redis://localhost:6379
+      group: orders-to-s3
+`)
+}
+
+func init() {
+	err := service.RegisterBatchInput("kinesis", Spec(), func(conf *service.ParsedConfig, mgr *service.Resources) (service.BatchInput, error) {
+		in, err := newFromParsed(conf, mgr)
+		if err != nil {
+			return nil, err
+		}
+		return service.AutoRetryNacksBatchedToggled(conf, in)
+	})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// Config is the parsed configuration of the input.
+type Config struct {
+	Consumer     consumer.Config
+	Checkpointer checkpointer.Config
+	AWS          awsconf.Settings
+}
+
+// ConfigFromParsed reads and validates the input's fields.
+func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
+	var c Config
+	var err error
+	cc := &c.Consumer
+	if cc.Streams, err = conf.FieldStringList(fieldStreams); err != nil {
+		return c, err
+	}
+	for _, s := range cc.Streams {
+		if s == "" {
+			return c, errors.New("field streams: an entry is empty; list stream names or ARNs")
+		}
+	}
+	if cc.StartPosition, err = conf.FieldString(fieldStartPosition); err != nil {
+		return c, err
+	}
+	if conf.Contains(fieldStartTimestamp) {
+		raw, err := conf.FieldString(fieldStartTimestamp)
+		if err != nil {
+			return c, err
+		}
+		if cc.StartTimestamp, err = time.Parse(time.RFC3339Nano, raw); err != nil {
+			return c, fmt.Errorf("field %s: %q is not an RFC3339 time, e.g. 2024-05-01T12:00:00Z", fieldStartTimestamp, raw)
+		}
+		if cc.StartPosition != consumer.StartAtTimestamp {
+			return c, fmt.Errorf("field %s: only used with start_position at_timestamp, not %s", fieldStartTimestamp, cc.StartPosition)
+		}
+	}
+	if cc.ShardMaxInFlight, err = conf.FieldInt(fieldShardMaxInFlight); err != nil {
+		return c, err
+	}
+	if cc.Limit, err = conf.FieldInt(fieldLimit); err != nil {
+		return c, err
+	}
+	if cc.PollInterval, err = conf.FieldDuration(fieldPollInterval); err != nil {
+		return c, err
+	}
+	if cc.IdlePollInterval, err = conf.FieldDuration(fieldIdlePollInterval); err != nil {
+		return c, err
+	}
+	if cc.DiscoveryInterval, err = conf.FieldDuration(fieldDiscoveryInterval); err != nil {
+		return c, err
+	}
+	if cc.Deaggregate, err = conf.FieldBool(fieldDeaggregate); err != nil {
+		return c, err
+	}
+	if cc.LagWarnThreshold, err = conf.FieldDuration(fieldLagWarnThreshold); err != nil {
+		return c, err
+	}
+	replay, err := conf.FieldBool(service.AutoRetryNacksToggleFieldName)
+	if err != nil {
+		return c, err
+	}
+	cc.RedeliverNacks = !replay
+	if c.Checkpointer, err = checkpointer.ConfigFromParsed(conf); err != nil {
+		return c, err
+	}
+	cc.CommitPeriod = c.Checkpointer.CommitPeriod
+	cc.LeasePeriod = c.Checkpointer.LeasePeriod
+	cc.RebalancePeriod = c.Checkpointer.RebalancePeriod
+	cc.HandoffTimeout = c.Checkpointer.HandoffTimeout
+	cc.Backoff = kinesisx.DefaultBackoff
+	if c.AWS, err = awsconf.SettingsFromParsed(conf); err != nil {
+		return c, err
+	}
+	return c, cc.Validate()
+}
+
+type kinesisInput struct {
+	conf    Config
+	log     *service.Logger
+	metrics *service.Metrics
+
+	mu   sync.Mutex
+	ckpt *checkpointer.Checkpointer
+	cons *consumer.Consumer
+}
+
+func newFromParsed(conf *service.ParsedConfig, mgr *service.Resources) (*kinesisInput, error) {
+	c, err := ConfigFromParsed(conf)
+	if err != nil {
+		return nil, err
+	}
+	return newFromConfig(c, mgr.Logger(), mgr.Metrics()), nil
+}
+
+func newFromConfig(c Config, log *service.Logger, m *service.Metrics) *kinesisInput {
+	return &kinesisInput{conf: c, log: log, metrics: m}
+}
+
+// Connect reaches Redis (failing, so Benthos retries, when it is down: a
+// checkpoint is never guessed), then Kinesis, and starts reading.
+func (k *kinesisInput) Connect(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cons != nil {
+		return nil
+	}
+	ckpt, err := checkpointer.New(ctx, k.conf.Checkpointer, k.log, k.metrics)
+	if err != nil {
+		return fmt.Errorf("connecting to the checkpoint store: %w", err)
+	}
+	awsCfg, err := k.conf.AWS.Load(ctx)
+	if err != nil {
+		_ = ckpt.Close()
+		return err
+	}
+	api := k.conf.AWS.KinesisClient(awsCfg)
+	cons, err := consumer.New(k.conf.Consumer, api, func(id string) consumer.Store {
+		return storeAdapter{s: ckpt.Stream(id)}
+	}, k.log, k.metrics)
+	if err != nil {
+		_ = ckpt.Close()
+		return err
+	}
+	if err := cons.Start(ctx); err != nil {
+		_ = ckpt.Close()
+		return err
+	}
+	k.ckpt, k.cons = ckpt, cons
+	k.log.Debugf("Reading as group member %s", cons.Owner())
+	return nil
+}
+
+func (k *kinesisInput) ReadBatch(ctx context.Context) (service.MessageBatch, service.AckFunc, error) {
+	k.mu.Lock()
+	cons := k.cons
+	k.mu.Unlock()
+	if cons == nil {
+		return nil, nil, service.ErrNotConnected
+	}
+	var b *consumer.Batch
+	select {
+	case b = <-cons.Batches():
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	batch := make(service.MessageBatch, len(b.Records))
+	behind := strconv.FormatInt(b.MillisBehind, 10)
+	// Records of one response mostly share their arrival millisecond (and
+	// sub-records their aggregate's), so the formatted time is reused.
+	var lastArrival time.Time
+	var arrival string
+	for i, r := range b.Records {
+		if i == 0 || !r.Arrival.Equal(lastArrival) {
+			lastArrival, arrival = r.Arrival, r.Arrival.UTC().Format(time.RFC3339Nano)
+		}
+		m := service.NewMessage(r.Data)
+		m.MetaSetMut(MetaStream, b.Stream)
+		m.MetaSetMut(MetaShard, b.Shard)
+		m.MetaSetMut(MetaPartitionKey, r.PartitionKey)
+		m.MetaSetMut(MetaSequenceNumber, r.Sequence)
+		if r.Aggregated {
+			m.MetaSetMut(MetaSubSequence, strconv.FormatInt(r.SubSequence, 10))
+		}
+		m.MetaSetMut(MetaArrival, arrival)
+		m.MetaSetMut(MetaMillisBehind, behind)
+		batch[i] = m
+	}
+	return batch, func(_ context.Context, err error) error {
+		b.Ack(err)
+		return nil
+	}, nil
+}
+
+// Close stops fetching, waits for in-flight acks, commits, releases the
+// leases and leaves the group. Benthos calls it without a deadline, so it
+// bounds itself by lease.handoff_timeout.
+func (k *kinesisInput) Close(ctx context.Context) error {
+	k.mu.Lock()
+	cons, ckpt := k.cons, k.ckpt
+	k.cons, k.ckpt = nil, nil
+	k.mu.Unlock()
+	if cons == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.conf.Consumer.HandoffTimeout+closeGrace)
+	defer cancel()
+	err := cons.Close(ctx)
+	if cerr := ckpt.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,234 @@
+package output
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
+	"github.com/redpanda-data/benthos/v4/public/service"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+)
+
+func parse(t *testing.T, yaml string) (outputConfig, error) {
+	t.Helper()
+	conf, err := spec().ParseYAML(yaml, nil)
+	require.NoError(t, err)
+	return outputConfigFromParsed(conf)
+}
+
+func TestConfig(t *testing.T) {
+	t.Run("defaults", func(t *testing.T) {
+		c, err := parse(t, `
+stream: s
+partition_key: ${! json("id") }
+`)
+		require.NoError(t, err)
+		assert.Equal(t, "s", c.Stream)
+		assert.Equal(t, 64, c.MaxInFlight)
+		assert.Equal(t, kinesisx.DefaultMaxRecordSize, c.MaxRecordSize)
+		assert.Nil(t, c.HashKey)
+		assert.False(t, c.Aggregation.Enabled)
+		assert.Equal(t, kinesisx.DefaultBackoff, c.Backoff)
+	})
+
+	tests := []struct {
+		name, yaml, wantField string
+	}{
+		{"empty stream", "stream: ' '\npartition_key: k", "field stream"},
+		{"max_in_flight zero", "stream: s\npartition_key: k\nmax_in_flight: 0", "field max_in_flight"},
+		{"max_record_size over 10 MiB", "stream: s\npartition_key: k\nmax_record_size: 10485761", "field max_record_size"},
+		{"max_record_size zero", "stream: s\npartition_key: k\nmax_record_size: 0", "field max_record_size"},
+		{"aggregation max_bytes over max_record_size", "stream: s\npartition_key: k\nmax_record_size: 1000\naggregation: {enabled: true}", "field aggregation.max_bytes"},
+		{"aggregation max_records zero", "stream: s\npartition_key: k\naggregation: {max_records: 0}", "field aggregation.max_records"},
+		{"backoff", "stream: s\npartition_key: k\nbackoff: {initial_interval: 0s}", "field backoff.initial_interval"},
+		{"credentials", "stream: s\npartition_key: k\ncredentials: {id: x}", "credentials.id and credentials.secret"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parse(t, tt.yaml)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wantField)
+		})
+	}
+}
+
+// fakeKinesis answers DescribeStreamSummary, ListShards and PutRecords.
+type fakeKinesis struct {
+	mu          sync.Mutex
+	describeErr error
+	described   []*kinesis.DescribeStreamSummaryInput
+	puts        []*kinesis.PutRecordsInput
+	refuseKey   string // entries with this key are refused every time
+}
+
+func (f *fakeKinesis) DescribeStreamSummary(_ context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.described = append(f.described, in)
+	if f.describeErr != nil {
+		return nil, f.describeErr
+	}
+	return &kinesis.DescribeStreamSummaryOutput{StreamDescriptionSummary: &types.StreamDescriptionSummary{StreamStatus: types.StreamStatusActive}}, nil
+}
+
+func (f *fakeKinesis) ListShards(context.Context, *kinesis.ListShardsInput, ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	return &kinesis.ListShardsOutput{Shards: []types.Shard{{
+		ShardId:      aws.String("shardId-000000000000"),
+		HashKeyRange: &types.HashKeyRange{StartingHashKey: aws.String("0"), EndingHashKey: aws.String(kinesisx.MaxHashKey)},
+	}}}, nil
+}
+
+func (f *fakeKinesis) PutRecords(_ context.Context, in *kinesis.PutRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.puts = append(f.puts, in)
+	out := &kinesis.PutRecordsOutput{Records: make([]types.PutRecordsResultEntry, len(in.Records))}
+	for i, e := range in.Records {
+		if aws.ToString(e.PartitionKey) == f.refuseKey {
+			out.Records[i] = types.PutRecordsResultEntry{ErrorCode: aws.String(kinesisx.CodeProvisionedThroughputExceeded), ErrorMessage: aws.String("Rate exceeded for shard shardId-000000000000")}
+			continue
+		}
+		out.Records[i] = types.PutRecordsResultEntry{SequenceNumber: aws.String("1"), ShardId: aws.String("shardId-000000000000")}
+	}
+	return out, nil
+}
+
+func newTestOutput(t *testing.T, yaml string, api *fakeKinesis) *kinesisOutput {
+	t.Helper()
+	c, err := parse(t, yaml)
+	require.NoError(t, err)
+	o, err := newOutputFromConfig(c, service.MockResources())
+	require.NoError(t, err)
+	o.newClient = func(context.Context) (kinesisAPI, string, error) { return api, "eu-west-1", nil }
+	return o
+}
+
+func TestConnect(t *testing.T) {
+	t.Run("names the stream the way the user did", func(t *testing.T) {
+		for _, stream := range []string{"events", "arn:aws:kinesis:eu-west-1:123456789012:stream/events"} {
+			api := &fakeKinesis{}
+			o := newTestOutput(t, "stream: "+stream+"\npartition_key: k", api)
+			require.NoError(t, o.Connect(t.Context()))
+			require.NoError(t, o.WriteBatch(t.Context(), service.MessageBatch{service.NewMessage([]byte("x"))}))
+			if strings.HasPrefix(stream, "arn:") {
+				assert.Equal(t, stream, aws.ToString(api.described[0].StreamARN))
+				assert.Nil(t, api.described[0].StreamName)
+				assert.Equal(t, stream, aws.ToString(api.puts[0].StreamARN))
+				assert.Nil(t, api.puts[0].StreamName)
+			} else {
+				assert.Equal(t, stream, aws.ToString(api.described[0].StreamName))
+				assert.Nil(t, api.described[0].StreamARN)
+				assert.Equal(t, stream, aws.ToString(api.puts[0].StreamName))
+				assert.Nil(t, api.puts[0].StreamARN)
+			}
+		}
+	})
+
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"missing stream", &smithy.GenericAPIError{Code: kinesisx.CodeResourceNotFound, Message: "Stream events under account 1 not found."}, "stream events does not exist in region eu-west-1"},
+		{"denied access", &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized"}, "access to stream events in region eu-west-1 is denied"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := &fakeKinesis{describeErr: tt.err}
+			o := newTestOutput(t, "stream: events\npartition_key: k", api)
+			err := o.Connect(t.Context())
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.Len(t, api.described, 1, "no retry loop")
+		})
+	}
+
+	t.Run("write before connect", func(t *testing.T) {
+		o := newTestOutput(t, "stream: events\npartition_key: k", &fakeKinesis{})
+		assert.ErrorIs(t, o.WriteBatch(t.Context(), service.MessageBatch{service.NewMessage(nil)}), service.ErrNotConnected)
+	})
+}
+
+func TestWriteBatchMarksExactlyTheFailedMessages(t *testing.T) {
+	api := &fakeKinesis{refuseKey: "refused"}
+	o := newTestOutput(t, `
+stream: events
+max_record_size: 100
+partition_key: '${! if content() == "bad" { throw("no key for this message") } else if content() == "refused" { "refused" } else if content() == "nokey" { "" } else { "key-" + content() } }'
+max_retries: 2
+backoff: {initial_interval: 1ms, max_interval: 1ms}
+`, api)
+	require.NoError(t, o.Connect(t.Context()))
+
+	bodies := []string{"a", "bad", "b", "refused", "nokey", strings.Repeat("x", 100), "c"}
+	var batch service.MessageBatch
+	for _, b := range bodies {
+		batch = append(batch, service.NewMessage([]byte(b)))
+	}
+	err := o.WriteBatch(t.Context(), batch)
+	require.Error(t, err)
+	var bErr *service.BatchError
+	require.ErrorAs(t, err, &bErr)
+	assert.Contains(t, err.Error(), "4 of 7 messages failed")
+
+	failed := map[int]string{}
+	bErr.WalkMessages(func(i int, _ *service.Message, err error) bool {
+		if err != nil {
+			failed[i] = err.Error()
+		}
+		return true
+	})
+	require.Len(t, failed, 4)
+	assert.Contains(t, failed[1], "interpolating partition_key")
+	assert.Contains(t, failed[3], kinesisx.CodeProvisionedThroughputExceeded)
+	assert.Contains(t, failed[3], "after 3 attempts")
+	assert.Contains(t, failed[4], "partition key is empty")
+	assert.Contains(t, failed[5], "204 bytes")
+	assert.Contains(t, failed[5], "is 100")
+
+	// a, b and c were written once each; "refused" was tried three times.
+	sent := map[string]int{}
+	for _, p := range api.puts {
+		for _, e := range p.Records {
+			sent[string(e.Data)]++
+		}
+	}
+	assert.Equal(t, map[string]int{"a": 1, "b": 1, "c": 1, "refused": 3}, sent)
+}
+
+func TestWriteBatchAllGood(t *testing.T) {
+	api := &fakeKinesis{}
+	o := newTestOutput(t, "stream: events\npartition_key: '${! content() }'\nhash_key: '${! \"12345\" }'", api)
+	require.NoError(t, o.Connect(t.Context()))
+	var batch service.MessageBatch
+	for i := range 1200 {
+		batch = append(batch, service.NewMessage([]byte(fmt.Sprint(i))))
+	}
+	require.NoError(t, o.WriteBatch(t.Context(), batch))
+	require.Len(t, api.puts, 3, "500 + 500 + 200")
+	assert.Equal(t, "12345", aws.ToString(api.puts[0].Records[0].ExplicitHashKey))
+	require.NoError(t, o.Close(t.Context()))
+	require.NoError(t, o.Close(t.Context()), "Close is idempotent")
+}
+
+func TestAggregationUsesTheShardMap(t *testing.T) {
+	api := &fakeKinesis{}
+	o := newTestOutput(t, "stream: events\npartition_key: '${! content() }'\naggregation: {enabled: true}", api)
+	require.NoError(t, o.Connect(t.Context()))
+	var batch service.MessageBatch
+	for i := range 300 {
+		batch = append(batch, service.NewMessage([]byte(fmt.Sprint(i))))
+	}
+	require.NoError(t, o.WriteBatch(t.Context(), batch))
+	require.Len(t, api.puts, 1)
+	assert.Len(t, api.puts[0].Records, 1, "one shard, 300 small messages, one aggregated record")
+}
