@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -284,7 +285,7 @@ output:
 		return strings.Count(string(b), "checkpoint store") >= 2
 	}, badConfigDeadline, 100*time.Millisecond, "the input does not say it retries the checkpoint store")
 	assert.Empty(t, readLines(t, out), "nothing is read while Redis is down")
-	assert.Nil(t, cmd.ProcessState, "the input keeps waiting for Redis rather than exiting")
+	assert.NoError(t, cmd.Process.Signal(syscall.Signal(0)), "the input keeps waiting for Redis rather than exiting")
 
 	require.NoError(t, r.Start(t.Context()))
 	require.Eventually(t, func() bool { return len(readLines(t, out)) >= 50 }, 60*time.Second, 100*time.Millisecond,
@@ -445,4 +446,46 @@ func readStream(t *testing.T, c *kinesis.Client, stream string) []types.Record {
 		}
 	}
 	return all
+}
+
+// TestIntegrationStreamDeletedWhileReading: when the stream is deleted under
+// a running input, the input reports it by name and does not crash; what it
+// had read stays delivered.
+func TestIntegrationStreamDeletedWhileReading(t *testing.T) {
+	k := testenv.NewKinesisMock(t)
+	r := testenv.NewRedis(t)
+	const stream = "deleted-later"
+	k.MustCreateStream(t, stream, 1)
+	putKeyed(t, k.Client(), stream, 20)
+
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	conf := fmt.Sprintf(`
+http: { enabled: false }
+input:
+  kinesis:
+    streams: [ %s ]
+    region: %s
+    endpoint: %s
+    credentials: { id: %s, secret: %s }
+    checkpoint: { redis: { url: '%s' }, group: g, commit_period: 200ms }
+    idle_poll_interval: 200ms
+    shard_discovery_interval: 500ms
+output:
+  file: { path: %s, codec: lines }
+`, stream, testenv.Region, k.Endpoint, testenv.AccessKey, testenv.SecretKey, r.URL(), out)
+	_, logPath := startLogged(t, dir, conf)
+	require.Eventually(t, func() bool { return len(readLines(t, out)) >= 20 }, 60*time.Second, 100*time.Millisecond)
+
+	_, err := k.Client().DeleteStream(t.Context(), &kinesis.DeleteStreamInput{StreamName: aws.String(stream)})
+	require.NoError(t, err)
+	var log string
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(logPath)
+		log = string(b)
+		return strings.Contains(log, "ResourceNotFound") || strings.Contains(log, "does not exist") || strings.Contains(log, "not found")
+	}, badConfigDeadline, 200*time.Millisecond, "the deletion is not reported")
+	assert.Contains(t, log, stream, "the report names the stream")
+	assert.NotContains(t, log, "panic", "no crash")
+	assert.Len(t, readLines(t, out), 20, "what was read stays delivered, once")
 }

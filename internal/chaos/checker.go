@@ -63,6 +63,9 @@ type Table struct {
 	InputLost       int // stream records never delivered
 	Duplicates      int // deliveries of a stream record beyond its first
 	DuplicateBound  int // what the design allows for the run's events
+	// DupsOutsideWindows are duplicates whose first delivery was in no
+	// window: a graceful hand-off or a rebalance delivered something twice.
+	DupsOutsideWindows int
 	OrderViolations int // first deliveries of a key not strictly increasing
 	EndToEndLost    int // produced (key, counter) never delivered
 	MaxFailoverGap  time.Duration
@@ -76,7 +79,7 @@ type Table struct {
 // the design's bound.
 func (t Table) OK() bool {
 	return t.InputLost == 0 && t.EndToEndLost == 0 && t.OutputLost == 0 &&
-		t.OrderViolations == 0 && t.Duplicates <= t.DuplicateBound
+		t.OrderViolations == 0 && t.Duplicates <= t.DuplicateBound && t.DupsOutsideWindows == 0
 }
 
 // String renders the one table.
@@ -93,7 +96,7 @@ func (t Table) String() string {
 	row("produced (stream records)", t.StreamRecords)
 	row("delivered unique", t.DeliveredUnique)
 	row("lost", t.InputLost)
-	row("duplicates", fmt.Sprintf("%d (bound %d)", t.Duplicates, t.DuplicateBound))
+	row("duplicates", fmt.Sprintf("%d (bound %d, outside crash/outage windows %d)", t.Duplicates, t.DuplicateBound, t.DupsOutsideWindows))
 	row("per-key order violations", t.OrderViolations)
 	row("max failover gap", fmt.Sprintf("%v (%d kills)", t.MaxFailoverGap.Round(time.Millisecond), t.Kills))
 	row("end-to-end lost (sent, never delivered)", t.EndToEndLost)
@@ -209,6 +212,7 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 			}
 		}
 		if !inWindow {
+			t.DupsOutsideWindows++
 			problem("duplicate outside every expected window: %s/%d shard %s first by %s at %s, again by %s",
 				d.K, d.C, d.Shard, f.Inst, f.At.Format("15:04:05.000"), d.Inst)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -33,14 +34,19 @@ type coordinator struct {
 	cancelRun context.CancelFunc
 
 	listed map[string]Shard
-	// readers is read and written by the run goroutine; readersMu guards
-	// its writes against readerFor.
+	// readers is written by the run goroutine only, under readersMu; the
+	// renew goroutine and readerFor read it under readersMu.
 	readers   map[string]*shardReader
 	readersMu sync.Mutex
 	// handedOff remembers when this instance gave a shard away, so it does
 	// not take it straight back before the requester could.
-	handedOff   map[string]time.Time
-	lastRenewOK time.Time
+	handedOff map[string]time.Time
+	// freshChecked is set once the run knows whether the group met this
+	// stream before; initialOpen holds the shards open at that first look
+	// when it had not (where `latest` means "from now on").
+	freshChecked bool
+	initialOpen  map[string]bool
+	lastRenewOK  time.Time // written by the renew goroutine (and before it starts)
 
 	discoverNow chan struct{}
 	readerDone  chan *shardReader
@@ -120,8 +126,9 @@ func (co *coordinator) run(ctx context.Context) {
 	defer disc.Stop()
 	reb := time.NewTicker(cfg.RebalancePeriod)
 	defer reb.Stop()
-	ren := time.NewTicker(cfg.LeasePeriod / 3)
-	defer ren.Stop()
+	renewDone := make(chan struct{})
+	go co.renewLoop(renewDone)
+	defer func() { <-renewDone }()
 	for {
 		select {
 		case <-co.stopReq:
@@ -136,8 +143,6 @@ func (co *coordinator) run(ctx context.Context) {
 			co.bounded(co.rebalance)
 		case <-reb.C:
 			co.bounded(co.rebalance)
-		case <-ren.C:
-			co.bounded(co.renew)
 		case r := <-co.readerDone:
 			if co.readers[r.shard.ID] == r {
 				co.readersMu.Lock()
@@ -234,15 +239,40 @@ func shardFrom(s types.Shard) Shard {
 	return sh
 }
 
+// renewLoop renews on its own goroutine, every third of the lease period,
+// so slow discovery or balancing never delays it. Each attempt is bounded by
+// a sixth of the period; with mustStop this guarantees that when Redis is
+// unreachable the readers stop before the leases' local deadline.
+func (co *coordinator) renewLoop(done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(co.c.cfg.LeasePeriod / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(co.runCtx, co.c.cfg.LeasePeriod/6)
+			co.renew(ctx)
+			cancel()
+		case <-co.stopReq:
+			return
+		case <-co.runCtx.Done():
+			return
+		}
+	}
+}
+
 // renew heartbeats and renews every held lease in one call. When Redis
 // stays unreachable for half a lease period, every reader stops before its
 // lease could expire and be taken by another instance.
 func (co *coordinator) renew(ctx context.Context) {
-	co.heartbeat(ctx)
+	defer co.heartbeat(ctx)
 	attempt := time.Now()
 	var ls []Lease
 	byShard := map[string]*shardReader{}
-	for id, r := range co.readers {
+	co.readersMu.Lock()
+	current := maps.Clone(co.readers)
+	co.readersMu.Unlock()
+	for id, r := range current {
 		if r.lost.Load() || r.releasing.Load() {
 			continue
 		}
@@ -255,7 +285,7 @@ func (co *coordinator) renew(ctx context.Context) {
 	}
 	renewed, lost, err := co.store.RenewAll(ctx, co.c.owner, ls)
 	if err != nil {
-		if ctx.Err() != nil {
+		if co.runCtx.Err() != nil {
 			return
 		}
 		if co.mustStop(byShard) {
@@ -326,6 +356,22 @@ func (co *coordinator) rebalance(ctx context.Context) {
 	if err != nil {
 		co.log.Warnf("Reading leases failed: %v", err)
 		return
+	}
+	if !co.freshChecked && len(co.listed) > 0 {
+		cps, err := co.store.Checkpoints(ctx)
+		if err != nil {
+			co.log.Warnf("Reading checkpoints failed: %v", err)
+			return
+		}
+		co.freshChecked = true
+		if len(cps) == 0 && len(closed) == 0 {
+			co.initialOpen = map[string]bool{}
+			for id, s := range co.listed {
+				if !s.Closed {
+					co.initialOpen[id] = true
+				}
+			}
+		}
 	}
 	ready := readyShards(co.listed, closed)
 	share := (len(ready) + members - 1) / members
@@ -474,13 +520,14 @@ func (co *coordinator) startFor(s Shard, pos Position, ok bool, start string, ts
 		return startSpec{iterType: types.ShardIteratorTypeAtTimestamp, timestamp: ts}
 	case StartLatest:
 		// `latest` applies to the shards open when the group first meets
-		// the stream. A shard already closed then is skipped; a child of a
-		// listed parent opened after the parent was read (or skipped), so
-		// it is read from its start to lose nothing written to it.
+		// the stream: they start at LATEST, and shards already closed then
+		// are skipped. A shard that opened later (a child of a shard this
+		// group read) is read from its start, so nothing written to it is
+		// lost.
 		if s.Closed {
 			return startSpec{skipClose: true}
 		}
-		if hasListedParent(co.listed, s) {
+		if !co.initialOpen[s.ID] && hasListedParent(co.listed, s) {
 			return startSpec{iterType: types.ShardIteratorTypeTrimHorizon}
 		}
 		return startSpec{iterType: types.ShardIteratorTypeLatest}

@@ -37,10 +37,13 @@ type fakeKinesis struct {
 	iterReqs  []kinesis.GetShardIteratorInput
 	expireAt  map[string]int // shard -> GetRecords call number that answers ExpiredIterator once
 	getErrors map[string]error
+	// throttle makes the next n GetRecords calls of a shard fail with
+	// ProvisionedThroughputExceeded.
+	throttle map[string]int
 }
 
 func newFakeKinesis() *fakeKinesis {
-	return &fakeKinesis{shards: map[string]*fakeShard{}, calls: map[string][]time.Time{}, expireAt: map[string]int{}, getErrors: map[string]error{}}
+	return &fakeKinesis{shards: map[string]*fakeShard{}, calls: map[string][]time.Time{}, expireAt: map[string]int{}, getErrors: map[string]error{}, throttle: map[string]int{}}
 }
 
 func (f *fakeKinesis) add(id string, s *fakeShard) {
@@ -126,6 +129,10 @@ func (f *fakeKinesis) GetRecords(_ context.Context, in *kinesis.GetRecordsInput,
 	f.calls[id] = append(f.calls[id], time.Now())
 	if err := f.getErrors[id]; err != nil {
 		return nil, err
+	}
+	if f.throttle[id] > 0 {
+		f.throttle[id]--
+		return nil, &smithy.GenericAPIError{Code: kinesisx.CodeProvisionedThroughputExceeded, Message: "Rate exceeded for shard"}
 	}
 	if at, ok := f.expireAt[id]; ok && at == len(f.calls[id]) {
 		return nil, &smithy.GenericAPIError{Code: kinesisx.CodeExpiredIterator, Message: "Iterator expired"}
@@ -275,6 +282,16 @@ func (s *fakeStore) Checkpoint(_ context.Context, shard string) (Position, bool,
 	defer s.mu.Unlock()
 	p, ok := s.ckpt[shard]
 	return p, ok, nil
+}
+
+func (s *fakeStore) Checkpoints(context.Context) (map[string]Position, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]Position{}
+	for k, v := range s.ckpt {
+		out[k] = v
+	}
+	return out, nil
 }
 
 func (s *fakeStore) ClosedShards(context.Context) (map[string]bool, error) {

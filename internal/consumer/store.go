@@ -50,6 +50,7 @@ type Store interface {
 	Commit(ctx context.Context, l Lease, p Position) error
 	CloseShard(ctx context.Context, l Lease) error
 	Checkpoint(ctx context.Context, shard string) (Position, bool, error)
+	Checkpoints(ctx context.Context) (map[string]Position, error)
 	ClosedShards(ctx context.Context) (map[string]bool, error)
 	Leases(ctx context.Context) (map[string]LeaseState, error)
 	Heartbeat(ctx context.Context, member string) error

@@ -52,9 +52,11 @@ func orDefault(v, def int) int {
 	return def
 }
 
-func (l Limits) readsPerSecond() int     { return orDefault(l.ReadsPerSecond, ShardReadsPerSecond) }
-func (l Limits) readBytesPerSecond() int { return orDefault(l.ReadBytesPerSecond, ShardReadBytesPerSecond) }
-func (l Limits) recordsPerSecond() int   { return orDefault(l.RecordsPerSecond, ShardRecordsPerSecond) }
+func (l Limits) readsPerSecond() int { return orDefault(l.ReadsPerSecond, ShardReadsPerSecond) }
+func (l Limits) readBytesPerSecond() int {
+	return orDefault(l.ReadBytesPerSecond, ShardReadBytesPerSecond)
+}
+func (l Limits) recordsPerSecond() int { return orDefault(l.RecordsPerSecond, ShardRecordsPerSecond) }
 func (l Limits) writeBytesPerSecond() int {
 	return orDefault(l.WriteBytesPerSecond, ShardWriteBytesPerSec)
 }
@@ -205,8 +207,8 @@ func (f *Front) shardMap(r *http.Request, req map[string]json.RawMessage) (*shar
 		var out struct {
 			NextToken string
 			Shards    []struct {
-				ShardId      string
-				HashKeyRange struct{ StartingHashKey, EndingHashKey string }
+				ShardId             string
+				HashKeyRange        struct{ StartingHashKey, EndingHashKey string }
 				SequenceNumberRange struct {
 					EndingSequenceNumber string
 				}

@@ -134,8 +134,10 @@ func ErrorCode(err error) string {
 	if errors.As(err, &apiErr) {
 		return apiErr.ErrorCode()
 	}
+	// A cut connection reaches us as a ResponseError with status 0: name
+	// it for what it is before reading the status.
 	var respErr *smithyhttp.ResponseError
-	if errors.As(err, &respErr) {
+	if errors.As(err, &respErr) && respErr.HTTPStatusCode() != 0 {
 		return "HTTP" + strconv.Itoa(respErr.HTTPStatusCode())
 	}
 	if isNetworkError(err) {

@@ -69,6 +69,10 @@ func TestErrorCode(t *testing.T) {
 	assert.Equal(t, "HTTP502", ErrorCode(opErr(httpErr(502, errors.New("bad gateway")))))
 	assert.Equal(t, "NetworkError", ErrorCode(opErr(&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED})))
 	assert.Equal(t, "unknown", ErrorCode(errors.New("boom")))
+	// A connection cut mid-response: the SDK reports status 0.
+	cut := opErr(httpErr(0, &smithyhttp.RequestSendError{Err: io.ErrUnexpectedEOF}))
+	assert.Equal(t, "NetworkError", ErrorCode(cut))
+	assert.Equal(t, Transient, Classify(cut))
 }
 
 func TestRecordCodeRetryable(t *testing.T) {

@@ -74,6 +74,18 @@ func (a storeAdapter) Checkpoint(ctx context.Context, shard string) (consumer.Po
 	return toPosition(p), ok, err
 }
 
+func (a storeAdapter) Checkpoints(ctx context.Context) (map[string]consumer.Position, error) {
+	ps, err := a.s.Checkpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]consumer.Position, len(ps))
+	for id, p := range ps {
+		out[id] = toPosition(p)
+	}
+	return out, nil
+}
+
 func (a storeAdapter) ClosedShards(ctx context.Context) (map[string]bool, error) {
 	return a.s.ClosedShards(ctx)
 }

@@ -1,0 +1,91 @@
+package chaos
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestCheck(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	stream := []Record{
+		{"s0", "1", "k0", 1}, {"s0", "2", "k0", 2}, {"s0", "3", "k0", 3},
+		{"s1", "1", "k1", 1}, {"s1", "2", "k1", 2},
+		{"s1", "3", "k1", 2}, // the output wrote k1/2 twice
+	}
+	perKey := map[string]int{"k0": 3, "k1": 2}
+	d := func(shard, seq, k string, c int, inst string, ms int) Delivery {
+		return Delivery{K: k, C: c, Shard: shard, Seq: seq, Inst: inst, At: at(ms)}
+	}
+
+	t.Run("clean run with a kill", func(t *testing.T) {
+		ds := []Delivery{
+			d("s0", "1", "k0", 1, "a1", 0), d("s0", "2", "k0", 2, "a1", 100),
+			d("s1", "1", "k1", 1, "b1", 50), d("s1", "2", "k1", 2, "b1", 60), d("s1", "3", "k1", 2, "b1", 70),
+			// a1 is killed at 150 after delivering s0/2; b1 reads it again.
+			d("s0", "2", "k0", 2, "b1", 3000), d("s0", "3", "k0", 3, "b1", 3100),
+		}
+		tab := Check(perKey, stream, ds,
+			[]Window{{What: "kill a1", Inst: "a1", From: at(0), To: at(150)}},
+			[]Kill{{Inst: "a1", At: at(150), Shards: []string{"s0"}}})
+		assert.True(t, tab.OK(), tab.String())
+		assert.Equal(t, 5, tab.Produced)
+		assert.Equal(t, 1, tab.OutputDups)
+		assert.Equal(t, 6, tab.DeliveredUnique)
+		assert.Equal(t, 1, tab.Duplicates)
+		assert.Equal(t, 2, tab.DuplicateBound)
+		assert.Equal(t, 2850*time.Millisecond, tab.MaxFailoverGap)
+	})
+
+	t.Run("a record never delivered is lost", func(t *testing.T) {
+		ds := []Delivery{
+			d("s0", "1", "k0", 1, "a1", 0), d("s0", "3", "k0", 3, "a1", 100),
+			d("s1", "1", "k1", 1, "b1", 50), d("s1", "2", "k1", 2, "b1", 60), d("s1", "3", "k1", 2, "b1", 70),
+		}
+		tab := Check(perKey, stream, ds, nil, nil)
+		assert.False(t, tab.OK())
+		assert.Equal(t, 1, tab.InputLost)
+		assert.Equal(t, 1, tab.EndToEndLost)
+		assert.Contains(t, tab.String(), "FAIL")
+	})
+
+	t.Run("a key delivered out of order", func(t *testing.T) {
+		ds := []Delivery{
+			d("s0", "2", "k0", 2, "a1", 0), d("s0", "1", "k0", 1, "a1", 10), d("s0", "3", "k0", 3, "a1", 20),
+			d("s1", "1", "k1", 1, "b1", 50), d("s1", "2", "k1", 2, "b1", 60), d("s1", "3", "k1", 2, "b1", 70),
+		}
+		tab := Check(perKey, stream, ds, nil, nil)
+		assert.Equal(t, 1, tab.OrderViolations)
+		assert.False(t, tab.OK())
+	})
+
+	t.Run("a duplicate outside every window breaks the bound", func(t *testing.T) {
+		ds := []Delivery{
+			d("s0", "1", "k0", 1, "a1", 0), d("s0", "2", "k0", 2, "a1", 10), d("s0", "3", "k0", 3, "a1", 20),
+			d("s0", "3", "k0", 3, "a1", 30),
+			d("s1", "1", "k1", 1, "b1", 50), d("s1", "2", "k1", 2, "b1", 60), d("s1", "3", "k1", 2, "b1", 70),
+		}
+		tab := Check(perKey, stream, ds, nil, nil)
+		assert.False(t, tab.OK())
+		assert.Equal(t, 1, tab.DupsOutsideWindows)
+		assert.True(t, strings.Contains(strings.Join(tab.Problems, "\n"), "outside every expected window"))
+	})
+
+	t.Run("the output losing a message", func(t *testing.T) {
+		tab := Check(map[string]int{"k0": 4, "k1": 2}, stream, nil, nil, nil)
+		assert.Equal(t, 1, tab.OutputLost)
+		assert.False(t, tab.OK())
+	})
+}
+
+func TestParseDeliveriesSkipsTornLastLine(t *testing.T) {
+	in := `{"k":"k0","c":1,"shard":"s0","seq":"1","inst":"a1","at":"2026-01-01T00:00:00Z"}
+{"k":"k0","c":2,"shard":"s0","seq":"2","inst":"a1","at":"2026-01-01T00:00:01Z"}
+{"k":"k0","c":3,"sha`
+	ds, err := parseDeliveries(strings.NewReader(in))
+	assert.NoError(t, err)
+	assert.Len(t, ds, 2)
+}

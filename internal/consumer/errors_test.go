@@ -1,0 +1,60 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestConsumerBacksOffWhenThrottledAndLosesNothing(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 30})
+	api.throttle[shard] = 3
+	c := startConsumer(t, testConfig(), api, newFakeStore(time.Second))
+	log := &acked{}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go ackAll(ctx, c, log)
+	require.Eventually(t, func() bool { return len(log.all()) == 30 }, 10*time.Second, 10*time.Millisecond)
+	for i, d := range log.all() {
+		assert.Equal(t, shard+"/"+itoa(i+1), d)
+	}
+	calls := api.callTimes(shard)
+	require.GreaterOrEqual(t, len(calls), 4)
+	// Retries wait at least the initial backoff (10ms, less 25% jitter).
+	for i := 1; i < 4; i++ {
+		assert.GreaterOrEqual(t, calls[i].Sub(calls[i-1]), 7*time.Millisecond, "retry %d came too soon", i)
+	}
+}
+
+// checkpointErrStore fails every checkpoint read, as Redis would when down.
+type checkpointErrStore struct{ *fakeStore }
+
+func (s checkpointErrStore) Checkpoint(context.Context, string) (Position, bool, error) {
+	return Position{}, false, errors.New("READONLY You can't write against a read only replica")
+}
+
+func TestConsumerNeverTakesARedisErrorForNoCheckpoint(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 30})
+	st := checkpointErrStore{newFakeStore(time.Second)}
+	c := startConsumer(t, testConfig(), api, st)
+	// Give the consumer many rebalance rounds to try.
+	time.Sleep(20 * testConfig().RebalancePeriod)
+	select {
+	case b := <-c.Batches():
+		t.Fatalf("read shard %s without knowing its checkpoint", b.Shard)
+	default:
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	assert.Empty(t, api.iterReqs, "no iterator, so no default start position, without a checkpoint answer")
+	leases, _ := st.Leases(t.Context())
+	assert.Empty(t, leases, "the lease is given back")
+}
