@@ -1,13 +1,18 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/chaos"
+	"github.com/connect-kinesis/connect-kinesis/internal/faultproxy"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
@@ -41,4 +46,50 @@ func TestIntegrationChaosShort(t *testing.T) {
 	assert.Zero(t, table.OrderViolations, "per-key order of first deliveries")
 	assert.LessOrEqual(t, table.Duplicates, table.DuplicateBound, "duplicates within the design's bound")
 	assert.True(t, table.OK())
+}
+
+// TestIntegrationInputRecoversFromHungGetRecords: a GetRecords whose answer
+// never comes (a half-open connection) must not stall its shard: the call
+// times out and the reader carries on. The proxy holds the hung call for 10
+// minutes, so only the client's own timeout can end it.
+func TestIntegrationInputRecoversFromHungGetRecords(t *testing.T) {
+	skipKnownBug(t, " internal/consumer/reader.go getRecords has no per-call timeout and internal/awsconf's HTTP client has WithTimeout(0), so one hung GetRecords stalls its shard until the connection dies; remove this Skip once a call is bounded")
+	k := testenv.NewKinesisMock(t)
+	r := testenv.NewRedis(t)
+	const stream = "hung"
+	k.MustCreateStream(t, stream, 1)
+	f, err := faultproxy.StartFront(k.Endpoint, "127.0.0.1:0", 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	f.SetReadFaults(faultproxy.ReadFaults{HangRate: 1, HangMax: 10 * time.Minute})
+
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	conf := fmt.Sprintf(`
+http: { enabled: false }
+input:
+  kinesis:
+    streams: [ %s ]
+    region: %s
+    endpoint: %s
+    credentials: { id: %s, secret: %s }
+    checkpoint: { redis: { url: '%s' }, group: g }
+output:
+  file: { path: %s, codec: lines }
+`, stream, testenv.Region, f.URL, testenv.AccessKey, testenv.SecretKey, r.URL(), out)
+	startLogged(t, dir, conf)
+	require.Eventually(t, func() bool { return f.FrontStats().Hangs >= 1 }, 30*time.Second, 50*time.Millisecond, "no GetRecords reached the proxy")
+	f.SetReadFaults(faultproxy.ReadFaults{})
+	putKeyed(t, k.Client(), stream, 10)
+	require.Eventually(t, func() bool { return len(readLines(t, out)) >= 10 }, 90*time.Second, 200*time.Millisecond,
+		"the shard stalled behind one hung GetRecords")
+}
+
+// skipKnownBug skips a test that shows a bug another package still has,
+// unless CK_RUN_KNOWN_BUGS=1 asks to see it fail.
+func skipKnownBug(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CK_RUN_KNOWN_BUGS") != "1" {
+		t.Skip("known bug: " + why + " (CK_RUN_KNOWN_BUGS=1 runs it)")
+	}
 }

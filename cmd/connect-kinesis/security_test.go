@@ -149,6 +149,34 @@ func TestIntegrationSecretsNeverLogged(t *testing.T) {
 	}
 }
 
+// TestIntegrationOutputSecretsNeverLogged writes through the output at TRACE
+// with the proxy-free emulator, then against a stream that does not exist so
+// that errors are logged too; the AWS secret never appears.
+func TestIntegrationOutputSecretsNeverLogged(t *testing.T) {
+	k := testenv.NewKinesisMock(t)
+	k.MustCreateStream(t, "secrets-out", 1)
+	for stream, until := range map[string]string{"secrets-out": "Pipeline has terminated", "no-such-stream": "does not exist in region"} {
+		t.Run(stream, func(t *testing.T) {
+			conf := fmt.Sprintf(`
+http: { enabled: false }
+logger: { level: TRACE, format: logfmt }
+input:
+  generate: { count: 5, interval: '', mapping: 'root = {"n": counter()}' }
+output:
+  kinesis:
+    stream: %s
+    partition_key: '${! this.n }'
+    region: %s
+    endpoint: %s
+    credentials: { id: %s, secret: %s, token: TokenMustNotLeak }
+`, stream, testenv.Region, k.Endpoint, testenv.AccessKey, secAWSSecret)
+			log := runUntilLogged(t, conf, until)
+			assert.Contains(t, log, "level=trace")
+			assertNoSecrets(t, "the output's TRACE log", log, secAWSSecret, "TokenMustNotLeak")
+		})
+	}
+}
+
 // TestEchoRedactsSecrets: `connect-kinesis echo` prints the config back
 // without the AWS secret, the session token or the Redis password.
 func TestEchoRedactsSecrets(t *testing.T) {

@@ -283,8 +283,31 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 		return Table{}, err
 	}
 	t := Check(r.counter, stream, ds, r.windows, r.kills)
+	t.Injected = r.injected()
 	return t, nil
 }
+
+// injected sums up what the proxy did, so the table shows the faults fired.
+func (r *runner) injected() string {
+	var throttled, failed, cut, cutAfter, refused int
+	for _, op := range []string{"PutRecords", "GetRecords", "GetShardIterator", "ListShards", "DescribeStreamSummary", "DescribeStream"} {
+		st := r.front.Stats(op)
+		throttled += st.Throttled
+		failed += st.Errors
+		cut += st.Cut
+		cutAfter += st.CutAfter
+		refused += st.EntriesRefused
+	}
+	fs := r.front.FrontStats()
+	// Calls the shard limits throttled never reach the Proxy's counts.
+	reads := r.front.Stats("GetRecords").Requests + fs.ReadsThrottled
+	return fmt.Sprintf("%d throttled, %d 5xx, %d cut, %d cut after write, %d entries refused, %d expired iterators, %d answers cut mid-body, %d of %d GetRecords and %d records over shard limits",
+		throttled, failed, cut, cutAfter, refused, fs.ExpiredIterators, fs.ResetsMidAnswer, fs.ReadsThrottled, reads, fs.RecordsThrottled)
+}
+
+// killWindow is how far before a SIGKILL a first delivery may be and still
+// be delivered again: twice the commit period plus a lease period of slack.
+func killWindow(p Plan) time.Duration { return 2*p.CommitPeriod + p.LeasePeriod }
 
 // producerDeadline is how long the producer may take: the faults and a busy
 // machine (kinesis-mock slows down as shards fill) stretch the nominal load.
@@ -497,9 +520,10 @@ func (r *runner) killRandom(ctx context.Context) error {
 	<-in.done
 	r.mu.Lock()
 	r.kills = append(r.kills, Kill{Inst: in.name, At: now, Shards: owned})
-	// What it delivered since its last commit (at most a commit period, plus
-	// a batch in flight and a commit round trip) is delivered again.
-	r.windows = append(r.windows, Window{What: "kill " + in.name, Inst: in.name, From: now.Add(-2*r.plan.CommitPeriod - time.Second), To: now})
+	// What it delivered since its last commit (a commit period, plus a
+	// batch in flight and a commit round trip) is delivered again. The slack
+	// covers commits delayed by a starved CPU or a Redis outage.
+	r.windows = append(r.windows, Window{What: "kill " + in.name, Inst: in.name, From: now.Add(-killWindow(r.plan)), To: now})
 	r.mu.Unlock()
 	r.logf("chaos: killed %s (owned %v)", in.name, owned)
 	select {
@@ -518,7 +542,7 @@ func (r *runner) restartRedis(ctx context.Context) error {
 	// A commit in flight when Redis stopped may be lost with the connection
 	// (the AOF keeps every acknowledged write).
 	r.mu.Lock()
-	r.windows = append(r.windows, Window{What: "redis restart", From: now.Add(-2 * r.plan.CommitPeriod), To: time.Now().Add(r.plan.CommitPeriod)})
+	r.windows = append(r.windows, Window{What: "redis restart", From: now.Add(-2 * r.plan.CommitPeriod), To: time.Now().Add(r.plan.LeasePeriod)})
 	r.mu.Unlock()
 	return nil
 }

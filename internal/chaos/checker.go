@@ -66,10 +66,13 @@ type Table struct {
 	// DupsOutsideWindows are duplicates whose first delivery was in no
 	// window: a graceful hand-off or a rebalance delivered something twice.
 	DupsOutsideWindows int
-	OrderViolations int // first deliveries of a key not strictly increasing
-	EndToEndLost    int // produced (key, counter) never delivered
-	MaxFailoverGap  time.Duration
-	Kills           int
+	OrderViolations    int // first deliveries of a key not strictly increasing
+	EndToEndLost       int // produced (key, counter) never delivered
+	MaxFailoverGap     time.Duration
+	Kills              int
+
+	// Injected is a one-line summary of the faults the proxy injected.
+	Injected string
 
 	// Examples of what went wrong, for the report.
 	Problems []string
@@ -103,6 +106,9 @@ func (t Table) String() string {
 	verdict := "PASS"
 	if !t.OK() {
 		verdict = "FAIL"
+	}
+	if t.Injected != "" {
+		row("faults injected", t.Injected)
 	}
 	row("verdict", verdict)
 	_ = w.Flush()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -103,6 +104,10 @@ type Batch struct {
 
 	reader *shardReader
 	id     uint64
+	// redelivering is set while the reader sends the batch again after a
+	// nack and waits for the verdict on verdict.
+	redelivering atomic.Bool
+	verdict      chan error
 }
 
 // Ack reports the pipeline's verdict. A nil err advances the checkpoint
@@ -111,9 +116,17 @@ type Batch struct {
 func (b *Batch) Ack(err error) {
 	if err == nil {
 		b.reader.tracker.ack(b.id)
+	}
+	if b.redelivering.Load() {
+		select {
+		case b.verdict <- err:
+		default:
+		}
 		return
 	}
-	b.reader.nack(b)
+	if err != nil {
+		b.reader.nack(b)
+	}
 }
 
 // Consumer reads every configured stream.

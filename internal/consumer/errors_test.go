@@ -58,3 +58,41 @@ func TestConsumerNeverTakesARedisErrorForNoCheckpoint(t *testing.T) {
 	leases, _ := st.Leases(t.Context())
 	assert.Empty(t, leases, "the lease is given back")
 }
+
+func TestConsumerRedeliversNackedBatchesWithBackoffInOrder(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 30})
+	cfg := testConfig()
+	cfg.RedeliverNacks = true
+	c := startConsumer(t, cfg, api, newFakeStore(time.Second))
+	var got []string
+	var nackTimes []time.Time
+	nacks := 0
+	timeout := time.After(10 * time.Second)
+	for len(got) < 30 {
+		select {
+		case b := <-c.Batches():
+			if string(b.Records[0].Data) == shard+"/11" && nacks < 3 {
+				nacks++
+				nackTimes = append(nackTimes, time.Now())
+				b.Ack(errors.New("output down"))
+				continue
+			}
+			for _, r := range b.Records {
+				got = append(got, string(r.Data))
+			}
+			b.Ack(nil)
+		case <-timeout:
+			t.Fatalf("only %d records acked", len(got))
+		}
+	}
+	for i, d := range got {
+		assert.Equal(t, shard+"/"+itoa(i+1), d, "the nacked batch comes again before anything after it")
+	}
+	require.Len(t, nackTimes, 3)
+	// Redeliveries wait at least the initial backoff (10ms less 25% jitter)
+	// rather than spin against a failing output.
+	assert.GreaterOrEqual(t, nackTimes[1].Sub(nackTimes[0]), 7*time.Millisecond)
+	assert.GreaterOrEqual(t, nackTimes[2].Sub(nackTimes[1]), 15*time.Millisecond, "and double")
+}

@@ -264,9 +264,7 @@ func (r *shardReader) fetchLoop() bool {
 			return false
 		}
 		if b := r.popRedeliver(); b != nil {
-			select {
-			case r.co.c.out <- b:
-			case <-ctx.Done():
+			if !r.redeliverBatch(ctx, b) {
 				return false
 			}
 			continue
@@ -336,6 +334,61 @@ func (r *shardReader) fetchLoop() bool {
 			next = called.Add(cfg.IdlePollInterval)
 		}
 	}
+}
+
+// errNacked stands for the nack that queued a batch for redelivery.
+var errNacked = errors.New("batch nacked by the pipeline")
+
+// redeliverBatch sends a nacked batch again, and again, with backoff
+// between attempts (the first wait is for the nack that queued it), until
+// the pipeline acks it: a record is never skipped. It returns false when
+// the reader stops; a batch not in the pipeline then goes back to the
+// queue so that no one waits for its ack.
+func (r *shardReader) redeliverBatch(ctx context.Context, b *Batch) bool {
+	bo := r.co.c.cfg.Backoff
+	bo.MaxRetries, bo.MaxElapsedTime = 0, 0
+	p := kinesisx.RetryBuilder[any](bo).
+		HandleIf(func(_ any, err error) bool { return err != nil && ctx.Err() == nil }).
+		Build()
+	if b.verdict == nil {
+		b.verdict = make(chan error, 1)
+	}
+	b.redelivering.Store(true)
+	defer b.redelivering.Store(false)
+	first := true
+	inPipeline := false
+	err := failsafe.With[any](p).WithContext(ctx).Run(func() error {
+		if first {
+			first = false
+			return errNacked
+		}
+		select {
+		case <-b.verdict: // drop a stale verdict
+		default:
+		}
+		select {
+		case r.co.c.out <- b:
+			inPipeline = true
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case err := <-b.verdict:
+			inPipeline = false
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	if err == nil {
+		return true
+	}
+	if !inPipeline {
+		r.redeliverMu.Lock()
+		r.redeliver = append([]*Batch{b}, r.redeliver...)
+		r.redeliverMu.Unlock()
+	}
+	return false
 }
 
 // wait blocks until an ack or nack arrives, the optional timer fires, or

@@ -85,4 +85,3 @@ func TestAtTimestampUsesTheTimeForShardsWithoutCheckpoint(t *testing.T) {
 	assert.Equal(t, types.ShardIteratorTypeAtTimestamp, api.iterReqs[0].ShardIteratorType)
 	assert.Equal(t, cfg.StartTimestamp, aws.ToTime(api.iterReqs[0].Timestamp))
 }
-

@@ -120,6 +120,13 @@ func (w *shardWindow) allowRead(now time.Time, calls, bytesPerSec int) bool {
 	return true
 }
 
+// unread takes back the last call allowed.
+func (w *shardWindow) unread() {
+	if n := len(w.reads); n > 0 {
+		w.reads = w.reads[:n-1]
+	}
+}
+
 func (w *shardWindow) addReadBytes(now time.Time, n int) {
 	w.readBytes = append(w.readBytes, stamp{at: now, bytes: n})
 }

@@ -93,7 +93,17 @@ func (f *Front) serveGetRecords(w http.ResponseWriter, r *http.Request, body []b
 
 	tw := &teeWriter{ResponseWriter: w}
 	f.Proxy.ServeHTTP(tw, r)
-	if tw.status != http.StatusOK || shard == "" {
+	if shard == "" {
+		return
+	}
+	if tw.status != http.StatusOK {
+		// A call the proxy's rules refused (throttled, 5xx, cut) did no
+		// work, so it does not use up the shard's calls for this second.
+		f.mu.Lock()
+		if f.limits.Reads {
+			f.windowLocked(shard).unread()
+		}
+		f.mu.Unlock()
 		return
 	}
 	var resp struct{ NextShardIterator string }

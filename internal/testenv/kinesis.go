@@ -50,6 +50,10 @@ func (k *Kinesis) Close() {
 // StartKinesisMock starts kinesis-mock (npm kinesis-local) with every
 // simulated delay at 0ms, on a free port, plain HTTP/1.1.
 func StartKinesisMock(ctx context.Context) (*Kinesis, error) {
+	return retryStart(func() (*Kinesis, error) { return startKinesisMock(ctx) })
+}
+
+func startKinesisMock(ctx context.Context) (*Kinesis, error) {
 	node, err := lookPath("node")
 	if err != nil {
 		return nil, err
@@ -95,6 +99,10 @@ func StartKinesisMock(ctx context.Context) (*Kinesis, error) {
 
 // StartKinesalite starts kinesalite bound to 127.0.0.1 on a free port.
 func StartKinesalite(ctx context.Context) (*Kinesis, error) {
+	return retryStart(func() (*Kinesis, error) { return startKinesalite(ctx) })
+}
+
+func startKinesalite(ctx context.Context) (*Kinesis, error) {
 	node, err := lookPath("node")
 	if err != nil {
 		return nil, err

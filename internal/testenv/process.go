@@ -25,6 +25,29 @@ import (
 	"time"
 )
 
+// errExitedEarly marks a service that died while starting: most often a
+// port race (another process bound the free port first), so starting again
+// on a new port is worth a try.
+var errExitedEarly = errors.New("exited before it was ready")
+
+// startAttempts is how often a service start is tried on fresh ports.
+const startAttempts = 3
+
+// retryStart calls start until it succeeds, fails for another reason than
+// an early exit, or has been tried startAttempts times.
+func retryStart[T any](start func() (T, error)) (T, error) {
+	var (
+		v   T
+		err error
+	)
+	for i := 0; i < startAttempts; i++ {
+		if v, err = start(); err == nil || !errors.Is(err, errExitedEarly) {
+			return v, err
+		}
+	}
+	return v, err
+}
+
 // ErrNotInstalled says a service's program is missing; run `make deps`.
 var ErrNotInstalled = errors.New("not installed: run `make deps`")
 
@@ -200,7 +223,7 @@ func waitReady(ctx context.Context, p *Process, timeout time.Duration, check fun
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited before it was ready (%v); output:\n%s", p.Name, p.err, p.Output())
+			return fmt.Errorf("%s %w (%v); output:\n%s", p.Name, errExitedEarly, p.err, p.Output())
 		case <-ctx.Done():
 			p.Kill()
 			return fmt.Errorf("%s not ready after %v: %v; output:\n%s", p.Name, timeout, last, p.Output())

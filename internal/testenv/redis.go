@@ -49,6 +49,10 @@ type Redis struct {
 
 // StartRedis starts redis-server on a free port.
 func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
+	return retryStart(func() (*Redis, error) { return startRedis(ctx, opts) })
+}
+
+func startRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 	if _, err := lookPath("redis-server"); err != nil {
 		return nil, err
 	}
@@ -66,7 +70,11 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 			return nil, err
 		}
 	}
-	return r, r.Start(ctx)
+	if err := r.Start(ctx); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return r, nil
 }
 
 // Start (re)starts the server on its port and data folder.

@@ -270,18 +270,20 @@ func (k *kinesisInput) ReadBatch(ctx context.Context) (service.MessageBatch, ser
 		return nil, nil, ctx.Err()
 	}
 	batch := make(service.MessageBatch, len(b.Records))
-	behind := strconv.FormatInt(b.MillisBehind, 10)
+	// Values shared by the messages of a batch are boxed once: metadata is
+	// stored as `any`, and boxing a string allocates.
+	var stream, shard, behind any = b.Stream, b.Shard, strconv.FormatInt(b.MillisBehind, 10)
 	// Records of one response mostly share their arrival millisecond (and
 	// sub-records their aggregate's), so the formatted time is reused.
 	var lastArrival time.Time
-	var arrival string
+	var arrival any
 	for i, r := range b.Records {
 		if i == 0 || !r.Arrival.Equal(lastArrival) {
 			lastArrival, arrival = r.Arrival, r.Arrival.UTC().Format(time.RFC3339Nano)
 		}
 		m := service.NewMessage(r.Data)
-		m.MetaSetMut(MetaStream, b.Stream)
-		m.MetaSetMut(MetaShard, b.Shard)
+		m.MetaSetMut(MetaStream, stream)
+		m.MetaSetMut(MetaShard, shard)
 		m.MetaSetMut(MetaPartitionKey, r.PartitionKey)
 		m.MetaSetMut(MetaSequenceNumber, r.Sequence)
 		if r.Aggregated {

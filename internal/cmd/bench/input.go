@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,7 +75,7 @@ func runInput(ctx context.Context, args []string) error {
 	if err := rawRead(ctx, emu.Endpoint, stream, min(f.records, 2000)); err != nil {
 		return fmt.Errorf("warming up the raw loop: %w", err)
 	}
-	if err := inputRead(ctx, emu.Endpoint, red.URL(), "warmup", stream, min(f.records, 2000), f); err != nil {
+	if err := inputRead(ctx, emu.Endpoint, red.URL(), "warmup", stream, min(f.records, 2000), f, nil); err != nil {
 		return fmt.Errorf("warming up the input: %w", err)
 	}
 
@@ -98,7 +99,21 @@ func runInput(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	plugin, err := measure(f.records, func() error { return inputRead(ctx, emu.Endpoint, red.URL(), "bench", stream, f.records, f) })
+	// The reading window runs from the first batch to the last record: it
+	// leaves out start-up (leases, checkpoints) and shutdown (final commits).
+	var window readingWindow
+	sample := func() int64 { n, _ := redisCommands(ctx, rc); return n }
+	plugin, err := measure(f.records, func() error {
+		return inputRead(ctx, emu.Endpoint, red.URL(), "bench", stream, f.records, f, func(first bool) {
+			if first {
+				window.startCmds, window.start = sample(), time.Now()
+				window.startStats = commandStats(ctx, rc)
+			} else {
+				window.endCmds, window.end = sample(), time.Now()
+				window.endStats = commandStats(ctx, rc)
+			}
+		})
+	})
 	pprof.StopCPUProfile()
 	if err != nil {
 		return fmt.Errorf("input: %w", err)
@@ -113,11 +128,53 @@ func runInput(ctx context.Context, args []string) error {
 	printComparison(
 		fmt.Sprintf("input: %d records x %d B, %d shards, kinesalite, defaults (commit_period %v)", f.records, f.size, f.shards, f.commitPeriod),
 		"raw GetRecords", "plugin", raw, plugin, 0.9, 1.3)
-	periods := plugin.wall.Seconds() / f.commitPeriod.Seconds()
 	fmt.Println()
-	fmt.Printf("Redis: %d commands for the run (start-up and shutdown included): %.1f per 10k records, %.1f per shard per commit_period\n",
-		cmds, float64(cmds)*10000/float64(f.records), float64(cmds)/float64(f.shards)/max(periods, 1))
+	fmt.Printf("Redis: %d commands for the whole run (start-up and shutdown included): %.1f per 10k records\n",
+		cmds, float64(cmds)*10000/float64(f.records))
+	// Leave out the INFO calls of the sampling itself.
+	wcmds := window.endCmds - window.startCmds - 2
+	periods := window.end.Sub(window.start).Seconds() / f.commitPeriod.Seconds()
+	fmt.Printf("Redis while reading (%v): %d commands, %.2f per shard per commit_period\n",
+		window.end.Sub(window.start).Round(time.Millisecond), wcmds, float64(wcmds)/float64(f.shards)/periods)
+	fmt.Printf("  by command (Lua-internal calls included): %s\n", window.breakdown())
 	return nil
+}
+
+type readingWindow struct {
+	start, end           time.Time
+	startCmds, endCmds   int64
+	startStats, endStats map[string]int64
+}
+
+// commandStats is calls per command from INFO commandstats; commands run
+// inside Lua scripts count there (and in total_commands_processed) too.
+func commandStats(ctx context.Context, c *redis.Client) map[string]int64 {
+	info, err := c.Info(ctx, "commandstats").Result()
+	out := map[string]int64{}
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		n, _ := strconv.ParseInt(calls, 10, 64)
+		out[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return out
+}
+
+func (w readingWindow) breakdown() string {
+	var parts []string
+	for name, n := range w.endStats {
+		if d := n - w.startStats[name]; d > 0 && name != "info" {
+			parts = append(parts, fmt.Sprintf("%s %d", name, d))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }
 
 // redisCommands is the server's total_commands_processed.
@@ -201,7 +258,9 @@ func rawRead(ctx context.Context, endpoint, stream string, n int) error {
 
 // inputRead runs the kinesis input with its defaults (a fresh group, Redis
 // checkpoints) into a consumer that counts, until n records arrived.
-func inputRead(ctx context.Context, endpoint, redisURL, group, stream string, n int, f inputFlags) error {
+// mark, when set, is called at the first batch (true) and once n records
+// arrived (false).
+func inputRead(ctx context.Context, endpoint, redisURL, group, stream string, n int, f inputFlags, mark func(first bool)) error {
 	b := service.NewStreamBuilder()
 	if err := b.SetLoggerYAML("level: warn"); err != nil {
 		return err
@@ -222,10 +281,14 @@ kinesis:
 	}
 	var total atomic.Int64
 	done := make(chan struct{})
-	var once sync.Once
+	var once, firstOnce sync.Once
+	if mark == nil {
+		mark = func(bool) {}
+	}
 	if err := b.AddBatchConsumerFunc(func(_ context.Context, batch service.MessageBatch) error {
+		firstOnce.Do(func() { mark(true) })
 		if total.Add(int64(len(batch))) >= int64(n) {
-			once.Do(func() { close(done) })
+			once.Do(func() { mark(false); close(done) })
 		}
 		return nil
 	}); err != nil {

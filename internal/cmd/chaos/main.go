@@ -41,6 +41,8 @@ func run(short bool, bin, dir string, seed uint64) error {
 		if dir, err = os.MkdirTemp("", "connect-kinesis-chaos-"); err != nil {
 			return err
 		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
 	if bin == "" {
 		bin = filepath.Join(dir, "connect-kinesis")
