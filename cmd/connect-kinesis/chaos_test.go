@@ -53,7 +53,7 @@ func TestIntegrationChaosShort(t *testing.T) {
 // times out and the reader carries on. The proxy holds the hung call for 10
 // minutes, so only the client's own timeout can end it.
 func TestIntegrationInputRecoversFromHungGetRecords(t *testing.T) {
-	skipKnownBug(t, " internal/consumer/reader.go getRecords has no per-call timeout and internal/awsconf's HTTP client has WithTimeout(0), so one hung GetRecords stalls its shard until the connection dies; remove this Skip once a call is bounded")
+	skipKnownBug(t, "internal/consumer/reader.go getRecords has no per-call timeout and internal/awsconf's HTTP client has WithTimeout(0), so one hung GetRecords stalls its shard until the connection dies")
 	k := testenv.NewKinesisMock(t)
 	r := testenv.NewRedis(t)
 	const stream = "hung"

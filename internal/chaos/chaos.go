@@ -227,8 +227,14 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 		return Table{}, err
 	}
 	loadStart := time.Now()
+	// On an early return the schedule stops before the processes and
+	// servers it acts on are torn down.
+	schedCtx, cancelSched := context.WithCancel(ctx)
 	schedErr := make(chan error, 1)
-	go func() { schedErr <- r.schedule(ctx, loadStart) }()
+	var schedDone sync.WaitGroup
+	schedDone.Add(1)
+	go func() { defer schedDone.Done(); schedErr <- r.schedule(schedCtx, loadStart) }()
+	defer func() { cancelSched(); schedDone.Wait() }()
 
 	prodDone := make(chan error, 1)
 	go func() { prodDone <- producer.Wait() }()
@@ -348,6 +354,7 @@ func (r *runner) schedule(ctx context.Context, start time.Time) error {
 		select {
 		case <-time.After(time.Until(start.Add(ev.at))):
 		case <-ctx.Done():
+			wg.Wait()
 			return ctx.Err()
 		}
 		r.logf("chaos: t=%v %s", ev.at, ev.name)
