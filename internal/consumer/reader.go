@@ -293,9 +293,13 @@ func (r *shardReader) fetchLoop() bool {
 			}
 			continue
 		}
-		called := time.Now()
-		next = called.Add(cfg.PollInterval)
 		out, err := r.getRecords(ctx, iter)
+		// The next call is paced from this answer, not from when this call
+		// was sent: then the calls arrive at Kinesis at least poll_interval
+		// apart however their latencies vary, and the 5 reads/s/shard limit
+		// holds at the service, not only at the client.
+		answered := time.Now()
+		next = answered.Add(cfg.PollInterval)
 		if err != nil {
 			if ctx.Err() != nil {
 				return false
@@ -331,7 +335,7 @@ func (r *shardReader) fetchLoop() bool {
 		}
 		iter = aws.ToString(out.NextShardIterator)
 		if len(out.Records) == 0 && behind == 0 {
-			next = called.Add(cfg.IdlePollInterval)
+			next = answered.Add(cfg.IdlePollInterval)
 		}
 	}
 }
@@ -478,10 +482,24 @@ func (r *shardReader) getRecords(ctx context.Context, iter string) (*kinesis.Get
 	if r.co.byARN {
 		in.StreamARN = aws.String(r.co.id)
 	}
-	return retryAPI(ctx, r.co, func(ctx context.Context) (*kinesis.GetRecordsOutput, error) {
+	// A retry after throttling or a fault waits at least poll_interval: a
+	// sooner one would itself break the shard's read limit.
+	bo := r.co.c.cfg.Backoff
+	bo.InitialInterval = max(bo.InitialInterval, r.co.c.cfg.PollInterval)
+	bo.MaxInterval = max(bo.MaxInterval, bo.InitialInterval)
+	return retryAPIWith(ctx, r.co, bo, func(ctx context.Context) (*kinesis.GetRecordsOutput, error) {
+		// Each attempt is bounded: an answer that never comes (a half-open
+		// connection) must not stall the shard, and the HTTP client has no
+		// timeout of its own because a PutRecords of 5 MiB may need long.
+		ctx, cancel := context.WithTimeout(ctx, getRecordsTimeout)
+		defer cancel()
 		return r.co.c.api.GetRecords(ctx, in)
 	})
 }
+
+// getRecordsTimeout bounds one GetRecords attempt. A response is at most
+// 10 MiB; 20 seconds is far beyond what that takes on a working link.
+const getRecordsTimeout = 20 * time.Second
 
 // iterator gets a shard iterator, retrying until it succeeds or ctx ends.
 func (r *shardReader) iterator(ctx context.Context, s startSpec) (string, error) {
@@ -517,7 +535,12 @@ func (r *shardReader) iterator(ctx context.Context, s startSpec) (string, error)
 // retryAPI runs a Kinesis call through the project's retry policy,
 // counting throttles.
 func retryAPI[T any](ctx context.Context, co *coordinator, fn func(context.Context) (T, error)) (T, error) {
-	p := kinesisx.RetryBuilder[T](co.c.cfg.Backoff).Build()
+	return retryAPIWith(ctx, co, co.c.cfg.Backoff, fn)
+}
+
+// retryAPIWith is retryAPI with a backoff of the caller's.
+func retryAPIWith[T any](ctx context.Context, co *coordinator, bo kinesisx.Backoff, fn func(context.Context) (T, error)) (T, error) {
+	p := kinesisx.RetryBuilder[T](bo).Build()
 	return failsafe.With[T](p).WithContext(ctx).Get(func() (T, error) {
 		v, err := fn(ctx)
 		if err != nil && kinesisx.IsThrottle(err) {
