@@ -66,8 +66,8 @@ demo: deps build
 bench: deps
 	$(GO) run ./internal/cmd/bench $(or $(PART),all)
 
-chaos:
-	@echo "chaos: the chaos suite is not built yet (issue 6)" >&2; exit 1
+chaos: deps build
+	$(GO) run ./internal/cmd/chaos -bin $(BIN)
 
 clean:
 	rm -rf bin

@@ -341,7 +341,6 @@ func TestIntegrationOutputBadRecords(t *testing.T) {
 // than be rewritten into another key, which would land on another shard and
 // merge two keys' records.
 func TestIntegrationOutputInvalidUTF8Key(t *testing.T) {
-	skipKnownBug(t, "internal/producer/validate.go: Validate accepts a partition key that is not valid UTF-8 and the SDK's JSON encoder writes it as U+FFFD (\"bad\\xffkey\" lands as \"bad\uFFFDkey\")")
 	outputBadRecords(t, map[int]string{9: "UTF-8"})
 }
 

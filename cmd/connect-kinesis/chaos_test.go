@@ -53,7 +53,6 @@ func TestIntegrationChaosShort(t *testing.T) {
 // times out and the reader carries on. The proxy holds the hung call for 10
 // minutes, so only the client's own timeout can end it.
 func TestIntegrationInputRecoversFromHungGetRecords(t *testing.T) {
-	skipKnownBug(t, "internal/consumer/reader.go getRecords has no per-call timeout and internal/awsconf's HTTP client has WithTimeout(0), so one hung GetRecords stalls its shard until the connection dies")
 	k := testenv.NewKinesisMock(t)
 	r := testenv.NewRedis(t)
 	const stream = "hung"
@@ -83,13 +82,4 @@ output:
 	putKeyed(t, k.Client(), stream, 10)
 	require.Eventually(t, func() bool { return len(readLines(t, out)) >= 10 }, 90*time.Second, 200*time.Millisecond,
 		"the shard stalled behind one hung GetRecords")
-}
-
-// skipKnownBug skips a test that shows a bug another package still has,
-// unless CK_RUN_KNOWN_BUGS=1 asks to see it fail.
-func skipKnownBug(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("CK_RUN_KNOWN_BUGS") != "1" {
-		t.Skip("known bug: " + why + " (CK_RUN_KNOWN_BUGS=1 runs it)")
-	}
 }

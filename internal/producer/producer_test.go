@@ -161,6 +161,7 @@ func TestValidation(t *testing.T) {
 		{"empty key", Entry{Data: []byte("x")}, ErrEmptyPartitionKey},
 		{"256 characters in 512 bytes", Entry{Data: []byte("x"), PartitionKey: key256}, nil},
 		{"257 characters", Entry{Data: []byte("x"), PartitionKey: key256 + "a"}, ErrPartitionKeyTooLong},
+		{"not UTF-8", Entry{Data: []byte("x"), PartitionKey: "bad\xffkey"}, ErrPartitionKeyNotUTF8},
 		{"exactly at the limit with the key counted", Entry{Data: make([]byte, limit-3), PartitionKey: "abc"}, nil},
 		{"one byte over with the key counted", Entry{Data: make([]byte, limit-2), PartitionKey: "abc"}, ErrRecordTooLarge},
 		{"hash key zero", Entry{Data: []byte("x"), PartitionKey: "k", ExplicitHashKey: "0"}, nil},

@@ -26,6 +26,7 @@ func (e Entry) Size() int { return len(e.Data) + len(e.PartitionKey) }
 var (
 	ErrEmptyPartitionKey   = errors.New("partition key is empty")
 	ErrPartitionKeyTooLong = errors.New("partition key is too long")
+	ErrPartitionKeyNotUTF8 = errors.New("partition key is not valid UTF-8")
 	ErrInvalidHashKey      = errors.New("explicit hash key is not a decimal integer in [0, 2^128)")
 	ErrRecordTooLarge      = errors.New("record is too large")
 )
@@ -37,6 +38,12 @@ func Validate(e Entry, maxRecordSize int) error {
 		return fmt.Errorf("%w: it must be 1 to %d characters", ErrEmptyPartitionKey, kinesisx.MaxPartitionKeyLength)
 	}
 	// Kinesis limits the key in Unicode characters, not bytes.
+	// The request is JSON: a key that is not UTF-8 would be rewritten with
+	// U+FFFD on the wire, land under another key (maybe on another shard)
+	// and merge two keys' records, so it fails here instead.
+	if !utf8.ValidString(e.PartitionKey) {
+		return fmt.Errorf("%w: %q; build the key from text, or hex/base64-encode binary keys", ErrPartitionKeyNotUTF8, truncate(e.PartitionKey, 64))
+	}
 	if n := utf8.RuneCountInString(e.PartitionKey); n > kinesisx.MaxPartitionKeyLength {
 		return fmt.Errorf("%w: %d characters, the limit is %d", ErrPartitionKeyTooLong, n, kinesisx.MaxPartitionKeyLength)
 	}
