@@ -197,11 +197,8 @@ func TestIntegrationStreamMissing(t *testing.T) {
 			"checkpoint": fmt.Sprintf("{ redis: { url: '%s' }, group: g }", r.URL()),
 		})
 		log := runUntilLogged(t, conf, "no-such-stream")
-		assert.Contains(t, log, "describing stream no-such-stream")
+		assert.Contains(t, log, "stream no-such-stream does not exist here: check the streams, region and endpoint fields")
 		assert.Contains(t, log, "ResourceNotFoundException", "the error says the stream is not there:\n%s", log)
-		// The region appears here only inside the emulator's ARN; the
-		// output's "does not exist in region" wording is the goal (see the
-		// report on internal/consumer/coordinator.go).
 	})
 	t.Run("output", func(t *testing.T) {
 		conf := badOutputConfig(map[string]string{"stream": "no-such-stream", "endpoint": k.Endpoint, "credentials": creds})

@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
 // coordinator runs one stream: discovery, the lineage gate, leases and
@@ -74,6 +76,9 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 		return c.api.DescribeStreamSummary(ctx, in)
 	})
 	if err != nil {
+		if kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound {
+			return nil, fmt.Errorf("stream %s does not exist here: check the streams, region and endpoint fields: %w", configured, err)
+		}
 		return nil, fmt.Errorf("describing stream %s: %w", configured, err)
 	}
 	sum := out.StreamDescriptionSummary
