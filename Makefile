@@ -64,7 +64,7 @@ demo: deps build
 	$(GO) run ./internal/cmd/demo -bin $(BIN)
 
 bench: deps
-	$(GO) run ./internal/cmd/bench $(or $(PART),all)
+	@for part in $(or $(PART),output input); do $(GO) run ./internal/cmd/bench $$part || exit 1; done
 
 chaos: deps build
 	$(GO) run ./internal/cmd/chaos -bin $(BIN)
