@@ -79,6 +79,9 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 		if kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound {
 			return nil, fmt.Errorf("stream %s does not exist here: check the streams, region and endpoint fields: %w", configured, err)
 		}
+		if kinesisx.IsAccessDenied(err) {
+			return nil, fmt.Errorf("access to stream %s is denied: check the credentials and region fields and the role's kinesis:DescribeStreamSummary, ListShards, GetShardIterator and GetRecords permissions: %w", configured, err)
+		}
 		return nil, fmt.Errorf("describing stream %s: %w", configured, err)
 	}
 	sum := out.StreamDescriptionSummary

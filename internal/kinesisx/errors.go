@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/aws/smithy-go"
@@ -147,6 +148,18 @@ func ErrorCode(err error) string {
 		return "Timeout"
 	}
 	return "unknown"
+}
+
+// IsAccessDenied reports whether err says the caller's credentials are
+// unknown, expired or not allowed: a configuration problem, not a fault.
+func IsAccessDenied(err error) bool {
+	switch code := ErrorCode(err); code {
+	case "UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException",
+		"IncompleteSignature", "InvalidClientTokenId", "MissingAuthenticationToken":
+		return true
+	default:
+		return strings.Contains(code, "AccessDenied")
+	}
 }
 
 // RecordCodeRetryable reports whether a per-record PutRecords error code is

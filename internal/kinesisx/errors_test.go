@@ -81,3 +81,11 @@ func TestRecordCodeRetryable(t *testing.T) {
 	assert.True(t, RecordCodeRetryable(CodeKMSThrottling))
 	assert.False(t, RecordCodeRetryable(""))
 }
+
+func TestIsAccessDenied(t *testing.T) {
+	assert.True(t, IsAccessDenied(opErr(httpErr(400, &smithy.GenericAPIError{Code: "UnrecognizedClientException"}))))
+	assert.True(t, IsAccessDenied(opErr(httpErr(400, &types.AccessDeniedException{}))))
+	assert.True(t, IsAccessDenied(opErr(httpErr(400, &types.KMSAccessDeniedException{}))))
+	assert.False(t, IsAccessDenied(opErr(httpErr(400, &types.ResourceNotFoundException{}))))
+	assert.False(t, IsAccessDenied(opErr(httpErr(400, &types.ProvisionedThroughputExceededException{}))))
+}

@@ -289,7 +289,7 @@ func describeError(stream, region string, err error) error {
 	switch code := kinesisx.ErrorCode(err); {
 	case code == kinesisx.CodeResourceNotFound:
 		return fmt.Errorf("stream %s does not exist in region %s (check `stream`, `region` and `endpoint`): %w", stream, region, err)
-	case strings.Contains(code, "AccessDenied") || code == "UnrecognizedClientException" || code == "InvalidSignatureException" || code == "ExpiredTokenException":
+	case kinesisx.IsAccessDenied(err):
 		return fmt.Errorf("access to stream %s in region %s is denied (check `credentials` and the role's kinesis:PutRecords and kinesis:DescribeStreamSummary permissions): %w", stream, region, err)
 	default:
 		return fmt.Errorf("describing stream %s in region %s: %w", stream, region, err)
