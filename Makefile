@@ -13,7 +13,7 @@ VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 
 DATE        := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS     := -X main.version=$(VERSION) -X main.dateBuilt=$(DATE)
 NPM_DIR     := .deps/npm
-TEST_FLAGS  ?= -race -timeout 45m
+TEST_FLAGS  ?= -race -count=1 -timeout 45m
 PKGS        ?= ./...
 
 .PHONY: all deps build test vet fmt-check unit docs docs-check lint-examples demo bench chaos clean
