@@ -277,15 +277,30 @@ func (k *kinesisInput) ReadBatch(ctx context.Context) (service.MessageBatch, ser
 	// sub-records their aggregate's), so the formatted time is reused.
 	var lastArrival time.Time
 	var arrival any
+	// The user records of one KPL aggregate share its sequence number and
+	// often a partition key (from the aggregate's key table), so within a
+	// run of aggregated records an unchanged value keeps its box. Plain
+	// records each have their own and are boxed without comparing.
+	var key, seq any
+	var lastKey, lastSeq string
+	prevAggregated := false
 	for i, r := range b.Records {
 		if i == 0 || !r.Arrival.Equal(lastArrival) {
 			lastArrival, arrival = r.Arrival, r.Arrival.UTC().Format(time.RFC3339Nano)
 		}
+		run := r.Aggregated && prevAggregated
+		if !run || r.PartitionKey != lastKey {
+			key = r.PartitionKey
+		}
+		if !run || r.Sequence != lastSeq {
+			seq = r.Sequence
+		}
+		prevAggregated, lastKey, lastSeq = r.Aggregated, r.PartitionKey, r.Sequence
 		m := service.NewMessage(r.Data)
 		m.MetaSetMut(MetaStream, stream)
 		m.MetaSetMut(MetaShard, shard)
-		m.MetaSetMut(MetaPartitionKey, r.PartitionKey)
-		m.MetaSetMut(MetaSequenceNumber, r.Sequence)
+		m.MetaSetMut(MetaPartitionKey, key)
+		m.MetaSetMut(MetaSequenceNumber, seq)
 		if r.Aggregated {
 			m.MetaSetMut(MetaSubSequence, strconv.FormatInt(r.SubSequence, 10))
 		}

@@ -57,5 +57,8 @@ func TestIntegrationAggregatedRecordsAreSplit(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf("u%d", i%5), m.key, "the user record's own partition key")
 		assert.Equal(t, fmt.Sprint(i%5), m.sub)
 		assert.Equal(t, got[i-i%5].seq, m.seq, "sub-records share their aggregate's sequence number")
+		if i >= 5 {
+			assert.NotEqual(t, got[i-5].seq, m.seq, "each aggregate has its own sequence number")
+		}
 	}
 }
