@@ -216,28 +216,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d := p.decide(op)
 
-	if d.rule.Latency > 0 {
-		select {
-		case <-time.After(d.rule.Latency):
-		case <-r.Context().Done():
-			return
-		}
-	}
-	if d.rule.Hook != nil {
-		if resp := d.rule.Hook(op, body); resp != nil {
-			writeJSON(w, resp.Status, resp.Body)
-			return
-		}
-	}
-	switch {
-	case d.cut:
-		cut(w)
-		return
-	case d.throttle:
-		writeJSON(w, http.StatusBadRequest, errorBody(CodeThrottled, "Rate exceeded for stream (injected by the fault proxy)."))
-		return
-	case d.fail:
-		writeJSON(w, http.StatusInternalServerError, errorBody(CodeInternalFailure, "Internal service failure (injected by the fault proxy)."))
+	if answerRequestFaults(w, r, op, body, d) {
 		return
 	}
 
@@ -427,4 +406,35 @@ func cut(w http.ResponseWriter) {
 		panic(http.ErrAbortHandler)
 	}
 	_ = conn.Close()
+}
+
+// answerRequestFaults applies a decision's whole-request faults (latency,
+// hook, cut, throttle, 500) and reports whether it answered the request, in
+// which case nothing may be forwarded.
+func answerRequestFaults(w http.ResponseWriter, r *http.Request, op string, body []byte, d decision) bool {
+	if d.rule.Latency > 0 {
+		select {
+		case <-time.After(d.rule.Latency):
+		case <-r.Context().Done():
+			return true
+		}
+	}
+	if d.rule.Hook != nil {
+		if resp := d.rule.Hook(op, body); resp != nil {
+			writeJSON(w, resp.Status, resp.Body)
+			return true
+		}
+	}
+	switch {
+	case d.cut:
+		cut(w)
+		return true
+	case d.throttle:
+		writeJSON(w, http.StatusBadRequest, errorBody(CodeThrottled, "Rate exceeded for stream (injected by the fault proxy)."))
+		return true
+	case d.fail:
+		writeJSON(w, http.StatusInternalServerError, errorBody(CodeInternalFailure, "Internal service failure (injected by the fault proxy)."))
+		return true
+	}
+	return false
 }

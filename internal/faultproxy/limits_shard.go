@@ -277,28 +277,7 @@ func (f *Front) call(r *http.Request, op string, body []byte) (int, []byte, erro
 func (f *Front) servePutRecordsLimited(w http.ResponseWriter, r *http.Request, body []byte) {
 	const op = "PutRecords"
 	d := f.decide(op)
-	if d.rule.Latency > 0 {
-		select {
-		case <-time.After(d.rule.Latency):
-		case <-r.Context().Done():
-			return
-		}
-	}
-	if d.rule.Hook != nil {
-		if resp := d.rule.Hook(op, body); resp != nil {
-			writeJSON(w, resp.Status, resp.Body)
-			return
-		}
-	}
-	switch {
-	case d.cut:
-		cut(w)
-		return
-	case d.throttle:
-		writeJSON(w, http.StatusBadRequest, errorBody(CodeThrottled, "Rate exceeded for stream (injected by the fault proxy)."))
-		return
-	case d.fail:
-		writeJSON(w, http.StatusInternalServerError, errorBody(CodeInternalFailure, "Internal service failure (injected by the fault proxy)."))
+	if answerRequestFaults(w, r, op, body, d) {
 		return
 	}
 
