@@ -34,6 +34,18 @@ local function live(owner, exp, now)
   return owner ~= nil and owner ~= '' and exp > now
 end
 
+-- Returns the lease hash's raw fields and values, and the shards whose
+-- leases are live now: what reset and delete refuse to touch unless forced.
+local function live_leases(key, now)
+  local leases = redis.call('HGETALL', key)
+  local held = {}
+  for i = 1, #leases, 2 do
+    local owner, exp = parse_lease(leases[i + 1])
+    if live(owner, exp, now) then table.insert(held, leases[i]) end
+  end
+  return leases, held
+end
+
 local function strip_zeros(s)
   local r = string.gsub(s, '^0+', '')
   if r == '' then return '0' end
@@ -237,13 +249,7 @@ return out
 // its next renew or commit), replaces the checkpoints and the closed set and
 // returns {1, liveShard...}.
 var resetScript = newScript(`
-local now = now_ms()
-local leases = redis.call('HGETALL', KEYS[3])
-local held = {}
-for i = 1, #leases, 2 do
-  local owner, exp = parse_lease(leases[i + 1])
-  if live(owner, exp, now) then table.insert(held, leases[i]) end
-end
+local leases, held = live_leases(KEYS[3], now_ms())
 if #held > 0 and ARGV[1] ~= '1' then
   table.insert(held, 1, 0)
   return held
@@ -265,13 +271,7 @@ return held
 // deleteScript: KEYS ckpt, closed, lease, members, handoff; ARGV force.
 // Same refusal as resetScript; then deletes every key of the group+stream.
 var deleteScript = newScript(`
-local now = now_ms()
-local leases = redis.call('HGETALL', KEYS[3])
-local held = {}
-for i = 1, #leases, 2 do
-  local owner, exp = parse_lease(leases[i + 1])
-  if live(owner, exp, now) then table.insert(held, leases[i]) end
-end
+local leases, held = live_leases(KEYS[3], now_ms())
 if #held > 0 and ARGV[1] ~= '1' then
   table.insert(held, 1, 0)
   return held
