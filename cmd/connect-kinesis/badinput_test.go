@@ -242,6 +242,27 @@ func runUntilLogged(t *testing.T, conf, want string) string {
 	return log
 }
 
+// fileInputConfig is a kinesis input on stream at endpoint, checkpointing in
+// Redis under group g, writing each record as a line to out; fields are more
+// input fields, one "key: value" each.
+func fileInputConfig(stream, endpoint, redisURL, out string, fields ...string) string {
+	var extra strings.Builder
+	for _, f := range fields {
+		extra.WriteString("    " + f + "\n")
+	}
+	return fmt.Sprintf(`http: { enabled: false }
+input:
+  kinesis:
+    streams: [ %s ]
+    region: %s
+    endpoint: %s
+    credentials: { id: %s, secret: %s }
+    checkpoint: { redis: { url: '%s' }, group: g, commit_period: 200ms }
+%soutput:
+  file: { path: %s, codec: lines }
+`, stream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, redisURL, extra.String(), out)
+}
+
 // TestIntegrationRedisDownAtStart: with Redis unreachable the input keeps
 // retrying its connection and reads nothing, never guessing a start
 // position; once Redis is back it starts from trim_horizon and loses nothing.
@@ -255,19 +276,7 @@ func TestIntegrationRedisDownAtStart(t *testing.T) {
 
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
-	conf := fmt.Sprintf(`
-http: { enabled: false }
-logger: { level: debug }
-input:
-  kinesis:
-    streams: [ %s ]
-    region: %s
-    endpoint: %s
-    credentials: { id: %s, secret: %s }
-    checkpoint: { redis: { url: '%s' }, group: g, commit_period: 200ms }
-output:
-  file: { path: %s, codec: lines }
-`, stream, testenv.Region, k.Endpoint, testenv.AccessKey, testenv.SecretKey, r.URL(), out)
+	conf := "logger: { level: debug }\n" + fileInputConfig(stream, k.Endpoint, r.URL(), out)
 	path := filepath.Join(dir, "config.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
 	logPath := filepath.Join(dir, "log")
@@ -459,20 +468,7 @@ func TestIntegrationStreamDeletedWhileReading(t *testing.T) {
 
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
-	conf := fmt.Sprintf(`
-http: { enabled: false }
-input:
-  kinesis:
-    streams: [ %s ]
-    region: %s
-    endpoint: %s
-    credentials: { id: %s, secret: %s }
-    checkpoint: { redis: { url: '%s' }, group: g, commit_period: 200ms }
-    idle_poll_interval: 200ms
-    shard_discovery_interval: 500ms
-output:
-  file: { path: %s, codec: lines }
-`, stream, testenv.Region, k.Endpoint, testenv.AccessKey, testenv.SecretKey, r.URL(), out)
+	conf := fileInputConfig(stream, k.Endpoint, r.URL(), out, "idle_poll_interval: 200ms", "shard_discovery_interval: 500ms")
 	_, logPath := startLogged(t, dir, conf)
 	require.Eventually(t, func() bool { return len(readLines(t, out)) >= 20 }, 60*time.Second, 100*time.Millisecond)
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,18 +63,7 @@ func TestIntegrationInputRecoversFromHungGetRecords(t *testing.T) {
 
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
-	conf := fmt.Sprintf(`
-http: { enabled: false }
-input:
-  kinesis:
-    streams: [ %s ]
-    region: %s
-    endpoint: %s
-    credentials: { id: %s, secret: %s }
-    checkpoint: { redis: { url: '%s' }, group: g }
-output:
-  file: { path: %s, codec: lines }
-`, stream, testenv.Region, f.URL, testenv.AccessKey, testenv.SecretKey, r.URL(), out)
+	conf := fileInputConfig(stream, f.URL, r.URL(), out)
 	startLogged(t, dir, conf)
 	require.Eventually(t, func() bool { return f.FrontStats().Hangs >= 1 }, 30*time.Second, 50*time.Millisecond, "no GetRecords reached the proxy")
 	f.SetReadFaults(faultproxy.ReadFaults{})
