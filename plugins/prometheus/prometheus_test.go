@@ -29,6 +29,8 @@ input:
     interval: ""
     mapping: 'root = {"n": counter()}'
 pipeline:
+  # One processing thread, so the gauge's last value is the last message's.
+  threads: 1
   processors:
     - mapping: 'root = this'
     - metric:
