@@ -33,6 +33,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/faultproxy"
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
@@ -577,22 +578,15 @@ func (r *runner) pauseRedis(ctx context.Context) error {
 // openShards lists the stream's open shards from the emulator, sorted by
 // their hash key ranges.
 func (r *runner) openShards(ctx context.Context) ([]types.Shard, error) {
+	all, err := kinesisx.ListAllShards(ctx, r.kc, streamName)
+	if err != nil {
+		return nil, err
+	}
 	var shards []types.Shard
-	in := &kinesis.ListShardsInput{StreamName: aws.String(streamName)}
-	for {
-		out, err := r.kc.ListShards(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("listing shards: %w", err)
+	for _, s := range all {
+		if s.SequenceNumberRange.EndingSequenceNumber == nil {
+			shards = append(shards, s)
 		}
-		for _, s := range out.Shards {
-			if s.SequenceNumberRange.EndingSequenceNumber == nil {
-				shards = append(shards, s)
-			}
-		}
-		if out.NextToken == nil {
-			break
-		}
-		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
 	}
 	sort.Slice(shards, func(i, j int) bool {
 		return bigOf(shards[i].HashKeyRange.StartingHashKey).Cmp(bigOf(shards[j].HashKeyRange.StartingHashKey)) < 0
@@ -694,18 +688,9 @@ func (r *runner) startProducer(batches int) (*exec.Cmd, error) {
 // readStream reads every record of every shard, open or closed, straight
 // from the emulator.
 func (r *runner) readStream(ctx context.Context) ([]Record, error) {
-	var shards []types.Shard
-	in := &kinesis.ListShardsInput{StreamName: aws.String(streamName)}
-	for {
-		out, err := r.kc.ListShards(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("listing shards: %w", err)
-		}
-		shards = append(shards, out.Shards...)
-		if out.NextToken == nil {
-			break
-		}
-		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
+	shards, err := kinesisx.ListAllShards(ctx, r.kc, streamName)
+	if err != nil {
+		return nil, err
 	}
 	var all []Record
 	for _, s := range shards {

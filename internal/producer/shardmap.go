@@ -9,8 +9,8 @@ import (
 	"sort"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
 // hashKey is a 128-bit hash key, big-endian, so bytes.Compare orders it like
@@ -28,32 +28,12 @@ type shardRange struct {
 	start, end hashKey
 }
 
-// ListShardsAPI is the part of the Kinesis client LoadShardMap uses.
-type ListShardsAPI interface {
-	ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
-}
-
 // LoadShardMap lists the stream's shards (every page) and maps the open ones.
-// Give the stream's name or its ARN, as the user configured it.
-func LoadShardMap(ctx context.Context, api ListShardsAPI, streamName, streamARN string) (*ShardMap, error) {
-	var shards []types.Shard
-	in := &kinesis.ListShardsInput{}
-	if streamARN != "" {
-		in.StreamARN = aws.String(streamARN)
-	} else {
-		in.StreamName = aws.String(streamName)
-	}
-	for {
-		out, err := api.ListShards(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("listing shards: %w", err)
-		}
-		shards = append(shards, out.Shards...)
-		if out.NextToken == nil || *out.NextToken == "" {
-			break
-		}
-		// A page token replaces the stream name in follow-up calls.
-		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
+// Give the stream as the user configured it, by name or by ARN.
+func LoadShardMap(ctx context.Context, api kinesisx.ListShardsAPI, stream string) (*ShardMap, error) {
+	shards, err := kinesisx.ListAllShards(ctx, api, stream)
+	if err != nil {
+		return nil, err
 	}
 	return NewShardMap(shards)
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/failsafe-go/failsafe-go"
@@ -41,20 +39,13 @@ type streamInfo struct {
 	Shards []types.Shard
 }
 
-// isARN tells a stream ARN from a name.
-func isARN(s string) bool { return strings.HasPrefix(s, "arn:") }
-
 // describeStream resolves the stream's identity (its ARN, as the input does
 // at connect) and lists every shard, following ListShards pages. A stream
 // given by name is always sent as StreamName, which kinesalite needs.
 func describeStream(ctx context.Context, api kinesisAPI, stream string) (streamInfo, error) {
 	info := streamInfo{Name: stream}
 	in := &kinesis.DescribeStreamSummaryInput{}
-	if isARN(stream) {
-		in.StreamARN = aws.String(stream)
-	} else {
-		in.StreamName = aws.String(stream)
-	}
+	in.StreamName, in.StreamARN = kinesisx.StreamRef(stream)
 	summary, err := failsafe.With(kinesisx.RetryBuilder[*kinesis.DescribeStreamSummaryOutput](operatorBackoff).Build()).
 		WithContext(ctx).Get(func() (*kinesis.DescribeStreamSummaryOutput, error) {
 		return api.DescribeStreamSummary(ctx, in)
@@ -76,25 +67,10 @@ func describeStream(ctx context.Context, api kinesisAPI, stream string) (streamI
 		}
 	}
 
-	list := &kinesis.ListShardsInput{}
-	if isARN(stream) {
-		list.StreamARN = aws.String(stream)
-	} else {
-		list.StreamName = aws.String(stream)
+	shards, err := kinesisx.ListAllShards(ctx, api, stream, kinesisx.RetryBuilder[*kinesis.ListShardsOutput](operatorBackoff).Build())
+	if err != nil {
+		return info, err
 	}
-	policy := kinesisx.RetryBuilder[*kinesis.ListShardsOutput](operatorBackoff).Build()
-	for {
-		out, err := failsafe.With(policy).WithContext(ctx).Get(func() (*kinesis.ListShardsOutput, error) {
-			return api.ListShards(ctx, list)
-		})
-		if err != nil {
-			return info, fmt.Errorf("listing shards of stream %s: %w", stream, err)
-		}
-		info.Shards = append(info.Shards, out.Shards...)
-		if out.NextToken == nil || *out.NextToken == "" {
-			return info, nil
-		}
-		// A page after the first names only the token.
-		list = &kinesis.ListShardsInput{NextToken: out.NextToken}
-	}
+	info.Shards = shards
+	return info, nil
 }

@@ -260,7 +260,7 @@ func testAggregation(t *testing.T, emu *testenv.Kinesis) {
 		"BATCH_PERIOD": "10s",
 	})
 
-	shards, err := producer.LoadShardMap(t.Context(), emu.Client(), "aggregated", "")
+	shards, err := producer.LoadShardMap(t.Context(), emu.Client(), "aggregated")
 	require.NoError(t, err)
 	got, err := producertest.ReadAll(t.Context(), emu.Client(), "aggregated")
 	require.NoError(t, err)

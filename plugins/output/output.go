@@ -190,7 +190,7 @@ func outputConfigFromParsed(conf *service.ParsedConfig) (c outputConfig, err err
 // kinesisAPI is the part of the Kinesis client the output uses.
 type kinesisAPI interface {
 	producer.API
-	producer.ListShardsAPI
+	kinesisx.ListShardsAPI
 	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
 }
 
@@ -233,9 +233,6 @@ func newOutputFromConfig(conf outputConfig, mgr *service.Resources) (*kinesisOut
 	return o, nil
 }
 
-// isARN tells a stream ARN from a name; names cannot contain ':'.
-func isARN(stream string) bool { return strings.HasPrefix(stream, "arn:") }
-
 func (o *kinesisOutput) Connect(ctx context.Context) error {
 	api, region, err := o.newClient(ctx)
 	if err != nil {
@@ -250,13 +247,8 @@ func (o *kinesisOutput) Connect(ctx context.Context) error {
 	// Name the stream the way the user did: kinesalite rejects StreamARN,
 	// and a name is all AWS needs within the client's account and region.
 	in := &kinesis.DescribeStreamSummaryInput{}
-	if isARN(o.conf.Stream) {
-		pc.StreamARN = o.conf.Stream
-		in.StreamARN = aws.String(o.conf.Stream)
-	} else {
-		pc.StreamName = o.conf.Stream
-		in.StreamName = aws.String(o.conf.Stream)
-	}
+	in.StreamName, in.StreamARN = kinesisx.StreamRef(o.conf.Stream)
+	pc.StreamName, pc.StreamARN = aws.ToString(in.StreamName), aws.ToString(in.StreamARN)
 	out, err := api.DescribeStreamSummary(ctx, in)
 	if err != nil {
 		return describeError(o.conf.Stream, region, err)
@@ -268,7 +260,7 @@ func (o *kinesisOutput) Connect(ctx context.Context) error {
 	p := producer.New(api, pc, o.log, o.metrics)
 	stop := func() {}
 	if o.conf.Aggregation.Enabled {
-		m, err := producer.LoadShardMap(ctx, api, pc.StreamName, pc.StreamARN)
+		m, err := producer.LoadShardMap(ctx, api, o.conf.Stream)
 		if err != nil {
 			return fmt.Errorf("reading the shard map of stream %s in region %s for aggregation: %w", o.conf.Stream, region, err)
 		}
@@ -385,7 +377,7 @@ func (o *kinesisOutput) refreshShardMap(ctx context.Context, api kinesisAPI, p *
 				return
 			case <-t.C:
 			}
-			m, err := producer.LoadShardMap(ctx, api, pc.StreamName, pc.StreamARN)
+			m, err := producer.LoadShardMap(ctx, api, o.conf.Stream)
 			if err != nil {
 				if ctx.Err() == nil {
 					o.log.With("stream", o.conf.Stream).Warnf("Refreshing the shard map for aggregation, keeping the previous one: %v", err)

@@ -201,7 +201,7 @@ func rawRead(ctx context.Context, endpoint, stream string, n int) error {
 		Credentials:  credentials.NewStaticCredentialsProvider(testenv.AccessKey, testenv.SecretKey, ""),
 		Retryer:      aws.NopRetryer{},
 	})
-	shards, err := c.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(stream)})
+	shards, err := kinesisx.ListAllShards(ctx, c, stream)
 	if err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ func rawRead(ctx context.Context, endpoint, stream string, n int) error {
 		mu       sync.Mutex
 		firstErr error
 	)
-	for _, s := range shards.Shards {
+	for _, s := range shards {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

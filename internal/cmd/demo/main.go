@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
@@ -189,14 +190,14 @@ func startPrinting(ctx context.Context, bin, config string, env []string, name s
 }
 
 func splitFirstShard(ctx context.Context, c *kinesis.Client) error {
-	out, err := c.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(stream)})
+	shards, err := kinesisx.ListAllShards(ctx, c, stream)
 	if err != nil {
-		return fmt.Errorf("listing shards: %w", err)
+		return err
 	}
-	if len(out.Shards) == 0 {
+	if len(shards) == 0 {
 		return errors.New("listing shards: none")
 	}
-	s := out.Shards[0]
+	s := shards[0]
 	lo, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.StartingHashKey), 10)
 	hi, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.EndingHashKey), 10)
 	mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)

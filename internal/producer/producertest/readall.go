@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
 // Record is a record read back with the shard it was in.
@@ -21,18 +22,9 @@ type Record struct {
 // horizon to the current end of each shard (the first empty GetRecords
 // answer). It is for tests that finished writing before reading.
 func ReadAll(ctx context.Context, c *kinesis.Client, stream string) ([]Record, error) {
-	var shards []types.Shard
-	in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
-	for {
-		out, err := c.ListShards(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("listing shards of %s: %w", stream, err)
-		}
-		shards = append(shards, out.Shards...)
-		if out.NextToken == nil {
-			break
-		}
-		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
+	shards, err := kinesisx.ListAllShards(ctx, c, stream)
+	if err != nil {
+		return nil, err
 	}
 
 	var all []Record
