@@ -16,13 +16,6 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
-// Start positions for shards without a checkpoint.
-const (
-	StartTrimHorizon = "trim_horizon"
-	StartLatest      = "latest"
-	StartAtTimestamp = "at_timestamp"
-)
-
 // KinesisAPI is the part of the Kinesis client the consumer calls.
 type KinesisAPI interface {
 	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, opts ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)

@@ -483,7 +483,7 @@ func (co *coordinator) take(ctx context.Context, id string) bool {
 	}
 	start, ts := co.c.cfg.StartPosition, co.c.cfg.StartTimestamp
 	if !ok {
-		o, ots, has, err := co.store.StartOverride(ctx)
+		o, has, err := co.store.StartOverride(ctx)
 		if err != nil {
 			co.log.With("shard", id).Warnf("Reading the start override failed; not starting the shard: %v", err)
 			if err := co.store.Release(ctx, l); err != nil {
@@ -492,7 +492,7 @@ func (co *coordinator) take(ctx context.Context, id string) bool {
 			return false
 		}
 		if has {
-			start, ts = o, ots
+			start, ts = o.Mode, o.Timestamp
 		}
 	}
 	shard := co.listed[id]

@@ -5,5 +5,6 @@
 // shards of a stream between instances through leases held in a Store.
 //
 // The package knows the Store only through a narrow interface, so its logic
-// is tested with fakes; plugins/input adapts the Redis checkpointer to it.
+// is tested with fakes; the Redis checkpointer (plugins/checkpointer)
+// implements it with the types defined here.
 package consumer

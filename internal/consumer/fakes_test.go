@@ -359,8 +359,8 @@ func (s *fakeStore) HandoffRequests(_ context.Context, owner string) (map[string
 	return out, nil
 }
 
-func (s *fakeStore) StartOverride(context.Context) (string, time.Time, bool, error) {
-	return "", time.Time{}, false, nil
+func (s *fakeStore) StartOverride(context.Context) (StartOverride, bool, error) {
+	return StartOverride{}, false, nil
 }
 
 func (s *fakeStore) commitLog() []string {
