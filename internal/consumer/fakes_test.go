@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,7 +76,7 @@ func (f *fakeKinesis) ListShards(_ context.Context, in *kinesis.ListShardsInput,
 	for id := range f.shards {
 		ids = append(ids, id)
 	}
-	sortStrings(ids)
+	slices.Sort(ids)
 	start := 0
 	if in.NextToken != nil {
 		start, _ = strconv.Atoi(*in.NextToken)
@@ -169,14 +170,6 @@ func (f *fakeKinesis) callTimes(shard string) []time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]time.Time(nil), f.calls[shard]...)
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
 
 // fakeStore is an in-memory Store with fencing and lease expiry by the

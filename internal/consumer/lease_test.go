@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,7 +153,7 @@ func TestThreeConsumersSettleOnFairShares(t *testing.T) {
 		for _, c := range cs {
 			out = append(out, per[c.Owner()])
 		}
-		sortInts(out)
+		slices.Sort(out)
 		return out
 	}
 	require.Eventually(t, func() bool {
@@ -169,12 +170,4 @@ func TestThreeConsumersSettleOnFairShares(t *testing.T) {
 	time.Sleep(10 * testConfig().RebalancePeriod)
 	assert.Equal(t, before, taken(), "no lease changed hands once balanced")
 	assert.Equal(t, []int{1, 1, 2}, shares())
-}
-
-func sortInts(s []int) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
