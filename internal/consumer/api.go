@@ -22,25 +22,24 @@ type throttleCounting struct {
 }
 
 func (t throttleCounting) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, opts ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
-	out, err := t.api.DescribeStreamSummary(ctx, in, opts...)
-	t.observed(err)
-	return out, err
+	return observe(t, t.api.DescribeStreamSummary, ctx, in, opts)
 }
 
 func (t throttleCounting) ListShards(ctx context.Context, in *kinesis.ListShardsInput, opts ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
-	out, err := t.api.ListShards(ctx, in, opts...)
-	t.observed(err)
-	return out, err
+	return observe(t, t.api.ListShards, ctx, in, opts)
 }
 
 func (t throttleCounting) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, opts ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
-	out, err := t.api.GetShardIterator(ctx, in, opts...)
-	t.observed(err)
-	return out, err
+	return observe(t, t.api.GetShardIterator, ctx, in, opts)
 }
 
 func (t throttleCounting) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
-	out, err := t.api.GetRecords(ctx, in, opts...)
+	return observe(t, t.api.GetRecords, ctx, in, opts)
+}
+
+// observe makes one call and shows its error to t.observed.
+func observe[I, O any](t throttleCounting, call func(context.Context, I, ...func(*kinesis.Options)) (O, error), ctx context.Context, in I, opts []func(*kinesis.Options)) (O, error) {
+	out, err := call(ctx, in, opts...)
 	t.observed(err)
 	return out, err
 }

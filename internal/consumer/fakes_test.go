@@ -186,6 +186,9 @@ type fakeStore struct {
 	commits []string // "shard=seq" of every successful commit
 	// loseOnRenew makes RenewAll report these shards lost (and drop them).
 	loseOnRenew map[string]bool
+	// rounds counts LiveMembers calls: one per balancing round of each
+	// instance.
+	rounds int
 }
 
 func newFakeStore(period time.Duration) *fakeStore {
@@ -317,6 +320,7 @@ func (s *fakeStore) Heartbeat(_ context.Context, member string) error {
 func (s *fakeStore) LiveMembers(context.Context) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.rounds++
 	var out []string
 	for m, at := range s.members {
 		if time.Since(at) < s.period {
@@ -354,6 +358,12 @@ func (s *fakeStore) HandoffRequests(_ context.Context, owner string) (map[string
 
 func (s *fakeStore) StartOverride(context.Context) (StartOverride, bool, error) {
 	return StartOverride{}, false, nil
+}
+
+func (s *fakeStore) balancingRounds() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rounds
 }
 
 func (s *fakeStore) commitLog() []string {

@@ -166,8 +166,9 @@ func TestThreeConsumersSettleOnFairShares(t *testing.T) {
 		defer st.mu.Unlock()
 		return int(st.tokens)
 	}
-	before := taken()
-	time.Sleep(10 * testConfig().RebalancePeriod)
+	before, rounds := taken(), st.balancingRounds()
+	require.Eventually(t, func() bool { return st.balancingRounds() >= rounds+10*len(cs) }, 10*time.Second, 10*time.Millisecond,
+		"ten more balancing rounds of each instance")
 	assert.Equal(t, before, taken(), "no lease changed hands once balanced")
 	assert.Equal(t, []int{1, 1, 2}, shares())
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -297,7 +297,7 @@ func (s *Store) LiveMembers(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing live members: %w", err)
 	}
-	sort.Strings(ms)
+	slices.Sort(ms)
 	return ms, nil
 }
 
@@ -369,6 +369,6 @@ func (s *Store) LiveMembersReadOnly(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing live members: %w", err)
 	}
-	sort.Strings(ms)
+	slices.Sort(ms)
 	return ms, nil
 }
