@@ -10,26 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
-
-// Start positions for shards without a checkpoint.
-const (
-	StartTrimHorizon = "trim_horizon"
-	StartLatest      = "latest"
-	StartAtTimestamp = "at_timestamp"
-)
-
-// KinesisAPI is the part of the Kinesis client the consumer calls.
-type KinesisAPI interface {
-	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, opts ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
-	ListShards(ctx context.Context, in *kinesis.ListShardsInput, opts ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
-	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, opts ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
-	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
-}
 
 // Config is the parsed behaviour of the consumer.
 type Config struct {

@@ -79,67 +79,6 @@ func ackAll(ctx context.Context, c *Consumer, log *acked) {
 	}
 }
 
-func TestTrackerCheckpointOnlyMovesOverContiguousAcks(t *testing.T) {
-	tr := newTracker()
-	ids := make([]uint64, 5)
-	for i := range ids {
-		ids[i] = tr.add(Position{Sequence: string(rune('1' + i))})
-	}
-	for _, i := range []int{2, 1, 4} {
-		tr.ack(ids[i])
-	}
-	_, _, ok := tr.checkpoint()
-	assert.False(t, ok, "batch 1 is unacked: no checkpoint yet")
-	assert.Equal(t, 5, tr.pending())
-
-	tr.ack(ids[0])
-	p, _, ok := tr.checkpoint()
-	require.True(t, ok)
-	assert.Equal(t, "3", p.Sequence, "the run 1..3 is contiguous; 4 is still missing")
-	assert.Equal(t, 2, tr.pending())
-
-	tr.ack(ids[3])
-	p, _, _ = tr.checkpoint()
-	assert.Equal(t, "5", p.Sequence)
-	assert.Zero(t, tr.pending())
-}
-
-func TestReadyShardsGate(t *testing.T) {
-	split := map[string]Shard{
-		"p":  {ID: "p", Closed: true},
-		"c1": {ID: "c1", Parent: "p"},
-		"c2": {ID: "c2", Parent: "p"},
-	}
-	merge := map[string]Shard{
-		"a": {ID: "a", Closed: true},
-		"b": {ID: "b", Closed: true},
-		"m": {ID: "m", Parent: "a", Adjacent: "b"},
-	}
-	for _, tc := range []struct {
-		name   string
-		listed map[string]Shard
-		closed map[string]bool
-		want   []string
-	}{
-		{"split: children wait for the parent", split, nil, []string{"p"}},
-		{"split: children ready once the parent is closed", split, map[string]bool{"p": true}, []string{"c1", "c2"}},
-		{"merge: waits while one parent is open", merge, map[string]bool{"a": true}, []string{"b"}},
-		{"merge: waits for the other parent too", merge, map[string]bool{"b": true}, []string{"a"}},
-		{"merge: ready once both parents are closed", merge, map[string]bool{"a": true, "b": true}, []string{"m"}},
-		{"trimmed parent counts as closed", map[string]Shard{"c": {ID: "c", Parent: "gone"}}, nil, []string{"c"}},
-		{"merge with one parent trimmed", map[string]Shard{"b": {ID: "b"}, "m": {ID: "m", Parent: "gone", Adjacent: "b"}}, nil, []string{"b"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := readyShards(tc.listed, tc.closed)
-			if tc.want == nil {
-				assert.Empty(t, got)
-				return
-			}
-			assert.Equal(t, tc.want, got)
-		})
-	}
-}
-
 func TestConsumerReadsMergeChildOnlyAfterBothParentsAreAcked(t *testing.T) {
 	api := newFakeKinesis()
 	api.add("shardId-000000000000", &fakeShard{records: 25, closed: true})
@@ -232,22 +171,24 @@ func TestConsumerLeaseLostMidBatchCommitsNothing(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no batch delivered")
 	}
+	c.mu.Lock()
+	r := c.coords[0].readerFor(shard)
+	c.mu.Unlock()
+	require.NotNil(t, r)
 	// The lease is taken by another instance while the batch is in the
 	// pipeline; the next renewal finds out.
 	st.mu.Lock()
 	st.loseOnRenew[shard] = true
 	st.mu.Unlock()
-	require.Eventually(t, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		r := c.coords[0].readerFor(shard)
-		return r == nil || r.lost.Load()
-	}, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, r.lost.Load, 10*time.Second, 10*time.Millisecond)
 	calls := len(api.callTimes(shard))
 	b.Ack(nil)
-	// Give the (stopped) committer several commit periods to misbehave.
-	time.Sleep(300 * time.Millisecond)
-	assert.Empty(t, st.commitLog(), "a reader that lost its lease commits nothing")
+	select {
+	case <-r.done: // the reader and its committer have stopped
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader did not stop after losing its lease")
+	}
+	assert.Empty(t, st.commitLog(), "a reader that lost its lease commits nothing, not even the batch acked late")
 	assert.Equal(t, calls, len(api.callTimes(shard)), "it reads nothing more either")
 	select {
 	case extra := <-c.Batches():

@@ -5,5 +5,16 @@
 // shards of a stream between instances through leases held in a Store.
 //
 // The package knows the Store only through a narrow interface, so its logic
-// is tested with fakes; plugins/input adapts the Redis checkpointer to it.
+// is tested with fakes; the Redis checkpointer (plugins/checkpointer)
+// implements it with the types defined here (store.go, position.go).
+//
+// One coordinator runs each stream: coordinator.go is its loop, and its
+// concerns have a file each: discovery.go (listing shards), lineage.go (the
+// gate that holds a child until its parents are closed), leases.go (take,
+// renew, stop before a lease can run out), balance.go and handoff.go (fair
+// shares between instances), start.go (where a shard without a checkpoint
+// starts). Each shard it holds is read by a shardReader (reader.go) from a
+// RecordSource: source.go describes that seam, polling.go is the GetRecords
+// source; delivery.go, redeliver.go, commit.go and tracker.go are the path
+// from a record to its committed checkpoint that every source shares.
 package consumer

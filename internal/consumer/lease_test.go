@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,7 +153,7 @@ func TestThreeConsumersSettleOnFairShares(t *testing.T) {
 		for _, c := range cs {
 			out = append(out, per[c.Owner()])
 		}
-		sortInts(out)
+		slices.Sort(out)
 		return out
 	}
 	require.Eventually(t, func() bool {
@@ -165,16 +166,9 @@ func TestThreeConsumersSettleOnFairShares(t *testing.T) {
 		defer st.mu.Unlock()
 		return int(st.tokens)
 	}
-	before := taken()
-	time.Sleep(10 * testConfig().RebalancePeriod)
+	before, rounds := taken(), st.balancingRounds()
+	require.Eventually(t, func() bool { return st.balancingRounds() >= rounds+10*len(cs) }, 10*time.Second, 10*time.Millisecond,
+		"ten more balancing rounds of each instance")
 	assert.Equal(t, before, taken(), "no lease changed hands once balanced")
 	assert.Equal(t, []int{1, 1, 2}, shares())
-}
-
-func sortInts(s []int) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }

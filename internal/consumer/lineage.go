@@ -1,6 +1,6 @@
 package consumer
 
-import "sort"
+import "slices"
 
 // Shard is what discovery knows of a shard.
 type Shard struct {
@@ -45,7 +45,7 @@ func readyShards(listed map[string]Shard, closed map[string]bool) []string {
 			ready = append(ready, id)
 		}
 	}
-	sort.Strings(ready)
+	slices.Sort(ready)
 	return ready
 }
 

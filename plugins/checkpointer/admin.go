@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -15,59 +15,20 @@ import (
 // position an operator reset to. Kinesis shard ids never start with '_'.
 const startField = "_start"
 
-// Start modes an operator can reset a group to.
-const (
-	StartTrimHorizon = "trim_horizon"
-	StartLatest      = "latest"
-	StartAtTimestamp = "at_timestamp"
-)
-
-// StartOverride is where shards without a checkpoint begin after an
-// operator reset, in place of the input's configured start_position.
-type StartOverride struct {
-	Mode      string // StartTrimHorizon, StartLatest or StartAtTimestamp
-	Timestamp time.Time
-}
-
-// String is the stored form: "trim_horizon", "latest" or
-// "at_timestamp=<RFC3339Nano>".
-func (o StartOverride) String() string {
-	if o.Mode == StartAtTimestamp {
-		return StartAtTimestamp + "=" + o.Timestamp.UTC().Format(time.RFC3339Nano)
-	}
-	return o.Mode
-}
-
-// ParseStartOverride parses "trim_horizon", "latest" or
-// "at_timestamp=<RFC3339>".
-func ParseStartOverride(s string) (StartOverride, error) {
-	switch {
-	case s == StartTrimHorizon || s == StartLatest:
-		return StartOverride{Mode: s}, nil
-	case strings.HasPrefix(s, StartAtTimestamp+"="):
-		ts, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(s, StartAtTimestamp+"="))
-		if err != nil {
-			return StartOverride{}, fmt.Errorf("parsing %q: the timestamp must be RFC3339, e.g. at_timestamp=2024-05-01T12:00:00Z", s)
-		}
-		return StartOverride{Mode: StartAtTimestamp, Timestamp: ts}, nil
-	}
-	return StartOverride{}, fmt.Errorf("parsing %q: want trim_horizon, latest or at_timestamp=<RFC3339>", s)
-}
-
 // StartOverride reads the start position set by the last reset. ok is false
 // when there is none: shards without a checkpoint then start at the input's
 // configured start_position.
-func (s *Store) StartOverride(ctx context.Context) (StartOverride, bool, error) {
+func (s *Store) StartOverride(ctx context.Context) (consumer.StartOverride, bool, error) {
 	v, err := s.c.client.HGet(ctx, s.keys.Checkpoints, startField).Result()
 	if errors.Is(err, redis.Nil) {
-		return StartOverride{}, false, nil
+		return consumer.StartOverride{}, false, nil
 	}
 	if err != nil {
-		return StartOverride{}, false, fmt.Errorf("reading start override: %w", err)
+		return consumer.StartOverride{}, false, fmt.Errorf("reading start override: %w", err)
 	}
-	o, err := ParseStartOverride(v)
+	o, err := consumer.ParseStartOverride(v)
 	if err != nil {
-		return StartOverride{}, false, fmt.Errorf("reading start override: %w", err)
+		return consumer.StartOverride{}, false, fmt.Errorf("reading start override: %w", err)
 	}
 	return o, true, nil
 }
@@ -78,7 +39,7 @@ type ResetResult struct {
 	// forced; with force their owners are fenced out).
 	LiveLeases []string
 	// Checkpoints and Closed are the state before the change.
-	Checkpoints map[string]Position
+	Checkpoints map[string]consumer.Position
 	Closed      map[string]bool
 }
 
@@ -90,7 +51,7 @@ type ResetResult struct {
 // those checkpoints are written (SHARD_END ones also mark the shard closed)
 // and the override is cleared. Refused with ErrLiveLeases while leases are
 // live unless force.
-func (s *Store) Reset(ctx context.Context, start *StartOverride, positions map[string]Position, force bool) (ResetResult, error) {
+func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positions map[string]consumer.Position, force bool) (ResetResult, error) {
 	var res ResetResult
 	var err error
 	if res.Checkpoints, err = s.Checkpoints(ctx); err != nil {

@@ -182,20 +182,10 @@ func (c *Checkpointer) Stream(streamID string) *Store {
 	}
 }
 
-// Sentinel errors, matched with errors.Is.
-var (
-	// ErrLeaseHeld: another live owner holds the lease.
-	ErrLeaseHeld = errors.New("lease held by another owner")
-	// ErrLeaseLost: the caller's lease was taken over or released (its
-	// owner or fencing token no longer match); stop reading the shard.
-	ErrLeaseLost = errors.New("lease lost")
-	// ErrNotOwner: the operation needs a lease the caller does not hold
-	// (e.g. a zero Lease).
-	ErrNotOwner = errors.New("not the lease owner")
-	// ErrLiveLeases: an operator command refused because instances hold
-	// live leases.
-	ErrLiveLeases = errors.New("live leases exist")
-)
+// ErrLiveLeases is returned, matched with errors.Is, when an operator
+// command refused because instances hold live leases. The lease errors of
+// the store are the consumer's (consumer.ErrLeaseHeld, consumer.ErrLeaseLost).
+var ErrLiveLeases = errors.New("live leases exist")
 
 // redactErr removes the URL's password from an error text that may quote it.
 func redactErr(err error, rawURL string) string {

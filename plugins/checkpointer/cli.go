@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/awsconf"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
 // Flag names of `connect-kinesis checkpoints`.
@@ -368,15 +369,15 @@ func printShow(w io.Writer, rep ShowReport) {
 
 func runReset(c *cli.Context) error {
 	to := c.String(flagTo)
-	var start *StartOverride
-	var positions map[string]Position
+	var start *consumer.StartOverride
+	var positions map[string]consumer.Position
 	if file, ok := strings.CutPrefix(to, "sequences="); ok {
 		var err error
 		if positions, err = readSequencesFile(file); err != nil {
 			return fmt.Errorf("flag --%s: %w", flagTo, err)
 		}
 	} else {
-		so, err := ParseStartOverride(to)
+		so, err := consumer.ParseStartOverride(to)
 		if err != nil {
 			return fmt.Errorf("flag --%s: %w (or sequences=<FILE>)", flagTo, err)
 		}
@@ -413,7 +414,7 @@ func runReset(c *cli.Context) error {
 	return nil
 }
 
-func printChanges(w io.Writer, res ResetResult, positions map[string]Position) {
+func printChanges(w io.Writer, res ResetResult, positions map[string]consumer.Position) {
 	shards := map[string]bool{}
 	for s := range res.Checkpoints {
 		shards[s] = true
@@ -447,19 +448,19 @@ func printChanges(w io.Writer, res ResetResult, positions map[string]Position) {
 
 // readSequencesFile reads {"shardId": "<seq>[/<sub>]"|"SHARD_END"} or the
 // document `show --json` prints.
-func readSequencesFile(path string) (map[string]Position, error) {
+func readSequencesFile(path string) (map[string]consumer.Position, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading sequences file: %w", err)
 	}
 	var show ShowReport
 	if err := json.Unmarshal(raw, &show); err == nil && show.Shards != nil {
-		out := map[string]Position{}
+		out := map[string]consumer.Position{}
 		for _, r := range show.Shards {
 			if r.Checkpoint == "" {
 				continue
 			}
-			p, err := ParsePosition(r.Checkpoint)
+			p, err := consumer.ParsePosition(r.Checkpoint)
 			if err != nil {
 				return nil, fmt.Errorf("sequences file %s, shard %s: %w", path, r.Shard, err)
 			}
@@ -471,9 +472,9 @@ func readSequencesFile(path string) (map[string]Position, error) {
 	if err := json.Unmarshal(raw, &flat); err != nil {
 		return nil, fmt.Errorf("sequences file %s: want a JSON object of shard id to \"<sequence>[/<sub>]\" or \"SHARD_END\", or `show --json` output: %w", path, err)
 	}
-	out := make(map[string]Position, len(flat))
+	out := make(map[string]consumer.Position, len(flat))
 	for shard, v := range flat {
-		p, err := ParsePosition(v)
+		p, err := consumer.ParsePosition(v)
 		if err != nil {
 			return nil, fmt.Errorf("sequences file %s, shard %s: %w", path, shard, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
@@ -64,7 +65,7 @@ func TestIntegrationCLI(t *testing.T) {
 	require.NoError(t, s.Heartbeat(ctx, "host-a-1234"))
 	l1, err := s.Acquire(ctx, "shardId-000000000001", "host-a-1234")
 	require.NoError(t, err)
-	p, _ := ParsePosition("49590338271490256608559692538361571095921575989136588898")
+	p, _ := consumer.ParsePosition("49590338271490256608559692538361571095921575989136588898")
 	require.NoError(t, s.Commit(ctx, l1, p))
 
 	base := []string{"--redis-url", r.URL(), "--group", "billing", "--stream", "orders",
@@ -134,12 +135,12 @@ func TestIntegrationCLI(t *testing.T) {
 		so, ok, err := s.StartOverride(ctx)
 		require.NoError(t, err)
 		require.True(t, ok)
-		assert.Equal(t, StartLatest, so.Mode)
+		assert.Equal(t, consumer.StartLatest, so.Mode)
 		all, err := s.Checkpoints(ctx)
 		require.NoError(t, err)
 		assert.Empty(t, all)
 		// The running pipeline is fenced: its next commit is refused.
-		assert.ErrorIs(t, s.Commit(ctx, l1, p), ErrLeaseLost)
+		assert.ErrorIs(t, s.Commit(ctx, l1, p), consumer.ErrLeaseLost)
 	})
 
 	t.Run("reset to sequences from a file and from show --json", func(t *testing.T) {
@@ -228,7 +229,7 @@ func TestIntegrationCLIKinesalite(t *testing.T) {
 	s := cp.Stream(id)
 	l, err := s.Acquire(t.Context(), "shardId-000000000002", "me")
 	require.NoError(t, err)
-	require.NoError(t, s.Commit(t.Context(), l, Position{Sequence: "5"}))
+	require.NoError(t, s.Commit(t.Context(), l, consumer.Position{Sequence: "5"}))
 
 	out, err := runCLI(t.Context(), "show", "--redis-url", r.URL(), "--group", "g", "--stream", "clicks",
 		"--region", testenv.Region, "--endpoint", k.Endpoint)

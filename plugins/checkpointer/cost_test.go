@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
@@ -86,7 +87,7 @@ func TestIntegrationSteadyStateCost(t *testing.T) {
 	s := NewFromClient(client, cfg, nil, nil).Stream("arn:aws:kinesis:us-east-1:000000000000:stream/cost")
 	ctx := t.Context()
 
-	owned := make([][]Lease, instances)
+	owned := make([][]consumer.Lease, instances)
 	for i := 0; i < shards; i++ {
 		owner := fmt.Sprintf("instance-%d", i%instances)
 		l, err := s.Acquire(ctx, fmt.Sprintf("shardId-%012d", i), owner)
@@ -111,7 +112,7 @@ func TestIntegrationSteadyStateCost(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.HandoffRequests(ctx, "instance-0")
 	require.NoError(t, err)
-	require.NoError(t, s.Commit(ctx, owned[0][0], Position{Sequence: strconv.Itoa(seq)}))
+	require.NoError(t, s.Commit(ctx, owned[0][0], consumer.Position{Sequence: strconv.Itoa(seq)}))
 
 	startClient, startServer := hook.n.Load(), serverCalls(t, admin)
 	for i := 0; i < instances; i++ {
@@ -136,7 +137,7 @@ func TestIntegrationSteadyStateCost(t *testing.T) {
 		for _, l := range owned[i] {
 			for n := 0; n < commits; n++ {
 				seq++
-				require.NoError(t, s.Commit(ctx, l, Position{Sequence: strconv.Itoa(seq)}))
+				require.NoError(t, s.Commit(ctx, l, consumer.Position{Sequence: strconv.Itoa(seq)}))
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
@@ -58,7 +59,7 @@ func TestIntegrationRedisSentinel(t *testing.T) {
 	s := c.Stream("orders")
 	l, err := s.Acquire(t.Context(), "shard-1", "a")
 	require.NoError(t, err)
-	require.NoError(t, s.Commit(t.Context(), l, Position{Sequence: "77"}))
+	require.NoError(t, s.Commit(t.Context(), l, consumer.Position{Sequence: "77"}))
 
 	// The write reached the master the sentinel names.
 	mc := master.Client()

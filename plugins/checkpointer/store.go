@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/redis/go-redis/v9"
 	"github.com/redpanda-data/benthos/v4/public/service"
 )
@@ -35,59 +36,40 @@ func (s *Store) StreamID() string { return s.streamID }
 // Keys are the store's Redis keys.
 func (s *Store) Keys() Keys { return s.keys }
 
-// Lease is a shard lease held by Owner. Token is the fencing token: it grows
-// with every acquisition, and commits and renewals must present it.
-type Lease struct {
-	Shard, Owner string
-	Token        int64
-	// ExpiresAt is by the Redis server's clock.
-	ExpiresAt time.Time
-	// Deadline is by the local clock: the lease runs out no sooner than this
-	// (measured from before the call was sent, so it errs early). A reader
-	// that cannot renew by then must stop.
-	Deadline time.Time
-}
-
-// LeaseState is a lease as stored, judged against Redis TIME.
-type LeaseState struct {
-	Lease
-	// Expired is true for an expired or released lease (Owner "" when
-	// released); anyone may take it.
-	Expired bool
-	// ExpiresIn is the time left, zero when expired.
-	ExpiresIn time.Duration
-}
+// The Redis store is the consumer's Store: leases, checkpoints and the
+// sentinel errors are the consumer's types.
+var _ consumer.Store = (*Store)(nil)
 
 func (s *Store) periodMillis() int64 { return s.c.cfg.LeasePeriod.Milliseconds() }
 
 // Acquire takes a free or expired lease for owner, bumping its fencing
 // token. A live lease of another owner gives ErrLeaseHeld; one the owner
 // already holds is renewed with its token unchanged.
-func (s *Store) Acquire(ctx context.Context, shard, owner string) (Lease, error) {
+func (s *Store) Acquire(ctx context.Context, shard, owner string) (consumer.Lease, error) {
 	if shard == "" || owner == "" {
-		return Lease{}, fmt.Errorf("acquiring lease: shard and owner must be set")
+		return consumer.Lease{}, fmt.Errorf("acquiring lease: shard and owner must be set")
 	}
 	sent := time.Now()
 	res, err := acquireScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Handoff}, shard, owner, s.periodMillis()).Slice()
 	if err != nil {
-		return Lease{}, fmt.Errorf("acquiring lease for shard %s: %w", shard, err)
+		return consumer.Lease{}, fmt.Errorf("acquiring lease for shard %s: %w", shard, err)
 	}
 	if len(res) != 5 {
-		return Lease{}, fmt.Errorf("acquiring lease for shard %s: unexpected script reply %v", shard, res)
+		return consumer.Lease{}, fmt.Errorf("acquiring lease for shard %s: unexpected script reply %v", shard, res)
 	}
-	l := Lease{Shard: shard, Owner: toString(res[1]), Token: toInt(res[3]), ExpiresAt: time.UnixMilli(toInt(res[2]))}
+	l := consumer.Lease{Shard: shard, Owner: toString(res[1]), Token: toInt(res[3]), ExpiresAt: time.UnixMilli(toInt(res[2]))}
 	l.Deadline = sent.Add(time.Duration(toInt(res[2])-toInt(res[4])) * time.Millisecond)
 	if toInt(res[0]) != 1 {
-		return l, fmt.Errorf("acquiring lease for shard %s: held by %s until %s: %w", shard, l.Owner, l.ExpiresAt.UTC().Format(time.RFC3339Nano), ErrLeaseHeld)
+		return l, fmt.Errorf("acquiring lease for shard %s: held by %s until %s: %w", shard, l.Owner, l.ExpiresAt.UTC().Format(time.RFC3339Nano), consumer.ErrLeaseHeld)
 	}
 	return l, nil
 }
 
 // Renew extends l by a lease period. ErrLeaseLost when another owner took
 // it or it was released; an expired lease nobody took is renewed.
-func (s *Store) Renew(ctx context.Context, l Lease) (Lease, error) {
+func (s *Store) Renew(ctx context.Context, l consumer.Lease) (consumer.Lease, error) {
 	if l.Owner == "" || l.Token == 0 {
-		return l, fmt.Errorf("renewing lease for shard %s: %w", l.Shard, ErrNotOwner)
+		return l, fmt.Errorf("renewing lease for shard %s: no lease held: %w", l.Shard, consumer.ErrLeaseLost)
 	}
 	sent := time.Now()
 	res, err := renewScript.Run(ctx, s.c.client, []string{s.keys.Leases}, l.Shard, l.Owner, l.Token, s.periodMillis()).Int64Slice()
@@ -95,7 +77,7 @@ func (s *Store) Renew(ctx context.Context, l Lease) (Lease, error) {
 		return l, fmt.Errorf("renewing lease for shard %s: %w", l.Shard, err)
 	}
 	if len(res) != 3 || res[0] != 1 {
-		return l, fmt.Errorf("renewing lease for shard %s (token %d): %w", l.Shard, l.Token, ErrLeaseLost)
+		return l, fmt.Errorf("renewing lease for shard %s (token %d): %w", l.Shard, l.Token, consumer.ErrLeaseLost)
 	}
 	l.ExpiresAt = time.UnixMilli(res[1])
 	l.Deadline = sent.Add(time.Duration(res[1]-res[2]) * time.Millisecond)
@@ -106,7 +88,7 @@ func (s *Store) Renew(ctx context.Context, l Lease) (Lease, error) {
 // Redis is per instance, not per shard. It returns the renewed leases and
 // the shards whose lease was lost; err is a Redis error, in which case no
 // lease is known to be renewed.
-func (s *Store) RenewAll(ctx context.Context, owner string, ls []Lease) (renewed []Lease, lost []string, err error) {
+func (s *Store) RenewAll(ctx context.Context, owner string, ls []consumer.Lease) (renewed []consumer.Lease, lost []string, err error) {
 	if len(ls) == 0 {
 		return nil, nil, nil
 	}
@@ -143,13 +125,13 @@ func (s *Store) RenewAll(ctx context.Context, owner string, ls []Lease) (renewed
 // Release gives l up and clears any hand-off request for its shard.
 // Releasing a lease already released is not an error; one taken by another
 // owner is ErrLeaseLost.
-func (s *Store) Release(ctx context.Context, l Lease) error {
+func (s *Store) Release(ctx context.Context, l consumer.Lease) error {
 	n, err := releaseScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Handoff}, l.Shard, l.Owner, l.Token).Int64()
 	if err != nil {
 		return fmt.Errorf("releasing lease for shard %s: %w", l.Shard, err)
 	}
 	if n != 1 {
-		return fmt.Errorf("releasing lease for shard %s (token %d): %w", l.Shard, l.Token, ErrLeaseLost)
+		return fmt.Errorf("releasing lease for shard %s (token %d): %w", l.Shard, l.Token, consumer.ErrLeaseLost)
 	}
 	return nil
 }
@@ -157,9 +139,9 @@ func (s *Store) Release(ctx context.Context, l Lease) error {
 // Commit stores p as the shard's checkpoint if l is still the current lease.
 // A position not after the stored one is a no-op, so the checkpoint never
 // moves backwards. ErrLeaseLost when fenced.
-func (s *Store) Commit(ctx context.Context, l Lease, p Position) error {
+func (s *Store) Commit(ctx context.Context, l consumer.Lease, p consumer.Position) error {
 	if l.Owner == "" || l.Token == 0 {
-		return fmt.Errorf("committing shard %s: %w", l.Shard, ErrNotOwner)
+		return fmt.Errorf("committing shard %s: no lease held: %w", l.Shard, consumer.ErrLeaseLost)
 	}
 	if p.IsZero() {
 		return fmt.Errorf("committing shard %s: empty position", l.Shard)
@@ -171,7 +153,7 @@ func (s *Store) Commit(ctx context.Context, l Lease, p Position) error {
 	}
 	if n == 0 {
 		s.c.errors.Incr(1)
-		return fmt.Errorf("committing %s for shard %s (token %d): %w", p, l.Shard, l.Token, ErrLeaseLost)
+		return fmt.Errorf("committing %s for shard %s (token %d): %w", p, l.Shard, l.Token, consumer.ErrLeaseLost)
 	}
 	s.c.commits.Incr(1)
 	return nil
@@ -180,9 +162,9 @@ func (s *Store) Commit(ctx context.Context, l Lease, p Position) error {
 // CloseShard marks the shard fully consumed, atomically: checkpoint
 // SHARD_END, the shard added to the closed set (which lets its children be
 // read) and the lease released. ErrLeaseLost when fenced.
-func (s *Store) CloseShard(ctx context.Context, l Lease) error {
+func (s *Store) CloseShard(ctx context.Context, l consumer.Lease) error {
 	if l.Owner == "" || l.Token == 0 {
-		return fmt.Errorf("closing shard %s: %w", l.Shard, ErrNotOwner)
+		return fmt.Errorf("closing shard %s: no lease held: %w", l.Shard, consumer.ErrLeaseLost)
 	}
 	n, err := closeScript.Run(ctx, s.c.client,
 		[]string{s.keys.Leases, s.keys.Checkpoints, s.keys.Closed, s.keys.Handoff}, l.Shard, l.Owner, l.Token).Int64()
@@ -192,7 +174,7 @@ func (s *Store) CloseShard(ctx context.Context, l Lease) error {
 	}
 	if n != 1 {
 		s.c.errors.Incr(1)
-		return fmt.Errorf("closing shard %s (token %d): %w", l.Shard, l.Token, ErrLeaseLost)
+		return fmt.Errorf("closing shard %s (token %d): %w", l.Shard, l.Token, consumer.ErrLeaseLost)
 	}
 	s.c.commits.Incr(1)
 	s.log.With("shard", l.Shard).Debug("Shard closed")
@@ -201,33 +183,33 @@ func (s *Store) CloseShard(ctx context.Context, l Lease) error {
 
 // Checkpoint reads the shard's checkpoint; ok is false when there is none.
 // A Redis error is returned as an error, never as "no checkpoint".
-func (s *Store) Checkpoint(ctx context.Context, shard string) (Position, bool, error) {
+func (s *Store) Checkpoint(ctx context.Context, shard string) (consumer.Position, bool, error) {
 	v, err := s.c.client.HGet(ctx, s.keys.Checkpoints, shard).Result()
 	if errors.Is(err, redis.Nil) {
-		return Position{}, false, nil
+		return consumer.Position{}, false, nil
 	}
 	if err != nil {
-		return Position{}, false, fmt.Errorf("reading checkpoint of shard %s: %w", shard, err)
+		return consumer.Position{}, false, fmt.Errorf("reading checkpoint of shard %s: %w", shard, err)
 	}
-	p, err := ParsePosition(v)
+	p, err := consumer.ParsePosition(v)
 	if err != nil {
-		return Position{}, false, fmt.Errorf("reading checkpoint of shard %s: %w", shard, err)
+		return consumer.Position{}, false, fmt.Errorf("reading checkpoint of shard %s: %w", shard, err)
 	}
 	return p, true, nil
 }
 
 // Checkpoints reads every shard's checkpoint.
-func (s *Store) Checkpoints(ctx context.Context) (map[string]Position, error) {
+func (s *Store) Checkpoints(ctx context.Context) (map[string]consumer.Position, error) {
 	all, err := s.c.client.HGetAll(ctx, s.keys.Checkpoints).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading checkpoints: %w", err)
 	}
-	out := make(map[string]Position, len(all))
+	out := make(map[string]consumer.Position, len(all))
 	for shard, v := range all {
 		if shard == startField {
 			continue
 		}
-		p, err := ParsePosition(v)
+		p, err := consumer.ParsePosition(v)
 		if err != nil {
 			return nil, fmt.Errorf("reading checkpoint of shard %s: %w", shard, err)
 		}
@@ -251,7 +233,7 @@ func (s *Store) ClosedShards(ctx context.Context) (map[string]bool, error) {
 
 // Leases reads every lease, judged against Redis TIME. Released leases are
 // included with Owner "" and Expired true.
-func (s *Store) Leases(ctx context.Context) (map[string]LeaseState, error) {
+func (s *Store) Leases(ctx context.Context) (map[string]consumer.LeaseState, error) {
 	sent := time.Now()
 	res, err := leasesScript.Run(ctx, s.c.client, []string{s.keys.Leases}).Slice()
 	if err != nil {
@@ -261,14 +243,14 @@ func (s *Store) Leases(ctx context.Context) (map[string]LeaseState, error) {
 		return nil, fmt.Errorf("reading leases: unexpected script reply %v", res)
 	}
 	now := toInt(res[0])
-	out := make(map[string]LeaseState, (len(res)-1)/2)
+	out := make(map[string]consumer.LeaseState, (len(res)-1)/2)
 	for i := 1; i+1 < len(res); i += 2 {
 		shard := toString(res[i])
 		owner, exp, tok, ok := parseLeaseValue(toString(res[i+1]))
 		if !ok {
 			return nil, fmt.Errorf("reading lease of shard %s: malformed value %q", shard, toString(res[i+1]))
 		}
-		st := LeaseState{Lease: Lease{Shard: shard, Owner: owner, Token: tok, ExpiresAt: time.UnixMilli(exp)}}
+		st := consumer.LeaseState{Lease: consumer.Lease{Shard: shard, Owner: owner, Token: tok, ExpiresAt: time.UnixMilli(exp)}}
 		if owner == "" || exp <= now {
 			st.Expired = true
 		} else {
@@ -315,7 +297,7 @@ func (s *Store) LiveMembers(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing live members: %w", err)
 	}
-	sort.Strings(ms)
+	slices.Sort(ms)
 	return ms, nil
 }
 
@@ -387,6 +369,6 @@ func (s *Store) LiveMembersReadOnly(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing live members: %w", err)
 	}
-	sort.Strings(ms)
+	slices.Sort(ms)
 	return ms, nil
 }

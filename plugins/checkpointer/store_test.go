@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
@@ -70,7 +71,7 @@ func runStoreSuite(t *testing.T, b backend) {
 		const n = 16
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		var winners []Lease
+		var winners []consumer.Lease
 		var held, other int
 		for i := 0; i < n; i++ {
 			wg.Add(1)
@@ -82,7 +83,7 @@ func runStoreSuite(t *testing.T, b backend) {
 				switch {
 				case err == nil:
 					winners = append(winners, l)
-				case errors.Is(err, ErrLeaseHeld):
+				case errors.Is(err, consumer.ErrLeaseHeld):
 					held++
 				default:
 					other++
@@ -105,20 +106,20 @@ func runStoreSuite(t *testing.T, b backend) {
 		a, err := s.Acquire(t.Context(), "shard-1", "a")
 		require.NoError(t, err)
 		_, err = s.Acquire(t.Context(), "shard-1", "b")
-		require.ErrorIs(t, err, ErrLeaseHeld)
+		require.ErrorIs(t, err, consumer.ErrLeaseHeld)
 		// Re-acquiring by the holder is a renewal: same token.
 		again, err := s.Acquire(t.Context(), "shard-1", "a")
 		require.NoError(t, err)
 		assert.Equal(t, a.Token, again.Token)
 
-		var b Lease
+		var b consumer.Lease
 		require.Eventually(t, func() bool {
 			b, err = s.Acquire(t.Context(), "shard-1", "b")
 			return err == nil
 		}, 5*time.Second, 20*time.Millisecond)
 		assert.Greater(t, b.Token, a.Token)
 		_, err = s.Renew(t.Context(), a)
-		assert.ErrorIs(t, err, ErrLeaseLost)
+		assert.ErrorIs(t, err, consumer.ErrLeaseLost)
 		_, err = s.Renew(t.Context(), b)
 		assert.NoError(t, err)
 	})
@@ -129,14 +130,14 @@ func runStoreSuite(t *testing.T, b backend) {
 		require.NoError(t, err)
 		for i := 0; i < 6; i++ {
 			time.Sleep(300 * time.Millisecond) // about a third of the period, as the input renews
-			renewed, lost, err := s.RenewAll(t.Context(), "a", []Lease{a})
+			renewed, lost, err := s.RenewAll(t.Context(), "a", []consumer.Lease{a})
 			require.NoError(t, err)
 			require.Empty(t, lost)
 			require.Len(t, renewed, 1)
 			a = renewed[0]
 		}
 		_, err = s.Acquire(t.Context(), "shard-1", "b")
-		assert.ErrorIs(t, err, ErrLeaseHeld)
+		assert.ErrorIs(t, err, consumer.ErrLeaseHeld)
 	})
 
 	t.Run("renew all reports lost leases", func(t *testing.T) {
@@ -148,7 +149,7 @@ func runStoreSuite(t *testing.T, b backend) {
 		require.NoError(t, s.Release(t.Context(), a2))
 		_, err = s.Acquire(t.Context(), "shard-2", "b")
 		require.NoError(t, err)
-		renewed, lost, err := s.RenewAll(t.Context(), "a", []Lease{a1, a2})
+		renewed, lost, err := s.RenewAll(t.Context(), "a", []consumer.Lease{a1, a2})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"shard-2"}, lost)
 		require.Len(t, renewed, 1)
@@ -160,7 +161,11 @@ func runStoreSuite(t *testing.T, b backend) {
 		s := shortStore(t)
 		a, err := s.Acquire(t.Context(), "shard-1", "a")
 		require.NoError(t, err)
-		seq := func(v string) Position { p, err := ParsePosition(v); require.NoError(t, err); return p }
+		seq := func(v string) consumer.Position {
+			p, err := consumer.ParsePosition(v)
+			require.NoError(t, err)
+			return p
+		}
 		require.NoError(t, s.Commit(t.Context(), a, seq("49590338271490256608559692538361571095921575989136588898")))
 		// An older position (shorter number, and same number with a sub-record) is a no-op.
 		require.NoError(t, s.Commit(t.Context(), a, seq("9999999999999999999999999999")))
@@ -175,11 +180,11 @@ func runStoreSuite(t *testing.T, b backend) {
 			return err == nil
 		}, 5*time.Second, 20*time.Millisecond)
 		err = s.Commit(t.Context(), a, seq("49590338271490256608559692538361571095921575989136588999"))
-		require.ErrorIs(t, err, ErrLeaseLost)
+		require.ErrorIs(t, err, consumer.ErrLeaseLost)
 		p, _, err = s.Checkpoint(t.Context(), "shard-1")
 		require.NoError(t, err)
 		assert.Equal(t, "49590338271490256608559692538361571095921575989136588898", p.String())
-		assert.ErrorIs(t, s.CloseShard(t.Context(), a), ErrLeaseLost)
+		assert.ErrorIs(t, s.CloseShard(t.Context(), a), consumer.ErrLeaseLost)
 		closed, err := s.ClosedShards(t.Context())
 		require.NoError(t, err)
 		assert.Empty(t, closed)
@@ -190,7 +195,7 @@ func runStoreSuite(t *testing.T, b backend) {
 		a, err := s.Acquire(t.Context(), "shard-1", "a")
 		require.NoError(t, err)
 		for _, v := range []string{"100/0", "100/5", "100/2", "100", "100/9", "99"} {
-			p, err := ParsePosition(v)
+			p, err := consumer.ParsePosition(v)
 			require.NoError(t, err)
 			require.NoError(t, s.Commit(t.Context(), a, p))
 		}
@@ -206,7 +211,7 @@ func runStoreSuite(t *testing.T, b backend) {
 		a, err := s.Acquire(t.Context(), "shard-1", "a")
 		require.NoError(t, err)
 		_, err = s.Acquire(t.Context(), "shard-1", "b")
-		require.ErrorIs(t, err, ErrLeaseHeld)
+		require.ErrorIs(t, err, consumer.ErrLeaseHeld)
 		require.NoError(t, s.RequestHandoff(t.Context(), "shard-1", "b"))
 
 		reqs, err := s.HandoffRequests(t.Context(), "a")
@@ -216,7 +221,7 @@ func runStoreSuite(t *testing.T, b backend) {
 		require.NoError(t, err)
 		assert.Empty(t, reqs, "b holds nothing, so nothing is asked of it")
 
-		p, _ := ParsePosition("42")
+		p, _ := consumer.ParsePosition("42")
 		require.NoError(t, s.Commit(t.Context(), a, p))
 		require.NoError(t, s.Release(t.Context(), a))
 		require.NoError(t, s.Release(t.Context(), a), "releasing twice is harmless")
@@ -274,7 +279,7 @@ func runStoreSuite(t *testing.T, b backend) {
 		// Nothing moves a closed shard's checkpoint back.
 		a2, err := s.Acquire(t.Context(), "shard-1", "a")
 		require.NoError(t, err)
-		old, _ := ParsePosition("7")
+		old, _ := consumer.ParsePosition("7")
 		require.NoError(t, s.Commit(t.Context(), a2, old))
 		p, _, err = s.Checkpoint(t.Context(), "shard-1")
 		require.NoError(t, err)
@@ -326,7 +331,7 @@ func TestIntegrationRedisRestartKeepsState(t *testing.T) {
 	s := c.Stream("orders")
 	a, err := s.Acquire(t.Context(), "shard-1", "a")
 	require.NoError(t, err)
-	p, _ := ParsePosition("12345678901234567890123")
+	p, _ := consumer.ParsePosition("12345678901234567890123")
 	require.NoError(t, s.Commit(t.Context(), a, p))
 
 	require.NoError(t, r.Restart(t.Context()))
@@ -341,10 +346,10 @@ func TestIntegrationRedisRestartKeepsState(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, p, got)
-	p2, _ := ParsePosition("12345678901234567890124")
+	p2, _ := consumer.ParsePosition("12345678901234567890124")
 	require.NoError(t, s.Commit(t.Context(), a, p2))
 	_, err = s.Acquire(t.Context(), "shard-1", "b")
-	assert.ErrorIs(t, err, ErrLeaseHeld)
+	assert.ErrorIs(t, err, consumer.ErrLeaseHeld)
 }
 
 func TestIntegrationRedisDownFailsFast(t *testing.T) {
@@ -364,10 +369,10 @@ func TestIntegrationRedisDownFailsFast(t *testing.T) {
 	assert.NotErrorIs(t, err, redis.Nil)
 	assert.NoError(t, ctx.Err(), "the call failed before the deadline")
 
-	p, _ := ParsePosition("1")
+	p, _ := consumer.ParsePosition("1")
 	err = s.Commit(ctx, a, p)
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, ErrLeaseLost, "an outage is not a lost lease")
+	assert.NotErrorIs(t, err, consumer.ErrLeaseLost, "an outage is not a lost lease")
 	_, err = s.Leases(ctx)
 	require.Error(t, err)
 
@@ -384,7 +389,7 @@ func TestIntegrationRedisACL(t *testing.T) {
 	s := newTestCheckpointer(t, backend{url: r.URL(), kind: KindSimple}, "acl").Stream("orders")
 	l, err := s.Acquire(t.Context(), "shard-1", "a")
 	require.NoError(t, err)
-	p, _ := ParsePosition("5")
+	p, _ := consumer.ParsePosition("5")
 	require.NoError(t, s.Commit(t.Context(), l, p))
 
 	// A wrong password fails in New and the error does not show it.
@@ -443,7 +448,7 @@ func TestIntegrationRedisFrozenFailsFast(t *testing.T) {
 	// own read timeout, well before the caller's deadline.
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	_, _, err = s.RenewAll(ctx, "a", []Lease{l})
+	_, _, err = s.RenewAll(ctx, "a", []consumer.Lease{l})
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, context.DeadlineExceeded)
 	assert.NoError(t, ctx.Err())

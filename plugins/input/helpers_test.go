@@ -15,6 +15,7 @@ import (
 	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/stretchr/testify/require"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
@@ -137,7 +138,7 @@ func seqLess(a, b string) bool {
 }
 
 // checkpoints reads the committed checkpoints of a stream identity.
-func checkpoints(t *testing.T, redisURL, group, streamID string) map[string]checkpointer.Position {
+func checkpoints(t *testing.T, redisURL, group, streamID string) map[string]consumer.Position {
 	t.Helper()
 	cfg := checkpointer.DefaultConfig()
 	cfg.RedisURL, cfg.Group = redisURL, group

@@ -241,7 +241,7 @@ func (k *kinesisInput) Connect(ctx context.Context) error {
 	}
 	api := k.conf.AWS.KinesisClient(awsCfg)
 	cons, err := consumer.New(k.conf.Consumer, api, func(id string) consumer.Store {
-		return storeAdapter{s: ckpt.Stream(id)}
+		return ckpt.Stream(id)
 	}, k.log, k.metrics)
 	if err != nil {
 		_ = ckpt.Close()

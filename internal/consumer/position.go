@@ -1,4 +1,4 @@
-package checkpointer
+package consumer
 
 import (
 	"fmt"

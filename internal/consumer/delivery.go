@@ -1,0 +1,87 @@
+package consumer
+
+import (
+	"context"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kpl"
+)
+
+// lagLogInterval rate-limits the lag warnings of one shard.
+const lagLogInterval = time.Minute
+
+// deliver hands one batch to the pipeline and registers it with the
+// tracker. It returns false when ctx ends first; the batch is then
+// forgotten, as it never reached the pipeline.
+func (r *shardReader) deliver(ctx context.Context, recs []Record, behind int64) bool {
+	last := recs[len(recs)-1].Sequence
+	b := &Batch{Stream: r.co.streamName, Shard: r.shard.ID, Records: recs, MillisBehind: behind, reader: r}
+	b.id = r.tracker.add(Position{Sequence: last})
+	select {
+	case r.co.c.out <- b:
+	case <-ctx.Done():
+		r.tracker.drop(b.id)
+		return false
+	}
+	var n int64
+	for _, rec := range recs {
+		n += int64(len(rec.Data))
+	}
+	r.co.c.metrics.records.Incr(int64(len(recs)), r.co.streamName)
+	r.co.c.metrics.bytes.Incr(n, r.co.streamName)
+	return true
+}
+
+// convert turns Kinesis records into user records, splitting KPL
+// aggregates when configured.
+//
+// A checkpoint inside an aggregate resumes AT its sequence number; the
+// sub-records up to the checkpoint are dropped. That sequence number occurs
+// once in a shard, so the check needs no notion of "first response".
+func (r *shardReader) convert(in []types.Record) []Record {
+	out := make([]Record, 0, len(in))
+	for _, kr := range in {
+		seq := aws.ToString(kr.SequenceNumber)
+		arrival := aws.ToTime(kr.ApproximateArrivalTimestamp)
+		if r.co.c.cfg.Deaggregate && kpl.IsAggregated(kr.Data) {
+			subs, err := kpl.Decode(kr.Data)
+			if err == nil {
+				for i, s := range subs {
+					if r.start.hasSkipSub && seq == r.start.sequence && int64(i) <= r.start.skipSub {
+						continue
+					}
+					out = append(out, Record{PartitionKey: s.PartitionKey, Data: s.Data, Sequence: seq, SubSequence: int64(i), Aggregated: true, Arrival: arrival})
+				}
+				continue
+			}
+			r.log.Warnf("Record %s looks KPL-aggregated but does not decode; delivering it as is: %v", seq, err)
+		}
+		if r.start.hasSkipSub && seq == r.start.sequence {
+			continue
+		}
+		out = append(out, Record{PartitionKey: aws.ToString(kr.PartitionKey), Data: kr.Data, Sequence: seq, Arrival: arrival})
+	}
+	return out
+}
+
+// lag reports how far behind the shard's tip the reader is: a gauge always,
+// a warning past lag_warn_threshold, an error past 90% of the retention.
+func (r *shardReader) lag(behind int64) {
+	co := r.co
+	co.c.metrics.behind.Set(behind, co.streamName, r.shard.ID)
+	lag := time.Duration(behind) * time.Millisecond
+	// Without a threshold (no retention known and none configured) only
+	// the gauge reports lag.
+	if co.lagWarn <= 0 || lag <= co.lagWarn || time.Since(r.lastLagLog) < lagLogInterval {
+		return
+	}
+	r.lastLagLog = time.Now()
+	if co.retention > 0 && lag > co.retention*9/10 {
+		r.log.With("lag", lag.String()).Errorf("Shard %s is %v behind, past 90%% of the %v retention: records are about to expire unread", r.shard.ID, lag, co.retention)
+		return
+	}
+	r.log.With("lag", lag.String()).Warnf("Shard %s is %v behind latest (lag_warn_threshold %v)", r.shard.ID, lag, co.lagWarn)
+}

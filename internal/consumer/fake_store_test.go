@@ -1,0 +1,207 @@
+package consumer
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// fakeStore is an in-memory Store with fencing and lease expiry by the
+// local clock.
+type fakeStore struct {
+	mu      sync.Mutex
+	period  time.Duration
+	ckpt    map[string]Position
+	closed  map[string]bool
+	leases  map[string]Lease
+	members map[string]time.Time
+	handoff map[string]string
+	tokens  int64
+	commits []string // "shard=seq" of every successful commit
+	// loseOnRenew makes RenewAll report these shards lost (and drop them).
+	loseOnRenew map[string]bool
+	// rounds counts LiveMembers calls: one per balancing round of each
+	// instance.
+	rounds int
+}
+
+func newFakeStore(period time.Duration) *fakeStore {
+	return &fakeStore{period: period, ckpt: map[string]Position{}, closed: map[string]bool{}, leases: map[string]Lease{},
+		members: map[string]time.Time{}, handoff: map[string]string{}, loseOnRenew: map[string]bool{}}
+}
+
+func (s *fakeStore) live(l Lease, ok bool) bool {
+	return ok && l.Owner != "" && time.Now().Before(l.ExpiresAt)
+}
+
+func (s *fakeStore) Acquire(_ context.Context, shard, owner string) (Lease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[shard]
+	if s.live(l, ok) && l.Owner != owner {
+		return l, ErrLeaseHeld
+	}
+	s.tokens++
+	l = Lease{Shard: shard, Owner: owner, Token: s.tokens, ExpiresAt: time.Now().Add(s.period), Deadline: time.Now().Add(s.period)}
+	s.leases[shard] = l
+	return l, nil
+}
+
+func (s *fakeStore) owns(l Lease) bool {
+	cur, ok := s.leases[l.Shard]
+	return ok && cur.Owner == l.Owner && cur.Token == l.Token
+}
+
+func (s *fakeStore) RenewAll(_ context.Context, owner string, ls []Lease) ([]Lease, []string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var renewed []Lease
+	var lost []string
+	for _, l := range ls {
+		if s.loseOnRenew[l.Shard] {
+			s.tokens++
+			s.leases[l.Shard] = Lease{Shard: l.Shard, Owner: "thief", Token: s.tokens, ExpiresAt: time.Now().Add(time.Hour)}
+		}
+		if !s.owns(l) {
+			lost = append(lost, l.Shard)
+			continue
+		}
+		l.ExpiresAt, l.Deadline = time.Now().Add(s.period), time.Now().Add(s.period)
+		s.leases[l.Shard] = l
+		renewed = append(renewed, l)
+	}
+	return renewed, lost, nil
+}
+
+func (s *fakeStore) Release(_ context.Context, l Lease) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.owns(l) {
+		return ErrLeaseLost
+	}
+	delete(s.leases, l.Shard)
+	delete(s.handoff, l.Shard)
+	return nil
+}
+
+func (s *fakeStore) Commit(_ context.Context, l Lease, p Position) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.owns(l) {
+		return ErrLeaseLost
+	}
+	s.ckpt[l.Shard] = p
+	s.commits = append(s.commits, l.Shard+"="+p.Sequence)
+	return nil
+}
+
+func (s *fakeStore) CloseShard(_ context.Context, l Lease) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.owns(l) {
+		return ErrLeaseLost
+	}
+	s.ckpt[l.Shard] = Position{ShardEnd: true}
+	s.closed[l.Shard] = true
+	delete(s.leases, l.Shard)
+	return nil
+}
+
+func (s *fakeStore) Checkpoint(_ context.Context, shard string) (Position, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.ckpt[shard]
+	return p, ok, nil
+}
+
+func (s *fakeStore) Checkpoints(context.Context) (map[string]Position, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]Position{}
+	for k, v := range s.ckpt {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (s *fakeStore) ClosedShards(context.Context) (map[string]bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]bool{}
+	for k, v := range s.closed {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (s *fakeStore) Leases(context.Context) (map[string]LeaseState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]LeaseState{}
+	for k, l := range s.leases {
+		out[k] = LeaseState{Lease: l, Expired: !s.live(l, true)}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) Heartbeat(_ context.Context, member string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.members[member] = time.Now()
+	return nil
+}
+
+func (s *fakeStore) LiveMembers(context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rounds++
+	var out []string
+	for m, at := range s.members {
+		if time.Since(at) < s.period {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) RemoveMember(_ context.Context, member string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.members, member)
+	return nil
+}
+
+func (s *fakeStore) RequestHandoff(_ context.Context, shard, requester string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handoff[shard] = requester
+	return nil
+}
+
+func (s *fakeStore) HandoffRequests(_ context.Context, owner string) (map[string]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for shard, req := range s.handoff {
+		if l, ok := s.leases[shard]; ok && l.Owner == owner {
+			out[shard] = req
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) StartOverride(context.Context) (StartOverride, bool, error) {
+	return StartOverride{}, false, nil
+}
+
+func (s *fakeStore) balancingRounds() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rounds
+}
+
+func (s *fakeStore) commitLog() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.commits...)
+}

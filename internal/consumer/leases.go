@@ -1,0 +1,142 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"time"
+)
+
+func (co *coordinator) heartbeat(ctx context.Context) {
+	if err := co.store.Heartbeat(ctx, co.c.owner); err != nil {
+		co.log.Warnf("Heartbeat failed: %v", err)
+	}
+}
+
+// take acquires a shard's lease, resolves where to start and starts a
+// reader. It reports whether the shard is now read here.
+func (co *coordinator) take(ctx context.Context, id string) bool {
+	l, err := co.store.Acquire(ctx, id, co.c.owner)
+	if err != nil {
+		if !errors.Is(err, ErrLeaseHeld) {
+			co.log.With("shard", id).Warnf("Acquiring the lease failed: %v", err)
+		}
+		return false
+	}
+	shard := co.listed[id]
+	start, err := co.resolveStart(ctx, shard)
+	if err != nil {
+		// Never read a Redis error as "no checkpoint": give the shard back
+		// and try again later.
+		co.log.With("shard", id).Warnf("Resolving where to start failed; not starting the shard: %v", err)
+		if err := co.store.Release(ctx, l); err != nil {
+			co.log.With("shard", id).Debugf("Releasing the lease failed: %v", err)
+		}
+		return false
+	}
+	r := newShardReader(co, shard, l, start)
+	co.readersMu.Lock()
+	co.readers[id] = r
+	co.readersMu.Unlock()
+	co.c.metrics.taken.Incr(1, co.streamName)
+	r.log.Debugf("Took the shard lease (token %d)", l.Token)
+	go r.run()
+	go func() {
+		<-r.done
+		select {
+		case co.readerDone <- r:
+		case <-co.runDone:
+		}
+	}()
+	return true
+}
+
+// renewLoop renews on its own goroutine, every third of the lease period,
+// so slow discovery or balancing never delays it. Each attempt is bounded by
+// a sixth of the period; with mustStop this guarantees that when Redis is
+// unreachable the readers stop before the leases' local deadline.
+func (co *coordinator) renewLoop(done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(co.c.cfg.LeasePeriod / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(co.runCtx, co.c.cfg.LeasePeriod/6)
+			co.renew(ctx)
+			cancel()
+		case <-co.stopReq:
+			return
+		case <-co.runCtx.Done():
+			return
+		}
+	}
+}
+
+// renew heartbeats and renews every held lease in one call. When Redis
+// stays unreachable for half a lease period, every reader stops before its
+// lease could expire and be taken by another instance.
+func (co *coordinator) renew(ctx context.Context) {
+	defer co.heartbeat(ctx)
+	attempt := time.Now()
+	var ls []Lease
+	byShard := map[string]*shardReader{}
+	co.readersMu.Lock()
+	current := maps.Clone(co.readers)
+	co.readersMu.Unlock()
+	for id, r := range current {
+		if r.lost.Load() || r.releasing.Load() {
+			continue
+		}
+		ls = append(ls, *r.lease.Load())
+		byShard[id] = r
+	}
+	if len(ls) == 0 {
+		co.lastRenewOK = attempt
+		return
+	}
+	renewed, lost, err := co.store.RenewAll(ctx, co.c.owner, ls)
+	if err != nil {
+		if co.runCtx.Err() != nil {
+			return
+		}
+		if co.mustStop(byShard) {
+			co.log.Errorf("Renewing leases failed for %v; stopping %d shard readers before the leases expire: %v", time.Since(co.lastRenewOK).Round(time.Millisecond), len(ls), err)
+			for _, r := range byShard {
+				r.markLost()
+				co.c.metrics.lost.Incr(1, co.streamName)
+			}
+			return
+		}
+		co.log.Warnf("Renewing leases failed; retrying: %v", err)
+		return
+	}
+	co.lastRenewOK = attempt
+	for _, l := range renewed {
+		if r := byShard[l.Shard]; r != nil {
+			r.lease.Store(&l)
+		}
+	}
+	for _, id := range lost {
+		if r := byShard[id]; r != nil && !r.releasing.Load() {
+			co.log.With("shard", id).Warn("Lease lost to another instance; stopping the shard reader")
+			r.markLost()
+			co.c.metrics.lost.Incr(1, co.streamName)
+		}
+	}
+}
+
+// mustStop reports whether the leases could run out before the next
+// renewal: the earliest local deadline is within half a lease period.
+func (co *coordinator) mustStop(rs map[string]*shardReader) bool {
+	var earliest time.Time
+	for _, r := range rs {
+		if d := r.lease.Load().Deadline; !d.IsZero() && (earliest.IsZero() || d.Before(earliest)) {
+			earliest = d
+		}
+	}
+	if earliest.IsZero() {
+		earliest = co.lastRenewOK.Add(co.c.cfg.LeasePeriod)
+	}
+	return time.Until(earliest) <= co.c.cfg.LeasePeriod/2
+}
