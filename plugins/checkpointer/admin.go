@@ -165,3 +165,19 @@ func boolArg(b bool) string {
 	}
 	return "0"
 }
+
+// AllHandoffRequests returns shard -> requester for every stored hand-off
+// request, live or not, for inspection. Unlike HandoffRequests it prunes
+// nothing.
+func (s *Store) AllHandoffRequests(ctx context.Context) (map[string]string, error) {
+	raw, err := s.c.client.HGetAll(ctx, s.keys.Handoff).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading hand-off requests: %w", err)
+	}
+	out := make(map[string]string, len(raw))
+	for shard, v := range raw {
+		// The stored value is "<requester>|<requested at, ms>".
+		out[shard], _, _ = strings.Cut(v, "|")
+	}
+	return out, nil
+}

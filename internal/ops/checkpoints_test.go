@@ -1,4 +1,4 @@
-package checkpointer
+package ops
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
+	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
 
 // runCLI runs `connect-kinesis checkpoints args...` in-process and returns
@@ -24,7 +25,7 @@ func runCLI(ctx context.Context, args ...string) (string, error) {
 	var out bytes.Buffer
 	app := &cli.App{
 		Name:           "connect-kinesis",
-		Commands:       []*cli.Command{CLICommand()},
+		Commands:       []*cli.Command{CheckpointsCommand()},
 		Writer:         &out,
 		ErrWriter:      &out,
 		ExitErrHandler: func(*cli.Context, error) {},
@@ -55,16 +56,16 @@ func TestIntegrationCLI(t *testing.T) {
 	require.NoError(t, err)
 
 	// A pipeline of the group: it reads shard 1 and has finished shard 0.
-	cfg := DefaultConfig()
+	cfg := checkpointer.DefaultConfig()
 	cfg.RedisURL, cfg.Group = r.URL(), "billing"
-	cp, err := New(ctx, cfg, nil, nil)
+	cp, err := checkpointer.New(ctx, cfg, nil, nil)
 	require.NoError(t, err)
 	defer cp.Close()
 	s := cp.Stream(arn)
 	require.NoError(t, s.Heartbeat(ctx, "host-a-1234"))
 	l1, err := s.Acquire(ctx, "shardId-000000000001", "host-a-1234")
 	require.NoError(t, err)
-	p, _ := ParsePosition("49590338271490256608559692538361571095921575989136588898")
+	p, _ := checkpointer.ParsePosition("49590338271490256608559692538361571095921575989136588898")
 	require.NoError(t, s.Commit(ctx, l1, p))
 
 	base := []string{"--redis-url", r.URL(), "--group", "billing", "--stream", "orders",
@@ -117,7 +118,7 @@ func TestIntegrationCLI(t *testing.T) {
 	t.Run("reset refuses while a lease is live, then fences it with --force", func(t *testing.T) {
 		out, err := runCLI(ctx, with("reset", "--to", "latest")...)
 		require.Error(t, err)
-		assert.ErrorIs(t, err, ErrLiveLeases)
+		assert.ErrorIs(t, err, checkpointer.ErrLiveLeases)
 		assert.Contains(t, err.Error(), "shardId-000000000001")
 		got, ok, err := s.Checkpoint(ctx, "shardId-000000000001")
 		require.NoError(t, err)
@@ -134,12 +135,12 @@ func TestIntegrationCLI(t *testing.T) {
 		so, ok, err := s.StartOverride(ctx)
 		require.NoError(t, err)
 		require.True(t, ok)
-		assert.Equal(t, StartLatest, so.Mode)
+		assert.Equal(t, checkpointer.StartLatest, so.Mode)
 		all, err := s.Checkpoints(ctx)
 		require.NoError(t, err)
 		assert.Empty(t, all)
 		// The running pipeline is fenced: its next commit is refused.
-		assert.ErrorIs(t, s.Commit(ctx, l1, p), ErrLeaseLost)
+		assert.ErrorIs(t, s.Commit(ctx, l1, p), checkpointer.ErrLeaseLost)
 	})
 
 	t.Run("reset to sequences from a file and from show --json", func(t *testing.T) {
@@ -177,7 +178,7 @@ func TestIntegrationCLI(t *testing.T) {
 		out, err := runCLI(ctx, with("delete", "--yes")...)
 		require.NoError(t, err, out)
 		assert.Contains(t, out, "2 checkpoints, 1 closed shards")
-		n, err := r.Client().Exists(ctx, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff).Result()
+		n, err := r.Client().Exists(ctx, s.Keys().Checkpoints, s.Keys().Closed, s.Keys().Leases, s.Keys().Members, s.Keys().Handoff).Result()
 		require.NoError(t, err)
 		assert.Zero(t, n)
 	})
@@ -220,15 +221,15 @@ func TestIntegrationCLIKinesalite(t *testing.T) {
 		id = "clicks"
 	}
 
-	cfg := DefaultConfig()
+	cfg := checkpointer.DefaultConfig()
 	cfg.RedisURL, cfg.Group = r.URL(), "g"
-	cp, err := New(t.Context(), cfg, nil, nil)
+	cp, err := checkpointer.New(t.Context(), cfg, nil, nil)
 	require.NoError(t, err)
 	defer cp.Close()
 	s := cp.Stream(id)
 	l, err := s.Acquire(t.Context(), "shardId-000000000002", "me")
 	require.NoError(t, err)
-	require.NoError(t, s.Commit(t.Context(), l, Position{Sequence: "5"}))
+	require.NoError(t, s.Commit(t.Context(), l, checkpointer.Position{Sequence: "5"}))
 
 	out, err := runCLI(t.Context(), "show", "--redis-url", r.URL(), "--group", "g", "--stream", "clicks",
 		"--region", testenv.Region, "--endpoint", k.Endpoint)
