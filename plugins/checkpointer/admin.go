@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,12 +105,7 @@ func (s *Store) Reset(ctx context.Context, start *StartOverride, positions map[s
 		marker = start.String()
 	}
 	args := []any{boolArg(force), marker}
-	shards := make([]string, 0, len(positions))
-	for shard := range positions {
-		shards = append(shards, shard)
-	}
-	sort.Strings(shards)
-	for _, shard := range shards {
+	for _, shard := range slices.Sorted(maps.Keys(positions)) {
 		if shard == "" || strings.HasPrefix(shard, "_") {
 			return res, fmt.Errorf("resetting checkpoints: %q is not a shard id", shard)
 		}
@@ -150,7 +146,7 @@ func (s *Store) adminOutcome(what string, out []any, res *ResetResult) error {
 	for _, v := range out[1:] {
 		res.LiveLeases = append(res.LiveLeases, toString(v))
 	}
-	sort.Strings(res.LiveLeases)
+	slices.Sort(res.LiveLeases)
 	if toInt(out[0]) != 1 {
 		return fmt.Errorf("%s: shards %s have live leases (stop the pipelines first, or force): %w",
 			what, strings.Join(res.LiveLeases, ", "), ErrLiveLeases)

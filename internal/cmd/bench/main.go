@@ -10,9 +10,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -41,12 +42,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: bench <part> [flags]   (bench <part> -h for the part's flags)")
-	names := make([]string, 0, len(parts))
-	for name := range parts {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(parts)) {
 		fmt.Fprintf(os.Stderr, "  %-8s %s\n", name, parts[name].summary)
 	}
 }
