@@ -13,7 +13,9 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -49,6 +51,26 @@ func usage() {
 
 // cpuTime is the CPU time this process used so far (user + system). The
 // emulator is another process, so its CPU is not counted.
+// startCPUProfile writes a CPU profile to path until stop is called (stop
+// may be called more than once); with no path it does nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return sync.OnceFunc(func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}), nil
+}
+
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
