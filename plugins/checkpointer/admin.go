@@ -92,14 +92,6 @@ type ResetResult struct {
 // and the override is cleared. Refused with ErrLiveLeases while leases are
 // live unless force.
 func (s *Store) Reset(ctx context.Context, start *StartOverride, positions map[string]Position, force bool) (ResetResult, error) {
-	var res ResetResult
-	var err error
-	if res.Checkpoints, err = s.Checkpoints(ctx); err != nil {
-		return res, err
-	}
-	if res.Closed, err = s.ClosedShards(ctx); err != nil {
-		return res, err
-	}
 	marker := ""
 	if start != nil {
 		marker = start.String()
@@ -107,22 +99,26 @@ func (s *Store) Reset(ctx context.Context, start *StartOverride, positions map[s
 	args := []any{boolArg(force), marker}
 	for _, shard := range slices.Sorted(maps.Keys(positions)) {
 		if shard == "" || strings.HasPrefix(shard, "_") {
-			return res, fmt.Errorf("resetting checkpoints: %q is not a shard id", shard)
+			return ResetResult{}, fmt.Errorf("resetting checkpoints: %q is not a shard id", shard)
 		}
 		args = append(args, shard, positions[shard].String())
 	}
-	out, err := resetScript.Run(ctx, s.c.client,
-		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Handoff}, args...).Slice()
-	if err != nil {
-		return res, fmt.Errorf("resetting checkpoints: %w", err)
-	}
-	return res, s.adminOutcome("resetting checkpoints", out, &res)
+	return s.runAdmin(ctx, "resetting checkpoints", resetScript,
+		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Handoff}, args...)
 }
 
 // Delete removes every key of the group+stream: checkpoints, closed set,
 // leases, members and hand-off requests. Refused with ErrLiveLeases while
 // leases are live unless force.
 func (s *Store) Delete(ctx context.Context, force bool) (ResetResult, error) {
+	return s.runAdmin(ctx, "deleting checkpoints", deleteScript,
+		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff}, boolArg(force))
+}
+
+// runAdmin reads the state a reset or delete is about to change, then runs
+// its script, which refuses ({0, liveShard...}) while leases are live unless
+// forced, or changes the keys ({1, liveShard...}).
+func (s *Store) runAdmin(ctx context.Context, what string, script *redis.Script, keys []string, args ...any) (ResetResult, error) {
 	var res ResetResult
 	var err error
 	if res.Checkpoints, err = s.Checkpoints(ctx); err != nil {
@@ -131,12 +127,11 @@ func (s *Store) Delete(ctx context.Context, force bool) (ResetResult, error) {
 	if res.Closed, err = s.ClosedShards(ctx); err != nil {
 		return res, err
 	}
-	out, err := deleteScript.Run(ctx, s.c.client,
-		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff}, boolArg(force)).Slice()
+	out, err := script.Run(ctx, s.c.client, keys, args...).Slice()
 	if err != nil {
-		return res, fmt.Errorf("deleting checkpoints: %w", err)
+		return res, fmt.Errorf("%s: %w", what, err)
 	}
-	return res, s.adminOutcome("deleting checkpoints", out, &res)
+	return res, s.adminOutcome(what, out, &res)
 }
 
 func (s *Store) adminOutcome(what string, out []any, res *ResetResult) error {
