@@ -34,11 +34,18 @@ func runCLI(ctx context.Context, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func TestIntegrationCLI(t *testing.T) {
+// useEmulatorCredentials gives the command, which takes its AWS credentials
+// from the SDK's chain, the emulators' keys and no shared config files.
+func useEmulatorCredentials(t *testing.T) {
+	t.Helper()
 	t.Setenv("AWS_ACCESS_KEY_ID", testenv.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", testenv.SecretKey)
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+}
+
+func TestIntegrationCLI(t *testing.T) {
+	useEmulatorCredentials(t)
 	k := testenv.NewKinesisMock(t)
 	r := testenv.NewRedis(t, testenv.RedisOptions{Password: "cli-secret"})
 	ctx := t.Context()
@@ -210,10 +217,7 @@ func TestIntegrationCLI(t *testing.T) {
 // by name, and its key identity is still what DescribeStreamSummary names
 // it, as the input resolves it.
 func TestIntegrationCLIKinesalite(t *testing.T) {
-	t.Setenv("AWS_ACCESS_KEY_ID", testenv.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", testenv.SecretKey)
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	useEmulatorCredentials(t)
 	k := testenv.NewKinesalite(t)
 	r := testenv.NewRedis(t)
 	id := k.MustCreateStream(t, "clicks", 3)
