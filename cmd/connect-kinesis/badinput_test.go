@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -47,15 +48,10 @@ func pluginYAML(base []field, set map[string]string) string {
 		}
 		fmt.Fprintf(&b, "    %s: %s\n", f.key, v)
 	}
-	keys := make([]string, 0, len(set))
-	for k := range set {
+	for _, k := range slices.Sorted(maps.Keys(set)) {
 		if !seen[k] && set[k] != "" {
-			keys = append(keys, k)
+			fmt.Fprintf(&b, "    %s: %s\n", k, set[k])
 		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "    %s: %s\n", k, set[k])
 	}
 	return b.String()
 }

@@ -14,7 +14,7 @@ import (
 	_ "github.com/redpanda-data/benthos/v4/public/components/io"
 	_ "github.com/redpanda-data/benthos/v4/public/components/pure"
 
-	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
+	"github.com/connect-kinesis/connect-kinesis/internal/ops"
 	_ "github.com/connect-kinesis/connect-kinesis/plugins/input"
 	_ "github.com/connect-kinesis/connect-kinesis/plugins/output"
 	_ "github.com/connect-kinesis/connect-kinesis/plugins/prometheus"
@@ -31,6 +31,6 @@ func main() {
 		service.CLIOptSetBinaryName("connect-kinesis"),
 		service.CLIOptSetProductName("connect-kinesis"),
 		service.CLIOptSetVersion(version, dateBuilt),
-		service.CLIOptAddCommand(checkpointer.CLICommand()),
+		service.CLIOptAddCommand(ops.CheckpointsCommand()),
 	)
 }

@@ -195,16 +195,34 @@ func (p *Proxy) decide(op string) decision {
 	return d
 }
 
+// answerForwardFaults answers a request whose forward failed (502) or whose
+// connection the decision cuts after the service answered, and reports
+// whether it did.
+func answerForwardFaults(w http.ResponseWriter, d decision, err error) bool {
+	if err != nil {
+		http.Error(w, "fault proxy: "+err.Error(), http.StatusBadGateway)
+		return true
+	}
+	if d.cutAfter {
+		cut(w)
+		return true
+	}
+	return false
+}
+
 // draw must be called with the lock held.
 func (p *Proxy) draw(rate float64) bool { return rate > 0 && p.rng.Float64() < rate }
 
-func (p *Proxy) statsLocked(op string) *Stats {
-	s := p.stats[op]
-	if s == nil {
-		s = &Stats{}
-		p.stats[op] = s
+func (p *Proxy) statsLocked(op string) *Stats { return entryOf(p.stats, op) }
+
+// entryOf returns m[k], adding a zero value first when k has none.
+func entryOf[K comparable, V any](m map[K]*V, k K) *V {
+	v := m[k]
+	if v == nil {
+		v = new(V)
+		m[k] = v
 	}
-	return s
+	return v
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -230,12 +248,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		status, header, resp, err = p.forward(r, op, body)
 	}
-	if err != nil {
-		http.Error(w, "fault proxy: "+err.Error(), http.StatusBadGateway)
-		return
-	}
-	if d.cutAfter {
-		cut(w)
+	if answerForwardFaults(w, d, err) {
 		return
 	}
 	for _, k := range []string{"Content-Type", "X-Amzn-Requestid", "X-Amz-Id-2"} {

@@ -85,14 +85,7 @@ type shardWindow struct {
 	reads, readBytes, writes []stamp
 }
 
-func (f *Front) windowLocked(shard string) *shardWindow {
-	w := f.shards[shard]
-	if w == nil {
-		w = &shardWindow{}
-		f.shards[shard] = w
-	}
-	return w
-}
+func (f *Front) windowLocked(shard string) *shardWindow { return entryOf(f.shards, shard) }
 
 // prune drops the events older than one second before now.
 func prune(s []stamp, now time.Time) []stamp {
@@ -282,12 +275,7 @@ func (f *Front) servePutRecordsLimited(w http.ResponseWriter, r *http.Request, b
 	}
 
 	status, resp, err := f.putLimited(r, body, d.rule)
-	if err != nil {
-		http.Error(w, "fault proxy: "+err.Error(), http.StatusBadGateway)
-		return
-	}
-	if d.cutAfter {
-		cut(w)
+	if answerForwardFaults(w, d, err) {
 		return
 	}
 	writeJSON(w, status, resp)

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
-	"syscall"
 
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
@@ -56,22 +57,30 @@ const (
 	CodeResourceInUse                 = "ResourceInUseException"
 )
 
-var codeClass = map[string]Class{
-	CodeProvisionedThroughputExceeded: Throttled,
-	CodeLimitExceeded:                 Throttled,
-	CodeKMSThrottling:                 Throttled,
-	"ThrottlingException":             Throttled,
-	"Throttling":                      Throttled,
-	"RequestLimitExceeded":            Throttled,
-	CodeInternalFailure:               Transient,
-	"InternalFailureException":        Transient,
-	"InternalServerError":             Transient,
-	CodeServiceUnavailable:            Transient,
-	"ServiceUnavailableException":     Transient,
-	"RequestTimeout":                  Transient,
-	"RequestTimeoutException":         Transient,
-	CodeExpiredIterator:               ExpiredIterator,
+// kinesisCodes classifies what Kinesis says that the AWS SDK's retry package
+// does not: KMS throttling, the server faults Kinesis names by code, and an
+// expired iterator (the SDK knows nothing of iterators). Every other
+// throttling and timeout code is the SDK's own list (sdkThrottleCodes,
+// sdkRetryableCodes), so a code the SDK learns is classified here too.
+var kinesisCodes = map[string]Class{
+	CodeKMSThrottling:             Throttled,
+	CodeInternalFailure:           Transient,
+	"InternalFailureException":    Transient,
+	"InternalServerError":         Transient,
+	CodeServiceUnavailable:        Transient,
+	"ServiceUnavailableException": Transient,
+	CodeExpiredIterator:           ExpiredIterator,
 }
+
+// The AWS SDK's classification (aws/retry), which its standard retryer
+// uses: throttling codes (ProvisionedThroughputExceeded, LimitExceeded,
+// Throttling...), timeout codes (RequestTimeout...) and connection errors
+// (reset, refused, dial, timeouts).
+var (
+	sdkThrottleCodes  = retry.ThrottleErrorCode{Codes: retry.DefaultThrottleErrorCodes}
+	sdkRetryableCodes = retry.RetryableErrorCode{Codes: retry.DefaultRetryableErrorCodes}
+	sdkConnection     = retry.RetryableConnectionError{}
+)
 
 // Classify decides what to do with an error returned by the Kinesis API (or
 // the network under it). It is the only place in the project that makes that
@@ -82,20 +91,28 @@ func Classify(err error) Class {
 		return Fatal
 	}
 	// A cancelled context is the caller giving up: never retried, even when
-	// the SDK wraps it in a transport error.
+	// the SDK wraps it in a transport error (which the SDK would retry).
 	if errors.Is(err, context.Canceled) {
 		return Fatal
 	}
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {
-		if c, ok := codeClass[apiErr.ErrorCode()]; ok {
+		if c, ok := kinesisCodes[apiErr.ErrorCode()]; ok {
 			return c
+		}
+		if sdkThrottleCodes.IsErrorThrottle(apiErr).Bool() {
+			return Throttled
+		}
+		if sdkRetryableCodes.IsErrorRetryable(apiErr).Bool() {
+			return Transient
 		}
 	}
 	var respErr *smithyhttp.ResponseError
 	if errors.As(err, &respErr) {
+		// Wider than the SDK's 500/502/503/504: any server fault is worth
+		// another try, and any 429 is throttling, modeled or not.
 		switch code := respErr.HTTPStatusCode(); {
-		case code == 429:
+		case code == http.StatusTooManyRequests:
 			return Throttled
 		case code >= 500:
 			return Transient
@@ -169,20 +186,16 @@ func IsAccessDenied(err error) bool {
 // (a success) is not retried.
 func RecordCodeRetryable(code string) bool { return code != "" }
 
+// isNetworkError reports a failure of the connection rather than an answer
+// of the service. The SDK's check covers sends that never completed, reset,
+// refused and dialled connections and timeouts (a per-attempt timeout, not
+// the caller's context, is transient). Beyond it: a body cut short (EOF) and
+// any other net.Error, including a host name that does not resolve, which
+// the SDK gives up on but a restarting endpoint or proxy briefly causes.
 func isNetworkError(err error) bool {
-	var reqSend *smithyhttp.RequestSendError
-	if errors.As(err, &reqSend) {
+	if sdkConnection.IsErrorRetryable(err).Bool() {
 		return true
 	}
 	var netErr net.Error
-	if errors.As(err, &netErr) {
-		return true
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) {
-		return true
-	}
-	// A per-attempt timeout (not the caller's context) is transient.
-	return errors.Is(err, context.DeadlineExceeded)
+	return errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }

@@ -55,6 +55,26 @@ func TestClassify(t *testing.T) {
 		{"cancelled", opErr(&smithyhttp.RequestSendError{Err: context.Canceled}), Fatal},
 		{"cancelled while throttled", fmt.Errorf("%w: %w", context.Canceled, &types.ProvisionedThroughputExceededException{}), Fatal},
 		{"plain error", errors.New("boom"), Fatal},
+		// Codes only the AWS SDK's retry package lists: they classify as the
+		// SDK's standard retryer would treat them.
+		{"sdk: ThrottlingException", opErr(httpErr(400, &smithy.GenericAPIError{Code: "ThrottlingException"})), Throttled},
+		{"sdk: Throttling", opErr(httpErr(400, &smithy.GenericAPIError{Code: "Throttling"})), Throttled},
+		{"sdk: RequestLimitExceeded", opErr(httpErr(400, &smithy.GenericAPIError{Code: "RequestLimitExceeded"})), Throttled},
+		{"sdk: TooManyRequestsException", opErr(httpErr(400, &smithy.GenericAPIError{Code: "TooManyRequestsException"})), Throttled},
+		{"sdk: RequestTimeout", opErr(httpErr(400, &smithy.GenericAPIError{Code: "RequestTimeout"})), Transient},
+		{"sdk: RequestTimeoutException", opErr(httpErr(408, &smithy.GenericAPIError{Code: "RequestTimeoutException"})), Transient},
+		{"sdk: 500", opErr(httpErr(500, errors.New("internal server error"))), Transient},
+		{"sdk: 502", opErr(httpErr(502, errors.New("bad gateway"))), Transient},
+		{"sdk: 504", opErr(httpErr(504, errors.New("gateway timeout"))), Transient},
+		{"modeled 429", opErr(httpErr(429, &types.LimitExceededException{})), Throttled},
+		{"kinesis code on a 400: internal failure", opErr(httpErr(400, &smithy.GenericAPIError{Code: "InternalFailure"})), Transient},
+		{"kinesis code on a 400: service unavailable", opErr(httpErr(400, &smithy.GenericAPIError{Code: "ServiceUnavailable"})), Transient},
+		{"expired iterator on a 500", opErr(httpErr(500, &types.ExpiredIteratorException{})), ExpiredIterator},
+		{"cancelled during a 503", fmt.Errorf("%w: %w", context.Canceled, httpErr(503, errors.New("unavailable"))), Fatal},
+		{"broken pipe", opErr(&net.OpError{Op: "write", Err: syscall.EPIPE}), Transient},
+		{"closed connection", opErr(fmt.Errorf("reading: %w", net.ErrClosed)), Transient},
+		{"host does not resolve", opErr(&smithyhttp.RequestSendError{Err: &net.DNSError{Err: "no such host", Name: "kinesis.nowhere", IsNotFound: true}}), Transient},
+		{"eof", opErr(fmt.Errorf("reading body: %w", io.EOF)), Transient},
 		{"nil", nil, Fatal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -57,15 +57,24 @@ func TestRetryBuilderStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	calls := 0
 	slow := Backoff{InitialInterval: time.Hour, MaxInterval: time.Hour}
+	attempted := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
 		_, err := failsafe.With(RetryBuilder[int](slow).Build()).WithContext(ctx).Get(func() (int, error) {
-			calls++
+			if calls++; calls == 1 {
+				close(attempted)
+			}
 			return 0, &types.ProvisionedThroughputExceededException{}
 		})
 		done <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	// Cancel while the policy waits out its hour-long backoff after the
+	// first, throttled attempt.
+	select {
+	case <-attempted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first attempt was never made")
+	}
 	cancel()
 	select {
 	case err := <-done:

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
@@ -52,42 +53,33 @@ type ResetResult struct {
 // and the override is cleared. Refused with ErrLiveLeases while leases are
 // live unless force.
 func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positions map[string]consumer.Position, force bool) (ResetResult, error) {
-	var res ResetResult
-	var err error
-	if res.Checkpoints, err = s.Checkpoints(ctx); err != nil {
-		return res, err
-	}
-	if res.Closed, err = s.ClosedShards(ctx); err != nil {
-		return res, err
-	}
 	marker := ""
 	if start != nil {
 		marker = start.String()
 	}
 	args := []any{boolArg(force), marker}
-	shards := make([]string, 0, len(positions))
-	for shard := range positions {
-		shards = append(shards, shard)
-	}
-	sort.Strings(shards)
-	for _, shard := range shards {
+	for _, shard := range slices.Sorted(maps.Keys(positions)) {
 		if shard == "" || strings.HasPrefix(shard, "_") {
-			return res, fmt.Errorf("resetting checkpoints: %q is not a shard id", shard)
+			return ResetResult{}, fmt.Errorf("resetting checkpoints: %q is not a shard id", shard)
 		}
 		args = append(args, shard, positions[shard].String())
 	}
-	out, err := resetScript.Run(ctx, s.c.client,
-		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Handoff}, args...).Slice()
-	if err != nil {
-		return res, fmt.Errorf("resetting checkpoints: %w", err)
-	}
-	return res, s.adminOutcome("resetting checkpoints", out, &res)
+	return s.runAdmin(ctx, "resetting checkpoints", resetScript,
+		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Handoff}, args...)
 }
 
 // Delete removes every key of the group+stream: checkpoints, closed set,
 // leases, members and hand-off requests. Refused with ErrLiveLeases while
 // leases are live unless force.
 func (s *Store) Delete(ctx context.Context, force bool) (ResetResult, error) {
+	return s.runAdmin(ctx, "deleting checkpoints", deleteScript,
+		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff}, boolArg(force))
+}
+
+// runAdmin reads the state a reset or delete is about to change, then runs
+// its script, which refuses ({0, liveShard...}) while leases are live unless
+// forced, or changes the keys ({1, liveShard...}).
+func (s *Store) runAdmin(ctx context.Context, what string, script *redis.Script, keys []string, args ...any) (ResetResult, error) {
 	var res ResetResult
 	var err error
 	if res.Checkpoints, err = s.Checkpoints(ctx); err != nil {
@@ -96,12 +88,11 @@ func (s *Store) Delete(ctx context.Context, force bool) (ResetResult, error) {
 	if res.Closed, err = s.ClosedShards(ctx); err != nil {
 		return res, err
 	}
-	out, err := deleteScript.Run(ctx, s.c.client,
-		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff}, boolArg(force)).Slice()
+	out, err := script.Run(ctx, s.c.client, keys, args...).Slice()
 	if err != nil {
-		return res, fmt.Errorf("deleting checkpoints: %w", err)
+		return res, fmt.Errorf("%s: %w", what, err)
 	}
-	return res, s.adminOutcome("deleting checkpoints", out, &res)
+	return res, s.adminOutcome(what, out, &res)
 }
 
 func (s *Store) adminOutcome(what string, out []any, res *ResetResult) error {
@@ -111,7 +102,7 @@ func (s *Store) adminOutcome(what string, out []any, res *ResetResult) error {
 	for _, v := range out[1:] {
 		res.LiveLeases = append(res.LiveLeases, toString(v))
 	}
-	sort.Strings(res.LiveLeases)
+	slices.Sort(res.LiveLeases)
 	if toInt(out[0]) != 1 {
 		return fmt.Errorf("%s: shards %s have live leases (stop the pipelines first, or force): %w",
 			what, strings.Join(res.LiveLeases, ", "), ErrLiveLeases)
@@ -125,4 +116,20 @@ func boolArg(b bool) string {
 		return "1"
 	}
 	return "0"
+}
+
+// AllHandoffRequests returns shard -> requester for every stored hand-off
+// request, live or not, for inspection. Unlike HandoffRequests it prunes
+// nothing.
+func (s *Store) AllHandoffRequests(ctx context.Context) (map[string]string, error) {
+	raw, err := s.c.client.HGetAll(ctx, s.keys.Handoff).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading hand-off requests: %w", err)
+	}
+	out := make(map[string]string, len(raw))
+	for shard, v := range raw {
+		// The stored value is "<requester>|<requested at, ms>".
+		out[shard], _, _ = strings.Cut(v, "|")
+	}
+	return out, nil
 }

@@ -76,6 +76,11 @@ func NewFromClient(client redis.UniversalClient, cfg Config, log *service.Logger
 
 // NewRedisClient builds (without connecting) the go-redis client for the
 // URL, kind, master and TLS settings of cfg.
+//
+// go-redis parses a URL only into the options of one kind (its query
+// options, e.g. pool_size, included), and has no way from those to
+// UniversalOptions; so each kind is parsed and built by its own go-redis
+// functions, and every kind gets the same limits from clientLimits.
 func NewRedisClient(cfg Config) (redis.UniversalClient, error) {
 	// go-redis' parse errors may quote the URL, password included, so they
 	// are reported without it.
@@ -88,26 +93,15 @@ func NewRedisClient(cfg Config) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, parseErr(err)
 		}
-		o.TLSConfig = pickTLS(o.TLSConfig, cfg.TLS)
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
-		o.ContextTimeoutEnabled = true
-		// Retries belong to the caller (the input retries a failed commit at
-		// its next period and judges leases by their deadline); retrying here
-		// too would multiply delays while Redis is down.
-		o.MaxRetries = -1
-		o.DialerRetries = 1
+		clientLimits{&o.TLSConfig, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries}.apply(cfg.TLS)
 		return redis.NewClient(o), nil
 	case KindCluster:
 		o, err := redis.ParseClusterURL(cfg.RedisURL)
 		if err != nil {
 			return nil, parseErr(err)
 		}
-		o.TLSConfig = pickTLS(o.TLSConfig, cfg.TLS)
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
-		o.ContextTimeoutEnabled = true
 		// MaxRedirects stays: following MOVED/ASK is routing, not retrying.
-		o.MaxRetries = -1
-		o.DialerRetries = 1
+		clientLimits{&o.TLSConfig, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries}.apply(cfg.TLS)
 		return redis.NewClusterClient(o), nil
 	case KindFailover:
 		o, err := redis.ParseFailoverURL(cfg.RedisURL)
@@ -122,15 +116,32 @@ func NewRedisClient(cfg Config) (redis.UniversalClient, error) {
 		// fails the connection.
 		o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
 		o.SentinelUsername, o.SentinelPassword = "", ""
-		o.TLSConfig = pickTLS(o.TLSConfig, cfg.TLS)
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
-		o.ContextTimeoutEnabled = true
-		o.MaxRetries = -1
-		o.DialerRetries = 1
+		clientLimits{&o.TLSConfig, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries}.apply(cfg.TLS)
 		return redis.NewFailoverClient(o), nil
 	default:
 		return nil, fmt.Errorf("field %s: %q is not one of simple, cluster, failover", fieldPathRedisKind, cfg.RedisKind)
 	}
+}
+
+// clientLimits points at the settings every kind of go-redis options has,
+// so that one function sets them alike for all three.
+type clientLimits struct {
+	tls                                    **tls.Config
+	dialTimeout, readTimeout, writeTimeout *time.Duration
+	contextTimeout                         *bool
+	maxRetries, dialerRetries              *int
+}
+
+// apply sets the TLS override, the timeouts and no retries.
+func (l clientLimits) apply(custom *tls.Config) {
+	*l.tls = pickTLS(*l.tls, custom)
+	*l.dialTimeout, *l.readTimeout, *l.writeTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
+	*l.contextTimeout = true
+	// Retries belong to the caller (the input retries a failed commit at its
+	// next period and judges leases by their deadline); retrying here too
+	// would multiply delays while Redis is down.
+	*l.maxRetries = -1
+	*l.dialerRetries = 1
 }
 
 // pickTLS lets the `tls` field override what the URL scheme implies, keeping

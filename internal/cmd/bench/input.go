@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,16 +88,11 @@ func runInput(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
+	stopProfile, err := startCPUProfile(f.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	// The reading window runs from the first batch to the last record: it
 	// leaves out start-up (leases, checkpoints) and shutdown (final commits).
 	var window readingWindow
@@ -114,7 +108,7 @@ func runInput(ctx context.Context, args []string) error {
 			}
 		})
 	})
-	pprof.StopCPUProfile()
+	stopProfile()
 	if err != nil {
 		return fmt.Errorf("input: %w", err)
 	}

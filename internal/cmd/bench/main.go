@@ -10,9 +10,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
+	"runtime/pprof"
+	"slices"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -41,18 +44,33 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: bench <part> [flags]   (bench <part> -h for the part's flags)")
-	names := make([]string, 0, len(parts))
-	for name := range parts {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(parts)) {
 		fmt.Fprintf(os.Stderr, "  %-8s %s\n", name, parts[name].summary)
 	}
 }
 
 // cpuTime is the CPU time this process used so far (user + system). The
 // emulator is another process, so its CPU is not counted.
+// startCPUProfile writes a CPU profile to path until stop is called (stop
+// may be called more than once); with no path it does nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return sync.OnceFunc(func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}), nil
+}
+
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {

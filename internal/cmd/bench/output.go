@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -83,16 +82,11 @@ func runOutput(ctx context.Context, args []string) error {
 		return err
 	}
 
-	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
+	stopProfile, err := startCPUProfile(f.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	// Rounds alternate which side goes first (ABBA...), so a drift of the
 	// emulator or of the machine's load over the run hits both sides alike.
 	var raw, plugin, generate measurement
@@ -119,7 +113,7 @@ func runOutput(ctx context.Context, args []string) error {
 			}
 		}
 	}
-	pprof.StopCPUProfile()
+	stopProfile()
 	generate, err = measure(per*f.rounds, func() error { return generatePut(ctx, emu.Endpoint, "bench-generate", per*f.rounds, f) })
 	if err != nil {
 		return fmt.Errorf("generate pipeline: %w", err)
@@ -150,47 +144,61 @@ func rawPut(ctx context.Context, endpoint, stream string, n int, f outputFlags) 
 	}
 	c := settings.KinesisClient(cfg)
 	data := payload(f.size)
-	batches := make(chan int)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	for range f.concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for start := range batches {
-				end := min(start+kinesisx.MaxPutRecordsCount, n)
-				entries := make([]types.PutRecordsRequestEntry, 0, end-start)
-				for i := start; i < end; i++ {
-					entries = append(entries, types.PutRecordsRequestEntry{Data: data, PartitionKey: aws.String(fmt.Sprint(i % kinesisx.MaxPutRecordsCount))})
-				}
-				for len(entries) > 0 {
-					out, err := c.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
-					if err != nil {
-						mu.Lock()
-						firstErr = errors.Join(firstErr, err)
-						mu.Unlock()
-						return
-					}
-					var again []types.PutRecordsRequestEntry
-					for i, r := range out.Records {
-						if r.ErrorCode != nil {
-							again = append(again, entries[i])
-						}
-					}
-					entries = again
+	return inBatches(n, f.concurrency, func(start, end int) error {
+		entries := make([]types.PutRecordsRequestEntry, 0, end-start)
+		for i := start; i < end; i++ {
+			entries = append(entries, types.PutRecordsRequestEntry{Data: data, PartitionKey: aws.String(fmt.Sprint(i % kinesisx.MaxPutRecordsCount))})
+		}
+		for len(entries) > 0 {
+			out, err := c.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
+			if err != nil {
+				return err
+			}
+			var again []types.PutRecordsRequestEntry
+			for i, r := range out.Records {
+				if r.ErrorCode != nil {
+					again = append(again, entries[i])
 				}
 			}
-		}()
+			entries = again
+		}
+		return nil
+	})
+}
+
+// inBatches calls put for each span [start, end) of n records, at most one
+// PutRecords request long, from workers goroutines, and returns every error
+// joined. A worker that fails puts nothing more (it drains the spans left,
+// so the feeder never blocks on it).
+func inBatches(n, workers int, put func(start, end int) error) error {
+	spans := make(chan int)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs error
+	)
+	for range workers {
+		wg.Go(func() {
+			failed := false
+			for start := range spans {
+				if failed {
+					continue
+				}
+				if err := put(start, min(start+kinesisx.MaxPutRecordsCount, n)); err != nil {
+					mu.Lock()
+					errs = errors.Join(errs, err)
+					mu.Unlock()
+					failed = true
+				}
+			}
+		})
 	}
 	for start := 0; start < n; start += kinesisx.MaxPutRecordsCount {
-		batches <- start
+		spans <- start
 	}
-	close(batches)
+	close(spans)
 	wg.Wait()
-	return firstErr
+	return errs
 }
 
 // pluginPut writes n records through a Benthos stream into the kinesis
@@ -224,36 +232,13 @@ kinesis:
 	go func() { runErr <- s.Run(ctx) }()
 
 	data := payload(f.size)
-	batches := make(chan int)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	for range f.concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for start := range batches {
-				end := min(start+kinesisx.MaxPutRecordsCount, n)
-				batch := make(service.MessageBatch, 0, end-start)
-				for i := start; i < end; i++ {
-					batch = append(batch, service.NewMessage(data))
-				}
-				if err := produce(ctx, batch); err != nil {
-					mu.Lock()
-					firstErr = errors.Join(firstErr, err)
-					mu.Unlock()
-					return
-				}
-			}
-		}()
-	}
-	for start := 0; start < n; start += kinesisx.MaxPutRecordsCount {
-		batches <- start
-	}
-	close(batches)
-	wg.Wait()
+	firstErr := inBatches(n, f.concurrency, func(start, end int) error {
+		batch := make(service.MessageBatch, 0, end-start)
+		for i := start; i < end; i++ {
+			batch = append(batch, service.NewMessage(data))
+		}
+		return produce(ctx, batch)
+	})
 	if err := s.StopWithin(30 * time.Second); err != nil {
 		firstErr = errors.Join(firstErr, err)
 	}

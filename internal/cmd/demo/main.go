@@ -14,12 +14,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/big"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -241,11 +242,7 @@ func (t *tally) summary() (string, int, int) {
 	for _, n := range t.seen {
 		dups += n - 1
 	}
-	names := make([]string, 0, len(t.by))
-	for n := range t.by {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(t.by))
 	parts := make([]string, len(names))
 	for i, n := range names {
 		parts[i] = fmt.Sprintf("\n    %s: %d", n, t.by[n])

@@ -11,9 +11,10 @@ import (
 	_ "embed"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -59,7 +60,7 @@ func run(out string, check bool) error {
 	var renderErr error
 	render := func(kind string) func(name string, view *service.ConfigView) {
 		return func(name string, view *service.ConfigView) {
-			if !contains(ours[kind], name) || renderErr != nil {
+			if !slices.Contains(ours[kind], name) || renderErr != nil {
 				return
 			}
 			data, err := view.TemplateData()
@@ -92,13 +93,8 @@ func run(out string, check bool) error {
 			}
 		}
 	}
-	paths := make([]string, 0, len(pages))
-	for p := range pages {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
 	var stale []string
-	for _, p := range paths {
+	for _, p := range slices.Sorted(maps.Keys(pages)) {
 		if check {
 			have, err := os.ReadFile(p)
 			if err != nil || !bytes.Equal(have, pages[p]) {
@@ -117,13 +113,4 @@ func run(out string, check bool) error {
 		return fmt.Errorf("stale generated docs (run `make docs` and commit): %s", strings.Join(stale, ", "))
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

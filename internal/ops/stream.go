@@ -1,4 +1,4 @@
-package checkpointer
+package ops
 
 import (
 	"context"
@@ -37,6 +37,15 @@ type streamInfo struct {
 	ID     string
 	Name   string
 	Shards []types.Shard
+}
+
+// listed is the set of shard ids the stream lists.
+func (i streamInfo) listed() map[string]bool {
+	listed := make(map[string]bool, len(i.Shards))
+	for _, sh := range i.Shards {
+		listed[*sh.ShardId] = true
+	}
+	return listed
 }
 
 // describeStream resolves the stream's identity (its ARN, as the input does

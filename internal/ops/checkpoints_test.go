@@ -1,4 +1,4 @@
-package checkpointer
+package ops
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
+	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
 
 // runCLI runs `connect-kinesis checkpoints args...` in-process and returns
@@ -25,7 +26,7 @@ func runCLI(ctx context.Context, args ...string) (string, error) {
 	var out bytes.Buffer
 	app := &cli.App{
 		Name:           "connect-kinesis",
-		Commands:       []*cli.Command{CLICommand()},
+		Commands:       []*cli.Command{CheckpointsCommand()},
 		Writer:         &out,
 		ErrWriter:      &out,
 		ExitErrHandler: func(*cli.Context, error) {},
@@ -34,11 +35,18 @@ func runCLI(ctx context.Context, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func TestIntegrationCLI(t *testing.T) {
+// useEmulatorCredentials gives the command, which takes its AWS credentials
+// from the SDK's chain, the emulators' keys and no shared config files.
+func useEmulatorCredentials(t *testing.T) {
+	t.Helper()
 	t.Setenv("AWS_ACCESS_KEY_ID", testenv.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", testenv.SecretKey)
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+}
+
+func TestIntegrationCLI(t *testing.T) {
+	useEmulatorCredentials(t)
 	k := testenv.NewKinesisMock(t)
 	r := testenv.NewRedis(t, testenv.RedisOptions{Password: "cli-secret"})
 	ctx := t.Context()
@@ -56,9 +64,9 @@ func TestIntegrationCLI(t *testing.T) {
 	require.NoError(t, err)
 
 	// A pipeline of the group: it reads shard 1 and has finished shard 0.
-	cfg := DefaultConfig()
+	cfg := checkpointer.DefaultConfig()
 	cfg.RedisURL, cfg.Group = r.URL(), "billing"
-	cp, err := New(ctx, cfg, nil, nil)
+	cp, err := checkpointer.New(ctx, cfg, nil, nil)
 	require.NoError(t, err)
 	defer cp.Close()
 	s := cp.Stream(arn)
@@ -118,7 +126,7 @@ func TestIntegrationCLI(t *testing.T) {
 	t.Run("reset refuses while a lease is live, then fences it with --force", func(t *testing.T) {
 		out, err := runCLI(ctx, with("reset", "--to", "latest")...)
 		require.Error(t, err)
-		assert.ErrorIs(t, err, ErrLiveLeases)
+		assert.ErrorIs(t, err, checkpointer.ErrLiveLeases)
 		assert.Contains(t, err.Error(), "shardId-000000000001")
 		got, ok, err := s.Checkpoint(ctx, "shardId-000000000001")
 		require.NoError(t, err)
@@ -178,7 +186,7 @@ func TestIntegrationCLI(t *testing.T) {
 		out, err := runCLI(ctx, with("delete", "--yes")...)
 		require.NoError(t, err, out)
 		assert.Contains(t, out, "2 checkpoints, 1 closed shards")
-		n, err := r.Client().Exists(ctx, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff).Result()
+		n, err := r.Client().Exists(ctx, s.Keys().Checkpoints, s.Keys().Closed, s.Keys().Leases, s.Keys().Members, s.Keys().Handoff).Result()
 		require.NoError(t, err)
 		assert.Zero(t, n)
 	})
@@ -210,10 +218,7 @@ func TestIntegrationCLI(t *testing.T) {
 // by name, and its key identity is still what DescribeStreamSummary names
 // it, as the input resolves it.
 func TestIntegrationCLIKinesalite(t *testing.T) {
-	t.Setenv("AWS_ACCESS_KEY_ID", testenv.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", testenv.SecretKey)
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	useEmulatorCredentials(t)
 	k := testenv.NewKinesalite(t)
 	r := testenv.NewRedis(t)
 	id := k.MustCreateStream(t, "clicks", 3)
@@ -221,9 +226,9 @@ func TestIntegrationCLIKinesalite(t *testing.T) {
 		id = "clicks"
 	}
 
-	cfg := DefaultConfig()
+	cfg := checkpointer.DefaultConfig()
 	cfg.RedisURL, cfg.Group = r.URL(), "g"
-	cp, err := New(t.Context(), cfg, nil, nil)
+	cp, err := checkpointer.New(t.Context(), cfg, nil, nil)
 	require.NoError(t, err)
 	defer cp.Close()
 	s := cp.Stream(id)

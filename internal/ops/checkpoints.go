@@ -1,0 +1,175 @@
+package ops
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/awsconf"
+	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
+)
+
+// Flag names of `connect-kinesis checkpoints`.
+const (
+	flagRedisURL       = "redis-url"
+	flagRedisKind      = "redis-kind"
+	flagRedisMaster    = "redis-master"
+	flagRedisCAFile    = "redis-tls-ca-file"
+	flagRedisSkipCheck = "redis-tls-skip-verify"
+	flagGroup          = "group"
+	flagKeyPrefix      = "key-prefix"
+	flagStream         = "stream"
+	flagStreamID       = "stream-id"
+	flagRegion         = "region"
+	flagEndpoint       = "endpoint"
+	flagProfile        = "profile"
+	flagLeasePeriod    = "lease-period"
+	flagJSON           = "json"
+	flagTo             = "to"
+	flagForce          = "force"
+	flagYes            = "yes"
+)
+
+// CheckpointsCommand is `connect-kinesis checkpoints`: inspect, reset and delete a
+// consumer group's checkpoints and leases on one stream.
+func CheckpointsCommand() *cli.Command {
+	common := func(extra ...cli.Flag) []cli.Flag {
+		return append([]cli.Flag{
+			&cli.StringFlag{Name: flagRedisURL, Usage: "Redis URL (credentials in it are never printed)", EnvVars: []string{"CONNECT_KINESIS_REDIS_URL"}, Required: true},
+			&cli.StringFlag{Name: flagRedisKind, Usage: "simple, cluster or failover", Value: checkpointer.KindSimple},
+			&cli.StringFlag{Name: flagRedisMaster, Usage: "Sentinel master name (with --redis-kind failover)"},
+			&cli.StringFlag{Name: flagRedisCAFile, Usage: "PEM file of CAs to trust for a rediss:// URL"},
+			&cli.BoolFlag{Name: flagRedisSkipCheck, Usage: "do not verify the Redis server's certificate"},
+			&cli.StringFlag{Name: flagGroup, Usage: "the consumer group (checkpoint.group)", Required: true},
+			&cli.StringFlag{Name: flagKeyPrefix, Usage: "checkpoint.key_prefix", Value: checkpointer.DefaultKeyPrefix},
+			&cli.StringFlag{Name: flagStream, Usage: "the stream name or ARN", Required: true},
+			&cli.StringFlag{Name: flagStreamID, Usage: "skip the Kinesis lookup and use this key identity (the stream ARN); for a deleted stream"},
+			&cli.StringFlag{Name: flagRegion, Usage: "AWS region (default: the SDK's chain)"},
+			&cli.StringFlag{Name: flagEndpoint, Usage: "Kinesis endpoint URL, e.g. an emulator"},
+			&cli.StringFlag{Name: flagProfile, Usage: "AWS shared-config profile (default: the SDK's chain)"},
+			&cli.DurationFlag{Name: flagLeasePeriod, Usage: "lease.period of the pipelines, to judge which members are live", Value: checkpointer.DefaultLeasePeriod},
+		}, extra...)
+	}
+	return &cli.Command{
+		Name:  "checkpoints",
+		Usage: "Inspect, reset or delete a consumer group's Kinesis checkpoints in Redis",
+		Description: "Works on the keys <key-prefix>:{<group>:<stream ARN>}:ckpt|closed|lease|members|handoff.\n" +
+			"See docs/checkpointer.md.",
+		Subcommands: []*cli.Command{
+			{
+				Name:   "show",
+				Usage:  "Print each shard's state, lease and checkpoint, and the live members",
+				Flags:  common(&cli.BoolFlag{Name: flagJSON, Usage: "print JSON"}),
+				Action: runShow,
+			},
+			{
+				Name:  "reset",
+				Usage: "Move the group to a new start: trim_horizon, latest, at_timestamp=RFC3339 or sequences=FILE",
+				Flags: common(
+					&cli.StringFlag{Name: flagTo, Usage: "trim_horizon | latest | at_timestamp=<RFC3339> | sequences=<FILE> (JSON: {\"shardId\": \"<seq>[/<sub>]\"|\"SHARD_END\"} or `show --json` output)", Required: true},
+					&cli.BoolFlag{Name: flagForce, Usage: "reset even while pipelines hold live leases (they are fenced out)"},
+				),
+				Action: runReset,
+			},
+			{
+				Name:  "delete",
+				Usage: "Delete every key of the group on the stream",
+				Flags: common(
+					&cli.BoolFlag{Name: flagYes, Usage: "confirm the deletion"},
+					&cli.BoolFlag{Name: flagForce, Usage: "delete even while pipelines hold live leases"},
+				),
+				Action: runDelete,
+			},
+		},
+	}
+}
+
+// opened is what every subcommand starts from.
+type opened struct {
+	cp     *checkpointer.Checkpointer
+	store  *checkpointer.Store
+	stream streamInfo
+	// listed is false with --stream-id: the shards are unknown.
+	listed bool
+}
+
+func openFromFlags(c *cli.Context) (*opened, error) {
+	ctx := c.Context
+	cfg := checkpointer.DefaultConfig()
+	cfg.RedisURL = c.String(flagRedisURL)
+	cfg.RedisKind = c.String(flagRedisKind)
+	cfg.RedisMaster = c.String(flagRedisMaster)
+	cfg.Group = c.String(flagGroup)
+	cfg.KeyPrefix = c.String(flagKeyPrefix)
+	cfg.LeasePeriod = c.Duration(flagLeasePeriod)
+	if caFile, skip := c.String(flagRedisCAFile), c.Bool(flagRedisSkipCheck); caFile != "" || skip {
+		t := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: skip} //nolint:gosec // the operator asked for it
+		if caFile != "" {
+			pem, err := os.ReadFile(caFile)
+			if err != nil {
+				return nil, fmt.Errorf("flag --%s: %w", flagRedisCAFile, err)
+			}
+			t.RootCAs = x509.NewCertPool()
+			if !t.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("flag --%s: no PEM certificate in %s", flagRedisCAFile, caFile)
+			}
+		}
+		cfg.TLS = t
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, flagError(err)
+	}
+
+	o := &opened{}
+	if id := c.String(flagStreamID); id != "" {
+		o.stream = streamInfo{ID: id, Name: c.String(flagStream)}
+	} else {
+		settings := awsconf.Settings{Region: c.String(flagRegion), Endpoint: c.String(flagEndpoint), Profile: c.String(flagProfile)}
+		awsCfg, err := settings.Load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		info, err := describeStream(ctx, settings.KinesisClient(awsCfg), c.String(flagStream))
+		if err != nil {
+			if errors.Is(err, ErrStreamNotFound) {
+				return nil, fmt.Errorf("stream %q not found in region %s (check --stream, --region and --endpoint)", c.String(flagStream), awsCfg.Region)
+			}
+			return nil, err
+		}
+		o.stream, o.listed = info, true
+	}
+
+	cp, err := checkpointer.New(ctx, cfg, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	o.cp, o.store = cp, cp.Stream(o.stream.ID)
+	return o, nil
+}
+
+// flagOfField maps the config fields the checkpointer's validation names to
+// the flags that set them.
+var flagOfField = map[string]string{
+	fieldPath(checkpointer.FieldCheckpoint, checkpointer.FieldRedis, checkpointer.FieldRedisURL):    flagRedisURL,
+	fieldPath(checkpointer.FieldCheckpoint, checkpointer.FieldRedis, checkpointer.FieldRedisKind):   flagRedisKind,
+	fieldPath(checkpointer.FieldCheckpoint, checkpointer.FieldRedis, checkpointer.FieldRedisMaster): flagRedisMaster,
+	fieldPath(checkpointer.FieldCheckpoint, checkpointer.FieldGroup):                                flagGroup,
+	fieldPath(checkpointer.FieldCheckpoint, checkpointer.FieldKeyPrefix):                            flagKeyPrefix,
+	fieldPath(checkpointer.FieldLease, checkpointer.FieldLeasePeriod):                               flagLeasePeriod,
+}
+
+func fieldPath(names ...string) string { return strings.Join(names, ".") }
+
+// flagError turns a config field name into the flag that sets it.
+func flagError(err error) error {
+	msg := err.Error()
+	for field, flag := range flagOfField {
+		msg = strings.ReplaceAll(msg, "field "+field, "flag --"+flag)
+	}
+	return errors.New(msg)
+}
