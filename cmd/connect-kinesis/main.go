@@ -27,6 +27,7 @@ var (
 )
 
 func main() {
+	setAppHelp()
 	service.RunCLI(context.Background(),
 		service.CLIOptSetBinaryName("connect-kinesis"),
 		service.CLIOptSetProductName("connect-kinesis"),

@@ -58,11 +58,14 @@ func Fields() []*service.ConfigField {
 	return []*service.ConfigField{
 		service.NewObjectField(FieldCheckpoint,
 			service.NewObjectField(FieldRedis,
+				// Not Secret(): Benthos scrubs every value of a secret field,
+				// so `create` and the docs would show a placeholder that
+				// fails at start. The URL field's own scrubber hides a URL
+				// that holds a password.
 				service.NewURLField(FieldRedisURL).
-					Description("The Redis URL, e.g. `redis://:password@host:6379/0`, or `rediss://` for TLS. Credentials go in the URL; it is treated as a secret and never logged. For `cluster` and `failover` name further nodes with `addr` query parameters: `redis://host1:6379?addr=host2:6379&addr=host3:6379`.").
+					Description("The Redis URL, e.g. `redis://:password@host:6379/0`, or `rediss://` for TLS. Credentials go in the URL: it is never logged, errors name this field instead, and `echo` prints a URL with a password as `!!!SECRET_SCRUBBED!!!`. For `cluster` and `failover` name further nodes with `addr` query parameters: `redis://host1:6379?addr=host2:6379&addr=host3:6379`.").
 					Example("redis://localhost:6379").
-					Example("rediss://user:password@redis.internal:6380/0").
-					Secret(),
+					Example("rediss://user:${REDIS_PASSWORD}@redis.internal:6380/0"),
 				service.NewStringEnumField(FieldRedisKind, KindSimple, KindCluster, KindFailover).
 					Description("How to reach Redis: `simple` (one server), `cluster` (Redis Cluster) or `failover` (Sentinel; the URL names the sentinels and `master` the monitored master).").
 					Default(KindSimple),

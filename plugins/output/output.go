@@ -89,6 +89,7 @@ With `+"`aggregation.enabled`"+`, small messages bound for the same shard (the M
 		).
 		Fields(kinesisx.RetryFields(kinesisx.DefaultBackoff)...).
 		Fields(awsconf.Fields()...).
+		LintRule(lintRule()).
 		Example("Write JSON events keyed by user", "Events of one user land on one shard, in order.", `
 output:
   kinesis:
