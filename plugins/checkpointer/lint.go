@@ -15,5 +15,9 @@ func LintChecks() []lintrule.Check {
 			When:    `this.checkpoint.redis.kind.or("` + KindSimple + `") == "` + KindFailover + `" && this.checkpoint.redis.master.or("") == "" && !this.checkpoint.redis.url.or("").contains("master_name=")`,
 			Message: `"field ` + fieldPathRedisMaster + `: required with ` + fieldPathRedisKind + `: failover (the Sentinel master name)"`,
 		},
+		{
+			When:    `this.lease.instance_id.or("").re_match("[|\\s]")`,
+			Message: `"field ` + fieldPathInstanceID + `: %q must not contain spaces or '|', e.g. the pod name".format(this.lease.instance_id)`,
+		},
 	}
 }

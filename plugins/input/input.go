@@ -188,6 +188,7 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	cc.LeasePeriod = c.Checkpointer.LeasePeriod
 	cc.RebalancePeriod = c.Checkpointer.RebalancePeriod
 	cc.HandoffTimeout = c.Checkpointer.HandoffTimeout
+	cc.InstanceID = c.Checkpointer.InstanceID
 	cc.Backoff = kinesisx.DefaultBackoff
 	if c.AWS, err = awsconf.SettingsFromParsed(conf); err != nil {
 		return c, err

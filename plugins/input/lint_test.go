@@ -7,6 +7,8 @@ import (
 	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
 // lintInput lints `kinesis:` with the given extra fields, as `connect-kinesis
@@ -41,6 +43,7 @@ func TestLintRejectsWhatTheConstructorRejects(t *testing.T) {
 		"id and profile":                 {"  credentials: { id: AKID, secret: s, profile: p }\n", "fields credentials.id and credentials.profile"},
 		"external id without role":       {"  credentials: { role_external_id: x }\n", "field credentials.role_external_id"},
 		"region not a region":            {"  region: us east 1\n", `field region: "us east 1" is not an AWS region name`},
+		"instance id with a pipe":        {"  lease: { instance_id: 'pod|1' }\n", `field lease.instance_id: "pod|1" must not contain spaces or '|'`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			lints := lintInput(t, tc.fields)
@@ -92,4 +95,30 @@ func TestCheckStreams(t *testing.T) {
 			assert.True(t, strings.Contains(err.Error(), tc.want), err.Error())
 		})
 	}
+}
+
+// lease.instance_id names the instance in the group in place of the
+// generated host-pid-random id; an id that would corrupt a lease value fails
+// at start.
+func TestInstanceID(t *testing.T) {
+	parse := func(lease string) (Config, error) {
+		conf, err := Spec().ParseYAML("streams: [ orders ]\ncheckpoint: { redis: { url: 'redis://localhost:6379' }, group: g }\n"+lease, nil)
+		require.NoError(t, err)
+		return ConfigFromParsed(conf)
+	}
+	c, err := parse("lease: { instance_id: orders-7f9c-x2 }")
+	require.NoError(t, err)
+	cons, err := consumer.New(c.Consumer, nil, nil, nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "orders-7f9c-x2", cons.Owner())
+
+	c, err = parse("")
+	require.NoError(t, err)
+	cons, err = consumer.New(c.Consumer, nil, nil, nil, nil)
+	require.NoError(t, err)
+	assert.Regexp(t, `^.+-[0-9]+-[0-9a-f]{8}$`, cons.Owner(), "empty: host, pid and a random suffix")
+
+	_, err = parse("lease: { instance_id: 'pod|1' }")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "field lease.instance_id")
 }
