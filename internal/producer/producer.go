@@ -98,11 +98,11 @@ func New(api API, conf Config, log *service.Logger, metrics *service.Metrics) *P
 		log:      log,
 		slots:    make(chan struct{}, conf.MaxInFlight),
 		warn:     &rateLimitedLogger{log: log, every: 10 * time.Second},
-		mRecords: metrics.NewCounter(MetricRecords),
-		mBytes:   metrics.NewCounter(MetricBytes),
-		mFailed:  metrics.NewCounter(MetricFailed),
-		mRetries: metrics.NewCounter(MetricRetries, "code"),
-		mLatency: metrics.NewTimer(MetricPutLatency),
+		mRecords: metrics.NewCounter(MetricRecords, "stream"),
+		mBytes:   metrics.NewCounter(MetricBytes, "stream"),
+		mFailed:  metrics.NewCounter(MetricFailed, "stream"),
+		mRetries: metrics.NewCounter(MetricRetries, "stream", "code"),
+		mLatency: metrics.NewTimer(MetricPutLatency, "stream"),
 	}
 	p.policy = kinesisx.RetryBuilder[putResult](conf.Backoff).
 		// A response with refused entries is retried like an error; only
@@ -246,7 +246,7 @@ func (p *Producer) Write(ctx context.Context, entries []Entry) []error {
 				n++
 			}
 		}
-		p.mFailed.Incr(int64(n))
+		p.mFailed.Incr(int64(n), p.streamLabel())
 	}
 	return errs
 }
@@ -290,7 +290,7 @@ func (p *Producer) send(ctx context.Context, req records, fail func(int, error))
 
 		start := time.Now()
 		out, err := p.api.PutRecords(ctx, in)
-		p.mLatency.Timing(time.Since(start).Nanoseconds())
+		p.mLatency.Timing(time.Since(start).Nanoseconds(), p.streamLabel())
 		if err != nil {
 			return putResult{failed: pending.len(), codes: map[string]int{kinesisx.ErrorCode(err): pending.len()}, sample: err.Error()}, err
 		}
@@ -319,8 +319,8 @@ func (p *Producer) send(ctx context.Context, req records, fail func(int, error))
 			}
 			res.codes[code]++
 		}
-		p.mRecords.Incr(int64(written))
-		p.mBytes.Incr(int64(nbytes))
+		p.mRecords.Incr(int64(written), p.streamLabel())
+		p.mBytes.Incr(int64(nbytes), p.streamLabel())
 		pending = still
 		res.failed = still.len()
 		return res, nil
@@ -350,10 +350,13 @@ func (p *Producer) send(ctx context.Context, req records, fail func(int, error))
 func (p *Producer) onRetry(e failsafe.ExecutionEvent[putResult]) {
 	r := e.LastResult()
 	for code, n := range r.codes {
-		p.mRetries.Incr(int64(n), code)
+		p.mRetries.Incr(int64(n), p.streamLabel(), code)
 	}
 	p.warn.Warnf(p.streamID(), r.failed, r.sample)
 }
+
+// streamLabel is the stream's name, the `stream` label of every metric.
+func (p *Producer) streamLabel() string { return kinesisx.StreamName(p.streamID()) }
 
 func (p *Producer) streamID() string {
 	if p.conf.StreamARN != "" {

@@ -54,11 +54,7 @@ A message that can never be written fails alone, before anything is sent, and th
 
 ### Aggregation
 
-With `+"`aggregation.enabled`"+`, small messages bound for the same shard (the MD5 of their partition key, or their hash key, against the stream's shard map read at connect) are packed into KPL aggregated records, readable by the KCL, Flink and the `+"`kinesis`"+` input. This multiplies the records per second a shard accepts. If an aggregated record fails for good, every message in it fails.
-
-### Metrics
-
-`+"`kinesis_output_records_total`"+` and `+"`kinesis_output_bytes_total`"+` count what Kinesis accepted, `+"`kinesis_output_retries_total`"+` (label `+"`code`"+`) the records sent again, `+"`kinesis_output_failed_total`"+` the messages that failed for good, and the timer `+"`kinesis_output_put_latency_ns`"+` each PutRecords call.`).
+With `+"`aggregation.enabled`"+`, small messages bound for the same shard (the MD5 of their partition key, or their hash key, against the stream's shard map read at connect) are packed into KPL aggregated records, readable by the KCL, Flink and the `+"`kinesis`"+` input. This multiplies the records per second a shard accepts. If an aggregated record fails for good, every message in it fails.`).
 		Fields(
 			service.NewStringField(fieldStream).
 				Description("The stream to write to, by name or ARN.").
@@ -89,6 +85,7 @@ With `+"`aggregation.enabled`"+`, small messages bound for the same shard (the M
 		).
 		Fields(kinesisx.RetryFields(kinesisx.DefaultBackoff)...).
 		Fields(awsconf.Fields()...).
+		LintRule(lintRule()).
 		Example("Write JSON events keyed by user", "Events of one user land on one shard, in order.", `
 output:
   kinesis:
@@ -221,7 +218,7 @@ func newOutputFromConfig(conf outputConfig, mgr *service.Resources) (*kinesisOut
 		conf:    conf,
 		log:     mgr.Logger(),
 		metrics: mgr.Metrics(),
-		mFailed: mgr.Metrics().NewCounter(producer.MetricFailed),
+		mFailed: mgr.Metrics().NewCounter(producer.MetricFailed, "stream"),
 	}
 	o.newClient = func(ctx context.Context) (kinesisAPI, string, error) {
 		cfg, err := conf.AWS.Load(ctx)
@@ -321,7 +318,7 @@ func (o *kinesisOutput) WriteBatch(ctx context.Context, batch service.MessageBat
 		index = append(index, i)
 	}
 	if len(failures) > 0 {
-		o.mFailed.Incr(int64(len(failures)))
+		o.mFailed.Incr(int64(len(failures)), kinesisx.StreamName(o.conf.Stream))
 	}
 
 	for n, err := range p.Write(ctx, entries) {
