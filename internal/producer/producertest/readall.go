@@ -49,7 +49,7 @@ func ReadStream(ctx context.Context, c *kinesis.Client, stream string) (Stream, 
 	if err != nil {
 		return Stream{}, err
 	}
-	shards = lineageOrder(shards)
+	shards = LineageOrder(shards)
 
 	got := Stream{Shards: shards}
 	for _, s := range shards {
@@ -79,10 +79,10 @@ func ReadStream(ctx context.Context, c *kinesis.Client, stream string) (Stream, 
 	return got, nil
 }
 
-// lineageOrder sorts shards by their depth in the lineage (a shard with no
+// LineageOrder sorts shards by their depth in the lineage (a shard with no
 // listed parent is at depth 0, a child one deeper than its deepest parent),
 // then by id, so every parent comes before its children.
-func lineageOrder(shards []types.Shard) []types.Shard {
+func LineageOrder(shards []types.Shard) []types.Shard {
 	byID := make(map[string]types.Shard, len(shards))
 	for _, s := range shards {
 		byID[aws.ToString(s.ShardId)] = s
