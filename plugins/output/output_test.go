@@ -34,10 +34,19 @@ partition_key: ${! json("id") }
 		require.NoError(t, err)
 		assert.Equal(t, "s", c.Stream)
 		assert.Equal(t, 64, c.MaxInFlight)
+		assert.True(t, c.PreserveOrder)
+		assert.Equal(t, 1, c.batchesInFlight(), "ordered: Benthos hands over one batch at a time")
 		assert.Equal(t, kinesisx.DefaultMaxRecordSize, c.MaxRecordSize)
 		assert.Nil(t, c.HashKey)
 		assert.False(t, c.Aggregation.Enabled)
 		assert.Equal(t, kinesisx.DefaultBackoff, c.Backoff)
+	})
+
+	t.Run("unordered writes max_in_flight batches at once", func(t *testing.T) {
+		c, err := parse(t, "stream: s\npartition_key: k\npreserve_order: false\nmax_in_flight: 16")
+		require.NoError(t, err)
+		assert.False(t, c.PreserveOrder)
+		assert.Equal(t, 16, c.batchesInFlight())
 	})
 
 	tests := []struct {
