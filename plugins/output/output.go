@@ -59,7 +59,7 @@ With `+"`preserve_order: true`"+` (the default), the records of one partition ke
 - Records Kinesis refused are retried before anything later of their shard is sent.
 - A message that fails for good (after `+"`max_retries`"+` or `+"`backoff.max_elapsed_time`"+`) fails the later messages of its partition key in the batch too, unsent, so that a replay (a `+"`fallback`"+` output, `+"`auto_replay_nacks`"+`) keeps them in order. Later batches are not held back: order across a message that failed for good is up to how the pipeline replays it.
 
-Throughput comes from batches: write in batches (the `+"`batching`"+` field, or an input that reads batches) so that each batch spans many shards. Without batching, each message is a batch of its own and messages are written one request at a time.
+Throughput comes from batches: write in batches (the `+"`batching`"+` field, or an input that reads batches) so that each batch spans many shards. Without batching, each message is a batch of its own and messages are written one request at a time. Give `+"`batching`"+` a `+"`count`"+` and a `+"`period`"+` longer than one write takes (e.g. `+"`count: 500`"+`, `+"`period: 1s`"+`): Benthos measures the period from the previous flush, so a shorter one yields batches of a single message while the output is busy.
 
 With `+"`preserve_order: false`"+`, up to `+"`max_in_flight`"+` batches are written at once and a batch's requests are sent concurrently; records of one key can then land in any order (Kinesis itself does not keep the order of a PutRecords request's records when some are refused).
 
@@ -117,7 +117,7 @@ output:
     partition_key: ${! json("user_id") }
     batching:
       count: 500
-      period: 100ms
+      period: 1s
 `)
 }
 
