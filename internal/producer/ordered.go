@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
@@ -16,66 +17,151 @@ import (
 var ErrEarlierRecordFailed = errors.New("not sent: an earlier message with the same partition key failed")
 
 // writeOrdered sends recs keeping each partition key's order. Records are
-// grouped by the shard they are predicted to land on (a lane); the lanes
-// proceed in parallel, up to MaxInFlight requests at a time, and each lane
-// sends one request at a time:
+// grouped by the shard they are predicted to land on (a lane), and sent in
+// rounds. Each round takes from every lane the next records that may travel
+// together, packs them into as few requests as the PutRecords limits allow
+// (records of several shards share a request, as a request's cost is mostly
+// per request, not per record), sends the requests in parallel, up to
+// MaxInFlight, and waits for them:
 //
-//   - a request holds each partition key at most once (in one record, plain
-//     or aggregate), so a partial failure can never let a later record of a
-//     key land before an earlier one that was refused;
-//   - a request's refused records are retried before the lane sends
-//     anything else;
-//   - a record that fails for good fails the lane's later records of the
-//     same keys unsent (ErrEarlierRecordFailed), so a replay of the failed
-//     messages comes first.
+//   - a round holds each partition key at most once (in one record, plain or
+//     aggregate), so a partial failure can never let a later record of a key
+//     land before an earlier one that was refused;
+//   - a request's refused records are retried before the next round;
+//   - a record that fails for good fails the later records of the same keys
+//     unsent (ErrEarlierRecordFailed), so a replay of the failed messages
+//     comes first.
 //
-// When an aggregate lands on a shard that does not hold all its members, the
+// When an aggregate lands on a shard that does not hold all its members, its
 // lane's shard was split or merged: the aggregate's members and everything
-// the lane had not sent yet are returned, to be grouped anew by the fresh
-// map and sent after what has landed.
+// not sent yet are returned, to be grouped anew by the fresh map and sent
+// after what has landed.
 func (p *Producer) writeOrdered(ctx context.Context, recs *records, fail func(int, error)) []int {
-	lanes := map[int][]int{}
-	var order []int
-	for k := range recs.len() {
-		l := -1
-		if recs.lane != nil {
-			l = recs.lane[k]
+	w := &orderedWrite{recs: recs, fail: fail, lanes: lanesOf(recs), seen: map[string]bool{}}
+	for {
+		requests := w.round()
+		if len(requests) == 0 {
+			return nil
 		}
-		if _, ok := lanes[l]; !ok {
-			order = append(order, l)
-		}
-		lanes[l] = append(lanes[l], k)
-	}
-
-	if len(order) == 1 {
-		return p.runLane(ctx, recs, lanes[order[0]], fail)
-	}
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		resend []int
-	)
-	for _, l := range order {
-		wg.Add(1)
-		go func(queue []int) {
-			defer wg.Done()
-			if again := p.runLane(ctx, recs, queue, fail); len(again) > 0 {
-				mu.Lock()
-				resend = append(resend, again...)
-				mu.Unlock()
+		results, sentAll := p.sendAll(ctx, requests, fail)
+		var resend []int
+		for _, res := range results {
+			for k := range res.failed.len() {
+				w.markFailed(&res.failed, k, res.err)
 			}
-		}(lanes[l])
+			resend = append(resend, res.resend...)
+		}
+		if !sentAll {
+			// The context ended: what was not sent, or has to be sent
+			// again, fails with it.
+			for _, i := range resend {
+				fail(i, ctx.Err())
+			}
+			for _, q := range w.lanes {
+				for _, k := range q {
+					recs.each(k, func(i int) { fail(i, ctx.Err()) })
+				}
+			}
+			return nil
+		}
+		if len(resend) > 0 {
+			for _, q := range w.lanes {
+				for _, k := range q {
+					if !w.failAfter(k) {
+						recs.each(k, func(i int) { resend = append(resend, i) })
+					}
+				}
+			}
+			return resend
+		}
 	}
-	wg.Wait()
-	return resend
 }
 
-// lane is the state of one shard's records in an ordered write.
-type lane struct {
+// lanesOf groups the records by the shard they are predicted to land on,
+// each lane in record order. Records of no known shard share a lane.
+func lanesOf(recs *records) [][]int {
+	if recs.lane == nil {
+		all := make([]int, recs.len())
+		for k := range all {
+			all[k] = k
+		}
+		return [][]int{all}
+	}
+	// Count first, so that every lane is a window of one allocation.
+	counts := make([]int, recs.shards.Len()+1)
+	for _, l := range recs.lane {
+		counts[l+1]++
+	}
+	backing := make([]int, 0, recs.len())
+	lanes := make([][]int, 0, len(counts))
+	for _, n := range counts {
+		if n > 0 {
+			lanes = append(lanes, backing[len(backing):len(backing):len(backing)+n])
+			backing = backing[:len(backing)+n]
+		}
+	}
+	slot := make([]int, len(counts)) // lane index + 1 -> position in lanes
+	for l, n := 0, 0; l < len(counts); l++ {
+		if counts[l] > 0 {
+			slot[l] = n
+			n++
+		}
+	}
+	for k, l := range recs.lane {
+		i := slot[l+1]
+		lanes[i] = append(lanes[i], k)
+	}
+	return lanes
+}
+
+// sendAll sends requests in parallel, up to MaxInFlight across the
+// producer, and returns what became of each. When ctx ends while it waits
+// for a slot, the requests not sent yet fail with ctx's error and sentAll is
+// false.
+func (p *Producer) sendAll(ctx context.Context, requests []records, fail func(int, error)) (results []sent, sentAll bool) {
+	results = make([]sent, len(requests))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for n, req := range requests {
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			for _, r := range requests[n:] {
+				for k := range r.len() {
+					r.each(k, func(i int) { fail(i, ctx.Err()) })
+				}
+			}
+			return results, false
+		}
+		if n == len(requests)-1 {
+			// The last (usually the only) request goes out from this
+			// goroutine, whose stack is already grown for the SDK.
+			results[n] = p.send(ctx, req, fail)
+			<-p.slots
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-p.slots }()
+			results[n] = p.send(ctx, req, fail)
+		}()
+	}
+	return results, true
+}
+
+// orderedWrite is the state of one ordered write.
+type orderedWrite struct {
 	recs *records
+	// lanes holds, per shard, the records not sent yet, in order.
+	lanes [][]int
 	// failed maps the partition keys whose records failed for good to why.
 	failed map[string]error
 	fail   func(int, error)
+	// seen marks the partition keys a round has taken (false) or passed
+	// over (true); it is cleared and reused every round. A key belongs to
+	// one lane, so the lanes share it.
+	seen map[string]bool
 }
 
 // keys calls fn with the partition key of every entry record k of r
@@ -92,19 +178,17 @@ func keys(r *records, k int, fn func(string) bool) {
 	}
 }
 
-func (l *lane) keys(k int, fn func(string) bool) { keys(l.recs, k, fn) }
-
 // failAfter fails record k unsent if an earlier record of one of its keys
 // failed for good, and reports whether it did. Its keys then count as failed
 // too, so the records after it wait for a replay as well.
-func (l *lane) failAfter(k int) bool {
-	if len(l.failed) == 0 {
+func (w *orderedWrite) failAfter(k int) bool {
+	if len(w.failed) == 0 {
 		return false
 	}
 	var cause error
 	var key string
-	l.keys(k, func(pk string) bool {
-		if err, ok := l.failed[pk]; ok {
+	keys(w.recs, k, func(pk string) bool {
+		if err, ok := w.failed[pk]; ok {
 			cause, key = err, pk
 			return false
 		}
@@ -114,95 +198,87 @@ func (l *lane) failAfter(k int) bool {
 		return false
 	}
 	err := fmt.Errorf("%w (partition key %q): %w", ErrEarlierRecordFailed, truncate(key, 64), cause)
-	l.markFailed(l.recs, k, err)
-	l.recs.each(k, func(i int) { l.fail(i, err) })
+	w.markFailed(w.recs, k, err)
+	w.recs.each(k, func(i int) { w.fail(i, err) })
 	return true
 }
 
 // markFailed notes the keys of record k of r as failed for good with err.
-func (l *lane) markFailed(r *records, k int, err error) {
-	if l.failed == nil {
-		l.failed = map[string]error{}
+func (w *orderedWrite) markFailed(r *records, k int, err error) {
+	if w.failed == nil {
+		w.failed = map[string]error{}
 	}
 	keys(r, k, func(pk string) bool {
-		if _, ok := l.failed[pk]; !ok {
-			l.failed[pk] = err
+		if _, ok := w.failed[pk]; !ok {
+			w.failed[pk] = err
 		}
 		return true
 	})
 }
 
-// next splits queue into the next request and the rest. The request takes
-// records in queue order while they fit the PutRecords limits and none
-// shares a partition key with a record already taken or passed over, so no
-// key overtakes itself.
-func (l *lane) next(queue []int) (req, rest []int) {
+// round takes the next records of every lane and packs them into requests.
+// A lane gives the records, in order, that fit one request and share no
+// partition key with a record taken or passed over before them, so no key
+// overtakes itself; the rest stay in the lane. The lanes' records are then
+// packed in lane order, a lane's records never split between requests.
+func (w *orderedWrite) round() []records {
+	clear(w.seen)
 	var (
-		taken   = map[string]struct{}{}
-		blocked map[string]struct{}
-		bytes   int
+		requests []records
+		req      records
+		bytes    int
 	)
-	for n, k := range queue {
-		if l.failAfter(k) {
-			continue
-		}
-		size := l.recs.size(k)
-		if len(req) == kinesisx.MaxPutRecordsCount || (len(req) > 0 && bytes+size > kinesisx.MaxPutRecordsBytes) {
-			return req, append(rest, queue[n:]...)
-		}
-		clash := false
-		l.keys(k, func(pk string) bool {
-			_, inReq := taken[pk]
-			_, inBlocked := blocked[pk]
-			clash = inReq || inBlocked
-			return !clash
-		})
-		if clash {
-			if blocked == nil {
-				blocked = map[string]struct{}{}
+	for l, queue := range w.lanes {
+		var (
+			take       []int
+			takenBytes int
+			rest       = queue[:0] // compacted in place: rest never passes the reader
+		)
+		for n, k := range queue {
+			if w.failAfter(k) {
+				continue
 			}
-			l.keys(k, func(pk string) bool { blocked[pk] = struct{}{}; return true })
-			rest = append(rest, k)
+			size := w.recs.size(k)
+			if len(take) == kinesisx.MaxPutRecordsCount || (len(take) > 0 && takenBytes+size > kinesisx.MaxPutRecordsBytes) {
+				rest = append(rest, queue[n:]...)
+				break
+			}
+			if w.clashes(k) {
+				rest = append(rest, k)
+				continue
+			}
+			take = append(take, k)
+			takenBytes += size
+		}
+		w.lanes[l] = rest
+		if len(take) == 0 {
 			continue
 		}
-		l.keys(k, func(pk string) bool { taken[pk] = struct{}{}; return true })
-		req = append(req, k)
-		bytes += size
+		if req.len() > 0 && (req.len()+len(take) > kinesisx.MaxPutRecordsCount || bytes+takenBytes > kinesisx.MaxPutRecordsBytes) {
+			requests = append(requests, req)
+			req, bytes = records{}, 0
+		}
+		for _, k := range take {
+			req.push(w.recs, k)
+		}
+		bytes += takenBytes
 	}
-	return req, rest
+	if req.len() > 0 {
+		requests = append(requests, req)
+	}
+	w.lanes = slices.DeleteFunc(w.lanes, func(q []int) bool { return len(q) == 0 })
+	return requests
 }
 
-// runLane sends one lane's records, a request at a time, and returns the
-// entries to send again after a reshard (see writeOrdered).
-func (p *Producer) runLane(ctx context.Context, recs *records, queue []int, fail func(int, error)) []int {
-	l := &lane{recs: recs, fail: fail}
-	for len(queue) > 0 {
-		var req []int
-		req, queue = l.next(queue)
-		if len(req) == 0 {
-			continue
-		}
-		select {
-		case p.slots <- struct{}{}:
-		case <-ctx.Done():
-			for _, k := range append(req, queue...) {
-				recs.each(k, func(i int) { fail(i, ctx.Err()) })
-			}
-			return nil
-		}
-		res := p.send(ctx, recs.pick(req), fail)
-		<-p.slots
-		for k := range res.failed.len() {
-			l.markFailed(&res.failed, k, res.err)
-		}
-		if resend := res.resend; len(resend) > 0 {
-			for _, k := range queue {
-				if !l.failAfter(k) {
-					recs.each(k, func(i int) { resend = append(resend, i) })
-				}
-			}
-			return resend
-		}
-	}
-	return nil
+// clashes reports whether record k shares a partition key with a record the
+// round took or passed over in its lane, and marks its keys: taken if it
+// does not clash, passed over if it does.
+func (w *orderedWrite) clashes(k int) bool {
+	clash := false
+	keys(w.recs, k, func(pk string) bool {
+		_, clash = w.seen[pk]
+		return !clash
+	})
+	keys(w.recs, k, func(pk string) bool { w.seen[pk] = clash; return true })
+	return clash
 }

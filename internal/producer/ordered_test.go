@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -107,10 +108,31 @@ func TestOrderedKeepsEachKeysOrderThroughPartialFailures(t *testing.T) {
 			if aggregate {
 				assert.Positive(t, view.Aggregates)
 			}
-			assert.Greater(t, api.maxSeen.Load(), int32(1), "shards are written in parallel")
 			assert.LessOrEqual(t, api.maxSeen.Load(), int32(8), "within max_in_flight")
 		})
 	}
+}
+
+func TestOrderedRequestsSpanShardsAndRunInParallel(t *testing.T) {
+	t.Run("a write that fits one request is one request", func(t *testing.T) {
+		api := &fakeAPI{shards: testShards(4)}
+		p := newTestProducer(api, func(c *Config) { c.Ordered = true })
+		p.SetShardMap(testShardMap(t, 4))
+		require.Nil(t, p.Write(t.Context(), keyedEntries(0, 500, 500)))
+		require.Len(t, api.calls, 1, "500 records of 500 keys over 4 shards")
+		assert.Len(t, api.calls[0], 500)
+	})
+	t.Run("shards with a request each are written in parallel", func(t *testing.T) {
+		api := &fakeAPI{shards: testShards(4), delay: 20 * time.Millisecond}
+		p := newTestProducer(api, func(c *Config) { c.Ordered = true; c.MaxInFlight = 3 })
+		p.SetShardMap(testShardMap(t, 4))
+		require.Nil(t, p.Write(t.Context(), keyedEntries(0, 4000, 4000)))
+		assert.Greater(t, api.maxSeen.Load(), int32(1), "requests in parallel")
+		assert.LessOrEqual(t, api.maxSeen.Load(), int32(3), "within max_in_flight")
+		for _, c := range api.calls {
+			assert.LessOrEqual(t, len(c), kinesisx.MaxPutRecordsCount)
+		}
+	})
 }
 
 func TestOrderedRequestHoldsAKeyOnce(t *testing.T) {

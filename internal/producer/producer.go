@@ -224,18 +224,8 @@ func (r *records) slice(from, to int) records {
 	return s
 }
 
-// pick returns records ks of r, in that order.
-func (r *records) pick(ks []int) records {
-	s := records{src: r.src, shards: r.shards}
-	for _, k := range ks {
-		s.add(r, k, nil)
-	}
-	s.refusals = nil
-	return s
-}
-
-// add appends record k of src, refused with refusal.
-func (r *records) add(src *records, k int, refusal *RecordError) {
+// push appends record k of src.
+func (r *records) push(src *records, k int) {
 	r.src, r.shards = src.src, src.shards
 	r.entries = append(r.entries, src.entries[k])
 	r.index = append(r.index, src.index[k])
@@ -245,6 +235,11 @@ func (r *records) add(src *records, k int, refusal *RecordError) {
 	if src.lane != nil {
 		r.lane = append(r.lane, src.lane[k])
 	}
+}
+
+// add appends record k of src, refused with refusal.
+func (r *records) add(src *records, k int, refusal *RecordError) {
+	r.push(src, k)
 	r.refusals = append(r.refusals, refusal)
 }
 

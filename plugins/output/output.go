@@ -32,6 +32,18 @@ const (
 	fieldAggMaxRecords = "max_records"
 )
 
+// The default batching policy. Ordered writes take one batch at a time, so
+// a batch is what one round trip carries: up to 500 messages (one full
+// PutRecords request) gathered for at most defaultBatchPeriod. Benthos
+// measures the period from the previous flush, so a message arriving after
+// a quiet spell goes out at once, and under load the period must outlast
+// one write, else every batch flushed while the writer is busy holds a
+// single message.
+const (
+	defaultBatchCount  = 500
+	defaultBatchPeriod = "50ms"
+)
+
 // Defaults of the aggregation fields, those of the KPL where it has one.
 const (
 	defaultAggMaxBytes   = 50 << 10
@@ -91,7 +103,9 @@ An aggregated record never holds messages of two current shards. After a split o
 			service.NewBoolField(fieldPreserveOrder).
 				Description("Keep the records of each partition key in the order the pipeline emitted them, through retries, partial failures and reshards (see Order above). Set `false` for the most throughput when order does not matter.").
 				Default(true),
-			service.NewBatchPolicyField(fieldBatching),
+			service.NewBatchPolicyField(fieldBatching).
+				Description(fmt.Sprintf("How messages are gathered into batches before they are written (see Order above). By default up to %d messages or what arrives within %s of the previous batch, whichever comes first: one full PutRecords request per round trip under load, no wait when messages are sparse. Setting the field replaces the whole default; `batching: {}` turns batching off (each message, or each batch the input emits, is written as it comes).", defaultBatchCount, defaultBatchPeriod)).
+				Default(map[string]any{"count": defaultBatchCount, "byte_size": 0, "period": defaultBatchPeriod, "check": "", "processors": []any{}}),
 			service.NewIntField(fieldMaxRecordSize).
 				Description(fmt.Sprintf("The largest record in bytes, counting data and partition key. Kinesis allows %d by default; a stream raised with UpdateMaxRecordSize accepts up to %d. Larger messages fail alone.", kinesisx.DefaultMaxRecordSize, kinesisx.MaxRecordSizeLimit)).
 				Default(kinesisx.DefaultMaxRecordSize).Advanced(),
