@@ -33,6 +33,13 @@ const (
 	flagTo             = "to"
 	flagForce          = "force"
 	flagYes            = "yes"
+	flagFrom           = "from"
+	flagTable          = "table"
+	flagDynamoEndpoint = "dynamodb-endpoint"
+	flagSourceStream   = "source-stream"
+	flagDryRun         = "dry-run"
+	flagOutput         = "output"
+	flagWatch          = "watch"
 )
 
 // CheckpointsCommand is `connect-kinesis checkpoints`: inspect, reset and delete a
@@ -57,7 +64,7 @@ func CheckpointsCommand() *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "checkpoints",
-		Usage: "Inspect, reset or delete a consumer group's Kinesis checkpoints in Redis",
+		Usage: "Inspect, reset, import, export or delete a consumer group's Kinesis checkpoints in Redis",
 		Description: "Works on the keys <key-prefix>:{<group>:<stream ARN>}:ckpt|closed|lease|members|handoff.\n" +
 			"See docs/checkpointer.md.",
 		Subcommands: []*cli.Command{
@@ -75,6 +82,28 @@ func CheckpointsCommand() *cli.Command {
 					&cli.BoolFlag{Name: flagForce, Usage: "reset even while pipelines hold live leases (they are fenced out)"},
 				),
 				Action: runReset,
+			},
+			{
+				Name: "import",
+				Usage: "Carry checkpoints over from Redpanda Connect's aws_kinesis DynamoDB table or a KCL 2.x/3.x lease table " +
+					"(replaces the group's checkpoints, as reset does)",
+				Flags: common(
+					&cli.StringFlag{Name: flagFrom, Usage: SourceConnect + " (a Redpanda Connect aws_kinesis checkpoint table) or " + SourceKCL + " (a KCL 2.x/3.x lease table)", Required: true},
+					&cli.StringFlag{Name: flagTable, Usage: "the DynamoDB table to read", Required: true},
+					&cli.StringFlag{Name: flagDynamoEndpoint, Usage: "DynamoDB endpoint URL, e.g. an emulator (default: the region's)"},
+					&cli.StringFlag{Name: flagSourceStream, Usage: "the source's key of the stream: Connect's StreamID, or a KCL multi-stream identifier <account>:<name>:<epoch> (default: found from --stream)"},
+					&cli.BoolFlag{Name: flagDryRun, Usage: "print what would be written and change nothing"},
+					&cli.BoolFlag{Name: flagForce, Usage: "import even while pipelines of the group hold live leases (they are fenced out), or the source's do"},
+				),
+				Action: runImport,
+			},
+			{
+				Name:  "export",
+				Usage: "Write the group's checkpoints, closed shards and start override as JSON; `reset --to sequences=FILE` restores them",
+				Flags: common(
+					&cli.StringFlag{Name: flagOutput, Aliases: []string{"o"}, Usage: "file to write (default: standard output)"},
+				),
+				Action: runExport,
 			},
 			{
 				Name:  "delete",

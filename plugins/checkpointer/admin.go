@@ -47,11 +47,12 @@ type ResetResult struct {
 // Reset replaces the group's position on the stream, atomically: every
 // checkpoint and the closed set are deleted, hand-off requests dropped and
 // every lease freed with its fencing token bumped (a reader still running
-// is fenced out of its next commit or renewal). Then either start is stored
-// as the start override (shards begin there), or, with positions, exactly
-// those checkpoints are written (SHARD_END ones also mark the shard closed)
-// and the override is cleared. Refused with ErrLiveLeases while leases are
-// live unless force.
+// is fenced out of its next commit or renewal). Then start, if given, is
+// stored as the start override (shards without a checkpoint begin there),
+// and exactly the given positions are written as checkpoints (SHARD_END ones
+// also mark the shard closed); an import passes positions only, restoring an
+// export may pass both. Refused with ErrLiveLeases while leases are live
+// unless force.
 func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positions map[string]consumer.Position, force bool) (ResetResult, error) {
 	marker := ""
 	if start != nil {
