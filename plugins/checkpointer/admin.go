@@ -70,11 +70,11 @@ func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positi
 }
 
 // Delete removes every key of the group+stream: checkpoints, closed set,
-// leases, members and hand-off requests. Refused with ErrLiveLeases while
+// leases, members, hand-off requests and published progress. Refused with ErrLiveLeases while
 // leases are live unless force.
 func (s *Store) Delete(ctx context.Context, force bool) (ResetResult, error) {
 	return s.runAdmin(ctx, "deleting checkpoints", deleteScript,
-		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff}, boolArg(force))
+		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff, s.keys.Progress}, boolArg(force))
 }
 
 // runAdmin reads the state a reset or delete is about to change, then runs
