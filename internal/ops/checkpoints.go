@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -69,9 +70,12 @@ func CheckpointsCommand() *cli.Command {
 			"See docs/checkpointer.md.",
 		Subcommands: []*cli.Command{
 			{
-				Name:   "show",
-				Usage:  "Print each shard's state, lease and checkpoint, and the live members",
-				Flags:  common(&cli.BoolFlag{Name: flagJSON, Usage: "print JSON"}),
+				Name:  "show",
+				Usage: "Print each shard's state, lease and checkpoint, and the live members",
+				Flags: common(
+					&cli.BoolFlag{Name: flagJSON, Usage: "print JSON"},
+					&cli.BoolFlag{Name: flagWatch, Aliases: []string{"w"}, Usage: "redraw every second until Ctrl-C"},
+				),
 				Action: runShow,
 			},
 			{
@@ -125,6 +129,8 @@ type opened struct {
 	stream streamInfo
 	// listed is false with --stream-id: the shards are unknown.
 	listed bool
+	// relist lists the stream's shards again (nil with --stream-id).
+	relist func(ctx context.Context) (streamInfo, error)
 }
 
 func openFromFlags(c *cli.Context) (*opened, error) {
@@ -163,7 +169,8 @@ func openFromFlags(c *cli.Context) (*opened, error) {
 		if err != nil {
 			return nil, err
 		}
-		info, err := describeStream(ctx, settings.KinesisClient(awsCfg), c.String(flagStream))
+		api := settings.KinesisClient(awsCfg)
+		info, err := describeStream(ctx, api, c.String(flagStream))
 		if err != nil {
 			if errors.Is(err, ErrStreamNotFound) {
 				return nil, fmt.Errorf("stream %q not found in region %s (check --stream, --region and --endpoint)", c.String(flagStream), awsCfg.Region)
@@ -171,6 +178,7 @@ func openFromFlags(c *cli.Context) (*opened, error) {
 			return nil, err
 		}
 		o.stream, o.listed = info, true
+		o.relist = func(ctx context.Context) (streamInfo, error) { return describeStream(ctx, api, c.String(flagStream)) }
 	}
 
 	cp, err := checkpointer.New(ctx, cfg, nil, nil)
