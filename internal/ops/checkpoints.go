@@ -66,7 +66,7 @@ func CheckpointsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "checkpoints",
 		Usage: "Inspect, reset, import, export or delete a consumer group's Kinesis checkpoints in Redis",
-		Description: "Works on the keys <key-prefix>:{<group>:<stream ARN>}:ckpt|closed|lease|members|handoff.\n" +
+		Description: "Works on the keys <key-prefix>:{<group>:<stream ARN>}:ckpt|closed|lease|members|handoff|progress.\n" +
 			"See docs/checkpointer.md.",
 		Subcommands: []*cli.Command{
 			{
