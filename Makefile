@@ -4,7 +4,7 @@
 #   make test   everything: vet, format, unit and integration tests, docs, examples
 #
 # `make deps` installs what the tests need (redis-server from apt, the Kinesis
-# emulators from npm into .deps/npm); the other targets call it.
+# and DynamoDB emulators from npm into .deps/npm); the other targets call it.
 
 SHELL       := /usr/bin/env bash
 GO          ?= go
@@ -32,7 +32,7 @@ deps: $(NPM_DIR)/.installed
 $(NPM_DIR)/.installed: deps/package.json deps/package-lock.json
 	@mkdir -p $(NPM_DIR)
 	@cp deps/package.json deps/package-lock.json $(NPM_DIR)/
-	@echo "deps: installing Kinesis emulators into $(NPM_DIR)"
+	@echo "deps: installing the Kinesis and DynamoDB emulators into $(NPM_DIR)"
 	@cd $(NPM_DIR) && npm ci --no-audit --no-fund --silent
 	@touch $@
 
