@@ -4,8 +4,8 @@
 #   make test   everything: vet, format, unit and integration tests, docs, examples
 #
 # `make deps` installs what the tests need (redis-server and prometheus, for
-# promtool, from apt; the Kinesis emulators from npm into .deps/npm); the
-# other targets call it.
+# promtool and the alert test, from apt; the Kinesis and DynamoDB emulators
+# from npm into .deps/npm); the other targets call it.
 
 SHELL       := /usr/bin/env bash
 GO          ?= go
@@ -37,7 +37,7 @@ deps: $(NPM_DIR)/.installed
 $(NPM_DIR)/.installed: deps/package.json deps/package-lock.json
 	@mkdir -p $(NPM_DIR)
 	@cp deps/package.json deps/package-lock.json $(NPM_DIR)/
-	@echo "deps: installing Kinesis emulators into $(NPM_DIR)"
+	@echo "deps: installing the Kinesis and DynamoDB emulators into $(NPM_DIR)"
 	@cd $(NPM_DIR) && npm ci --no-audit --no-fund --silent
 	@touch $@
 

@@ -30,6 +30,7 @@ func (r *shardReader) deliver(ctx context.Context, recs []Record, behind int64) 
 	for _, rec := range recs {
 		n += int64(len(rec.Data))
 	}
+	r.progress.observeDelivery(time.Now())
 	r.co.c.metrics.records.Incr(int64(len(recs)), r.co.streamName)
 	r.co.c.metrics.bytes.Incr(n, r.co.streamName)
 	return true
@@ -71,6 +72,7 @@ func (r *shardReader) convert(in []types.Record) []Record {
 // a warning past lag_warn_threshold, an error past 90% of the retention.
 func (r *shardReader) lag(behind int64) {
 	co := r.co
+	r.progress.observeLag(behind)
 	co.c.metrics.behind.Set(behind, co.streamName, r.shard.ID)
 	lag := time.Duration(behind) * time.Millisecond
 	// Without a threshold (no retention known and none configured) only

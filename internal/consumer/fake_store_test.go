@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 )
@@ -23,11 +24,14 @@ type fakeStore struct {
 	// rounds counts LiveMembers calls: one per balancing round of each
 	// instance.
 	rounds int
+	// progress and publishes record PublishProgress calls.
+	progress  map[string]Progress
+	publishes int
 }
 
 func newFakeStore(period time.Duration) *fakeStore {
 	return &fakeStore{period: period, ckpt: map[string]Position{}, closed: map[string]bool{}, leases: map[string]Lease{},
-		members: map[string]time.Time{}, handoff: map[string]string{}, loseOnRenew: map[string]bool{}}
+		members: map[string]time.Time{}, handoff: map[string]string{}, loseOnRenew: map[string]bool{}, progress: map[string]Progress{}}
 }
 
 func (s *fakeStore) live(l Lease, ok bool) bool {
@@ -192,6 +196,26 @@ func (s *fakeStore) HandoffRequests(_ context.Context, owner string) (map[string
 
 func (s *fakeStore) StartOverride(context.Context) (StartOverride, bool, error) {
 	return StartOverride{}, false, nil
+}
+
+func (s *fakeStore) PublishProgress(_ context.Context, owner string, ps map[string]Progress) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.publishes++
+	for shard, p := range ps {
+		if l, ok := s.leases[shard]; ok && l.Owner == owner {
+			s.progress[shard] = p
+		}
+	}
+	return nil
+}
+
+// published returns the last progress published per shard and how many
+// publish calls were made.
+func (s *fakeStore) published() (map[string]Progress, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.progress), s.publishes
 }
 
 func (s *fakeStore) balancingRounds() int {

@@ -65,6 +65,7 @@ func (co *coordinator) renewLoop(done chan struct{}) {
 			ctx, cancel := context.WithTimeout(co.runCtx, co.c.cfg.LeasePeriod/6)
 			co.renew(ctx)
 			cancel()
+			co.publishProgress()
 		case <-co.stopReq:
 			return
 		case <-co.runCtx.Done():

@@ -52,6 +52,7 @@ type shardReader struct {
 	committedGen uint64
 
 	lastLagLog time.Time
+	progress   readerProgress
 }
 
 func newShardReader(co *coordinator, shard Shard, l Lease, start startSpec) *shardReader {

@@ -71,4 +71,7 @@ type Store interface {
 	// to; ok is false when there is none and the configured start_position
 	// applies.
 	StartOverride(ctx context.Context) (o StartOverride, ok bool, err error)
+	// PublishProgress records, for operators, the progress of the shards
+	// owner reads, in one call; only shards owner holds are written.
+	PublishProgress(ctx context.Context, owner string, ps map[string]Progress) error
 }

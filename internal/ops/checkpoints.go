@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -33,6 +34,13 @@ const (
 	flagTo             = "to"
 	flagForce          = "force"
 	flagYes            = "yes"
+	flagFrom           = "from"
+	flagTable          = "table"
+	flagDynamoEndpoint = "dynamodb-endpoint"
+	flagSourceStream   = "source-stream"
+	flagDryRun         = "dry-run"
+	flagOutput         = "output"
+	flagWatch          = "watch"
 )
 
 // CheckpointsCommand is `connect-kinesis checkpoints`: inspect, reset and delete a
@@ -57,14 +65,17 @@ func CheckpointsCommand() *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "checkpoints",
-		Usage: "Inspect, reset or delete a consumer group's Kinesis checkpoints in Redis",
-		Description: "Works on the keys <key-prefix>:{<group>:<stream ARN>}:ckpt|closed|lease|members|handoff.\n" +
+		Usage: "Inspect, reset, import, export or delete a consumer group's Kinesis checkpoints in Redis",
+		Description: "Works on the keys <key-prefix>:{<group>:<stream ARN>}:ckpt|closed|lease|members|handoff|progress.\n" +
 			"See docs/checkpointer.md.",
 		Subcommands: []*cli.Command{
 			{
-				Name:   "show",
-				Usage:  "Print each shard's state, lease and checkpoint, and the live members",
-				Flags:  common(&cli.BoolFlag{Name: flagJSON, Usage: "print JSON"}),
+				Name:  "show",
+				Usage: "Print each shard's state, lease and checkpoint, and the live members",
+				Flags: common(
+					&cli.BoolFlag{Name: flagJSON, Usage: "print JSON"},
+					&cli.BoolFlag{Name: flagWatch, Aliases: []string{"w"}, Usage: "redraw every second until Ctrl-C"},
+				),
 				Action: runShow,
 			},
 			{
@@ -75,6 +86,28 @@ func CheckpointsCommand() *cli.Command {
 					&cli.BoolFlag{Name: flagForce, Usage: "reset even while pipelines hold live leases (they are fenced out)"},
 				),
 				Action: runReset,
+			},
+			{
+				Name: "import",
+				Usage: "Carry checkpoints over from Redpanda Connect's aws_kinesis DynamoDB table or a KCL 2.x/3.x lease table " +
+					"(replaces the group's checkpoints, as reset does)",
+				Flags: common(
+					&cli.StringFlag{Name: flagFrom, Usage: SourceConnect + " (a Redpanda Connect aws_kinesis checkpoint table) or " + SourceKCL + " (a KCL 2.x/3.x lease table)", Required: true},
+					&cli.StringFlag{Name: flagTable, Usage: "the DynamoDB table to read", Required: true},
+					&cli.StringFlag{Name: flagDynamoEndpoint, Usage: "DynamoDB endpoint URL, e.g. an emulator (default: the region's)"},
+					&cli.StringFlag{Name: flagSourceStream, Usage: "the source's key of the stream: Connect's StreamID, or a KCL multi-stream identifier <account>:<name>:<epoch> (default: found from --stream)"},
+					&cli.BoolFlag{Name: flagDryRun, Usage: "print what would be written and change nothing"},
+					&cli.BoolFlag{Name: flagForce, Usage: "import even while pipelines of the group hold live leases (they are fenced out), or the source's do"},
+				),
+				Action: runImport,
+			},
+			{
+				Name:  "export",
+				Usage: "Write the group's checkpoints, closed shards and start override as JSON; `reset --to sequences=FILE` restores them",
+				Flags: common(
+					&cli.StringFlag{Name: flagOutput, Aliases: []string{"o"}, Usage: "file to write (default: standard output)"},
+				),
+				Action: runExport,
 			},
 			{
 				Name:  "delete",
@@ -96,6 +129,8 @@ type opened struct {
 	stream streamInfo
 	// listed is false with --stream-id: the shards are unknown.
 	listed bool
+	// relist lists the stream's shards again (nil with --stream-id).
+	relist func(ctx context.Context) (streamInfo, error)
 }
 
 func openFromFlags(c *cli.Context) (*opened, error) {
@@ -134,7 +169,8 @@ func openFromFlags(c *cli.Context) (*opened, error) {
 		if err != nil {
 			return nil, err
 		}
-		info, err := describeStream(ctx, settings.KinesisClient(awsCfg), c.String(flagStream))
+		api := settings.KinesisClient(awsCfg)
+		info, err := describeStream(ctx, api, c.String(flagStream))
 		if err != nil {
 			if errors.Is(err, ErrStreamNotFound) {
 				return nil, fmt.Errorf("stream %q not found in region %s (check --stream, --region and --endpoint)", c.String(flagStream), awsCfg.Region)
@@ -142,6 +178,7 @@ func openFromFlags(c *cli.Context) (*opened, error) {
 			return nil, err
 		}
 		o.stream, o.listed = info, true
+		o.relist = func(ctx context.Context) (streamInfo, error) { return describeStream(ctx, api, c.String(flagStream)) }
 	}
 
 	cp, err := checkpointer.New(ctx, cfg, nil, nil)

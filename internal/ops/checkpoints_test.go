@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -94,7 +96,7 @@ func TestIntegrationCLI(t *testing.T) {
 			}
 		}
 		require.Len(t, lines, 4, out)
-		assert.Regexp(t, `shardId-000000000000\s+ready\s+-\s+-`, lines["shardId-000000000000"])
+		assert.Regexp(t, `shardId-000000000000\s+ready\s+-\s+\(unowned\)`, lines["shardId-000000000000"])
 		assert.Regexp(t, `shardId-000000000001\s+open\s+-\s+host-a-1234\s+\S+s\s+1\s+49590338271490256608559692538361571095921575989136588898`, lines["shardId-000000000001"])
 		assert.Regexp(t, `shardId-000000000002\s+waiting-for-parents\s+shardId-000000000000`, lines["shardId-000000000002"])
 		assert.Regexp(t, `shardId-000000000003\s+waiting-for-parents\s+shardId-000000000000`, lines["shardId-000000000003"])
@@ -121,6 +123,69 @@ func TestIntegrationCLI(t *testing.T) {
 			"shardId-000000000002": "ready ",
 			"shardId-000000000003": "ready ",
 		}, states)
+	})
+
+	t.Run("show: lag and last read as the owner published them; unowned ready shards", func(t *testing.T) {
+		require.NoError(t, s.PublishProgress(ctx, "host-a-1234", map[string]consumer.Progress{
+			"shardId-000000000001": {LagMillis: 2500, LastDelivered: time.Now().Add(-3 * time.Second)},
+		}))
+		out, err := runCLI(ctx, with("show")...)
+		require.NoError(t, err, out)
+		assert.Regexp(t, `shardId-000000000001\s+open\s+.*\s+2\.5s\s+3(\.\d)?s ago\s+-`, out)
+		assert.Regexp(t, `shardId-000000000002\s+ready\s+shardId-000000000000\s+\(unowned\)\s+-\s+-\s+-\s+-\s+-\s+-`, out)
+		assert.Contains(t, out, "2 ready shards have no owner, so nobody reads them: shardId-000000000002, shardId-000000000003")
+
+		out, err = runCLI(ctx, with("show", "--json")...)
+		require.NoError(t, err, out)
+		var rep ShowReport
+		require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+		for _, row := range rep.Shards {
+			switch row.Shard {
+			case "shardId-000000000001":
+				require.NotNil(t, row.LagMillis)
+				assert.Equal(t, int64(2500), *row.LagMillis)
+				assert.NotNil(t, row.LastDelivered)
+				assert.False(t, row.Unowned)
+			case "shardId-000000000002":
+				assert.True(t, row.Unowned)
+				assert.Nil(t, row.LagMillis)
+			}
+		}
+	})
+
+	t.Run("show: a group with no state says so instead of listing shards", func(t *testing.T) {
+		out, err := runCLI(ctx, "show", "--redis-url", r.URL(), "--group", "nobody", "--stream", "orders",
+			"--region", testenv.Region, "--endpoint", k.Endpoint)
+		require.NoError(t, err, out)
+		assert.Contains(t, out, "group nobody has no state on this stream")
+		assert.NotContains(t, out, "shardId-")
+		out, err = runCLI(ctx, "show", "--json", "--redis-url", r.URL(), "--group", "nobody", "--stream", "orders",
+			"--region", testenv.Region, "--endpoint", k.Endpoint)
+		require.NoError(t, err, out)
+		assert.Contains(t, out, `"no_state": true`)
+	})
+
+	t.Run("show --watch redraws every second until stopped", func(t *testing.T) {
+		out := &syncWriter{}
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		app := &cli.App{Name: "connect-kinesis", Commands: []*cli.Command{CheckpointsCommand()}, Writer: out, ErrWriter: out,
+			ExitErrHandler: func(*cli.Context, error) {}}
+		done := make(chan error, 1)
+		go func() {
+			done <- app.RunContext(wctx, append([]string{"connect-kinesis", "checkpoints"}, with("show", "--watch")...))
+		}()
+		require.Eventually(t, func() bool { return strings.Count(out.String(), "(Ctrl-C to stop)") >= 3 }, 15*time.Second, 50*time.Millisecond)
+		stop()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("--watch did not stop when its context ended")
+		}
+		frames := strings.Split(out.String(), "\033[H\033[2J")
+		assert.GreaterOrEqual(t, len(frames), 4, "each frame clears the screen first")
+		assert.Contains(t, frames[len(frames)-1], "shardId-000000000001")
 	})
 
 	t.Run("reset refuses while a lease is live, then fences it with --force", func(t *testing.T) {
@@ -242,4 +307,22 @@ func TestIntegrationCLIKinesalite(t *testing.T) {
 	assert.Contains(t, out, "key identity: "+id+"\n")
 	assert.Regexp(t, `shardId-000000000002\s+open\s+-\s+me\s+\S+\s+1\s+5`, out)
 	assert.Regexp(t, `shardId-000000000000\s+ready`, out)
+}
+
+// syncWriter is an io.Writer safe to read while a command writes to it.
+type syncWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }

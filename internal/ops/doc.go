@@ -1,6 +1,8 @@
 // Package ops holds the operator commands the connect-kinesis binary adds to
-// Benthos' own: `connect-kinesis checkpoints show|reset|delete`, which
-// inspect and change a consumer group's checkpoints and leases through the
-// Redis checkpointer's store operations. Printing, flags and the Kinesis
-// lookups an operator needs live here, so the store stays a store.
+// Benthos' own: `connect-kinesis checkpoints show|reset|delete|export|import`,
+// which inspect and change a consumer group's checkpoints and leases through
+// the Redis checkpointer's store operations, and carry checkpoints over from
+// Redpanda Connect's or the KCL's DynamoDB tables. Printing, flags and the
+// Kinesis and DynamoDB lookups an operator needs live here, so the store
+// stays a store.
 package ops

@@ -21,7 +21,7 @@ func runReset(c *cli.Context) error {
 	var positions map[string]consumer.Position
 	if file, ok := strings.CutPrefix(to, "sequences="); ok {
 		var err error
-		if positions, err = readSequencesFile(file); err != nil {
+		if positions, start, err = readSequencesFile(file); err != nil {
 			return fmt.Errorf("flag --%s: %w", flagTo, err)
 		}
 	} else {
@@ -52,7 +52,7 @@ func runReset(c *cli.Context) error {
 	fmt.Fprintf(w, "reset group %s on %s:\n", o.cp.Config().Group, o.stream.ID)
 	printChanges(w, res, positions)
 	if start != nil {
-		fmt.Fprintf(w, "shards without a checkpoint now start at: %s\n", start)
+		fmt.Fprintf(w, "shards without a checkpoint now start at: %s\n", *start)
 	} else {
 		fmt.Fprintln(w, "shards without a checkpoint start at the pipelines' start_position")
 	}
@@ -82,12 +82,21 @@ func printChanges(w io.Writer, res checkpointer.ResetResult, positions map[strin
 	}
 }
 
-// readSequencesFile reads {"shardId": "<seq>[/<sub>]"|"SHARD_END"} or the
-// document `show --json` prints.
-func readSequencesFile(path string) (map[string]consumer.Position, error) {
+// readSequencesFile reads {"shardId": "<seq>[/<sub>]"|"SHARD_END"}, the
+// document `show --json` prints, or an export (which may also hold a start
+// override).
+func readSequencesFile(path string) (map[string]consumer.Position, *consumer.StartOverride, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading sequences file: %w", err)
+		return nil, nil, fmt.Errorf("reading sequences file: %w", err)
+	}
+	var export ExportDocument
+	if err := json.Unmarshal(raw, &export); err == nil && export.Format == exportFormat {
+		positions, start, err := export.positions()
+		if err != nil {
+			return nil, nil, fmt.Errorf("sequences file %s: %w", path, err)
+		}
+		return positions, start, nil
 	}
 	var show ShowReport
 	if err := json.Unmarshal(raw, &show); err == nil && show.Shards != nil {
@@ -98,23 +107,23 @@ func readSequencesFile(path string) (map[string]consumer.Position, error) {
 			}
 			p, err := consumer.ParsePosition(r.Checkpoint)
 			if err != nil {
-				return nil, fmt.Errorf("sequences file %s, shard %s: %w", path, r.Shard, err)
+				return nil, nil, fmt.Errorf("sequences file %s, shard %s: %w", path, r.Shard, err)
 			}
 			out[r.Shard] = p
 		}
-		return out, nil
+		return out, nil, nil
 	}
 	var flat map[string]string
 	if err := json.Unmarshal(raw, &flat); err != nil {
-		return nil, fmt.Errorf("sequences file %s: want a JSON object of shard id to \"<sequence>[/<sub>]\" or \"SHARD_END\", or `show --json` output: %w", path, err)
+		return nil, nil, fmt.Errorf("sequences file %s: want a JSON object of shard id to \"<sequence>[/<sub>]\" or \"SHARD_END\", `show --json` output or an export: %w", path, err)
 	}
 	out := make(map[string]consumer.Position, len(flat))
 	for shard, v := range flat {
 		p, err := consumer.ParsePosition(v)
 		if err != nil {
-			return nil, fmt.Errorf("sequences file %s, shard %s: %w", path, shard, err)
+			return nil, nil, fmt.Errorf("sequences file %s, shard %s: %w", path, shard, err)
 		}
 		out[shard] = p
 	}
-	return out, nil
+	return out, nil, nil
 }

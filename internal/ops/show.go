@@ -1,14 +1,18 @@
 package ops
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"iter"
 	"maps"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -36,6 +40,14 @@ type ShardRow struct {
 	Token          int64    `json:"fencing_token,omitempty"`
 	Checkpoint     string   `json:"checkpoint,omitempty"`
 	HandoffTo      string   `json:"handoff_requested_by,omitempty"`
+	// Unowned marks a ready shard no live lease covers: nobody reads it.
+	Unowned bool `json:"unowned,omitempty"`
+	// LagMillis and LastDelivered are what the shard's owner last
+	// published with a lease renewal: MillisBehindLatest and when it last
+	// delivered a batch (by that instance's clock).
+	LagMillis     *int64     `json:"lag_millis,omitempty"`
+	LastDelivered *time.Time `json:"last_delivered_at,omitempty"`
+	ProgressBy    string     `json:"progress_published_by,omitempty"`
 }
 
 // ShowReport is the `show --json` document; `reset --to sequences=FILE`
@@ -46,8 +58,14 @@ type ShowReport struct {
 	Group         string            `json:"group"`
 	Keys          checkpointer.Keys `json:"keys"`
 	StartOverride string            `json:"start_override,omitempty"`
-	Shards        []ShardRow        `json:"shards"`
-	LiveMembers   []string          `json:"live_members"`
+	// NoState is true when the group has no key at all on the stream: no
+	// pipeline of it has run there (or its state was deleted). Shards is
+	// then empty.
+	NoState     bool       `json:"no_state,omitempty"`
+	Shards      []ShardRow `json:"shards"`
+	LiveMembers []string   `json:"live_members"`
+	// At is when the report was read (local clock).
+	At time.Time `json:"at"`
 }
 
 func runShow(c *cli.Context) error {
@@ -56,12 +74,18 @@ func runShow(c *cli.Context) error {
 		return err
 	}
 	defer o.cp.Close()
+	if c.Bool(flagWatch) {
+		return watchShow(c, o)
+	}
 	rep, err := buildShow(c.Context, o)
 	if err != nil {
 		return err
 	}
-	w := c.App.Writer
-	if c.Bool(flagJSON) {
+	return writeShow(c.App.Writer, rep, c.Bool(flagJSON))
+}
+
+func writeShow(w io.Writer, rep ShowReport, asJSON bool) error {
+	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
@@ -70,9 +94,68 @@ func runShow(c *cli.Context) error {
 	return nil
 }
 
+// watchShow redraws the report every second until Ctrl-C (or SIGTERM), and
+// lists the stream's shards again every few seconds so a reshard shows up.
+// A failed read is shown in place of the table; the next tick tries again.
+func watchShow(c *cli.Context, o *opened) error {
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tick := time.NewTicker(watchInterval)
+	defer tick.Stop()
+	asJSON := c.Bool(flagJSON)
+	for n := 0; ; n++ {
+		if n > 0 && n%watchRelistEvery == 0 && o.relist != nil {
+			if info, err := o.relist(ctx); err == nil {
+				o.stream = info
+			}
+		}
+		var buf bytes.Buffer
+		if !asJSON {
+			// Home the cursor and clear the screen, then draw the frame at
+			// once so it does not flicker.
+			buf.WriteString("\033[H\033[2J")
+			fmt.Fprintf(&buf, "every %v: %s (Ctrl-C to stop)\n", watchInterval, time.Now().Format("15:04:05"))
+		}
+		rep, err := buildShow(ctx, o)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			fmt.Fprintf(&buf, "reading the group failed (retrying): %v\n", err)
+		} else if err := writeShow(&buf, rep, asJSON); err != nil {
+			return err
+		}
+		if _, err := c.App.Writer.Write(buf.Bytes()); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// How often `show --watch` redraws, and after how many redraws it lists
+// the stream's shards again.
+const (
+	watchInterval    = time.Second
+	watchRelistEvery = 10
+)
+
 func buildShow(ctx context.Context, o *opened) (ShowReport, error) {
 	s := o.store
-	rep := ShowReport{Stream: o.stream.Name, StreamID: o.stream.ID, Group: o.cp.Config().Group, Keys: s.Keys()}
+	rep := ShowReport{Stream: o.stream.Name, StreamID: o.stream.ID, Group: o.cp.Config().Group, Keys: s.Keys(), At: time.Now()}
+	has, err := s.HasState(ctx)
+	if err != nil {
+		return rep, err
+	}
+	if !has {
+		rep.NoState = true
+		rep.Shards = []ShardRow{}
+		rep.LiveMembers = []string{}
+		return rep, nil
+	}
 	ckpts, err := s.Checkpoints(ctx)
 	if err != nil {
 		return rep, err
@@ -86,6 +169,10 @@ func buildShow(ctx context.Context, o *opened) (ShowReport, error) {
 		return rep, err
 	}
 	handoff, err := s.AllHandoffRequests(ctx)
+	if err != nil {
+		return rep, err
+	}
+	progress, err := s.Progress(ctx)
 	if err != nil {
 		return rep, err
 	}
@@ -112,6 +199,23 @@ func buildShow(ctx context.Context, o *opened) (ShowReport, error) {
 			}
 		}
 		r.HandoffTo = handoff[id]
+		if p, ok := progress[id]; ok {
+			r.LagMillis, r.ProgressBy = &p.LagMillis, p.Owner
+			if !p.LastDelivered.IsZero() {
+				r.LastDelivered = &p.LastDelivered
+			}
+		}
+		return r
+	}
+	// finish settles what depends on the state: a closed or trimmed shard
+	// has no lag worth showing; a ready one without an owner is flagged.
+	finish := func(r ShardRow) ShardRow {
+		switch r.State {
+		case StateClosed, StateTrimmed:
+			r.LagMillis, r.LastDelivered, r.ProgressBy = nil, nil, ""
+		case StateReady:
+			r.Unowned = r.Owner == ""
+		}
 		return r
 	}
 	for _, sh := range o.stream.Shards {
@@ -122,7 +226,7 @@ func buildShow(ctx context.Context, o *opened) (ShowReport, error) {
 			}
 		}
 		r.State = shardState(r, closed, listed)
-		rep.Shards = append(rep.Shards, r)
+		rep.Shards = append(rep.Shards, finish(r))
 	}
 	// Shards Redis knows that the stream no longer lists (trimmed past
 	// retention, or every shard with --stream-id).
@@ -147,7 +251,7 @@ func buildShow(ctx context.Context, o *opened) (ShowReport, error) {
 		default:
 			r.State = StateTrimmed
 		}
-		rep.Shards = append(rep.Shards, r)
+		rep.Shards = append(rep.Shards, finish(r))
 	}
 	return rep, nil
 }
@@ -171,29 +275,68 @@ func shardState(r ShardRow, closed, listed map[string]bool) string {
 
 func printShow(w io.Writer, rep ShowReport) {
 	fmt.Fprintf(w, "stream: %s\nkey identity: %s\ngroup: %s\n", rep.Stream, rep.StreamID, rep.Group)
+	if rep.NoState {
+		fmt.Fprintf(w, "\ngroup %s has no state on this stream: no checkpoints, leases, members or progress under %s\n"+
+			"No pipeline of this group has run against the stream (or its state was deleted). Check --group, --key-prefix and --stream;\n"+
+			"a new pipeline of the group starts at its start_position.\n", rep.Group, strings.TrimSuffix(rep.Keys.Checkpoints, "ckpt")+"*")
+		return
+	}
 	if rep.StartOverride != "" {
 		fmt.Fprintf(w, "start override (from a reset): %s\n", rep.StartOverride)
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHARD\tSTATE\tPARENTS\tOWNER\tEXPIRES IN\tTOKEN\tCHECKPOINT\tHAND-OFF TO")
+	fmt.Fprintln(tw, "SHARD\tSTATE\tPARENTS\tOWNER\tEXPIRES IN\tTOKEN\tCHECKPOINT\tLAG\tLAST READ\tHAND-OFF TO")
 	dash := func(s string) string {
 		if s == "" {
 			return "-"
 		}
 		return s
 	}
+	var unowned []string
 	for _, r := range rep.Shards {
 		token := "-"
 		if r.Token > 0 {
 			token = fmt.Sprint(r.Token)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Shard, r.State, dash(strings.Join(r.Parents, ",")),
-			dash(r.Owner), dash(r.LeaseExpiresIn), token, dash(r.Checkpoint), dash(r.HandoffTo))
+		owner := r.Owner
+		if r.Unowned {
+			owner = "(unowned)"
+			unowned = append(unowned, r.Shard)
+		}
+		lag, last := "-", "-"
+		if r.LagMillis != nil {
+			lag = roundForHumans(time.Duration(*r.LagMillis) * time.Millisecond)
+		}
+		if r.LastDelivered != nil {
+			last = roundForHumans(rep.At.Sub(*r.LastDelivered)) + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Shard, r.State, dash(strings.Join(r.Parents, ",")),
+			dash(owner), dash(r.LeaseExpiresIn), token, dash(r.Checkpoint), lag, last, dash(r.HandoffTo))
 	}
 	_ = tw.Flush()
+	if len(unowned) > 0 {
+		fmt.Fprintf(w, "\n%d ready shards have no owner, so nobody reads them: %s\n", len(unowned), strings.Join(unowned, ", "))
+		if len(rep.LiveMembers) == 0 {
+			fmt.Fprintln(w, "no pipeline of the group is running")
+		} else {
+			fmt.Fprintln(w, "a live member takes them at its next rebalance; if they stay unowned, check the members' logs")
+		}
+	}
 	fmt.Fprintf(w, "\nlive members (%d):\n", len(rep.LiveMembers))
 	for _, m := range rep.LiveMembers {
 		fmt.Fprintf(w, "  %s\n", m)
 	}
+}
+
+// roundForHumans prints a duration to a tenth of a second below a minute
+// and to the second above.
+func roundForHumans(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	if d < time.Minute {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }

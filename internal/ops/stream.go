@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/failsafe-go/failsafe-go"
@@ -37,6 +39,44 @@ type streamInfo struct {
 	ID     string
 	Name   string
 	Shards []types.Shard
+	// Created is when the stream was created (zero when unknown).
+	Created time.Time
+}
+
+// streamShard is a listed shard as the gate sees it.
+type streamShard struct {
+	ID      string
+	Parents []string
+	// Closed: the shard has an ending sequence number (split or merged).
+	Closed bool
+}
+
+// shards returns the listed shards with their parents, in listing order.
+func (i streamInfo) shards() []streamShard {
+	out := make([]streamShard, 0, len(i.Shards))
+	for _, sh := range i.Shards {
+		s := streamShard{ID: aws.ToString(sh.ShardId)}
+		for _, p := range []*string{sh.ParentShardId, sh.AdjacentParentShardId} {
+			if aws.ToString(p) != "" {
+				s.Parents = append(s.Parents, *p)
+			}
+		}
+		if r := sh.SequenceNumberRange; r != nil && aws.ToString(r.EndingSequenceNumber) != "" {
+			s.Closed = true
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// account is the AWS account in the stream's ARN, "" without an ARN.
+func (i streamInfo) account() string {
+	// arn:aws:kinesis:<region>:<account>:stream/<name>
+	parts := strings.SplitN(i.ID, ":", 6)
+	if len(parts) == 6 && parts[0] == "arn" {
+		return parts[4]
+	}
+	return ""
 }
 
 // listed is the set of shard ids the stream lists.
@@ -74,6 +114,7 @@ func describeStream(ctx context.Context, api kinesisAPI, stream string) (streamI
 		if d.StreamARN != nil && *d.StreamARN != "" {
 			info.ID = *d.StreamARN
 		}
+		info.Created = aws.ToTime(d.StreamCreationTimestamp)
 	}
 
 	shards, err := kinesisx.ListAllShards(ctx, api, stream, kinesisx.RetryBuilder[*kinesis.ListShardsOutput](operatorBackoff).Build())

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -67,4 +69,27 @@ func TestIntegrationRedisCluster(t *testing.T) {
 		n += int(keys)
 	}
 	assert.Equal(t, 20, n, "keys spread over the three masters")
+}
+
+func TestIntegrationDynalite(t *testing.T) {
+	d := NewDynalite(t)
+	c := d.Client()
+	_, err := c.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		TableName:            aws.String("testenv"),
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: ddbtypes.KeyTypeHash}},
+	})
+	require.NoError(t, err)
+	_, err = c.PutItem(t.Context(), &dynamodb.PutItemInput{
+		TableName: aws.String("testenv"),
+		Item:      map[string]ddbtypes.AttributeValue{"k": &ddbtypes.AttributeValueMemberS{Value: "v"}},
+	})
+	require.NoError(t, err)
+	out, err := c.Scan(t.Context(), &dynamodb.ScanInput{TableName: aws.String("testenv")})
+	require.NoError(t, err)
+	assert.Len(t, out.Items, 1)
+
+	d.Close()
+	assert.True(t, d.Process().Exited(), "dynalite still running after Close")
 }

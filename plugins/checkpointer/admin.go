@@ -47,11 +47,12 @@ type ResetResult struct {
 // Reset replaces the group's position on the stream, atomically: every
 // checkpoint and the closed set are deleted, hand-off requests dropped and
 // every lease freed with its fencing token bumped (a reader still running
-// is fenced out of its next commit or renewal). Then either start is stored
-// as the start override (shards begin there), or, with positions, exactly
-// those checkpoints are written (SHARD_END ones also mark the shard closed)
-// and the override is cleared. Refused with ErrLiveLeases while leases are
-// live unless force.
+// is fenced out of its next commit or renewal). Then start, if given, is
+// stored as the start override (shards without a checkpoint begin there),
+// and exactly the given positions are written as checkpoints (SHARD_END ones
+// also mark the shard closed); an import passes positions only, restoring an
+// export may pass both. Refused with ErrLiveLeases while leases are live
+// unless force.
 func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positions map[string]consumer.Position, force bool) (ResetResult, error) {
 	marker := ""
 	if start != nil {
@@ -69,11 +70,11 @@ func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positi
 }
 
 // Delete removes every key of the group+stream: checkpoints, closed set,
-// leases, members and hand-off requests. Refused with ErrLiveLeases while
+// leases, members, hand-off requests and published progress. Refused with ErrLiveLeases while
 // leases are live unless force.
 func (s *Store) Delete(ctx context.Context, force bool) (ResetResult, error) {
 	return s.runAdmin(ctx, "deleting checkpoints", deleteScript,
-		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff}, boolArg(force))
+		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff, s.keys.Progress}, boolArg(force))
 }
 
 // runAdmin reads the state a reset or delete is about to change, then runs

@@ -192,6 +192,7 @@ func (c *Checkpointer) Stream(streamID string) *Store {
 			Leases:      base + "lease",
 			Members:     base + "members",
 			Handoff:     base + "handoff",
+			Progress:    base + "progress",
 		},
 	}
 }

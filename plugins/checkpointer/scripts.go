@@ -268,7 +268,7 @@ table.insert(held, 1, 1)
 return held
 `)
 
-// deleteScript: KEYS ckpt, closed, lease, members, handoff; ARGV force.
+// deleteScript: KEYS ckpt, closed, lease, members, handoff, progress; ARGV force.
 // Same refusal as resetScript; then deletes every key of the group+stream.
 var deleteScript = newScript(`
 local leases, held = live_leases(KEYS[3], now_ms())
@@ -276,9 +276,26 @@ if #held > 0 and ARGV[1] ~= '1' then
   table.insert(held, 1, 0)
   return held
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 table.insert(held, 1, 1)
 return held
+`)
+
+// publishProgressScript: KEYS progress, lease; ARGV owner, then shard,
+// lagMillis, lastDeliveredMillis triples. Value:
+// "<lagMillis>|<lastDeliveredMillis>|<owner>". Only shards whose lease names
+// the owner are written, so an instance that lost a shard does not
+// overwrite what its new owner published. Returns the number written.
+var publishProgressScript = newScript(`
+local n = 0
+for i = 2, #ARGV, 3 do
+  local owner = parse_lease(redis.call('HGET', KEYS[2], ARGV[i]))
+  if owner == ARGV[1] then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1] .. '|' .. ARGV[i + 2] .. '|' .. ARGV[1])
+    n = n + 1
+  end
+end
+return n
 `)
 
 // nowScript returns the Redis clock in milliseconds.

@@ -19,6 +19,9 @@ import (
 // Redis Cluster slot.
 type Keys struct {
 	Checkpoints, Closed, Leases, Members, Handoff string
+	// Progress holds what owners publish for operators: per shard its
+	// lag, last delivery and owner.
+	Progress string
 }
 
 // Store reads and changes the checkpoints, leases, closed shards, members

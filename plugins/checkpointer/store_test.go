@@ -313,6 +313,36 @@ func runStoreSuite(t *testing.T, b backend) {
 		assert.Empty(t, all)
 	})
 
+	t.Run("progress: only the owner's shards, read back, gone with delete", func(t *testing.T) {
+		s := store(t)
+		has, err := s.HasState(t.Context())
+		require.NoError(t, err)
+		assert.False(t, has, "a group that never ran has no state")
+		_, err = s.Acquire(t.Context(), "shard-1", "a|1")
+		require.NoError(t, err)
+		_, err = s.Acquire(t.Context(), "shard-2", "b")
+		require.NoError(t, err)
+		at := time.UnixMilli(1700000000123)
+		require.NoError(t, s.PublishProgress(t.Context(), "a|1", map[string]consumer.Progress{
+			"shard-1": {LagMillis: 1500, LastDelivered: at},
+			"shard-2": {LagMillis: 9}, // b's shard: not written
+			"shard-3": {},             // nobody's: not written
+		}))
+		ps, err := s.Progress(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, map[string]PublishedProgress{
+			"shard-1": {Progress: consumer.Progress{LagMillis: 1500, LastDelivered: at}, Owner: "a|1"},
+		}, ps)
+		has, err = s.HasState(t.Context())
+		require.NoError(t, err)
+		assert.True(t, has)
+		_, err = s.Delete(t.Context(), true)
+		require.NoError(t, err)
+		ps, err = s.Progress(t.Context())
+		require.NoError(t, err)
+		assert.Empty(t, ps)
+	})
+
 	t.Run("groups are independent", func(t *testing.T) {
 		s1 := newTestCheckpointer(t, b, t.Name()+"-1").Stream(stream)
 		s2 := newTestCheckpointer(t, b, t.Name()+"-2").Stream(stream)

@@ -1,0 +1,73 @@
+package consumer
+
+import (
+	"context"
+	"maps"
+	"sync/atomic"
+	"time"
+)
+
+// Progress is how far a shard's reader has come, as its owner publishes it
+// with each lease renewal for `checkpoints show`: never per record, so it
+// costs one store call per instance per renewal.
+type Progress struct {
+	// LagMillis is the MillisBehindLatest of the shard's latest GetRecords
+	// answer.
+	LagMillis int64
+	// LastDelivered is when the reader last handed a batch to the pipeline
+	// (zero if it has not yet).
+	LastDelivered time.Time
+}
+
+// readerProgress is what a reader knows of its own progress; the reader
+// writes it, the renewal goroutine reads it.
+type readerProgress struct {
+	known         atomic.Bool
+	lagMillis     atomic.Int64
+	lastDelivered atomic.Int64 // Unix milliseconds; 0 before the first delivery
+}
+
+func (p *readerProgress) observeLag(behind int64) {
+	p.lagMillis.Store(behind)
+	p.known.Store(true)
+}
+
+func (p *readerProgress) observeDelivery(at time.Time) { p.lastDelivered.Store(at.UnixMilli()) }
+
+// snapshot returns the progress, ok false before the first GetRecords answer.
+func (p *readerProgress) snapshot() (Progress, bool) {
+	if !p.known.Load() {
+		return Progress{}, false
+	}
+	out := Progress{LagMillis: p.lagMillis.Load()}
+	if ms := p.lastDelivered.Load(); ms > 0 {
+		out.LastDelivered = time.UnixMilli(ms)
+	}
+	return out, true
+}
+
+// publishProgress publishes the progress of every shard read here in one
+// store call, bounded like a renewal. A failure only costs the operator's
+// view, so it is logged at debug.
+func (co *coordinator) publishProgress() {
+	co.readersMu.Lock()
+	current := maps.Clone(co.readers)
+	co.readersMu.Unlock()
+	ps := make(map[string]Progress, len(current))
+	for id, r := range current {
+		if r.lost.Load() {
+			continue
+		}
+		if p, ok := r.progress.snapshot(); ok {
+			ps[id] = p
+		}
+	}
+	if len(ps) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(co.runCtx, co.c.cfg.LeasePeriod/6)
+	defer cancel()
+	if err := co.store.PublishProgress(ctx, co.c.owner, ps); err != nil && co.runCtx.Err() == nil {
+		co.log.Debugf("Publishing shard progress failed: %v", err)
+	}
+}

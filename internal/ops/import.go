@@ -1,0 +1,314 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/urfave/cli/v2"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/awsconf"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+)
+
+// Sources `checkpoints import --from` reads.
+const (
+	SourceConnect = "connect"
+	SourceKCL     = "kcl"
+)
+
+// dynamoAPI is the part of the DynamoDB client the import uses.
+type dynamoAPI interface {
+	Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+// item is one DynamoDB item.
+type item = map[string]ddbtypes.AttributeValue
+
+// scanTable reads every item of a table, page by page; each page is retried
+// through the one classifier (DynamoDB throttling codes are among the SDK's
+// own), so a throttled page never ends in a partial read.
+func scanTable(ctx context.Context, api dynamoAPI, table string) ([]item, error) {
+	retry := failsafe.With(kinesisx.RetryBuilder[*dynamodb.ScanOutput](operatorBackoff).Build()).WithContext(ctx)
+	pages := dynamodb.NewScanPaginator(api, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+	var items []item
+	for pages.HasMorePages() {
+		out, err := retry.Get(func() (*dynamodb.ScanOutput, error) { return pages.NextPage(ctx) })
+		if err != nil {
+			var nf *ddbtypes.ResourceNotFoundException
+			if errors.As(err, &nf) {
+				return nil, fmt.Errorf("flag --%s: DynamoDB table %q not found (check --%s, --%s and --%s)", flagTable, table, flagTable, flagRegion, flagDynamoEndpoint)
+			}
+			return nil, fmt.Errorf("scanning DynamoDB table %s: %w", table, err)
+		}
+		items = append(items, out.Items...)
+	}
+	return items, nil
+}
+
+// foreignShard is one shard's progress as another consumer stored it.
+type foreignShard struct {
+	Shard string
+	// Position is the checkpoint in this project's form; zero when the
+	// source has none (it never started the shard, or its value is a
+	// start sentinel).
+	Position consumer.Position
+	// Sentinel is the source's start marker for a shard it had not started
+	// (KCL TRIM_HORIZON, LATEST, AT_TIMESTAMP).
+	Sentinel string
+	// Owner is who the source says holds the shard, if anyone.
+	Owner string
+	// Live is true when the source's own lease is still running (only
+	// sources that store an expiry can tell).
+	Live bool
+}
+
+// foreignTable is what a source reader found for one stream.
+type foreignTable struct {
+	// Describe names the source for the operator: tool, table, stream key.
+	Describe string
+	Shards   map[string]foreignShard
+	// Warnings are things the operator should know before importing.
+	Warnings []string
+}
+
+// importPlan is what an import writes, and why, per shard.
+type importPlan struct {
+	Positions map[string]consumer.Position
+	// Notes say, per shard, why it gets (or does not get) a checkpoint.
+	Notes map[string]string
+}
+
+// planImport turns a source's shards into checkpoints of this project.
+//
+// A shard the stream lists as closed but the source has no entry for is
+// taken as finished (SHARD_END) when every parent of it is finished too:
+// Redpanda Connect deletes a shard's row when it reaches the end and never
+// starts a closed shard, and the KCL deletes the leases of finished shards
+// (or never creates leases for closed ancestors when it starts at LATEST).
+// A closed shard below an unfinished one is left without a checkpoint, so
+// this project reads it after its parents, as its gate always does.
+func planImport(src foreignTable, stream streamInfo, listed bool) importPlan {
+	plan := importPlan{Positions: map[string]consumer.Position{}, Notes: map[string]string{}}
+	for id, sh := range src.Shards {
+		switch {
+		case !sh.Position.IsZero():
+			plan.Positions[id] = sh.Position
+			if sh.Position.ShardEnd {
+				plan.Notes[id] = "finished in the source"
+			}
+		case sh.Sentinel != "":
+			plan.Notes[id] = sh.Sentinel + " in the source (not started): starts like a new shard"
+		default:
+			plan.Notes[id] = "no checkpoint in the source's entry: starts like a new shard"
+		}
+	}
+	if !listed {
+		return plan
+	}
+	byID := make(map[string]streamShard, len(stream.Shards))
+	for _, sh := range stream.shards() {
+		byID[sh.ID] = sh
+	}
+	var finished func(id string, seen map[string]bool) bool
+	finished = func(id string, seen map[string]bool) bool {
+		if p, ok := plan.Positions[id]; ok {
+			return p.ShardEnd
+		}
+		sh, isListed := byID[id]
+		if !isListed {
+			return true // trimmed: the gate counts it as closed
+		}
+		if _, inSource := src.Shards[id]; inSource || !sh.Closed || seen[id] {
+			return false
+		}
+		seen[id] = true
+		for _, p := range sh.Parents {
+			if !finished(p, seen) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, sh := range stream.shards() {
+		if _, inSource := src.Shards[sh.ID]; inSource {
+			continue
+		}
+		if !sh.Closed {
+			plan.Notes[sh.ID] = "no entry in the source: starts like a new shard"
+			continue
+		}
+		if finished(sh.ID, map[string]bool{}) {
+			plan.Positions[sh.ID] = consumer.Position{ShardEnd: true}
+			plan.Notes[sh.ID] = "closed, no entry in the source: taken as finished"
+		} else {
+			plan.Notes[sh.ID] = "closed, no entry in the source, a parent is unfinished: read after its parents"
+		}
+	}
+	return plan
+}
+
+func runImport(c *cli.Context) error {
+	from, table := c.String(flagFrom), c.String(flagTable)
+	if from != SourceConnect && from != SourceKCL {
+		return fmt.Errorf("flag --%s: %q is not a source; use %s (a Redpanda Connect aws_kinesis DynamoDB table) or %s (a KCL 2.x/3.x lease table)", flagFrom, from, SourceConnect, SourceKCL)
+	}
+	o, err := openFromFlags(c)
+	if err != nil {
+		return err
+	}
+	defer o.cp.Close()
+	ctx := c.Context
+
+	settings := awsconf.Settings{Region: c.String(flagRegion), Profile: c.String(flagProfile)}
+	awsCfg, err := settings.Load(ctx)
+	if err != nil {
+		return err
+	}
+	api := dynamodb.NewFromConfig(awsCfg, func(opts *dynamodb.Options) {
+		if ep := c.String(flagDynamoEndpoint); ep != "" {
+			opts.BaseEndpoint = aws.String(ep)
+		}
+	})
+	items, err := scanTable(ctx, api, table)
+	if err != nil {
+		return err
+	}
+	var src foreignTable
+	switch from {
+	case SourceConnect:
+		src, err = readConnectTable(items, table, o.stream, c.String(flagSourceStream))
+	case SourceKCL:
+		src, err = readKCLTable(items, table, o.stream, c.String(flagSourceStream))
+	}
+	if err != nil {
+		return err
+	}
+	if !o.listed {
+		src.Warnings = append(src.Warnings, fmt.Sprintf("with --%s the stream's shards are unknown: closed shards the source has no entry for are not marked finished", flagStreamID))
+	}
+	plan := planImport(src, o.stream, o.listed)
+
+	w := c.App.Writer
+	fmt.Fprintf(w, "importing %s into group %s on %s\n", src.Describe, o.cp.Config().Group, o.stream.ID)
+	var live []string
+	for _, id := range slices.Sorted(maps.Keys(src.Shards)) {
+		if src.Shards[id].Live {
+			live = append(live, fmt.Sprintf("%s (%s)", id, src.Shards[id].Owner))
+		}
+	}
+	if len(live) > 0 && !c.Bool(flagForce) && !c.Bool(flagDryRun) {
+		return fmt.Errorf("the source still holds live leases on %s: stop the old consumer first (its checkpoints are still moving), or pass --%s", strings.Join(live, ", "), flagForce)
+	}
+	for _, warn := range src.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	if o.listed {
+		listedIDs := o.stream.listed()
+		for _, id := range slices.Sorted(maps.Keys(plan.Positions)) {
+			if !listedIDs[id] {
+				fmt.Fprintf(w, "warning: %s is not a shard the stream lists (trimmed?); its checkpoint is written anyway\n", id)
+			}
+		}
+	}
+
+	if c.Bool(flagDryRun) {
+		return printDryRun(ctx, w, o, plan, live)
+	}
+	res, err := o.store.Reset(ctx, nil, plan.Positions, c.Bool(flagForce))
+	if err != nil {
+		return err
+	}
+	printChanges(w, res, plan.Positions)
+	printNotes(w, plan)
+	fmt.Fprintln(w, "shards without a checkpoint start at the pipelines' start_position (a child of a finished shard at its beginning)")
+	return nil
+}
+
+// printDryRun shows what an import would write over the group's current
+// checkpoints, and whether it would be refused, without changing anything.
+func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, sourceLive []string) error {
+	before, err := o.store.Checkpoints(ctx)
+	if err != nil {
+		return err
+	}
+	leases, err := o.store.Leases(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "dry run: nothing is written; the import would replace the group's checkpoints with:")
+	ids := slices.AppendSeq(slices.Collect(maps.Keys(before)), maps.Keys(plan.Positions))
+	slices.Sort(ids)
+	for _, id := range slices.Compact(ids) {
+		from, to := "(none)", "(none)"
+		if p, ok := before[id]; ok {
+			from = p.String()
+		}
+		if p, ok := plan.Positions[id]; ok {
+			to = p.String()
+		}
+		fmt.Fprintf(w, "  %s: %s -> %s\n", id, from, to)
+	}
+	printNotes(w, plan)
+	var held []string
+	for id, l := range leases {
+		if !l.Expired {
+			held = append(held, id)
+		}
+	}
+	slices.Sort(held)
+	if len(held) > 0 {
+		fmt.Fprintf(w, "would be refused without --%s: the group holds live leases on %s\n", flagForce, strings.Join(held, ", "))
+	}
+	if len(sourceLive) > 0 {
+		fmt.Fprintf(w, "would be refused without --%s: the source holds live leases on %s\n", flagForce, strings.Join(sourceLive, ", "))
+	}
+	return nil
+}
+
+func printNotes(w io.Writer, plan importPlan) {
+	if len(plan.Notes) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "notes:")
+	for _, id := range slices.Sorted(maps.Keys(plan.Notes)) {
+		fmt.Fprintf(w, "  %s: %s\n", id, plan.Notes[id])
+	}
+}
+
+// attrS returns a string attribute, "" when absent or of another type.
+func attrS(it item, name string) string {
+	if v, ok := it[name].(*ddbtypes.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// attrN returns a number attribute as its decimal text, "" when absent.
+func attrN(it item, name string) string {
+	if v, ok := it[name].(*ddbtypes.AttributeValueMemberN); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// attrSS returns a string-set attribute (a single string is taken as a set
+// of one).
+func attrSS(it item, name string) []string {
+	switch v := it[name].(type) {
+	case *ddbtypes.AttributeValueMemberSS:
+		return slices.Sorted(slices.Values(v.Value))
+	case *ddbtypes.AttributeValueMemberS:
+		return []string{v.Value}
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package ops
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// A KCL 2.x/3.x lease table has one item per shard lease, hash key
+// leaseKey. A single-stream application's lease key is the shard id; a
+// multi-stream application's is "<account>:<streamName>:<creationEpoch>:<shardId>",
+// with the stream identifier also in the attribute streamName and the shard
+// in shardId. The checkpoint is the string attribute checkpoint with the
+// number checkpointSubSequenceNumber: a sequence number (records up to and
+// including that sub-record are done; the KCL resumes at the sequence number
+// and drops what is not past the checkpoint) or a sentinel: SHARD_END (the
+// shard is finished), TRIM_HORIZON, LATEST or AT_TIMESTAMP (not started:
+// begin at that position). leaseOwner names the worker holding it (KCL 3.x
+// adds checkpointOwner during a graceful hand-off); parentShardId is a
+// string set. Lease liveness is judged by leaseCounter changes over time, so
+// one read cannot tell a live lease from a stale one.
+const (
+	kclAttrLeaseKey        = "leaseKey"
+	kclAttrCheckpoint      = "checkpoint"
+	kclAttrSubSequence     = "checkpointSubSequenceNumber"
+	kclAttrOwner           = "leaseOwner"
+	kclAttrCheckpointOwner = "checkpointOwner"
+	kclAttrStreamName      = "streamName"
+	kclAttrShardID         = "shardId"
+
+	kclShardEnd    = "SHARD_END"
+	kclTrimHorizon = "TRIM_HORIZON"
+	kclLatest      = "LATEST"
+	kclAtTimestamp = "AT_TIMESTAMP"
+)
+
+// kclLease is one lease item, its key split.
+type kclLease struct {
+	// stream is the multi-stream identifier "<account>:<name>:<epoch>", ""
+	// in a single-stream table.
+	stream, shard string
+	it            item
+}
+
+func splitKCLLease(it item) (kclLease, error) {
+	key := attrS(it, kclAttrLeaseKey)
+	if key == "" {
+		return kclLease{}, errors.New("an item has no leaseKey string")
+	}
+	l := kclLease{shard: key, it: it}
+	if s, sh := attrS(it, kclAttrStreamName), attrS(it, kclAttrShardID); s != "" && sh != "" {
+		l.stream, l.shard = s, sh
+	} else if i := strings.LastIndexByte(key, ':'); i >= 0 {
+		l.stream, l.shard = key[:i], key[i+1:]
+	}
+	return l, nil
+}
+
+// kclStreamParts splits a multi-stream identifier "<account>:<name>:<epoch>".
+func kclStreamParts(ident string) (account, name, epoch string) {
+	parts := strings.Split(ident, ":")
+	if len(parts) != 3 {
+		return "", ident, ""
+	}
+	return parts[0], parts[1], parts[2]
+}
+
+// readKCLTable reads the leases of one stream from a KCL lease table. In a
+// multi-stream table the stream is sourceStream when given, else the
+// identifier whose name (and account, with an ARN) is the stream's; with
+// several (a stream deleted and created again) the one whose creation time
+// is the stream's.
+func readKCLTable(items []item, table string, stream streamInfo, sourceStream string) (foreignTable, error) {
+	byStream := map[string][]kclLease{}
+	for _, it := range items {
+		l, err := splitKCLLease(it)
+		if err != nil {
+			return foreignTable{}, fmt.Errorf("table %s: %w", table, err)
+		}
+		byStream[l.stream] = append(byStream[l.stream], l)
+	}
+	multi := slices.DeleteFunc(slices.Sorted(maps.Keys(byStream)), func(s string) bool { return s == "" })
+	src := foreignTable{Shards: map[string]foreignShard{}}
+	var key string
+	switch {
+	case sourceStream != "":
+		if _, ok := byStream[sourceStream]; !ok {
+			return src, fmt.Errorf("flag --%s: table %s has no leases of stream identifier %q (it has: %s)", flagSourceStream, table, sourceStream, quoteList(multi))
+		}
+		key = sourceStream
+	case len(multi) > 0:
+		var found []string
+		for _, ident := range multi {
+			account, name, _ := kclStreamParts(ident)
+			if name == stream.Name && (stream.account() == "" || account == stream.account()) {
+				found = append(found, ident)
+			}
+		}
+		if len(found) > 1 && !stream.Created.IsZero() {
+			epoch := strconv.FormatInt(stream.Created.Unix(), 10)
+			found = slices.DeleteFunc(found, func(ident string) bool { _, _, e := kclStreamParts(ident); return e != epoch })
+		}
+		switch len(found) {
+		case 0:
+			return src, fmt.Errorf("table %s holds no leases of stream %s (stream identifiers in it: %s); name the one to import with --%s", table, stream.Name, quoteList(multi), flagSourceStream)
+		case 1:
+			key = found[0]
+		default:
+			return src, fmt.Errorf("table %s holds leases of several streams named %s (%s); choose one with --%s", table, stream.Name, quoteList(found), flagSourceStream)
+		}
+	default:
+		src.Warnings = append(src.Warnings, "a single-stream KCL lease table does not name its stream: make sure it is the table of an application reading "+stream.Name)
+	}
+	if key == "" {
+		src.Describe = fmt.Sprintf("KCL lease table %s (single-stream)", table)
+	} else {
+		src.Describe = fmt.Sprintf("KCL lease table %s (stream %s)", table, key)
+	}
+
+	var owned []string
+	for _, l := range byStream[key] {
+		sh, err := kclShard(l)
+		if err != nil {
+			return src, fmt.Errorf("table %s, lease %s: %w", table, attrS(l.it, kclAttrLeaseKey), err)
+		}
+		if sh.Owner != "" {
+			owned = append(owned, sh.Shard)
+		}
+		src.Shards[sh.Shard] = sh
+	}
+	if len(owned) > 0 {
+		slices.Sort(owned)
+		src.Warnings = append(src.Warnings, fmt.Sprintf("leases of %s name an owner; KCL leases carry no expiry to check, so make sure the KCL application is stopped", strings.Join(owned, ", ")))
+	}
+	if key == "" && len(stream.Shards) > 0 {
+		listed := stream.listed()
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(src.Shards)), func(id string) bool { return listed[id] }) {
+			return src, fmt.Errorf("table %s: none of its %d leases is a shard of stream %s; is it the lease table of another application?", table, len(src.Shards), stream.Name)
+		}
+	}
+	return src, nil
+}
+
+// kclShard converts one lease's checkpoint. A checkpoint (seq, sub) becomes
+// "<seq>/<sub>": resume at seq and skip its sub-records up to sub, which for
+// a record that is not KPL-aggregated (sub 0) skips the record itself, as
+// the KCL does.
+func kclShard(l kclLease) (foreignShard, error) {
+	sh := foreignShard{Shard: l.shard, Owner: attrS(l.it, kclAttrOwner)}
+	if co := attrS(l.it, kclAttrCheckpointOwner); co != "" && sh.Owner == "" {
+		sh.Owner = co
+	}
+	cp := attrS(l.it, kclAttrCheckpoint)
+	switch cp {
+	case "":
+		return sh, nil
+	case kclShardEnd:
+		sh.Position = consumer.Position{ShardEnd: true}
+		return sh, nil
+	case kclTrimHorizon, kclLatest, kclAtTimestamp:
+		sh.Sentinel = cp
+		return sh, nil
+	}
+	sub := int64(0)
+	if n := attrN(l.it, kclAttrSubSequence); n != "" {
+		var err error
+		if sub, err = strconv.ParseInt(n, 10, 64); err != nil || sub < 0 {
+			return sh, fmt.Errorf("checkpointSubSequenceNumber %q is not a non-negative integer", n)
+		}
+	}
+	p, err := consumer.ParsePosition(cp + "/" + strconv.FormatInt(sub, 10))
+	if err != nil {
+		return sh, fmt.Errorf("checkpoint %q is neither a sequence number nor one of SHARD_END, TRIM_HORIZON, LATEST, AT_TIMESTAMP", cp)
+	}
+	sh.Position = p
+	return sh, nil
+}

@@ -1,0 +1,79 @@
+package checkpointer
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// PublishedProgress is a shard's progress as its owner last published it.
+type PublishedProgress struct {
+	consumer.Progress
+	Owner string
+}
+
+// PublishProgress records the progress of the shards owner reads, in one
+// script call; shards whose lease does not name owner are skipped.
+func (s *Store) PublishProgress(ctx context.Context, owner string, ps map[string]consumer.Progress) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 1+3*len(ps))
+	args = append(args, owner)
+	for _, shard := range slices.Sorted(maps.Keys(ps)) {
+		p := ps[shard]
+		var last int64
+		if !p.LastDelivered.IsZero() {
+			last = p.LastDelivered.UnixMilli()
+		}
+		args = append(args, shard, p.LagMillis, last)
+	}
+	if err := publishProgressScript.Run(ctx, s.c.client, []string{s.keys.Progress, s.keys.Leases}, args...).Err(); err != nil {
+		return fmt.Errorf("publishing progress of %d shards for %s: %w", len(ps), owner, err)
+	}
+	return nil
+}
+
+// Progress reads what owners last published, per shard.
+func (s *Store) Progress(ctx context.Context) (map[string]PublishedProgress, error) {
+	raw, err := s.c.client.HGetAll(ctx, s.keys.Progress).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading published progress: %w", err)
+	}
+	out := make(map[string]PublishedProgress, len(raw))
+	for shard, v := range raw {
+		// "<lagMillis>|<lastDeliveredMillis>|<owner>"; the owner may hold '|'.
+		parts := strings.SplitN(v, "|", 3)
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("reading progress of shard %s: malformed value %q", shard, v)
+		}
+		lag, err1 := strconv.ParseInt(parts[0], 10, 64)
+		last, err2 := strconv.ParseInt(parts[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("reading progress of shard %s: malformed value %q", shard, v)
+		}
+		p := PublishedProgress{Progress: consumer.Progress{LagMillis: lag}, Owner: parts[2]}
+		if last > 0 {
+			p.LastDelivered = time.UnixMilli(last)
+		}
+		out[shard] = p
+	}
+	return out, nil
+}
+
+// HasState reports whether any key of the group+stream exists: false means
+// no pipeline of the group has run against the stream (or it was deleted).
+func (s *Store) HasState(ctx context.Context) (bool, error) {
+	k := s.keys
+	n, err := s.c.client.Exists(ctx, k.Checkpoints, k.Closed, k.Leases, k.Members, k.Handoff, k.Progress).Result()
+	if err != nil {
+		return false, fmt.Errorf("looking for the group's keys: %w", err)
+	}
+	return n > 0, nil
+}
