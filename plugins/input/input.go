@@ -263,11 +263,9 @@ func (k *kinesisInput) ReadBatch(ctx context.Context) (service.MessageBatch, ser
 	if cons == nil {
 		return nil, nil, service.ErrNotConnected
 	}
-	var b *consumer.Batch
-	select {
-	case b = <-cons.Batches():
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
+	b, err := cons.Next(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
 	batch := make(service.MessageBatch, len(b.Records))
 	// Values shared by the messages of a batch are boxed once: metadata is
