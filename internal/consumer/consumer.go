@@ -202,6 +202,15 @@ func (c *Consumer) Start(ctx context.Context) error {
 		}
 		coords = append(coords, co)
 	}
+	// A name and the ARN of one stream resolve to one identity: listed
+	// both ways, every record would be read twice.
+	seen := map[string]string{}
+	for _, co := range coords {
+		if first, dup := seen[co.id]; dup {
+			return fmt.Errorf("field streams: %q and %q are the same stream (%s), so every record would be read twice; list it once", first, co.configured, co.id)
+		}
+		seen[co.id] = co.configured
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.coords, c.cancel, c.started = coords, cancel, true
 	for _, co := range coords {

@@ -49,6 +49,9 @@ type coordinator struct {
 	freshChecked bool
 	initialOpen  map[string]bool
 	lastRenewOK  time.Time // written by the renew goroutine (and before it starts)
+	// missingSince is when discovery first found the stream deleted (zero
+	// while it exists); missingLogged when that was last logged.
+	missingSince, missingLogged time.Time
 
 	discoverNow chan struct{}
 	readerDone  chan *shardReader
@@ -157,7 +160,7 @@ func (co *coordinator) run(ctx context.Context) {
 			co.bounded(co.rebalance)
 		case r := <-co.readerDone:
 			co.forgetReader(r)
-			if r.closedShard {
+			if r.closedShard || r.streamGone {
 				co.discover(co.runCtx)
 			}
 			co.bounded(co.rebalance)
