@@ -40,6 +40,7 @@ func (co *coordinator) rebalance(ctx context.Context) {
 	took := co.takeFree(ctx, ready, leases, share-mine)
 	mine += took
 	co.c.metrics.owned.Set(int64(len(co.readers)), co.streamName)
+	co.reportUnowned(ready, leases)
 	if took > 0 || mine >= share {
 		return
 	}

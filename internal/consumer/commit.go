@@ -43,7 +43,7 @@ func (r *shardReader) commit(ctx context.Context) error {
 		r.markLost()
 		return err
 	case err != nil:
-		r.log.Warnf("Committing checkpoint %s failed; retrying next period: %v", pos.Sequence, err)
+		r.log.Warnf("Committing checkpoint %s failed; retrying next period: %v", pos, err)
 		return err
 	}
 	r.committedGen = gen

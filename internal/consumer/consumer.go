@@ -80,6 +80,9 @@ type Record struct {
 	// Aggregated is true for a user record taken out of a KPL aggregate.
 	Aggregated bool
 	Arrival    time.Time
+	// lastOfAggregate marks the last user record of its aggregate: a batch
+	// ending there covers the whole record.
+	lastOfAggregate bool
 }
 
 // Batch is the records of one GetRecords response of one shard. Exactly one
@@ -164,8 +167,28 @@ func InstanceID() string {
 // Owner is this consumer's member id.
 func (c *Consumer) Owner() string { return c.owner }
 
-// Batches delivers batches in per-shard order.
+// Batches delivers batches in per-shard order, without the lease check of
+// Next; tests that need no such check read it directly.
 func (c *Consumer) Batches() <-chan *Batch { return c.out }
+
+// Next returns the next batch, in per-shard order, until ctx ends. A batch
+// whose lease passed its local deadline while it waited for this call (the
+// process was paused) is not returned: it goes back to its reader, which
+// hands it over again once a renewal confirms the lease, or drops it when
+// the lease is lost.
+func (c *Consumer) Next(ctx context.Context) (*Batch, error) {
+	for {
+		select {
+		case b := <-c.out:
+			if b.reader.leaseLive() {
+				return b, nil
+			}
+			b.reader.bounce(b)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
 
 // Start resolves every stream (failing if one cannot be described) and
 // starts reading in the background until Close.
@@ -182,6 +205,15 @@ func (c *Consumer) Start(ctx context.Context) error {
 			return err
 		}
 		coords = append(coords, co)
+	}
+	// A name and the ARN of one stream resolve to one identity: listed
+	// both ways, every record would be read twice.
+	seen := map[string]string{}
+	for _, co := range coords {
+		if first, dup := seen[co.id]; dup {
+			return fmt.Errorf("field streams: %q and %q are the same stream (%s), so every record would be read twice; list it once", first, co.configured, co.id)
+		}
+		seen[co.id] = co.configured
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.coords, c.cancel, c.started = coords, cancel, true

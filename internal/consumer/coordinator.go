@@ -49,12 +49,19 @@ type coordinator struct {
 	freshChecked bool
 	initialOpen  map[string]bool
 	lastRenewOK  time.Time // written by the renew goroutine (and before it starts)
+	// missingSince is when discovery first found the stream deleted (zero
+	// while it exists); missingLogged when that was last logged.
+	missingSince, missingLogged time.Time
 
 	discoverNow chan struct{}
 	readerDone  chan *shardReader
 	stopReq     chan struct{}
 	stopOnce    sync.Once
 	runDone     chan struct{}
+	// renewStop ends the renewals, which outlive the run loop: at shutdown
+	// they go on until every reader has drained, committed and released.
+	renewStop chan struct{}
+	renewDone chan struct{}
 }
 
 // newCoordinator describes the stream, failing with advice when it does not
@@ -71,6 +78,8 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 		readerDone:  make(chan *shardReader),
 		stopReq:     make(chan struct{}),
 		runDone:     make(chan struct{}),
+		renewStop:   make(chan struct{}),
+		renewDone:   make(chan struct{}),
 	}
 	co.api = throttleCounting{api: c.api, observed: func(err error) {
 		if err != nil && kinesisx.IsThrottle(err) {
@@ -134,9 +143,7 @@ func (co *coordinator) run(ctx context.Context) {
 	defer disc.Stop()
 	reb := time.NewTicker(cfg.RebalancePeriod)
 	defer reb.Stop()
-	renewDone := make(chan struct{})
-	go co.renewLoop(renewDone)
-	defer func() { <-renewDone }()
+	go co.renewLoop()
 	for {
 		select {
 		case <-co.stopReq:
@@ -153,7 +160,7 @@ func (co *coordinator) run(ctx context.Context) {
 			co.bounded(co.rebalance)
 		case r := <-co.readerDone:
 			co.forgetReader(r)
-			if r.closedShard {
+			if r.closedShard || r.streamGone {
 				co.discover(co.runCtx)
 			}
 			co.bounded(co.rebalance)
@@ -182,7 +189,9 @@ func (co *coordinator) bounded(step func(context.Context)) {
 }
 
 // shutdown stops the run loop, then every reader gracefully: they stop
-// fetching, wait for acks, commit and release. Past ctx, readers are ended.
+// fetching, wait for acks, commit and release. Leases are renewed until the
+// last reader is done, so a slow drain never loses its lease and has its
+// final commit refused. Past ctx, readers are ended.
 func (co *coordinator) shutdown(ctx context.Context) {
 	co.stopOnce.Do(func() { close(co.stopReq) })
 	select {
@@ -200,11 +209,48 @@ func (co *coordinator) shutdown(ctx context.Context) {
 			r.cancel()
 		}
 	}
+	close(co.renewStop)
+	select {
+	case <-co.renewDone:
+	case <-ctx.Done():
+	}
 	co.c.metrics.owned.Set(0, co.streamName)
 	if err := co.store.RemoveMember(ctx, co.c.owner); err != nil {
 		co.log.Debugf("Leaving the group failed; the member entry expires by itself: %v", err)
 	}
 	co.cancelRun()
+}
+
+// stopLost stops the readers of leases a renewal found lost. It says
+// another instance took a lease only when the store names that instance:
+// a lease may also have expired and been released, or vanished with a
+// store that forgot it.
+func (co *coordinator) stopLost(ctx context.Context, byShard map[string]*shardReader, lost []string) {
+	var stopping []*shardReader
+	for _, id := range lost {
+		if r := byShard[id]; r != nil && !r.releasing.Load() {
+			r.markLost()
+			co.c.metrics.lost.Incr(1, co.streamName)
+			stopping = append(stopping, r)
+		}
+	}
+	if len(stopping) == 0 {
+		return
+	}
+	leases, err := co.store.Leases(ctx)
+	for _, r := range stopping {
+		log := r.log
+		switch holder := leases[r.shard.ID]; {
+		case err != nil:
+			log.Warnf("Lease no longer ours in the store (reading who holds it failed: %v); stopped the shard reader", err)
+		case holder.Owner != "" && holder.Owner != co.c.owner:
+			log.Warnf("Lease taken by instance %s (token %d); stopped the shard reader", holder.Owner, holder.Token)
+		case holder.Owner == "" && holder.Token == 0:
+			log.Warn("Lease missing from the store (was it flushed or replaced?); stopped the shard reader")
+		default:
+			log.Warn("Lease no longer ours in the store (it expired and was released or renewed under another token); stopped the shard reader")
+		}
+	}
 }
 
 // readerFor returns the current reader of a shard, from any goroutine.

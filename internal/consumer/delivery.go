@@ -14,26 +14,61 @@ import (
 const lagLogInterval = time.Minute
 
 // deliver hands one batch to the pipeline and registers it with the
-// tracker. It returns false when ctx ends first; the batch is then
-// forgotten, as it never reached the pipeline.
+// tracker. It hands nothing over past the lease's local deadline: it waits
+// for a renewal first. It returns false when ctx ends first; the batch is
+// then forgotten, as it never reached the pipeline.
 func (r *shardReader) deliver(ctx context.Context, recs []Record, behind int64) bool {
-	last := recs[len(recs)-1].Sequence
 	b := &Batch{Stream: r.co.streamName, Shard: r.shard.ID, Records: recs, MillisBehind: behind, reader: r}
-	b.id = r.tracker.add(Position{Sequence: last})
-	select {
-	case r.co.c.out <- b:
-	case <-ctx.Done():
-		r.tracker.drop(b.id)
-		return false
+	b.id = r.tracker.add(batchEnd(recs))
+	for {
+		if !r.awaitLease(ctx) {
+			r.tracker.drop(b.id)
+			return false
+		}
+		expired, stop := r.deadlineTimer()
+		select {
+		case r.co.c.out <- b:
+			stop()
+			r.progress.observeDelivery(time.Now())
+			var n int64
+			for _, rec := range recs {
+				n += int64(len(rec.Data))
+			}
+			r.co.c.metrics.records.Incr(int64(len(recs)), r.co.streamName)
+			r.co.c.metrics.bytes.Incr(n, r.co.streamName)
+			return true
+		case <-expired:
+			// The pipeline was busy until the lease's deadline passed:
+			// wait for a renewal before handing the batch over.
+		case <-ctx.Done():
+			stop()
+			r.tracker.drop(b.id)
+			return false
+		}
 	}
-	var n int64
-	for _, rec := range recs {
-		n += int64(len(rec.Data))
+}
+
+// deadlineTimer fires at the lease's local deadline; without a deadline it
+// never fires.
+func (r *shardReader) deadlineTimer() (<-chan time.Time, func()) {
+	d := r.lease.Load().Deadline
+	if d.IsZero() {
+		return nil, func() {}
 	}
-	r.progress.observeDelivery(time.Now())
-	r.co.c.metrics.records.Incr(int64(len(recs)), r.co.streamName)
-	r.co.c.metrics.bytes.Incr(n, r.co.streamName)
-	return true
+	t := time.NewTimer(time.Until(d))
+	return t.C, func() { t.Stop() }
+}
+
+// batchEnd is the checkpoint a batch's ack allows: its last record, or,
+// when the batch ends inside a KPL aggregate, the last user record of it
+// that the batch holds ("<seq>/<subseq>"), so that a restart resumes inside
+// the aggregate.
+func batchEnd(recs []Record) Position {
+	last := recs[len(recs)-1]
+	if last.Aggregated && !last.lastOfAggregate {
+		return Position{Sequence: last.Sequence, SubSequence: last.SubSequence, HasSub: true}
+	}
+	return Position{Sequence: last.Sequence}
 }
 
 // convert turns Kinesis records into user records, splitting KPL
@@ -41,7 +76,10 @@ func (r *shardReader) deliver(ctx context.Context, recs []Record, behind int64) 
 //
 // A checkpoint inside an aggregate resumes AT its sequence number; the
 // sub-records up to the checkpoint are dropped. That sequence number occurs
-// once in a shard, so the check needs no notion of "first response".
+// once in a shard, so the check needs no notion of "first response". A
+// record that is not split (deaggregate off, or an aggregate that does not
+// decode) is delivered whole even then: the checkpoint covers only part of
+// it, and a record is never skipped.
 func (r *shardReader) convert(in []types.Record) []Record {
 	out := make([]Record, 0, len(in))
 	for _, kr := range in {
@@ -54,14 +92,11 @@ func (r *shardReader) convert(in []types.Record) []Record {
 					if r.start.hasSkipSub && seq == r.start.sequence && int64(i) <= r.start.skipSub {
 						continue
 					}
-					out = append(out, Record{PartitionKey: s.PartitionKey, Data: s.Data, Sequence: seq, SubSequence: int64(i), Aggregated: true, Arrival: arrival})
+					out = append(out, Record{PartitionKey: s.PartitionKey, Data: s.Data, Sequence: seq, SubSequence: int64(i), Aggregated: true, Arrival: arrival, lastOfAggregate: i == len(subs)-1})
 				}
 				continue
 			}
 			r.log.Warnf("Record %s looks KPL-aggregated but does not decode; delivering it as is: %v", seq, err)
-		}
-		if r.start.hasSkipSub && seq == r.start.sequence {
-			continue
 		}
 		out = append(out, Record{PartitionKey: aws.ToString(kr.PartitionKey), Data: kr.Data, Sequence: seq, Arrival: arrival})
 	}

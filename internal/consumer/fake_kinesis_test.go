@@ -26,6 +26,8 @@ type fakeShard struct {
 	// aggregate > 0 makes every record a KPL aggregate of that many user
 	// records with data "<shard>/<i>.<j>".
 	aggregate int
+	// behind is the MillisBehindLatest every response reports.
+	behind int64
 }
 
 // fakeKinesis serves shards whose record i has sequence number
@@ -60,10 +62,16 @@ func shardNum(id string) int {
 
 func seqOf(shard string, i int) string { return strconv.Itoa(shardNum(shard)*1000000 + i) }
 
+const fakeARNPrefix = "arn:aws:kinesis:us-east-1:000000000000:stream/"
+
 func (f *fakeKinesis) DescribeStreamSummary(_ context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	name := aws.ToString(in.StreamName)
+	if in.StreamARN != nil {
+		name = strings.TrimPrefix(aws.ToString(in.StreamARN), fakeARNPrefix)
+	}
 	return &kinesis.DescribeStreamSummaryOutput{StreamDescriptionSummary: &types.StreamDescriptionSummary{
-		StreamName:           in.StreamName,
-		StreamARN:            aws.String("arn:aws:kinesis:us-east-1:000000000000:stream/" + aws.ToString(in.StreamName)),
+		StreamName:           aws.String(name),
+		StreamARN:            aws.String(fakeARNPrefix + name),
 		RetentionPeriodHours: aws.Int32(24),
 	}}, nil
 }
@@ -140,7 +148,7 @@ func (f *fakeKinesis) GetRecords(_ context.Context, in *kinesis.GetRecordsInput,
 	}
 	s := f.shards[id]
 	next, _ := strconv.Atoi(nextStr)
-	out := &kinesis.GetRecordsOutput{MillisBehindLatest: aws.Int64(0)}
+	out := &kinesis.GetRecordsOutput{MillisBehindLatest: aws.Int64(s.behind)}
 	limit := int(aws.ToInt32(in.Limit))
 	for next <= s.records && len(out.Records) < limit {
 		data := []byte(fmt.Sprintf("%s/%d", id, next))
@@ -164,6 +172,15 @@ func (f *fakeKinesis) GetRecords(_ context.Context, in *kinesis.GetRecordsInput,
 	}
 	out.NextShardIterator = aws.String(fmt.Sprintf("%s/%d", id, next))
 	return out, nil
+}
+
+// trim removes a shard as retention does: it is no longer listed and
+// reading it answers ResourceNotFound.
+func (f *fakeKinesis) trim(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.shards, id)
+	f.getErrors[id] = &smithy.GenericAPIError{Code: kinesisx.CodeResourceNotFound, Message: "Shard " + id + " in stream s under account 000000000000 does not exist"}
 }
 
 func (f *fakeKinesis) callTimes(shard string) []time.Time {

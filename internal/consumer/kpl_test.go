@@ -67,3 +67,75 @@ func TestConsumerResumesInsideAnAggregate(t *testing.T) {
 	assert.Equal(t, types.ShardIteratorTypeAtSequenceNumber, api.iterReqs[0].ShardIteratorType)
 	assert.Equal(t, seqOf(shard, 2), aws.ToString(api.iterReqs[0].StartingSequenceNumber))
 }
+
+// A batch that ends inside an aggregate commits "<seq>/<subseq>"; a restart
+// resumes after the last acked user record, inside the aggregate.
+func TestConsumerCommitsInsideAnAggregateAndResumesThere(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 3, aggregate: 3})
+	st := newFakeStore(time.Second)
+	cfg := testConfig()
+	cfg.Deaggregate = true
+	cfg.Limit = 2 // batches of two user records: 1.0 1.1 | 1.2 2.0 | 2.1 2.2 | ...
+	c := startConsumer(t, cfg, api, st)
+	next := func(c *Consumer) *Batch {
+		t.Helper()
+		select {
+		case b := <-c.Batches():
+			return b
+		case <-time.After(10 * time.Second):
+			t.Fatal("no batch delivered")
+			return nil
+		}
+	}
+	var got []string
+	for range 2 {
+		b := next(c)
+		for _, r := range b.Records {
+			got = append(got, string(r.Data))
+		}
+		b.Ack(nil)
+	}
+	require.Equal(t, []string{shard + "/1.0", shard + "/1.1", shard + "/1.2", shard + "/2.0"}, got)
+	_ = next(c) // in flight, never acked
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, c.Close(ctx))
+	p, ok, err := st.Checkpoint(t.Context(), shard)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, seqOf(shard, 2)+"/0", p.String(), "the checkpoint is the last acked user record, inside aggregate 2")
+
+	c2 := startConsumer(t, cfg, api, st)
+	b := next(c2)
+	assert.Equal(t, shard+"/2.1", string(b.Records[0].Data), "a restart resumes inside the aggregate")
+}
+
+// With deaggregate off, a checkpoint inside an aggregate (written by a run
+// that split them) does not skip the rest of it: the aggregate is
+// delivered whole again.
+func TestConsumerWithoutDeaggregateDeliversAPartlyDoneAggregateWhole(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 3, aggregate: 3})
+	st := newFakeStore(time.Second)
+	st.ckpt[shard] = Position{Sequence: seqOf(shard, 2), SubSequence: 1, HasSub: true}
+	cfg := testConfig()
+	cfg.Deaggregate = false
+	c := startConsumer(t, cfg, api, st)
+	var got []Record
+	for len(got) < 2 {
+		select {
+		case b := <-c.Batches():
+			got = append(got, b.Records...)
+			b.Ack(nil)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d records delivered", len(got))
+		}
+	}
+	require.Len(t, got, 2)
+	assert.Equal(t, seqOf(shard, 2), got[0].Sequence, "aggregate 2 is delivered again, whole")
+	assert.False(t, got[0].Aggregated)
+	assert.Equal(t, seqOf(shard, 3), got[1].Sequence)
+}

@@ -54,9 +54,11 @@ func (co *coordinator) take(ctx context.Context, id string) bool {
 // renewLoop renews on its own goroutine, every third of the lease period,
 // so slow discovery or balancing never delays it. Each attempt is bounded by
 // a sixth of the period; with mustStop this guarantees that when Redis is
-// unreachable the readers stop before the leases' local deadline.
-func (co *coordinator) renewLoop(done chan struct{}) {
-	defer close(done)
+// unreachable the readers stop before the leases' local deadline. It runs
+// until shutdown has seen every reader done (renewStop), not only until
+// the run loop ends.
+func (co *coordinator) renewLoop() {
+	defer close(co.renewDone)
 	t := time.NewTicker(co.c.cfg.LeasePeriod / 3)
 	defer t.Stop()
 	for {
@@ -66,7 +68,7 @@ func (co *coordinator) renewLoop(done chan struct{}) {
 			co.renew(ctx)
 			cancel()
 			co.publishProgress()
-		case <-co.stopReq:
+		case <-co.renewStop:
 			return
 		case <-co.runCtx.Done():
 			return
@@ -115,16 +117,10 @@ func (co *coordinator) renew(ctx context.Context) {
 	co.lastRenewOK = attempt
 	for _, l := range renewed {
 		if r := byShard[l.Shard]; r != nil {
-			r.lease.Store(&l)
+			r.leaseRenewed(l)
 		}
 	}
-	for _, id := range lost {
-		if r := byShard[id]; r != nil && !r.releasing.Load() {
-			co.log.With("shard", id).Warn("Lease lost to another instance; stopping the shard reader")
-			r.markLost()
-			co.c.metrics.lost.Incr(1, co.streamName)
-		}
-	}
+	co.stopLost(ctx, byShard, lost)
 }
 
 // mustStop reports whether the leases could run out before the next

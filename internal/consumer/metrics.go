@@ -13,6 +13,7 @@ const (
 	MetricBytes           = "kinesis_input_bytes_total"
 	MetricMillisBehind    = "kinesis_input_millis_behind_latest"
 	MetricShardsOwned     = "kinesis_input_shards_owned"
+	MetricShardsUnowned   = "kinesis_input_shards_unowned"
 	MetricThrottled       = "kinesis_input_throttled_total"
 	MetricIteratorExpired = "kinesis_input_iterator_expired_total"
 	MetricLeasesTaken     = "kinesis_input_leases_taken_total"
@@ -22,7 +23,7 @@ const (
 // metrics is nil-safe: every Benthos metric is a no-op on a nil receiver.
 type metrics struct {
 	records, bytes, throttled, expired, taken, lost *service.MetricCounter
-	behind, owned                                   *service.MetricGauge
+	behind, owned, unowned                          *service.MetricGauge
 }
 
 func newMetrics(m *service.Metrics) *metrics {
@@ -35,7 +36,26 @@ func newMetrics(m *service.Metrics) *metrics {
 		lost:      m.NewCounter(MetricLeasesLost, "stream"),
 		behind:    m.NewGauge(MetricMillisBehind, "stream", "shard"),
 		owned:     m.NewGauge(MetricShardsOwned, "stream"),
+		unowned:   m.NewGauge(MetricShardsUnowned, "stream"),
 	}
+}
+
+// reportUnowned sets kinesis_input_shards_unowned: the shards ready to be
+// read that nobody reads as this instance sees them after a balancing
+// round (no reader here and no live lease of another instance), so that an
+// alert fires while a shard has no reader.
+func (co *coordinator) reportUnowned(ready []string, leases map[string]LeaseState) {
+	n := 0
+	for _, id := range ready {
+		if co.readers[id] != nil {
+			continue
+		}
+		if ls, held := leases[id]; held && !ls.Expired && ls.Owner != "" && ls.Owner != co.c.owner {
+			continue
+		}
+		n++
+	}
+	co.c.metrics.unowned.Set(int64(n), co.streamName)
 }
 
 func randomSuffix() string {

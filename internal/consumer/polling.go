@@ -74,6 +74,11 @@ func newPollingSource(co *coordinator, shard string, from startSpec, log *servic
 	bo.MaxRetries, bo.MaxElapsedTime = 0, 0
 	p := kinesisx.RetryBuilder[*kinesis.GetRecordsOutput](bo).
 		HandleIf(func(_ *kinesis.GetRecordsOutput, err error) bool { return err != nil }).
+		// A shard or stream that does not exist is the reader's to judge
+		// (trimmed, or deleted), not a failure to retry blindly.
+		AbortIf(func(_ *kinesis.GetRecordsOutput, err error) bool {
+			return kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound
+		}).
 		WithDelayFunc(func(e failsafe.ExecutionAttempt[*kinesis.GetRecordsOutput]) time.Duration {
 			switch err := e.LastError(); {
 			case kinesisx.IsExpiredIterator(err):
@@ -102,6 +107,9 @@ func (s *pollingSource) Next(ctx context.Context) (SourceBatch, error) {
 	s.warned = 0
 	out, err := s.exec.WithContext(ctx).Get(func() (*kinesis.GetRecordsOutput, error) { return s.fetch(ctx) })
 	if err != nil {
+		if kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound {
+			return SourceBatch{}, fmt.Errorf("reading shard %s: %w: %w", s.shard, ErrShardNotFound, err)
+		}
 		return SourceBatch{}, err
 	}
 	b := SourceBatch{Records: out.Records, MillisBehindLatest: aws.ToInt64(out.MillisBehindLatest), ChildShards: out.ChildShards}

@@ -3,10 +3,13 @@ package consumer
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/failsafe-go/failsafe-go"
 	"github.com/redpanda-data/benthos/v4/public/service"
 
@@ -37,9 +40,13 @@ type shardReader struct {
 	// releasing is set just before the lease is released or the shard
 	// closed: renewals leave the lease alone from then on, so one racing
 	// with the release does not report it lost.
-	releasing   atomic.Bool
+	releasing atomic.Bool
+	// renewed is signalled each time a renewal extends the lease, waking a
+	// reader that waits past its lease's local deadline.
+	renewed     chan struct{}
 	done        chan struct{}
 	closedShard bool // written before done is closed
+	streamGone  bool // written before done is closed
 
 	// storeRetry and redeliverRetry are built once per reader.
 	storeRetry     failsafe.Executor[any]
@@ -62,6 +69,7 @@ func newShardReader(co *coordinator, shard Shard, l Lease, start startSpec) *sha
 		tracker: newTracker(),
 		start:   start,
 		log:     co.log.With("shard", shard.ID),
+		renewed: make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
 	r.lease.Store(&l)
@@ -83,6 +91,47 @@ func (r *shardReader) stop() {
 	r.cancelFetch()
 }
 
+// leaseRenewed stores a renewed lease and wakes the reader if it waits for
+// one.
+func (r *shardReader) leaseRenewed(l Lease) {
+	r.lease.Store(&l)
+	select {
+	case r.renewed <- struct{}{}:
+	default:
+	}
+}
+
+// leaseLive reports whether the lease's local deadline is still ahead. A
+// lease without a deadline (a store that does not say) counts as live.
+func (r *shardReader) leaseLive() bool {
+	d := r.lease.Load().Deadline
+	return d.IsZero() || time.Now().Before(d)
+}
+
+// awaitLease returns at once while the lease's local deadline is ahead.
+// Past it, another instance may hold the shard already (this process was
+// paused, or renewals are late), so the reader neither fetches nor delivers
+// until a renewal confirms the lease (true) or the reader ends (false): a
+// lost lease ends it through markLost.
+func (r *shardReader) awaitLease(ctx context.Context) bool {
+	warned := false
+	for !r.leaseLive() {
+		if !warned {
+			warned = true
+			r.log.Warnf("The lease's local deadline passed %v ago (was the process paused?); not reading until a renewal confirms the lease", time.Since(r.lease.Load().Deadline).Round(time.Millisecond))
+		}
+		select {
+		case <-r.renewed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if warned {
+		r.log.Info("Lease renewed; reading the shard again")
+	}
+	return true
+}
+
 // markLost ends the reader at once; it commits nothing more.
 func (r *shardReader) markLost() {
 	r.lost.Store(true)
@@ -93,6 +142,10 @@ func (r *shardReader) markLost() {
 func (r *shardReader) run() {
 	defer close(r.done)
 	defer r.cancel()
+	// The shard leaves this instance however the reader ends: its lag is
+	// no longer this instance's to report, and a frozen value would keep an
+	// alert firing and count twice in a sum over instances.
+	defer r.co.c.metrics.behind.Set(0, r.co.streamName, r.shard.ID)
 	commitStop := make(chan struct{})
 	commitDone := make(chan struct{})
 	go r.commitLoop(commitStop, commitDone)
@@ -101,7 +154,7 @@ func (r *shardReader) run() {
 	<-commitDone
 	switch {
 	case r.lost.Load():
-		r.log.Warn("Lease lost; stopped reading the shard without committing")
+		r.log.Debug("Stopped reading the shard without committing: the lease is lost")
 	case ended:
 		r.closeShard()
 	default:
@@ -170,15 +223,20 @@ func (r *shardReader) waitAcked(timeout time.Duration) {
 // read delivers the shard's records until it ends and every batch is acked
 // (true), or until the reader is stopped or ended (false). Between batches
 // it serves redeliveries first, keeps within shard_max_in_flight, and waits
-// for the source's pace where an ack or nack can still wake it.
+// for the source's pace where an ack or nack can still wake it. A response
+// that KPL de-aggregation made longer than `limit` user records is handed
+// over in batches of at most `limit`, each delivered before the next fetch.
 func (r *shardReader) read() bool {
 	if r.start.closeUnread {
 		return true
 	}
+	cfg := &r.co.c.cfg
 	ctx := r.fetchCtx
 	src := r.openSource()
 	defer src.Close()
 	ended := false
+	var held []Record // fetched, not yet delivered
+	var behind int64
 	for {
 		if ctx.Err() != nil {
 			return false
@@ -189,10 +247,18 @@ func (r *shardReader) read() bool {
 			}
 			continue
 		}
-		if ended || r.tracker.pending() >= r.co.c.cfg.ShardMaxInFlight {
-			if ended && r.tracker.pending() == 0 {
-				return true
+		full := r.tracker.pending() >= cfg.ShardMaxInFlight
+		switch {
+		case len(held) > 0 && !full:
+			n := min(len(held), cfg.Limit)
+			if !r.deliver(ctx, held[:n:n], behind) {
+				return false
 			}
+			held = held[n:]
+			continue
+		case ended && len(held) == 0 && r.tracker.pending() == 0:
+			return true
+		case full || ended || len(held) > 0:
 			if !r.wait(ctx, nil) {
 				return false
 			}
@@ -207,19 +273,65 @@ func (r *shardReader) read() bool {
 			}
 			continue
 		}
+		if !r.awaitLease(ctx) {
+			return false
+		}
 		sb, err := src.Next(ctx)
+		if errors.Is(err, ErrShardNotFound) {
+			switch r.notFound(ctx) {
+			case shardTrimmed:
+				r.log.Warn("The shard is no longer listed (trimmed past the retention period); it counts as closed once its delivered records are acked")
+				ended = true
+			case streamDeleted:
+				// The coordinator reports it and stops every reader.
+				r.streamGone = true
+				r.co.requestDiscovery()
+				return false
+			default:
+				r.log.Warnf("Kinesis did not find the shard though it is still listed; trying again in %v: %v", cfg.Backoff.MaxInterval, err)
+				t := time.NewTimer(cfg.Backoff.MaxInterval)
+				ok := r.wait(ctx, t.C)
+				t.Stop()
+				if !ok {
+					return false
+				}
+			}
+			continue
+		}
 		if err != nil {
 			return false // the source gives up only when ctx ends
 		}
 		r.lag(sb.MillisBehindLatest)
-		if recs := r.convert(sb.Records); len(recs) > 0 && !r.deliver(ctx, recs, sb.MillisBehindLatest) {
-			return false
-		}
+		held, behind = r.convert(sb.Records), sb.MillisBehindLatest
 		if sb.End {
 			ended = true
 			r.co.requestDiscovery()
 		}
 	}
+}
+
+// notFoundCause is what a shard that Kinesis did not find has become.
+type notFoundCause int
+
+const (
+	shardStillListed notFoundCause = iota // or the listing failed: try again
+	shardTrimmed
+	streamDeleted
+)
+
+// notFound lists the stream to tell a trimmed shard (no longer listed) from
+// a deleted stream.
+func (r *shardReader) notFound(ctx context.Context) notFoundCause {
+	shards, err := kinesisx.ListAllShards(ctx, r.co.api, r.co.configured, r.co.listRetry)
+	switch {
+	case kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound:
+		return streamDeleted
+	case err != nil:
+		return shardStillListed
+	case slices.ContainsFunc(shards, func(s types.Shard) bool { return aws.ToString(s.ShardId) == r.shard.ID }):
+		return shardStillListed
+	}
+	return shardTrimmed
 }
 
 // wait blocks until an ack or nack arrives, the optional timer fires, or

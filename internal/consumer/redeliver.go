@@ -1,8 +1,10 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/failsafe-go/failsafe-go"
 
@@ -11,6 +13,10 @@ import (
 
 // errNacked stands for the nack that queued a batch for redelivery.
 var errNacked = errors.New("batch nacked by the pipeline")
+
+// errLeaseDeadline is the verdict on a batch that reached Consumer.Next
+// after its lease's local deadline: it was not handed to the pipeline.
+var errLeaseDeadline = errors.New("lease deadline passed before the batch reached the pipeline")
 
 // newRedeliverRetry builds the policy that sends a nacked batch again until
 // the pipeline acks it: with backoff, and with no bound on attempts or time,
@@ -30,8 +36,28 @@ func (r *shardReader) nack(b *Batch) {
 		// so no checkpoint passes it until it is finally acked.
 		return
 	}
+	r.queueRedeliver(b)
+}
+
+// bounce takes back a batch that Consumer.Next refused because the lease's
+// deadline had passed: it is sent again, before anything later, once a
+// renewal confirms the lease.
+func (r *shardReader) bounce(b *Batch) {
+	if b.redelivering.Load() {
+		select {
+		case b.verdict <- errLeaseDeadline:
+		default:
+		}
+		return
+	}
+	r.queueRedeliver(b)
+}
+
+// queueRedeliver queues a batch to be sent again, in delivery order.
+func (r *shardReader) queueRedeliver(b *Batch) {
 	r.redeliverMu.Lock()
-	r.redeliver = append(r.redeliver, b)
+	i, _ := slices.BinarySearchFunc(r.redeliver, b.id, func(q *Batch, id uint64) int { return cmp.Compare(q.id, id) })
+	r.redeliver = slices.Insert(r.redeliver, i, b)
 	r.redeliverMu.Unlock()
 	r.tracker.signal()
 }
@@ -75,6 +101,9 @@ func (r *shardReader) redeliverBatch(ctx context.Context, b *Batch) bool {
 		case <-b.verdict: // drop a stale verdict
 		default:
 		}
+		if !r.awaitLease(ctx) {
+			return ctx.Err()
+		}
 		select {
 		case r.co.c.out <- b:
 			inPipeline = true
@@ -93,9 +122,7 @@ func (r *shardReader) redeliverBatch(ctx context.Context, b *Batch) bool {
 		return true
 	}
 	if !inPipeline {
-		r.redeliverMu.Lock()
-		r.redeliver = append([]*Batch{b}, r.redeliver...)
-		r.redeliverMu.Unlock()
+		r.queueRedeliver(b)
 	}
 	return false
 }

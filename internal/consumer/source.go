@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -34,7 +35,11 @@ import (
 //     last record delivered": that is where a source resumes when it must
 //     start over (an expired iterator, a subscription renewed or broken).
 //   - Next blocks until it has a batch, or ctx ends; it retries its own
-//     trouble and returns an error only when ctx ends.
+//     trouble and returns an error only when ctx ends, or an error wrapping
+//     ErrShardNotFound when Kinesis says the shard or its stream does not
+//     exist. The reader then tells a trimmed shard (no longer listed: it
+//     counts as closed) from a deleted stream (its readers stop) and may
+//     call Next again when the shard is still listed.
 //   - NextAt says when a pulling source will next call Kinesis. The reader
 //     waits for that moment itself, so that acks and redeliveries are served
 //     while it waits; a pushing source returns the zero time.
@@ -47,6 +52,11 @@ type RecordSource interface {
 	// connection). It is called once, when the reader stops reading.
 	Close()
 }
+
+// ErrShardNotFound is wrapped by the error of a Next that Kinesis answered
+// with ResourceNotFound: the shard was trimmed past the retention period,
+// or the stream was deleted.
+var ErrShardNotFound = errors.New("shard or stream not found")
 
 // SourceBatch is what one Next yields: one GetRecords response, or one
 // event of a subscription.

@@ -62,10 +62,10 @@ func Spec() *service.ConfigSpec {
 	fields = append(fields, checkpointer.Fields()...)
 	fields = append(fields,
 		service.NewIntField(fieldShardMaxInFlight).
-			Description("The most batches of one shard that may be unacknowledged at once. With 1, records of a shard are processed strictly in order, also across nacks; more raises throughput when the pipeline is slow, at the cost of order on redelivery.").
+			Description("The most batches of one shard that may be unacknowledged at once. With 1, a shard's next batch is handed over only once the previous one is acknowledged, so records of one partition key are processed and written strictly in order, also across nacks. More raises throughput when the pipeline is slow, but gives up that order in normal running too: a pipeline with several threads, or an output with `max_in_flight` above 1, may finish a later batch of a shard before an earlier one, and a nacked batch is sent again after later ones. Checkpoints stay correct either way (they only pass contiguously acknowledged records).").
 			Default(1).Advanced(),
 		service.NewIntField(fieldLimit).
-			Description(fmt.Sprintf("The most records one GetRecords call returns (1..%d). A batch is one GetRecords response.", kinesisx.MaxGetRecordsLimit)).
+			Description(fmt.Sprintf("The most records one GetRecords call returns (1..%d), and the most messages in one batch. A batch is one GetRecords response; when `deaggregate` splits KPL aggregates into more user records than this, the response is handed over in several batches of at most this many.", kinesisx.MaxGetRecordsLimit)).
 			Default(kinesisx.MaxGetRecordsLimit).Advanced(),
 		service.NewDurationField(fieldPollInterval).
 			Description(fmt.Sprintf("The shortest time between two GetRecords calls of one shard. At least %v, so a shard is never read more than %d times per second (its Kinesis limit, shared by every consumer of the stream).", kinesisx.MinPollInterval, kinesisx.MaxGetRecordsPerSecond)).
@@ -77,7 +77,7 @@ func Spec() *service.ConfigSpec {
 			Description("How often shards are listed to find new ones after a reshard. A shard that ends triggers a listing at once.").
 			Default("10s").Advanced(),
 		service.NewBoolField(fieldDeaggregate).
-			Description("Split KPL aggregated records into their user records (checked against their MD5). Checkpoints then carry sub-sequence numbers.").
+			Description("Split KPL aggregated records into their user records (checked against their MD5). A batch that ends inside an aggregate commits a sub-sequence checkpoint (`<sequence>/<sub-sequence>`), so a restart resumes inside the aggregate after the last acknowledged user record. With `false` an aggregate is one message; a sub-sequence checkpoint (from an earlier run with `true`) then resumes at that aggregate and delivers it whole again, as a record is never skipped.").
 			Default(true).Advanced(),
 		service.NewDurationField(fieldLagWarnThreshold).
 			Description("Log a warning when a shard is further behind than this. `0s` uses half the stream's retention period. An error is logged past 90% of the retention period, when records are about to expire unread.").
@@ -262,11 +262,9 @@ func (k *kinesisInput) ReadBatch(ctx context.Context) (service.MessageBatch, ser
 	if cons == nil {
 		return nil, nil, service.ErrNotConnected
 	}
-	var b *consumer.Batch
-	select {
-	case b = <-cons.Batches():
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
+	b, err := cons.Next(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
 	batch := make(service.MessageBatch, len(b.Records))
 	// Values shared by the messages of a batch are boxed once: metadata is
