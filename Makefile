@@ -3,8 +3,9 @@
 #   make demo   run a real pipeline against a local emulator and Redis
 #   make test   everything: vet, format, unit and integration tests, docs, examples
 #
-# `make deps` installs what the tests need (redis-server from apt, the Kinesis
-# emulators from npm into .deps/npm); the other targets call it.
+# `make deps` installs what the tests need (redis-server and prometheus, for
+# promtool, from apt; the Kinesis emulators from npm into .deps/npm); the
+# other targets call it.
 
 SHELL       := /usr/bin/env bash
 GO          ?= go
@@ -16,7 +17,7 @@ NPM_DIR     := .deps/npm
 TEST_FLAGS  ?= -race -count=1 -timeout 45m
 PKGS        ?= ./...
 
-.PHONY: all deps build test vet fmt-check unit docs docs-check lint-examples demo bench chaos clean
+.PHONY: all deps build test vet fmt-check unit docs docs-check lint-examples alerts-check demo bench chaos clean
 
 all: build
 
@@ -25,6 +26,10 @@ deps: $(NPM_DIR)/.installed
 	  echo "deps: installing redis-server with apt"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq >/dev/null && apt-get install -y -qq redis-server >/dev/null; }
+	@command -v promtool >/dev/null || { \
+	  echo "deps: installing prometheus (for promtool) with apt"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq >/dev/null && apt-get install -y -qq prometheus >/dev/null; }
 	@command -v node >/dev/null || { echo "deps: node is required (Node 20); install it with your package manager" >&2; exit 1; }
 	@# Debian starts a system redis on 6379 when it installs the package; the
 	@# tests use their own servers on free ports and need no system service.
@@ -58,7 +63,13 @@ docs-check:
 lint-examples: build
 	$(BIN) lint config/examples/*.yaml
 
-test: deps vet fmt-check docs-check lint-examples unit
+# The Prometheus alert rules live in config/alerts/, outside config/examples/,
+# because they are Prometheus files, not Benthos pipelines.
+alerts-check: deps
+	promtool check rules config/alerts/kinesis.rules.yaml
+	cd config/alerts && promtool test rules kinesis.rules_test.yaml
+
+test: deps vet fmt-check docs-check lint-examples alerts-check unit
 
 demo: deps build
 	$(GO) run ./internal/cmd/demo -bin $(BIN)

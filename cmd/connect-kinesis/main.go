@@ -7,6 +7,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
@@ -17,7 +19,7 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/ops"
 	_ "github.com/connect-kinesis/connect-kinesis/plugins/input"
 	_ "github.com/connect-kinesis/connect-kinesis/plugins/output"
-	_ "github.com/connect-kinesis/connect-kinesis/plugins/prometheus"
+	"github.com/connect-kinesis/connect-kinesis/plugins/prometheus"
 )
 
 // Set at build time: -ldflags "-X main.version=... -X main.dateBuilt=...".
@@ -27,6 +29,13 @@ var (
 )
 
 func main() {
+	setAppHelp()
+	// This binary has no other Prometheus exporter: serve ours as
+	// `prometheus` too, the name Benthos configs usually use.
+	if _, err := prometheus.RegisterAsPrometheus(service.GlobalEnvironment()); err != nil {
+		fmt.Fprintln(os.Stderr, "registering the prometheus exporter:", err)
+		os.Exit(1)
+	}
 	service.RunCLI(context.Background(),
 		service.CLIOptSetBinaryName("connect-kinesis"),
 		service.CLIOptSetProductName("connect-kinesis"),

@@ -54,7 +54,7 @@ func TestVersionFromLdflags(t *testing.T) {
 
 func TestListShowsThisProjectsPlugins(t *testing.T) {
 	out := run(t, "list", "--format", "json", "inputs", "outputs", "metrics")
-	for _, want := range []string{`"kinesis"`, `"prometheus"`, `"generate"`, `"stdout"`} {
+	for _, want := range []string{`"kinesis"`, `"prometheus"`, `"kinesis_prometheus"`, `"generate"`, `"stdout"`} {
 		assert.Contains(t, out, want)
 	}
 	assert.NotContains(t, out, `"aws_kinesis"`, "no collision with Redpanda Connect's name")

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"time"
@@ -121,6 +122,9 @@ func (s Settings) Validate() error {
 	if s.RoleExternalID != "" && s.Role == "" {
 		return errors.New("field credentials.role_external_id: it needs credentials.role, the ARN of the role to assume")
 	}
+	if s.Region != "" && s.Endpoint == "" && !regionPattern.MatchString(s.Region) {
+		return fmt.Errorf("field region: %q is not an AWS region name; write it like us-east-1", s.Region)
+	}
 	return nil
 }
 
@@ -152,6 +156,11 @@ func (s Settings) Load(ctx context.Context) (aws.Config, error) {
 	if cfg.Region == "" {
 		return aws.Config{}, errors.New("field region: no region is set here or in the default chain; set `region` (e.g. us-east-1) or AWS_REGION")
 	}
+	if s.Endpoint == "" {
+		if err := checkRegion(ctx, cfg.Region); err != nil {
+			return aws.Config{}, err
+		}
+	}
 	if s.Role != "" {
 		stsClient := sts.NewFromConfig(cfg)
 		provider := stscreds.NewAssumeRoleProvider(stsClient, s.Role, func(o *stscreds.AssumeRoleOptions) {
@@ -162,6 +171,36 @@ func (s Settings) Load(ctx context.Context) (aws.Config, error) {
 		cfg.Credentials = aws.NewCredentialsCache(provider)
 	}
 	return cfg, nil
+}
+
+// lookupHost resolves a host name; tests replace it.
+var lookupHost = net.DefaultResolver.LookupHost
+
+// checkRegion fails, naming the field, for a region that cannot be right: one
+// not shaped like a region name (it may come from AWS_REGION), or one whose
+// Kinesis endpoint does not exist in DNS. Without this a misspelt region is a
+// network error, retried as a transient fault and reported nowhere. A DNS
+// failure other than "no such host" proves nothing and is left to the
+// request; so is a proxied network, where only the proxy resolves names.
+func checkRegion(ctx context.Context, region string) error {
+	if !regionPattern.MatchString(region) {
+		return fmt.Errorf("field region: %q is not an AWS region name; write it like us-east-1 (here or in AWS_REGION)", region)
+	}
+	ep, err := kinesis.NewDefaultEndpointResolverV2().ResolveEndpoint(ctx, kinesis.EndpointParameters{Region: aws.String(region)})
+	if err != nil {
+		return fmt.Errorf("field region: resolving the Kinesis endpoint of %q: %w", region, err)
+	}
+	if proxy, err := http.ProxyFromEnvironment(&http.Request{URL: &ep.URI}); err != nil || proxy != nil {
+		return nil
+	}
+	host := ep.URI.Hostname()
+	if _, err := lookupHost(ctx, host); err != nil {
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+			return fmt.Errorf("field region: %q has no Kinesis endpoint (%s does not exist); check the region name, e.g. us-east-1", region, host)
+		}
+	}
+	return nil
 }
 
 // KinesisClient builds a Kinesis client for cfg, aimed at the settings'

@@ -1,6 +1,8 @@
 package awsconf
 
 import (
+	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,7 +24,15 @@ func isolate(t *testing.T) string {
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	resolveAll(t)
 	return dir
+}
+
+// resolveAll makes every host name resolve, so a test needs no DNS.
+func resolveAll(t *testing.T) {
+	orig := lookupHost
+	lookupHost = func(context.Context, string) ([]string, error) { return []string{"192.0.2.1"}, nil }
+	t.Cleanup(func() { lookupHost = orig })
 }
 
 func parse(t *testing.T, yaml string) (Settings, error) {
@@ -121,6 +131,7 @@ func TestValidation(t *testing.T) {
 		"keys and profile":        {`credentials: {id: a, secret: b, profile: p}`, "credentials.profile"},
 		"external id, no role":    {`credentials: {role_external_id: x}`, "credentials.role"},
 		"endpoint without scheme": {`endpoint: "localhost:4567"`, "field endpoint"},
+		"region with spaces":      {`region: "us east 1"`, `field region: "us east 1" is not an AWS region name`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			conf, err := service.NewConfigSpec().Fields(Fields()...).ParseYAML(tc.yaml, nil)
@@ -131,4 +142,41 @@ func TestValidation(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// A misspelt region fails at connect with an error naming the field, instead
+// of a DNS error retried as a network fault.
+func TestBadRegionNamesTheField(t *testing.T) {
+	isolate(t)
+	var looked []string
+	lookupHost = func(_ context.Context, host string) ([]string, error) {
+		looked = append(looked, host)
+		if host == "kinesis.us-east-1.amazonaws.com" {
+			return []string{"192.0.2.1"}, nil
+		}
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	for name, tc := range map[string]struct {
+		yaml, env, want string
+	}{
+		"unknown region":            {yaml: `{region: eu-west-99, credentials: {id: a, secret: b}}`, want: `field region: "eu-west-99" has no Kinesis endpoint (kinesis.eu-west-99.amazonaws.com does not exist)`},
+		"unknown region from env":   {yaml: `{credentials: {id: a, secret: b}}`, env: "eu-west-99", want: `field region: "eu-west-99" has no Kinesis endpoint`},
+		"not a region from env":     {yaml: `{credentials: {id: a, secret: b}}`, env: "us east 1", want: `field region: "us east 1" is not an AWS region name`},
+		"known region":              {yaml: `{region: us-east-1, credentials: {id: a, secret: b}}`},
+		"custom endpoint, no check": {yaml: `{region: local, endpoint: "http://127.0.0.1:4567", credentials: {id: a, secret: b}}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("AWS_REGION", tc.env)
+			s, err := parse(t, tc.yaml)
+			require.NoError(t, err)
+			_, err = s.Load(t.Context())
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+	assert.NotContains(t, looked, "kinesis.local.amazonaws.com", "a custom endpoint is not resolved as a region")
 }

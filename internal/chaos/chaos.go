@@ -34,6 +34,7 @@ import (
 
 	"github.com/connect-kinesis/connect-kinesis/internal/faultproxy"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+	"github.com/connect-kinesis/connect-kinesis/internal/producer/producertest"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
@@ -57,7 +58,7 @@ type Config struct {
 type Plan struct {
 	Shards        int
 	Keys          int
-	BatchInterval time.Duration // one record per key per batch
+	BatchInterval time.Duration // the load: one record per key per interval
 	Load          time.Duration
 	Drain         time.Duration // the most time the consumers get to catch up afterwards
 
@@ -647,10 +648,12 @@ func (r *runner) merge(ctx context.Context) error {
 	return errors.New("no two adjacent open shards to merge")
 }
 
-// producerYAML writes batches of one record per key, k0..kN, each with the
-// key's counter (the batch number), through the output and the proxy. The
-// output retries without bound and writes one batch at a time, so a key's
-// records are written in counter order and none is given up.
+// producerYAML writes batches holding recordsPerKeyPerBatch records of each
+// key, k0..kN, each with the key's counter, through the output and the
+// proxy. The output runs with its default per-key ordering and
+// max_in_flight above 1, and retries without bound, so a key's records must
+// land in counter order and none is given up: the checker reads the stream
+// back in order (OutputOrderViolations).
 const producerYAML = `
 http: { enabled: false }
 logger: { level: info, format: logfmt }
@@ -670,15 +673,20 @@ output:
     region: %s
     endpoint: %s
     credentials: { id: %s, secret: %s }
-    max_in_flight: 1
+    max_in_flight: 8
     max_retries: 0
     backoff: { initial_interval: 50ms, max_interval: 1s, max_elapsed_time: 0s }
 `
 
+// recordsPerKeyPerBatch is how many records of each key one producer batch
+// holds, so that the output's per-key order is tested within a batch too.
+const recordsPerKeyPerBatch = 4
+
 func (r *runner) startProducer(batches int) (*exec.Cmd, error) {
 	p := r.plan
 	conf := filepath.Join(r.cfg.Dir, "producer.yaml")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(producerYAML, batches*p.Keys, p.Keys, p.BatchInterval, p.Keys, p.Keys,
+	// The same records per second as one record per key per BatchInterval.
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(producerYAML, batches*p.Keys, recordsPerKeyPerBatch*p.Keys, recordsPerKeyPerBatch*p.BatchInterval, p.Keys, p.Keys,
 		streamName, testenv.Region, r.front.URL, testenv.AccessKey, testenv.SecretKey)), 0o600); err != nil {
 		return nil, err
 	}
@@ -686,12 +694,14 @@ func (r *runner) startProducer(batches int) (*exec.Cmd, error) {
 }
 
 // readStream reads every record of every shard, open or closed, straight
-// from the emulator.
+// from the emulator: parents before children, each shard in sequence order,
+// so each key's records come in the order a reader following lineage sees.
 func (r *runner) readStream(ctx context.Context) ([]Record, error) {
 	shards, err := kinesisx.ListAllShards(ctx, r.kc, streamName)
 	if err != nil {
 		return nil, err
 	}
+	shards = producertest.LineageOrder(shards)
 	var all []Record
 	for _, s := range shards {
 		it, err := r.kc.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{

@@ -56,6 +56,10 @@ type Table struct {
 	OutputAccepted int // distinct (key, counter) in the stream
 	OutputLost     int // produced but not in the stream
 	OutputDups     int // stream records beyond the first of a (key, counter)
+	// OutputOrderViolations are stream records (read parents first, each
+	// shard in sequence order) whose counter is below one already read for
+	// their key: the output let a key's records overtake each other.
+	OutputOrderViolations int
 
 	// Consumer side.
 	Deliveries      int
@@ -81,7 +85,7 @@ type Table struct {
 // OK is the pass mark: nothing lost, per-key order kept, duplicates within
 // the design's bound.
 func (t Table) OK() bool {
-	return t.InputLost == 0 && t.EndToEndLost == 0 && t.OutputLost == 0 &&
+	return t.InputLost == 0 && t.EndToEndLost == 0 && t.OutputLost == 0 && t.OutputOrderViolations == 0 &&
 		t.OrderViolations == 0 && t.Duplicates <= t.DuplicateBound && t.DupsOutsideWindows == 0
 }
 
@@ -95,6 +99,7 @@ func (t Table) String() string {
 	row("accepted (unique in stream)", t.OutputAccepted)
 	row("lost by the output", t.OutputLost)
 	row("duplicated by the output", t.OutputDups)
+	row("per-key order violations in the stream", t.OutputOrderViolations)
 	fmt.Fprintln(w, "input (stream -> fault proxy -> 3 kinesis input processes)")
 	row("produced (stream records)", t.StreamRecords)
 	row("delivered unique", t.DeliveredUnique)
@@ -145,6 +150,14 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 	for _, r := range stream {
 		inStream[kc{r.K, r.C}]++
 		streamIDs[rid{r.Shard, r.Seq}] = true
+	}
+	highest := map[string]int{}
+	for _, r := range stream {
+		if r.C < highest[r.K] {
+			t.OutputOrderViolations++
+			problem("output order: %s/%d is in the stream after %s/%d (shard %s)", r.K, r.C, r.K, highest[r.K], r.Shard)
+		}
+		highest[r.K] = max(highest[r.K], r.C)
 	}
 	t.OutputAccepted = len(inStream)
 	t.OutputDups = len(stream) - len(inStream)

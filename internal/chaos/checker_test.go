@@ -74,6 +74,17 @@ func TestCheck(t *testing.T) {
 		assert.True(t, strings.Contains(strings.Join(tab.Problems, "\n"), "outside every expected window"))
 	})
 
+	t.Run("the output writing a key out of order", func(t *testing.T) {
+		swapped := []Record{
+			{"s0", "1", "k0", 2}, {"s0", "2", "k0", 1}, {"s0", "3", "k0", 3},
+			{"s1", "1", "k1", 1}, {"s1", "2", "k1", 2},
+		}
+		tab := Check(perKey, swapped, nil, nil, nil)
+		assert.Equal(t, 1, tab.OutputOrderViolations)
+		assert.False(t, tab.OK())
+		assert.Contains(t, tab.String(), "per-key order violations in the stream")
+	})
+
 	t.Run("the output losing a message", func(t *testing.T) {
 		tab := Check(map[string]int{"k0": 4, "k1": 2}, stream, nil, nil, nil)
 		assert.Equal(t, 1, tab.OutputLost)

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,9 @@ type Config struct {
 	IdlePollInterval  time.Duration
 	DiscoveryInterval time.Duration
 	Deaggregate       bool
+	// InstanceID names this consumer among the group's members; empty
+	// means InstanceID().
+	InstanceID string
 	// LagWarnThreshold 0 means half the stream's retention period.
 	LagWarnThreshold time.Duration
 	// RedeliverNacks makes the consumer send a nacked batch again itself; it
@@ -145,7 +149,7 @@ func New(cfg Config, api KinesisAPI, stores func(streamID string) Store, log *se
 		stores:  stores,
 		log:     log,
 		metrics: newMetrics(m),
-		owner:   InstanceID(),
+		owner:   cmp.Or(cfg.InstanceID, InstanceID()),
 		out:     make(chan *Batch),
 	}, nil
 }

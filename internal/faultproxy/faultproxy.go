@@ -21,10 +21,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -151,6 +153,13 @@ func (p *Proxy) Stats(op string) Stats {
 		return *s
 	}
 	return Stats{}
+}
+
+// Operations lists, sorted, every API operation the proxy has received.
+func (p *Proxy) Operations() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.stats))
 }
 
 // Close stops the proxy and drops its connections.

@@ -19,6 +19,15 @@ type ListShardsAPI interface {
 // IsARN reports whether a configured stream is an ARN rather than a name.
 func IsARN(stream string) bool { return strings.HasPrefix(stream, "arn:") }
 
+// StreamName returns the name of a stream configured by name or by ARN
+// (`arn:aws:kinesis:<region>:<account>:stream/<name>`), as metrics label it.
+func StreamName(stream string) string {
+	if _, name, ok := strings.Cut(stream, ":stream/"); ok && IsARN(stream) {
+		return name
+	}
+	return stream
+}
+
 // StreamRef returns the stream name and ARN parameters for a stream as the
 // user configured it: exactly one of them is set. Requests name the stream
 // the way the user did, because some emulators reject StreamARN and some

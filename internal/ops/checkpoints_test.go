@@ -198,7 +198,7 @@ func TestIntegrationCLI(t *testing.T) {
 			want string
 		}{
 			{"unknown stream", []string{"show", "--redis-url", r.URL(), "--group", "g", "--stream", "nope", "--region", testenv.Region, "--endpoint", k.Endpoint}, `stream "nope" not found`},
-			{"unreachable redis", []string{"show", "--redis-url", "redis://:cli-secret@127.0.0.1:1", "--group", "g", "--stream", "orders", "--region", testenv.Region, "--endpoint", k.Endpoint}, "connecting to redis redis://:xxxxx@127.0.0.1:1"},
+			{"unreachable redis", []string{"show", "--redis-url", "redis://:cli-secret@127.0.0.1:1", "--group", "g", "--stream", "orders", "--region", testenv.Region, "--endpoint", k.Endpoint}, "reaching Redis: dial tcp 127.0.0.1:1"},
 			{"bad --to", with("reset", "--to", "yesterday"), "flag --to"},
 			{"bad timestamp", with("reset", "--to", "at_timestamp=monday"), "RFC3339"},
 			{"missing group", []string{"show", "--redis-url", r.URL(), "--stream", "orders"}, "group"},

@@ -8,14 +8,34 @@ import (
 )
 
 // records turns the valid entries into Kinesis records: one per entry, or,
-// with aggregation on and a shard map known, KPL aggregates of entries bound
-// for the same shard. Records of one shard keep the order of their entries.
-func (p *Producer) records(entries []Entry, valid []int) records {
+// with aggregate set and a shard map known, KPL aggregates of entries bound
+// for the same shard. With a map, every record also carries the shard it is
+// predicted to land on. Records of one shard keep the order of their entries.
+func (p *Producer) records(entries []Entry, valid []int, aggregate bool) records {
 	shards := p.shards.Load()
-	if !p.conf.Aggregation.Enabled || shards == nil {
-		out := records{entries: make([]types.PutRecordsRequestEntry, len(valid)), index: valid}
+	out := records{src: entries, shards: shards}
+	if shards == nil {
+		out.entries = make([]types.PutRecordsRequestEntry, len(valid))
+		out.index = valid
 		for k, i := range valid {
 			out.entries[k] = plain(&entries[i])
+		}
+		return out
+	}
+	out.entries = make([]types.PutRecordsRequestEntry, 0, len(valid))
+	out.index = make([]int, 0, len(valid))
+	out.lane = make([]int, 0, len(valid))
+	addPlain := func(i, shard int) {
+		out.entries = append(out.entries, plain(&entries[i]))
+		out.index = append(out.index, i)
+		out.lane = append(out.lane, shard)
+		if out.members != nil {
+			out.members = append(out.members, nil)
+		}
+	}
+	if !aggregate {
+		for _, i := range valid {
+			addPlain(i, shardOf(shards, entries[i]))
 		}
 		return out
 	}
@@ -27,15 +47,8 @@ func (p *Producer) records(entries []Entry, valid []int) records {
 		hash    hashKey // where the first member goes
 		members []int
 	}
-	var (
-		out     = records{members: [][]int{}}
-		byShard = make(map[int]*open)
-	)
-	addPlain := func(i int) {
-		out.entries = append(out.entries, plain(&entries[i]))
-		out.index = append(out.index, i)
-		out.members = append(out.members, nil)
-	}
+	out.members = [][]int{}
+	byShard := make(map[int]*open)
 	flush := func(shard int) {
 		o := byShard[shard]
 		if o == nil || len(o.members) == 0 {
@@ -44,7 +57,7 @@ func (p *Producer) records(entries []Entry, valid []int) records {
 		delete(byShard, shard)
 		if len(o.members) == 1 {
 			// An aggregate of one only costs overhead.
-			addPlain(o.members[0])
+			addPlain(o.members[0], shard)
 			return
 		}
 		out.entries = append(out.entries, types.PutRecordsRequestEntry{
@@ -56,6 +69,7 @@ func (p *Producer) records(entries []Entry, valid []int) records {
 		})
 		out.index = append(out.index, o.members[0])
 		out.members = append(out.members, o.members)
+		out.lane = append(out.lane, shard)
 	}
 
 	for _, i := range valid {
@@ -73,7 +87,7 @@ func (p *Producer) records(entries []Entry, valid []int) records {
 			if shard >= 0 {
 				flush(shard)
 			}
-			addPlain(i)
+			addPlain(i, shard)
 			continue
 		}
 		o := byShard[shard]
@@ -92,6 +106,15 @@ func (p *Producer) records(entries []Entry, valid []int) records {
 		flush(shard)
 	}
 	return out
+}
+
+// shardOf is the index of the open shard e goes to, or -1.
+func shardOf(m *ShardMap, e Entry) int {
+	k, err := entryHashKey(e)
+	if err != nil {
+		return -1
+	}
+	return m.lookup(k)
 }
 
 // emptyAggregate sizes a record alone in an aggregate. It is only read, so it

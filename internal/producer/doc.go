@@ -1,7 +1,15 @@
 // Package producer writes records to a Kinesis stream the way the `kinesis`
 // output promises: it validates each record against the service limits, packs
-// records into PutRecords requests of at most 500 records and 5 MiB, sends a
-// batch's requests concurrently, retries only the entries Kinesis refused, and
-// reports, record by record, what failed for good and why. With aggregation on
-// it packs small records bound for the same shard into KPL aggregated records.
+// records into PutRecords requests of at most 500 records and 5 MiB, retries
+// only the entries Kinesis refused, and reports, record by record, what
+// failed for good and why. With aggregation on it packs small records bound
+// for the same shard into KPL aggregated records, and sends again, grouped
+// by a fresh shard map, the members of an aggregate that landed on a shard
+// not holding all of them.
+//
+// Unordered, a write's requests are sent concurrently. Ordered (the output's
+// default), each partition key's records land in the order of the entries:
+// records are grouped by shard, each shard has one request in flight while
+// the shards proceed in parallel, a request holds a key at most once, and
+// refused records are retried before anything later of their shard.
 package producer

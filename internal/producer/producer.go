@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,9 +27,11 @@ const (
 	MetricPutLatency = "kinesis_output_put_latency_ns"
 )
 
-// API is the part of the Kinesis client the producer uses.
+// API is the part of the Kinesis client the producer uses: PutRecords to
+// write, ListShards to map shards for ordering and aggregation.
 type API interface {
 	PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error)
+	kinesisx.ListShardsAPI
 }
 
 // Config says where and how to write.
@@ -40,8 +43,13 @@ type Config struct {
 	// MaxRecordSize bounds one record, data plus partition key.
 	MaxRecordSize int
 	// MaxInFlight bounds the PutRecords requests in flight across all
-	// batches.
+	// writes.
 	MaxInFlight int
+	// Ordered keeps the records of each partition key in the order of the
+	// entries: per shard one request at a time, a partition key at most once
+	// per request, and a refused record retried before any later record of
+	// its shard is sent. Writes must not overlap (see Write).
+	Ordered     bool
 	Backoff     kinesisx.Backoff
 	Aggregation Aggregation
 }
@@ -76,7 +84,10 @@ type Producer struct {
 	policy retrypolicy.RetryPolicy[putResult]
 	slots  chan struct{}
 	shards atomic.Pointer[ShardMap]
-	warn   *rateLimitedLogger
+	// refreshing serialises shard map refreshes, so that many records seen
+	// on an unexpected shard at once cost one listing.
+	refreshing sync.Mutex
+	warn       *rateLimitedLogger
 
 	mRecords, mBytes, mFailed *service.MetricCounter
 	mRetries                  *service.MetricCounter
@@ -98,11 +109,11 @@ func New(api API, conf Config, log *service.Logger, metrics *service.Metrics) *P
 		log:      log,
 		slots:    make(chan struct{}, conf.MaxInFlight),
 		warn:     &rateLimitedLogger{log: log, every: 10 * time.Second},
-		mRecords: metrics.NewCounter(MetricRecords),
-		mBytes:   metrics.NewCounter(MetricBytes),
-		mFailed:  metrics.NewCounter(MetricFailed),
-		mRetries: metrics.NewCounter(MetricRetries, "code"),
-		mLatency: metrics.NewTimer(MetricPutLatency),
+		mRecords: metrics.NewCounter(MetricRecords, "stream"),
+		mBytes:   metrics.NewCounter(MetricBytes, "stream"),
+		mFailed:  metrics.NewCounter(MetricFailed, "stream"),
+		mRetries: metrics.NewCounter(MetricRetries, "stream", "code"),
+		mLatency: metrics.NewTimer(MetricPutLatency, "stream"),
 	}
 	p.policy = kinesisx.RetryBuilder[putResult](conf.Backoff).
 		// A response with refused entries is retried like an error; only
@@ -113,13 +124,44 @@ func New(api API, conf Config, log *service.Logger, metrics *service.Metrics) *P
 	return p
 }
 
-// SetShardMap gives the producer the stream's open shards, which aggregation
-// needs to group records by shard. Without one, records are not aggregated.
+// SetShardMap gives the producer the stream's shards. Aggregation needs them
+// to group records by shard, ordering to send each shard's records one
+// request at a time. Without a map, records are not aggregated and an
+// ordered producer sends one request at a time.
 func (p *Producer) SetShardMap(m *ShardMap) { p.shards.Store(m) }
+
+// RefreshShardMap lists the stream's shards and keeps the new map.
+func (p *Producer) RefreshShardMap(ctx context.Context) error {
+	m, err := LoadShardMap(ctx, p.api, p.streamID())
+	if err != nil {
+		return err
+	}
+	p.shards.Store(m)
+	return nil
+}
+
+// refreshShardMapFrom refreshes the map after a record landed on a shard that
+// seen, the map it was grouped by, did not predict. When another write has
+// already replaced seen, that newer map is returned without a listing. If the
+// listing fails, seen is returned.
+func (p *Producer) refreshShardMapFrom(ctx context.Context, seen *ShardMap) *ShardMap {
+	p.refreshing.Lock()
+	defer p.refreshing.Unlock()
+	if cur := p.shards.Load(); cur != seen {
+		return cur
+	}
+	if err := p.RefreshShardMap(ctx); err != nil {
+		p.log.With("stream", p.streamID()).Warnf("Refreshing the shard map after a record landed on an unexpected shard: %v", err)
+		return seen
+	}
+	return p.shards.Load()
+}
 
 // records is a list of Kinesis records to send, as parallel slices so that
 // a request is a sub-slice and costs no copy.
 type records struct {
+	// src is the entries of the write; index and members point into it.
+	src     []Entry
 	entries []types.PutRecordsRequestEntry
 	// index is the entry a plain record carries, or the first member of an
 	// aggregate.
@@ -127,6 +169,11 @@ type records struct {
 	// members is nil without aggregation; otherwise the entries each
 	// aggregate carries (nil for plain records).
 	members [][]int
+	// shards is the map the records were grouped by, nil if none; lane is
+	// then the index of the open shard each record is predicted to land on
+	// (-1 if the map does not know).
+	shards *ShardMap
+	lane   []int
 	// refusals is Kinesis' last refusal of each record, set on records
 	// waiting for a retry.
 	refusals []*RecordError
@@ -158,21 +205,41 @@ func (r *records) each(k int, fn func(int)) {
 	}
 }
 
+// predicted is the id of the shard record k was grouped for, or "".
+func (r *records) predicted(k int) string {
+	if r.shards == nil || r.lane[k] < 0 {
+		return ""
+	}
+	return r.shards.ranges[r.lane[k]].id
+}
+
 func (r *records) slice(from, to int) records {
-	s := records{entries: r.entries[from:to], index: r.index[from:to]}
+	s := records{src: r.src, shards: r.shards, entries: r.entries[from:to], index: r.index[from:to]}
 	if r.members != nil {
 		s.members = r.members[from:to]
+	}
+	if r.lane != nil {
+		s.lane = r.lane[from:to]
 	}
 	return s
 }
 
-// add appends record k of src, refused with refusal.
-func (r *records) add(src *records, k int, refusal *RecordError) {
+// push appends record k of src.
+func (r *records) push(src *records, k int) {
+	r.src, r.shards = src.src, src.shards
 	r.entries = append(r.entries, src.entries[k])
 	r.index = append(r.index, src.index[k])
 	if src.members != nil {
 		r.members = append(r.members, src.members[k])
 	}
+	if src.lane != nil {
+		r.lane = append(r.lane, src.lane[k])
+	}
+}
+
+// add appends record k of src, refused with refusal.
+func (r *records) add(src *records, k int, refusal *RecordError) {
+	r.push(src, k)
 	r.refusals = append(r.refusals, refusal)
 }
 
@@ -184,10 +251,24 @@ type putResult struct {
 	sample string // one refusal, for the log
 }
 
+// maxAggregatingRounds bounds how often the records of one write are grouped
+// into aggregates: a write whose aggregates landed on shards the map did not
+// predict is grouped again with a fresh map, and if that happens again (the
+// stream is resharding under it) the rest go as plain records, which are
+// readable wherever they land.
+const maxAggregatingRounds = 2
+
 // Write writes entries and returns nil when all were written, or one error
 // per entry (nil for those written). Entries are validated first; an invalid
 // one fails alone and is not sent. Records Kinesis accepted are never sent
-// again, whatever happens to the others.
+// again, whatever happens to the others, with one exception: an aggregate
+// that landed on a shard holding only some of its members (the stream was
+// resharded) is sent again as its members, grouped by the new shards,
+// because KCL readers drop such an aggregate whole.
+//
+// An ordered producer keeps each partition key's records in the order of
+// entries. Order across writes holds when each Write returns before the next
+// begins; concurrent writes are not ordered against each other.
 func (p *Producer) Write(ctx context.Context, entries []Entry) []error {
 	var (
 		errs []error
@@ -211,9 +292,42 @@ func (p *Producer) Write(ctx context.Context, entries []Entry) []error {
 		valid = append(valid, i)
 	}
 
-	recs := p.records(entries, valid)
-	requests := pack(&recs)
-	var wg sync.WaitGroup
+	for round := 0; len(valid) > 0; round++ {
+		recs := p.records(entries, valid, p.conf.Aggregation.Enabled && round < maxAggregatingRounds)
+		if p.conf.Ordered {
+			valid = p.writeOrdered(ctx, &recs, fail)
+		} else {
+			valid = p.writeUnordered(ctx, &recs, fail)
+		}
+		if len(valid) > 0 {
+			// Entry order is the order each key's records must land in.
+			slices.Sort(valid)
+			p.log.With("stream", p.streamID(), "records", len(valid)).
+				Debug("Sending again the members of aggregates that landed on a shard other than their own")
+		}
+	}
+
+	if errs != nil {
+		n := 0
+		for _, err := range errs {
+			if err != nil {
+				n++
+			}
+		}
+		p.mFailed.Incr(int64(n), p.streamLabel())
+	}
+	return errs
+}
+
+// writeUnordered sends the requests of recs concurrently, up to MaxInFlight.
+// It returns the entries to send again (see Write).
+func (p *Producer) writeUnordered(ctx context.Context, recs *records, fail func(int, error)) []int {
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		resend []int
+	)
+	requests := pack(recs)
 	for n, req := range requests {
 		select {
 		case p.slots <- struct{}{}:
@@ -223,32 +337,28 @@ func (p *Producer) Write(ctx context.Context, entries []Entry) []error {
 			}
 			continue
 		}
+		run := func() {
+			defer func() { <-p.slots }()
+			if again := p.send(ctx, req, fail).resend; len(again) > 0 {
+				mu.Lock()
+				resend = append(resend, again...)
+				mu.Unlock()
+			}
+		}
 		if n == len(requests)-1 {
 			// The last (usually the only) request goes out from this
 			// goroutine, whose stack is already grown for the SDK.
-			p.send(ctx, req, fail)
-			<-p.slots
+			run()
 			break
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-p.slots }()
-			p.send(ctx, req, fail)
+			run()
 		}()
 	}
 	wg.Wait()
-
-	if errs != nil {
-		n := 0
-		for _, err := range errs {
-			if err != nil {
-				n++
-			}
-		}
-		p.mFailed.Incr(int64(n))
-	}
-	return errs
+	return resend
 }
 
 // pack splits records, in order, into requests within the PutRecords limits.
@@ -272,9 +382,20 @@ func pack(recs *records) []records {
 	return requests
 }
 
+// sent is what became of a request.
+type sent struct {
+	// failed holds the records that failed for good, and err the error of
+	// the first of them.
+	failed records
+	err    error
+	// resend is the entries of aggregates that landed on a shard holding
+	// only some of their members, to be sent again.
+	resend []int
+}
+
 // send writes one request, retrying refused entries and retryable errors
 // under the policy, and reports what failed for good through fail.
-func (p *Producer) send(ctx context.Context, req records, fail func(int, error)) {
+func (p *Producer) send(ctx context.Context, req records, fail func(int, error)) (result sent) {
 	pending := req
 	attempts := 0
 
@@ -290,7 +411,7 @@ func (p *Producer) send(ctx context.Context, req records, fail func(int, error))
 
 		start := time.Now()
 		out, err := p.api.PutRecords(ctx, in)
-		p.mLatency.Timing(time.Since(start).Nanoseconds())
+		p.mLatency.Timing(time.Since(start).Nanoseconds(), p.streamLabel())
 		if err != nil {
 			return putResult{failed: pending.len(), codes: map[string]int{kinesisx.ErrorCode(err): pending.len()}, sample: err.Error()}, err
 		}
@@ -307,6 +428,10 @@ func (p *Producer) send(ctx context.Context, req records, fail func(int, error))
 		)
 		for k, r := range out.Records {
 			if r.ErrorCode == nil || *r.ErrorCode == "" {
+				if p.misplaced(ctx, &pending, k, aws.ToString(r.ShardId)) {
+					pending.each(k, func(i int) { result.resend = append(result.resend, i) })
+					continue
+				}
 				written += pending.count(k)
 				nbytes += pending.size(k)
 				continue
@@ -319,8 +444,8 @@ func (p *Producer) send(ctx context.Context, req records, fail func(int, error))
 			}
 			res.codes[code]++
 		}
-		p.mRecords.Incr(int64(written))
-		p.mBytes.Incr(int64(nbytes))
+		p.mRecords.Incr(int64(written), p.streamLabel())
+		p.mBytes.Incr(int64(nbytes), p.streamLabel())
 		pending = still
 		res.failed = still.len()
 		return res, nil
@@ -332,10 +457,11 @@ func (p *Producer) send(ctx context.Context, req records, fail func(int, error))
 		for k := range pending.len() {
 			pending.each(k, func(i int) { fail(i, err) })
 		}
-		return
+		result.failed, result.err = pending, err
+		return result
 	}
 	if pending.len() == 0 {
-		return
+		return result
 	}
 	first := pending.refusals[0]
 	p.log.With("stream", p.streamID(), "records", pending.len(), "attempts", attempts).
@@ -345,15 +471,43 @@ func (p *Producer) send(ctx context.Context, req records, fail func(int, error))
 		re.Attempts = attempts
 		pending.each(k, func(i int) { fail(i, re) })
 	}
+	result.failed, result.err = pending, first
+	return result
+}
+
+// misplaced reports whether record k, accepted on shard landed, is an
+// aggregate a KCL reader of that shard would drop: one with a member outside
+// the shard's hash range. That happens when the stream was resharded after
+// the map the aggregate was grouped by was read. A record on the shard it
+// was grouped for is never misplaced, and plain records are readable
+// wherever they land.
+func (p *Producer) misplaced(ctx context.Context, recs *records, k int, landed string) bool {
+	if recs.members == nil || recs.members[k] == nil || landed == "" || landed == recs.predicted(k) {
+		return false
+	}
+	m := p.refreshShardMapFrom(ctx, recs.shards)
+	for _, i := range recs.members[k] {
+		h, err := entryHashKey(recs.src[i])
+		if err != nil {
+			return true
+		}
+		if in, known := m.holds(landed, h); !in || !known {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Producer) onRetry(e failsafe.ExecutionEvent[putResult]) {
 	r := e.LastResult()
 	for code, n := range r.codes {
-		p.mRetries.Incr(int64(n), code)
+		p.mRetries.Incr(int64(n), p.streamLabel(), code)
 	}
 	p.warn.Warnf(p.streamID(), r.failed, r.sample)
 }
+
+// streamLabel is the stream's name, the `stream` label of every metric.
+func (p *Producer) streamLabel() string { return kinesisx.StreamName(p.streamID()) }
 
 func (p *Producer) streamID() string {
 	if p.conf.StreamARN != "" {

@@ -22,14 +22,47 @@ import (
 )
 
 // fakeAPI records every PutRecords call and answers with respond, which
-// decides per call (numbered from 0) and per entry what Kinesis says.
+// decides per call (numbered from 0) and per entry what Kinesis says. Each
+// accepted record lands on the open shard of shards (one shard if nil) that
+// owns its hash key, as on Kinesis; ListShards lists shards.
 type fakeAPI struct {
 	mu       sync.Mutex
 	calls    [][]types.PutRecordsRequestEntry
 	respond  func(call int, entries []types.PutRecordsRequestEntry) (refuse map[int]string, err error)
+	shards   []types.Shard
+	landed   []landedRecord
 	inFlight atomic.Int32
 	maxSeen  atomic.Int32
 	delay    time.Duration
+}
+
+// landedRecord is a record the fake accepted, in the order it accepted them.
+type landedRecord struct {
+	shard string
+	entry types.PutRecordsRequestEntry
+}
+
+func (f *fakeAPI) listing() []types.Shard {
+	if f.shards != nil {
+		return f.shards
+	}
+	return []types.Shard{{
+		ShardId:      aws.String("shardId-000000000000"),
+		HashKeyRange: &types.HashKeyRange{StartingHashKey: aws.String("0"), EndingHashKey: aws.String(kinesisx.MaxHashKey)},
+	}}
+}
+
+func (f *fakeAPI) ListShards(context.Context, *kinesis.ListShardsInput, ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &kinesis.ListShardsOutput{Shards: f.listing()}, nil
+}
+
+// reshard replaces the fake's shards, as a split or merge does.
+func (f *fakeAPI) reshard(shards []types.Shard) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.shards = shards
 }
 
 func (f *fakeAPI) PutRecords(_ context.Context, in *kinesis.PutRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
@@ -43,10 +76,12 @@ func (f *fakeAPI) PutRecords(_ context.Context, in *kinesis.PutRecordsInput, _ .
 	}
 	time.Sleep(f.delay)
 
+	// The whole call is one step under the lock, so the order of landed
+	// is the order records landed in.
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	call := len(f.calls)
 	f.calls = append(f.calls, append([]types.PutRecordsRequestEntry(nil), in.Records...))
-	f.mu.Unlock()
 
 	var refuse map[int]string
 	if f.respond != nil {
@@ -55,14 +90,20 @@ func (f *fakeAPI) PutRecords(_ context.Context, in *kinesis.PutRecordsInput, _ .
 			return nil, err
 		}
 	}
+	m, err := NewShardMap(f.listing())
+	if err != nil {
+		return nil, err
+	}
 	out := &kinesis.PutRecordsOutput{Records: make([]types.PutRecordsResultEntry, len(in.Records))}
-	for i := range in.Records {
+	for i, e := range in.Records {
 		if code, ok := refuse[i]; ok {
 			out.Records[i] = types.PutRecordsResultEntry{ErrorCode: aws.String(code), ErrorMessage: aws.String("refused by the fake")}
 			out.FailedRecordCount = aws.Int32(aws.ToInt32(out.FailedRecordCount) + 1)
 			continue
 		}
-		out.Records[i] = types.PutRecordsResultEntry{SequenceNumber: aws.String(fmt.Sprint(call*1000 + i)), ShardId: aws.String("shardId-000000000000")}
+		shard := m.ShardFor(Entry{PartitionKey: aws.ToString(e.PartitionKey), ExplicitHashKey: aws.ToString(e.ExplicitHashKey)})
+		f.landed = append(f.landed, landedRecord{shard: shard, entry: e})
+		out.Records[i] = types.PutRecordsResultEntry{SequenceNumber: aws.String(fmt.Sprint(call*1000 + i)), ShardId: aws.String(shard)}
 	}
 	return out, nil
 }
@@ -326,17 +367,16 @@ func TestWholeRequestErrors(t *testing.T) {
 	})
 }
 
-func TestRequestsOfABatchAreConcurrentAndBounded(t *testing.T) {
-	api := &fakeAPI{delay: 20 * time.Millisecond}
-	p := newTestProducer(api, func(c *Config) { c.MaxInFlight = 3 })
-	require.Nil(t, p.Write(t.Context(), entries(500*8, 10)))
-	assert.Equal(t, 8, api.callCount())
-	assert.LessOrEqual(t, api.maxSeen.Load(), int32(3))
-	assert.Greater(t, api.maxSeen.Load(), int32(1), "requests overlap")
-}
-
 func testShardMap(t *testing.T, n int) *ShardMap {
 	t.Helper()
+	m, err := NewShardMap(testShards(n))
+	require.NoError(t, err)
+	return m
+}
+
+// testShards is a listing of n open shards splitting the hash key space
+// evenly.
+func testShards(n int) []types.Shard {
 	var shards []types.Shard
 	last, _ := parseHashKey(kinesisx.MaxHashKey)
 	for i := range n {
@@ -355,9 +395,7 @@ func testShardMap(t *testing.T, n int) *ShardMap {
 			HashKeyRange: &types.HashKeyRange{StartingHashKey: aws.String(start.decimal()), EndingHashKey: aws.String(end.decimal())},
 		})
 	}
-	m, err := NewShardMap(shards)
-	require.NoError(t, err)
-	return m
+	return shards
 }
 
 func TestAggregation(t *testing.T) {
@@ -366,7 +404,7 @@ func TestAggregation(t *testing.T) {
 	in[10].Data = make([]byte, 3000) // bigger than max_bytes: sent alone
 	in[20].ExplicitHashKey = "0"     // shard 0 whatever its key
 
-	api := &fakeAPI{}
+	api := &fakeAPI{shards: testShards(4)}
 	p := newTestProducer(api, func(c *Config) {
 		c.Aggregation = Aggregation{Enabled: true, MaxBytes: 2048, MaxRecords: 100}
 	})

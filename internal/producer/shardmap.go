@@ -20,7 +20,11 @@ type hashKey [16]byte
 // ShardMap finds the open shard that owns a hash key. Aggregation needs it:
 // only records bound for the same shard may share an aggregated record.
 type ShardMap struct {
-	ranges []shardRange // sorted by start
+	ranges []shardRange // the open shards, sorted by start
+	// byID holds every listed shard, open or closed, so that a record that
+	// landed on a shard the map did not predict can be checked against that
+	// shard's range.
+	byID map[string]shardRange
 }
 
 type shardRange struct {
@@ -38,13 +42,11 @@ func LoadShardMap(ctx context.Context, api kinesisx.ListShardsAPI, stream string
 	return NewShardMap(shards)
 }
 
-// NewShardMap maps the open shards (those without an ending sequence number).
+// NewShardMap maps the open shards (those without an ending sequence number)
+// and remembers the range of every shard listed.
 func NewShardMap(shards []types.Shard) (*ShardMap, error) {
-	m := &ShardMap{}
+	m := &ShardMap{byID: make(map[string]shardRange, len(shards))}
 	for _, s := range shards {
-		if s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil {
-			continue
-		}
 		if s.HashKeyRange == nil || s.HashKeyRange.StartingHashKey == nil || s.HashKeyRange.EndingHashKey == nil {
 			return nil, fmt.Errorf("shard %s has no hash key range", aws.ToString(s.ShardId))
 		}
@@ -56,7 +58,11 @@ func NewShardMap(shards []types.Shard) (*ShardMap, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading the hash key range of shard %s: %w", aws.ToString(s.ShardId), err)
 		}
-		m.ranges = append(m.ranges, shardRange{id: aws.ToString(s.ShardId), start: start, end: end})
+		r := shardRange{id: aws.ToString(s.ShardId), start: start, end: end}
+		m.byID[r.id] = r
+		if s.SequenceNumberRange == nil || s.SequenceNumberRange.EndingSequenceNumber == nil {
+			m.ranges = append(m.ranges, r)
+		}
 	}
 	if len(m.ranges) == 0 {
 		return nil, fmt.Errorf("the stream has no open shards")
@@ -76,6 +82,16 @@ func (m *ShardMap) lookup(k hashKey) int {
 		return -1
 	}
 	return i
+}
+
+// holds reports whether shard id covers k. ok is false when the map does not
+// know the shard.
+func (m *ShardMap) holds(id string, k hashKey) (in, ok bool) {
+	r, ok := m.byID[id]
+	if !ok {
+		return false, false
+	}
+	return bytes.Compare(k[:], r.start[:]) >= 0 && bytes.Compare(k[:], r.end[:]) <= 0, true
 }
 
 // ShardFor returns the id of the shard that owns an entry, or "" if unknown.

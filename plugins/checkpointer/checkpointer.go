@@ -48,13 +48,16 @@ func New(ctx context.Context, cfg Config, log *service.Logger, metrics *service.
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	routeRedisLogs(log)
 	client, err := NewRedisClient(cfg)
 	if err != nil {
 		return nil, err
 	}
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("connecting to redis %s: %w", RedactURL(cfg.RedisURL), err)
+		// The field, not the URL: the URL may hold a password, and the
+		// field is what the user edits. The error names the address.
+		return nil, fmt.Errorf("field %s: reaching Redis: %w", fieldPathRedisURL, err)
 	}
 	c := NewFromClient(client, cfg, log, metrics)
 	c.ownsClient = true

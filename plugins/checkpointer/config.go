@@ -25,6 +25,7 @@ const (
 	FieldLeasePeriod       = "period"
 	FieldRebalancePeriod   = "rebalance_period"
 	FieldHandoffTimeout    = "handoff_timeout"
+	FieldInstanceID        = "instance_id"
 	fieldPathRedisURL      = FieldCheckpoint + "." + FieldRedis + "." + FieldRedisURL
 	fieldPathRedisKind     = FieldCheckpoint + "." + FieldRedis + "." + FieldRedisKind
 	fieldPathRedisMaster   = FieldCheckpoint + "." + FieldRedis + "." + FieldRedisMaster
@@ -34,6 +35,7 @@ const (
 	fieldPathLeasePeriod   = FieldLease + "." + FieldLeasePeriod
 	fieldPathRebalance     = FieldLease + "." + FieldRebalancePeriod
 	fieldPathHandoffTimout = FieldLease + "." + FieldHandoffTimeout
+	fieldPathInstanceID    = FieldLease + "." + FieldInstanceID
 )
 
 // Redis deployment kinds accepted by `checkpoint.redis.kind`.
@@ -58,11 +60,14 @@ func Fields() []*service.ConfigField {
 	return []*service.ConfigField{
 		service.NewObjectField(FieldCheckpoint,
 			service.NewObjectField(FieldRedis,
+				// Not Secret(): Benthos scrubs every value of a secret field,
+				// so `create` and the docs would show a placeholder that
+				// fails at start. The URL field's own scrubber hides a URL
+				// that holds a password.
 				service.NewURLField(FieldRedisURL).
-					Description("The Redis URL, e.g. `redis://:password@host:6379/0`, or `rediss://` for TLS. Credentials go in the URL; it is treated as a secret and never logged. For `cluster` and `failover` name further nodes with `addr` query parameters: `redis://host1:6379?addr=host2:6379&addr=host3:6379`.").
+					Description("The Redis URL, e.g. `redis://:password@host:6379/0`, or `rediss://` for TLS. Credentials go in the URL: it is never logged, errors name this field instead, and `echo` prints a URL with a password as `!!!SECRET_SCRUBBED!!!`. For `cluster` and `failover` name further nodes with `addr` query parameters: `redis://host1:6379?addr=host2:6379&addr=host3:6379`.").
 					Example("redis://localhost:6379").
-					Example("rediss://user:password@redis.internal:6380/0").
-					Secret(),
+					Example("rediss://user:${REDIS_PASSWORD}@redis.internal:6380/0"),
 				service.NewStringEnumField(FieldRedisKind, KindSimple, KindCluster, KindFailover).
 					Description("How to reach Redis: `simple` (one server), `cluster` (Redis Cluster) or `failover` (Sentinel; the URL names the sentinels and `master` the monitored master).").
 					Default(KindSimple),
@@ -92,6 +97,10 @@ func Fields() []*service.ConfigField {
 			service.NewDurationField(FieldHandoffTimeout).
 				Description("How long an instance handing a shard over waits for in-flight messages to be acknowledged before it commits and releases the lease anyway.").
 				Default(DefaultHandoffTimeout.String()).Advanced(),
+			service.NewStringField(FieldInstanceID).
+				Description("This instance's name in the group, shown as the owner of its leases by `connect-kinesis checkpoints show` and in logs. Empty uses host name, process id and a random suffix. Set it to something that names the running copy, e.g. the Kubernetes pod name (`${POD_NAME}`); it must be unique among the running instances of the group, since two instances with one name would both believe they own the same shards.").
+				Example("${POD_NAME}").
+				Default("").Advanced(),
 		).Description("Shard leases: which instance of the group reads which shard.").Advanced(),
 	}
 }
@@ -103,6 +112,8 @@ type Config struct {
 	// TLS overrides the TLS settings implied by the URL; nil keeps them.
 	TLS              *tls.Config
 	Group, KeyPrefix string
+	// InstanceID names this instance in the group; empty means generated.
+	InstanceID string
 
 	CommitPeriod, LeasePeriod, RebalancePeriod, HandoffTimeout time.Duration
 }
@@ -161,6 +172,9 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	if c.HandoffTimeout, err = lc.FieldDuration(FieldHandoffTimeout); err != nil {
 		return c, err
 	}
+	if c.InstanceID, err = lc.FieldString(FieldInstanceID); err != nil {
+		return c, err
+	}
 	return c, c.Validate()
 }
 
@@ -213,7 +227,28 @@ func (c Config) Validate() error {
 	if c.HandoffTimeout <= 0 {
 		return fmt.Errorf("field %s: %v must be a positive duration, e.g. 10s", fieldPathHandoffTimout, c.HandoffTimeout)
 	}
+	if !validInstanceID(c.InstanceID) {
+		return fmt.Errorf("field %s: %q must be at most %d characters without spaces or '|', e.g. the pod name", fieldPathInstanceID, c.InstanceID, maxInstanceIDLength)
+	}
 	return nil
+}
+
+// maxInstanceIDLength bounds lease.instance_id: it is stored in every lease
+// value and member entry.
+const maxInstanceIDLength = 200
+
+// validInstanceID accepts an empty id (generated) or a printable one without
+// spaces or '|', the separator inside a lease value.
+func validInstanceID(id string) bool {
+	if len(id) > maxInstanceIDLength {
+		return false
+	}
+	for _, r := range id {
+		if r == '|' || r <= ' ' || r == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // RedactURL returns the URL with its password replaced, for logs and errors.

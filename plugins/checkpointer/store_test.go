@@ -376,12 +376,11 @@ func TestIntegrationRedisDownFailsFast(t *testing.T) {
 	_, err = s.Leases(ctx)
 	require.Error(t, err)
 
-	// Starting with Redis down fails in New, naming the redis without its
-	// password.
+	// Starting with Redis down fails in New, naming the field to fix.
 	cfg := c.Config()
 	_, err = New(ctx, cfg, nil, nil)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "connecting to redis")
+	assert.Contains(t, err.Error(), "field checkpoint.redis.url: reaching Redis")
 }
 
 func TestIntegrationRedisACL(t *testing.T) {

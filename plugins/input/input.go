@@ -2,7 +2,6 @@ package input
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -56,9 +55,9 @@ func Spec() *service.ConfigSpec {
 			Description("Where a shard without a checkpoint starts: `trim_horizon` (the oldest retained record), `latest` (only records written from now on) or `at_timestamp` (see `start_timestamp`). Shards with a checkpoint always resume after it.").
 			Default(consumer.StartTrimHorizon),
 		service.NewStringField(fieldStartTimestamp).
-			Description("The RFC3339 time to start from with `start_position: at_timestamp`.").
+			Description("The RFC3339 time to start from with `start_position: at_timestamp`; required with it and only used with it.").
 			Example("2024-05-01T12:00:00Z").
-			Optional(),
+			Default(""),
 	}
 	fields = append(fields, checkpointer.Fields()...)
 	fields = append(fields,
@@ -101,6 +100,7 @@ Instances with the same `+"`checkpoint.group`"+` share the shards: each takes up
 
 `+"`kinesis_stream`, `kinesis_shard`, `kinesis_partition_key`, `kinesis_sequence_number`, `kinesis_sub_sequence_number` (aggregated records only), `kinesis_arrival_timestamp` (RFC3339Nano), `kinesis_millis_behind_latest`.").
 		Fields(fields...).
+		LintRule(lintRule()).
 		Example("Read a stream", "Reads `orders` from the oldest record and resumes from Redis checkpoints.", `
 input:
   kinesis:
@@ -140,19 +140,14 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	if cc.Streams, err = conf.FieldStringList(fieldStreams); err != nil {
 		return c, err
 	}
-	for _, s := range cc.Streams {
-		if s == "" {
-			return c, errors.New("field streams: an entry is empty; list stream names or ARNs")
-		}
-	}
 	if cc.StartPosition, err = conf.FieldString(fieldStartPosition); err != nil {
 		return c, err
 	}
-	if conf.Contains(fieldStartTimestamp) {
-		raw, err := conf.FieldString(fieldStartTimestamp)
-		if err != nil {
-			return c, err
-		}
+	raw, err := conf.FieldString(fieldStartTimestamp)
+	if err != nil {
+		return c, err
+	}
+	if raw != "" {
 		if cc.StartTimestamp, err = time.Parse(time.RFC3339Nano, raw); err != nil {
 			return c, fmt.Errorf("field %s: %q is not an RFC3339 time, e.g. 2024-05-01T12:00:00Z", fieldStartTimestamp, raw)
 		}
@@ -193,8 +188,12 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	cc.LeasePeriod = c.Checkpointer.LeasePeriod
 	cc.RebalancePeriod = c.Checkpointer.RebalancePeriod
 	cc.HandoffTimeout = c.Checkpointer.HandoffTimeout
+	cc.InstanceID = c.Checkpointer.InstanceID
 	cc.Backoff = kinesisx.DefaultBackoff
 	if c.AWS, err = awsconf.SettingsFromParsed(conf); err != nil {
+		return c, err
+	}
+	if err := checkStreams(cc.Streams, c.AWS.Region); err != nil {
 		return c, err
 	}
 	return c, cc.Validate()

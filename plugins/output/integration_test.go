@@ -134,6 +134,8 @@ func TestIntegrationOutput(t *testing.T) {
 			t.Run("dlq example", func(t *testing.T) { testDLQExample(t, emu) })
 			t.Run("basic example", func(t *testing.T) { testBasicExample(t, emu) })
 			t.Run("aggregation", func(t *testing.T) { testAggregation(t, emu) })
+			t.Run("order with defaults", func(t *testing.T) { testOrderWithDefaults(t, emu) })
+			t.Run("order through faults", func(t *testing.T) { testOrderThroughFaults(t, emu) })
 		})
 	}
 }

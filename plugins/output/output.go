@@ -23,12 +23,25 @@ const (
 	fieldPartitionKey  = "partition_key"
 	fieldHashKey       = "hash_key"
 	fieldMaxInFlight   = "max_in_flight"
+	fieldPreserveOrder = "preserve_order"
 	fieldBatching      = "batching"
 	fieldMaxRecordSize = "max_record_size"
 	fieldAggregation   = "aggregation"
 	fieldAggEnabled    = "enabled"
 	fieldAggMaxBytes   = "max_bytes"
 	fieldAggMaxRecords = "max_records"
+)
+
+// The default batching policy. Ordered writes take one batch at a time, so
+// a batch is what one round trip carries: up to 500 messages (one full
+// PutRecords request) gathered for at most defaultBatchPeriod. Benthos
+// measures the period from the previous flush, so a message arriving after
+// a quiet spell goes out at once, and under load the period must outlast
+// one write, else every batch flushed while the writer is busy holds a
+// single message.
+const (
+	defaultBatchCount  = 500
+	defaultBatchPeriod = "50ms"
 )
 
 // Defaults of the aggregation fields, those of the KPL where it has one.
@@ -46,7 +59,21 @@ func spec() *service.ConfigSpec {
 		Categories("Services", "AWS").
 		Summary("Writes messages to an Amazon Kinesis data stream.").
 		Description(`
-Each batch is packed into PutRecords requests of at most 500 records and 5 MiB (data plus partition keys), sent concurrently up to `+"`max_in_flight`"+` requests at a time. Records keep the order of the batch within a request.
+Each batch is packed into PutRecords requests of at most 500 records and 5 MiB (data plus partition keys), up to `+"`max_in_flight`"+` requests in flight.
+
+### Order
+
+With `+"`preserve_order: true`"+` (the default), the records of one partition key land in the order the pipeline emitted them, even when Kinesis throttles or refuses some records, answers with a 5xx, a connection is cut, or the stream is resharded. A reader that follows shard lineage (this project's `+"`kinesis`"+` input, the KCL) reads them in that order. How:
+
+- Batches are written one at a time, in the order the pipeline emits them: Benthos starts concurrent batches without any order between them, so in this mode the output asks Benthos for one batch in flight and gets its parallelism within the batch instead.
+- A batch's records are grouped by the shard they map to (the stream's shard map, read at connect), and the shards are written in parallel, up to `+"`max_in_flight`"+` requests at once, one request per shard at a time.
+- A request holds each partition key at most once (as a plain record or inside one aggregated record), so a partial failure never lets a key's later record land before an earlier one. Many records of few keys therefore take several requests; aggregation packs them into one record per request instead.
+- Records Kinesis refused are retried before anything later of their shard is sent.
+- A message that fails for good (after `+"`max_retries`"+` or `+"`backoff.max_elapsed_time`"+`) fails the later messages of its partition key in the batch too, unsent, so that a replay (a `+"`fallback`"+` output, `+"`auto_replay_nacks`"+`) keeps them in order. Later batches are not held back: order across a message that failed for good is up to how the pipeline replays it.
+
+Throughput comes from batches: write in batches (the `+"`batching`"+` field, or an input that reads batches) so that each batch spans many shards. Without batching, each message is a batch of its own and messages are written one request at a time. Give `+"`batching`"+` a `+"`count`"+` and a `+"`period`"+` longer than one write takes (e.g. `+"`count: 500`"+`, `+"`period: 1s`"+`): Benthos measures the period from the previous flush, so a shorter one yields batches of a single message while the output is busy.
+
+With `+"`preserve_order: false`"+`, up to `+"`max_in_flight`"+` batches are written at once and a batch's requests are sent concurrently; records of one key can then land in any order (Kinesis itself does not keep the order of a PutRecords request's records when some are refused).
 
 When Kinesis refuses some records of a request (throttling, `+"`InternalFailure`"+`, KMS errors), only those records are sent again, with exponential backoff and jitter, until `+"`max_retries`"+` or `+"`backoff.max_elapsed_time`"+` is reached. Records Kinesis accepted are never sent again by this output. The messages that still fail are reported one by one with Kinesis' error code, so a `+"`fallback`"+` output or `+"`auto_replay_nacks`"+` handles exactly those.
 
@@ -56,22 +83,26 @@ A message that can never be written fails alone, before anything is sent, and th
 
 With `+"`aggregation.enabled`"+`, small messages bound for the same shard (the MD5 of their partition key, or their hash key, against the stream's shard map read at connect) are packed into KPL aggregated records, readable by the KCL, Flink and the `+"`kinesis`"+` input. This multiplies the records per second a shard accepts. If an aggregated record fails for good, every message in it fails.
 
-### Metrics
-
-`+"`kinesis_output_records_total`"+` and `+"`kinesis_output_bytes_total`"+` count what Kinesis accepted, `+"`kinesis_output_retries_total`"+` (label `+"`code`"+`) the records sent again, `+"`kinesis_output_failed_total`"+` the messages that failed for good, and the timer `+"`kinesis_output_put_latency_ns`"+` each PutRecords call.`).
+An aggregated record never holds messages of two current shards. After a split or merge the map is stale until refreshed (every minute, and at once when Kinesis answers that a record landed on a shard other than the predicted one). An aggregated record that landed on a shard which does not hold all its members is one the KCL drops whole, so its messages are sent again, grouped by the fresh map, and, in ordered mode, ahead of everything its old shard had not sent yet. That stray copy stays in the stream: a reader that does not check members against its shard's hash key range (as the KCL does) reads those messages twice.
+`).
 		Fields(
 			service.NewStringField(fieldStream).
 				Description("The stream to write to, by name or ARN.").
 				Examples("my-stream", "arn:aws:kinesis:us-east-1:123456789012:stream/my-stream"),
 			service.NewInterpolatedStringField(fieldPartitionKey).
-				Description("The partition key of each message, 1 to 256 characters. Messages with the same key go to the same shard, in order.").
+				Description("The partition key of each message, 1 to 256 characters. Messages with the same key go to the same shard, and with `"+fieldPreserveOrder+"` (the default) land in the order the pipeline emitted them.").
 				Examples(`${! json("user_id") }`, `${! uuid_v4() }`),
 			service.NewInterpolatedStringField(fieldHashKey).
 				Description("An explicit hash key, a decimal integer in [0, 2^128), that picks the shard instead of the partition key's hash.").
 				Optional().Advanced(),
 			service.NewOutputMaxInFlightField().
-				Description("The most batches written at once, and the most PutRecords requests in flight."),
-			service.NewBatchPolicyField(fieldBatching),
+				Description("The most PutRecords requests in flight. With `"+fieldPreserveOrder+": false` it is also the most batches written at once; with `"+fieldPreserveOrder+": true` batches are written one at a time and this bounds the shards written in parallel."),
+			service.NewBoolField(fieldPreserveOrder).
+				Description("Keep the records of each partition key in the order the pipeline emitted them, through retries, partial failures and reshards (see Order above). Set `false` for the most throughput when order does not matter.").
+				Default(true),
+			service.NewBatchPolicyField(fieldBatching).
+				Description(fmt.Sprintf("How messages are gathered into batches before they are written (see Order above). By default up to %d messages or what arrives within %s of the previous batch, whichever comes first: one full PutRecords request per round trip under load, no wait when messages are sparse. Setting the field replaces the whole default; `batching: {}` turns batching off (each message, or each batch the input emits, is written as it comes).", defaultBatchCount, defaultBatchPeriod)).
+				Default(map[string]any{"count": defaultBatchCount, "byte_size": 0, "period": defaultBatchPeriod, "check": "", "processors": []any{}}),
 			service.NewIntField(fieldMaxRecordSize).
 				Description(fmt.Sprintf("The largest record in bytes, counting data and partition key. Kinesis allows %d by default; a stream raised with UpdateMaxRecordSize accepts up to %d. Larger messages fail alone.", kinesisx.DefaultMaxRecordSize, kinesisx.MaxRecordSizeLimit)).
 				Default(kinesisx.DefaultMaxRecordSize).Advanced(),
@@ -89,7 +120,8 @@ With `+"`aggregation.enabled`"+`, small messages bound for the same shard (the M
 		).
 		Fields(kinesisx.RetryFields(kinesisx.DefaultBackoff)...).
 		Fields(awsconf.Fields()...).
-		Example("Write JSON events keyed by user", "Events of one user land on one shard, in order.", `
+		LintRule(lintRule()).
+		Example("Write JSON events keyed by user", "Events of one user land on one shard, in the order the pipeline emitted them. Batches of up to 500 let many shards be written at once.", `
 output:
   kinesis:
     stream: events
@@ -97,7 +129,7 @@ output:
     partition_key: ${! json("user_id") }
     batching:
       count: 500
-      period: 100ms
+      period: 1s
 `)
 }
 
@@ -112,7 +144,7 @@ func init() {
 			if err != nil {
 				return nil, service.BatchPolicy{}, 0, err
 			}
-			return out, oc.Batching, oc.MaxInFlight, nil
+			return out, oc.Batching, oc.batchesInFlight(), nil
 		})
 	if err != nil {
 		panic(err)
@@ -125,6 +157,7 @@ type outputConfig struct {
 	PartitionKey  *service.InterpolatedString
 	HashKey       *service.InterpolatedString // nil when unset
 	MaxInFlight   int
+	PreserveOrder bool
 	Batching      service.BatchPolicy
 	MaxRecordSize int
 	Aggregation   producer.Aggregation
@@ -152,6 +185,9 @@ func outputConfigFromParsed(conf *service.ParsedConfig) (c outputConfig, err err
 	}
 	if c.MaxInFlight < 1 {
 		return c, fmt.Errorf("field %s: %d must be at least 1", fieldMaxInFlight, c.MaxInFlight)
+	}
+	if c.PreserveOrder, err = conf.FieldBool(fieldPreserveOrder); err != nil {
+		return c, err
 	}
 	if c.Batching, err = conf.FieldBatchPolicy(fieldBatching); err != nil {
 		return c, err
@@ -187,10 +223,20 @@ func outputConfigFromParsed(conf *service.ParsedConfig) (c outputConfig, err err
 	return c, nil
 }
 
+// batchesInFlight is how many WriteBatch calls Benthos may run at once.
+// Benthos gives concurrent batches no order (each is started on its own
+// goroutine), so an ordered output takes one at a time and keeps its
+// parallelism within the batch.
+func (c outputConfig) batchesInFlight() int {
+	if c.PreserveOrder {
+		return 1
+	}
+	return c.MaxInFlight
+}
+
 // kinesisAPI is the part of the Kinesis client the output uses.
 type kinesisAPI interface {
 	producer.API
-	kinesisx.ListShardsAPI
 	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
 }
 
@@ -210,10 +256,9 @@ type kinesisOutput struct {
 	stopRefresh func()
 }
 
-// shardMapRefresh is how often aggregation re-reads the shard map, so that
-// after a reshard records are grouped by the new shards. Until then an
-// aggregate still lands on one shard (its explicit hash key), only its
-// members may belong to a sibling.
+// shardMapRefresh is how often the shard map is re-read, so that after a
+// reshard records are grouped by the new shards. The producer also re-reads
+// it at once when a record lands on a shard it did not predict.
 const shardMapRefresh = time.Minute
 
 func newOutputFromConfig(conf outputConfig, mgr *service.Resources) (*kinesisOutput, error) {
@@ -221,7 +266,7 @@ func newOutputFromConfig(conf outputConfig, mgr *service.Resources) (*kinesisOut
 		conf:    conf,
 		log:     mgr.Logger(),
 		metrics: mgr.Metrics(),
-		mFailed: mgr.Metrics().NewCounter(producer.MetricFailed),
+		mFailed: mgr.Metrics().NewCounter(producer.MetricFailed, "stream"),
 	}
 	o.newClient = func(ctx context.Context) (kinesisAPI, string, error) {
 		cfg, err := conf.AWS.Load(ctx)
@@ -241,6 +286,7 @@ func (o *kinesisOutput) Connect(ctx context.Context) error {
 	pc := producer.Config{
 		MaxRecordSize: o.conf.MaxRecordSize,
 		MaxInFlight:   o.conf.MaxInFlight,
+		Ordered:       o.conf.PreserveOrder,
 		Backoff:       o.conf.Backoff,
 		Aggregation:   o.conf.Aggregation,
 	}
@@ -259,13 +305,14 @@ func (o *kinesisOutput) Connect(ctx context.Context) error {
 
 	p := producer.New(api, pc, o.log, o.metrics)
 	stop := func() {}
-	if o.conf.Aggregation.Enabled {
-		m, err := producer.LoadShardMap(ctx, api, o.conf.Stream)
-		if err != nil {
-			return fmt.Errorf("reading the shard map of stream %s in region %s for aggregation: %w", o.conf.Stream, region, err)
+	if o.conf.Aggregation.Enabled || o.conf.PreserveOrder {
+		// Both group records by shard: aggregation to pack them, ordering
+		// to write each shard one request at a time.
+		if err := p.RefreshShardMap(ctx); err != nil {
+			return fmt.Errorf("reading the shard map of stream %s in region %s (needed by %s and %s.%s; check the kinesis:ListShards permission): %w",
+				o.conf.Stream, region, fieldPreserveOrder, fieldAggregation, fieldAggEnabled, err)
 		}
-		p.SetShardMap(m)
-		stop = o.refreshShardMap(ctx, api, p, pc)
+		stop = o.refreshShardMap(ctx, p)
 	}
 	o.mu.Lock()
 	o.stopLocked()
@@ -321,7 +368,7 @@ func (o *kinesisOutput) WriteBatch(ctx context.Context, batch service.MessageBat
 		index = append(index, i)
 	}
 	if len(failures) > 0 {
-		o.mFailed.Incr(int64(len(failures)))
+		o.mFailed.Incr(int64(len(failures)), kinesisx.StreamName(o.conf.Stream))
 	}
 
 	for n, err := range p.Write(ctx, entries) {
@@ -363,7 +410,7 @@ func entry(keys, hashKeys *service.MessageBatchInterpolationExecutor, i int, msg
 
 // refreshShardMap re-reads the shard map every shardMapRefresh until the
 // returned func is called; that func waits for the refresher to end.
-func (o *kinesisOutput) refreshShardMap(ctx context.Context, api kinesisAPI, p *producer.Producer, pc producer.Config) func() {
+func (o *kinesisOutput) refreshShardMap(ctx context.Context, p *producer.Producer) func() {
 	// The refresher lives as long as the connection, not the Connect call.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
@@ -377,14 +424,9 @@ func (o *kinesisOutput) refreshShardMap(ctx context.Context, api kinesisAPI, p *
 				return
 			case <-t.C:
 			}
-			m, err := producer.LoadShardMap(ctx, api, o.conf.Stream)
-			if err != nil {
-				if ctx.Err() == nil {
-					o.log.With("stream", o.conf.Stream).Warnf("Refreshing the shard map for aggregation, keeping the previous one: %v", err)
-				}
-				continue
+			if err := p.RefreshShardMap(ctx); err != nil && ctx.Err() == nil {
+				o.log.With("stream", o.conf.Stream).Warnf("Refreshing the shard map, keeping the previous one: %v", err)
 			}
-			p.SetShardMap(m)
 		}
 	}()
 	return func() {

@@ -34,10 +34,29 @@ partition_key: ${! json("id") }
 		require.NoError(t, err)
 		assert.Equal(t, "s", c.Stream)
 		assert.Equal(t, 64, c.MaxInFlight)
+		assert.True(t, c.PreserveOrder)
+		assert.Equal(t, 1, c.batchesInFlight(), "ordered: Benthos hands over one batch at a time")
+		assert.Equal(t, service.BatchPolicy{Count: defaultBatchCount, Period: defaultBatchPeriod}, c.Batching, "batches of a full request by default")
 		assert.Equal(t, kinesisx.DefaultMaxRecordSize, c.MaxRecordSize)
 		assert.Nil(t, c.HashKey)
 		assert.False(t, c.Aggregation.Enabled)
 		assert.Equal(t, kinesisx.DefaultBackoff, c.Backoff)
+	})
+
+	t.Run("a batching field replaces the default", func(t *testing.T) {
+		c, err := parse(t, "stream: s\npartition_key: k\nbatching: {count: 100}")
+		require.NoError(t, err)
+		assert.Equal(t, service.BatchPolicy{Count: 100}, c.Batching)
+		c, err = parse(t, "stream: s\npartition_key: k\nbatching: {}")
+		require.NoError(t, err)
+		assert.True(t, c.Batching.IsNoop(), "batching: {} turns batching off")
+	})
+
+	t.Run("unordered writes max_in_flight batches at once", func(t *testing.T) {
+		c, err := parse(t, "stream: s\npartition_key: k\npreserve_order: false\nmax_in_flight: 16")
+		require.NoError(t, err)
+		assert.False(t, c.PreserveOrder)
+		assert.Equal(t, 16, c.batchesInFlight())
 	})
 
 	tests := []struct {

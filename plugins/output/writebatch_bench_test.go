@@ -2,6 +2,8 @@ package output
 
 import (
 	"context"
+	"fmt"
+	"math/big"
 	"strings"
 	"testing"
 
@@ -14,8 +16,25 @@ import (
 
 // nopKinesis accepts everything at once, so the benchmark measures the
 // output's own work per batch: interpolation, validation, packing, retry
-// bookkeeping. The SDK's serialization is the same with or without it.
+// bookkeeping. The SDK's serialization is the same with or without it. Its
+// stream has four shards of equal ranges.
 type nopKinesis struct{ *fakeKinesis }
+
+func (nopKinesis) ListShards(context.Context, *kinesis.ListShardsInput, ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	const n = 4
+	width := new(big.Int).Lsh(big.NewInt(1), 128)
+	width.Div(width, big.NewInt(n))
+	out := &kinesis.ListShardsOutput{}
+	for i := range n {
+		start := new(big.Int).Mul(width, big.NewInt(int64(i)))
+		end := new(big.Int).Sub(new(big.Int).Add(start, width), big.NewInt(1))
+		out.Shards = append(out.Shards, types.Shard{
+			ShardId:      aws.String(fmt.Sprintf("shardId-%012d", i)),
+			HashKeyRange: &types.HashKeyRange{StartingHashKey: aws.String(start.String()), EndingHashKey: aws.String(end.String())},
+		})
+	}
+	return out, nil
+}
 
 func (nopKinesis) PutRecords(_ context.Context, in *kinesis.PutRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
 	out := &kinesis.PutRecordsOutput{Records: make([]types.PutRecordsResultEntry, len(in.Records))}
@@ -25,26 +44,38 @@ func (nopKinesis) PutRecords(_ context.Context, in *kinesis.PutRecordsInput, _ .
 	return out, nil
 }
 
+// BenchmarkWriteBatch writes batches of 500 messages of 200 bytes, each with
+// its own partition key, in every mode of the output.
 func BenchmarkWriteBatch(b *testing.B) {
-	c, err := spec().ParseYAML("stream: s\npartition_key: '${! batch_index() }'", nil)
-	require.NoError(b, err)
-	oc, err := outputConfigFromParsed(c)
-	require.NoError(b, err)
-	o, err := newOutputFromConfig(oc, service.MockResources())
-	require.NoError(b, err)
-	o.newClient = func(context.Context) (kinesisAPI, string, error) { return nopKinesis{&fakeKinesis{}}, "eu-west-1", nil }
-	require.NoError(b, o.Connect(b.Context()))
+	for _, mode := range []struct{ name, fields string }{
+		{"unordered", "preserve_order: false"},
+		{"ordered", "preserve_order: true"},
+		{"unordered aggregated", "preserve_order: false\naggregation: {enabled: true}"},
+		{"ordered aggregated", "preserve_order: true\naggregation: {enabled: true}"},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			c, err := spec().ParseYAML("stream: s\npartition_key: '${! batch_index() }'\n"+mode.fields, nil)
+			require.NoError(b, err)
+			oc, err := outputConfigFromParsed(c)
+			require.NoError(b, err)
+			o, err := newOutputFromConfig(oc, service.MockResources())
+			require.NoError(b, err)
+			o.newClient = func(context.Context) (kinesisAPI, string, error) { return nopKinesis{&fakeKinesis{}}, "eu-west-1", nil }
+			require.NoError(b, o.Connect(b.Context()))
+			b.Cleanup(func() { _ = o.Close(context.Background()) })
 
-	data := []byte(strings.Repeat("x", 200))
-	b.ReportAllocs()
-	for b.Loop() {
-		batch := make(service.MessageBatch, 500)
-		for i := range batch {
-			batch[i] = service.NewMessage(data)
-		}
-		if err := o.WriteBatch(b.Context(), batch); err != nil {
-			b.Fatal(err)
-		}
+			data := []byte(strings.Repeat("x", 200))
+			b.ReportAllocs()
+			for b.Loop() {
+				batch := make(service.MessageBatch, 500)
+				for i := range batch {
+					batch[i] = service.NewMessage(data)
+				}
+				if err := o.WriteBatch(b.Context(), batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*500), "ns/record")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*500), "ns/record")
 }

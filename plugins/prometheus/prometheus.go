@@ -1,10 +1,16 @@
-// Package prometheus registers a `prometheus` metrics exporter: every Benthos
-// metric (the pipeline's and this project's kinesis_* metrics) is served as
-// Prometheus text at the Benthos HTTP server's `/metrics` endpoint. Benthos
-// core ships no Prometheus exporter, so a binary built from core alone cannot
-// be scraped; importing this package fixes that.
+// Package prometheus registers the `kinesis_prometheus` metrics exporter:
+// every Benthos metric (the pipeline's and this project's kinesis_* metrics)
+// is served as Prometheus text at the Benthos HTTP server's `/metrics`
+// endpoint. Benthos core ships no Prometheus exporter, so a binary built from
+// core alone cannot be scraped; importing this package fixes that.
 //
 //	import _ "github.com/connect-kinesis/connect-kinesis/plugins/prometheus"
+//
+// Benthos' registry silently replaces an exporter registered under a name
+// already taken, and Redpanda Connect has a `prometheus` exporter of its own,
+// so this package does not claim that name. A binary without Connect's can
+// call RegisterAsPrometheus to serve this exporter as `prometheus` too, as
+// connect-kinesis does.
 package prometheus
 
 import (
@@ -19,6 +25,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/metricsdoc"
 )
 
 const (
@@ -36,7 +44,11 @@ func spec() *service.ConfigSpec {
 		Description(`
 Timers (Benthos names them `+"`*_ns`"+`) are exported in seconds, with the `+"`_ns`"+` suffix replaced by `+"`_seconds`"+`, as summaries (quantiles 0.5, 0.9, 0.99) or, with `+"`use_histogram_timing`"+`, as histograms. Names and label keys are made valid Prometheus names by replacing any other character with an underscore.
 
-The endpoint is served by the Benthos HTTP server (`+"`http.address`"+`, default `+"`0.0.0.0:4195`"+`).`).
+The endpoint is served by the Benthos HTTP server (`+"`http.address`"+`, default `+"`0.0.0.0:4195`"+`).
+
+### Name
+
+In the `+"`connect-kinesis`"+` binary this exporter is also `+"`prometheus`"+`. Its own name, `+"`kinesis_prometheus`"+`, is the one to use in a binary that also has Redpanda Connect's `+"`prometheus`"+` exporter: Benthos keeps one exporter per name, and this package never takes the name `+"`prometheus`"+` from another. Either exporter serves the `+"`kinesis_*`"+` metrics, as they are plain Benthos metrics; this one adds their descriptions as HELP text.`).
 		Fields(
 			service.NewStringField(fieldPrefix).
 				Description("A prefix added to every metric name, e.g. `myapp` gives `myapp_input_received`.").
@@ -58,18 +70,57 @@ The endpoint is served by the Benthos HTTP server (`+"`http.address`"+`, default
 http:
   address: 0.0.0.0:4195
 metrics:
-  prometheus: {}
+  kinesis_prometheus: {}
 `)
 }
 
+// Name is the exporter's own name, unique among Benthos plugins.
+const Name = "kinesis_prometheus"
+
+// PrometheusName is the usual name of a Prometheus exporter, claimed only by
+// RegisterAsPrometheus.
+const PrometheusName = "prometheus"
+
 func init() {
-	err := service.RegisterMetricsExporter("prometheus", spec(),
+	if err := register(service.GlobalEnvironment(), Name); err != nil {
+		panic(err)
+	}
+}
+
+func register(env *service.Environment, name string) error {
+	return env.RegisterMetricsExporter(name, spec(),
 		func(conf *service.ParsedConfig, log *service.Logger) (service.MetricsExporter, error) {
 			return newExporterFromParsed(conf, log)
 		})
-	if err != nil {
-		panic(err)
+}
+
+// RegisterAsPrometheus registers this exporter in env under the name
+// `prometheus` as well, unless env already has a metrics exporter of that
+// name (Redpanda Connect's), which it leaves in place. It reports whether it
+// registered. Call it from main, after every package's init has run.
+func RegisterAsPrometheus(env *service.Environment) (bool, error) {
+	if hasMetricsExporter(env, PrometheusName) {
+		return false, nil
 	}
+	return true, register(env, PrometheusName)
+}
+
+// hasMetricsExporter reports whether env knows a metrics exporter by name.
+// In Benthos v4.60.0 Environment.WalkMetrics and GetMetricsConfig read the
+// global registry whatever the environment, so the environment's own linter
+// is asked instead: it reports an unknown exporter as a component type it
+// cannot infer.
+func hasMetricsExporter(env *service.Environment, name string) bool {
+	lints, err := env.NewComponentConfigLinter().LintMetricsYAML([]byte(name + ": {}"))
+	if err != nil {
+		return false
+	}
+	for _, l := range lints {
+		if strings.Contains(l.What, "unable to infer") {
+			return false
+		}
+	}
+	return true
 }
 
 // Exporter implements service.MetricsExporter on a Prometheus registry.
@@ -183,7 +234,7 @@ func (e *Exporter) NewCounterCtor(name string, labelKeys ...string) service.Metr
 	name = e.name(name)
 	labels := sanitizeAll(labelKeys)
 	vec, ok := e.register(name, labels, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: name, Help: "Benthos counter " + name,
+		Name: name, Help: e.help(name, "counter"),
 	}, labels)).(*prometheus.CounterVec)
 	return func(labelValues ...string) service.MetricsExporterCounter {
 		if !ok {
@@ -206,13 +257,13 @@ func (e *Exporter) NewTimerCtor(name string, labelKeys ...string) service.Metric
 	}
 	if e.useHistogram {
 		if h, ok := e.register(name, labels, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: name, Help: "Benthos timer " + name, Buckets: e.bucketsOrDefault(),
+			Name: name, Help: e.help(name, "timer"), Buckets: e.bucketsOrDefault(),
 		}, labels)).(*prometheus.HistogramVec); ok {
 			vec = h
 		}
 	} else {
 		if s, ok := e.register(name, labels, prometheus.NewSummaryVec(prometheus.SummaryOpts{
-			Name: name, Help: "Benthos timer " + name,
+			Name: name, Help: e.help(name, "timer"),
 			Objectives: map[float64]float64{0.5: 0.05, 0.9: 0.01, 0.99: 0.001},
 		}, labels)).(*prometheus.SummaryVec); ok {
 			vec = s
@@ -235,7 +286,7 @@ func (e *Exporter) NewGaugeCtor(name string, labelKeys ...string) service.Metric
 	name = e.name(name)
 	labels := sanitizeAll(labelKeys)
 	vec, ok := e.register(name, labels, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: name, Help: "Benthos gauge " + name,
+		Name: name, Help: e.help(name, "gauge"),
 	}, labels)).(*prometheus.GaugeVec)
 	return func(labelValues ...string) service.MetricsExporterGauge {
 		if !ok {
@@ -247,6 +298,15 @@ func (e *Exporter) NewGaugeCtor(name string, labelKeys ...string) service.Metric
 		}
 		return gauge{g}
 	}
+}
+
+// help is the HELP text of a metric: the description of this project's
+// metrics, and a generic line for Benthos' own.
+func (e *Exporter) help(name, kind string) string {
+	if h, ok := metricsdoc.Help(strings.TrimPrefix(name, e.prefix+"_")); ok {
+		return h
+	}
+	return "Benthos " + kind + " " + name
 }
 
 func (e *Exporter) bucketsOrDefault() []float64 {

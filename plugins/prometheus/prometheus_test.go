@@ -1,6 +1,7 @@
 package prometheus
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,8 +19,13 @@ import (
 // what /metrics served after it finished.
 func runPipeline(t *testing.T, metricsYAML string) string {
 	t.Helper()
+	return runPipelineIn(t, service.GlobalEnvironment(), metricsYAML)
+}
+
+func runPipelineIn(t *testing.T, env *service.Environment, metricsYAML string) string {
+	t.Helper()
 	mux := http.NewServeMux()
-	b := service.NewStreamBuilder()
+	b := env.NewStreamBuilder()
 	b.SetHTTPMux(mux)
 	require.NoError(t, b.SetYAML(`
 input:
@@ -61,7 +67,7 @@ output:
 func TestExporterServesCountersTimersGaugesWithLabels(t *testing.T) {
 	text := runPipeline(t, `
 metrics:
-  prometheus:
+  kinesis_prometheus:
     add_go_metrics: false
 `)
 	// Counter with its labels and the exact count of generated messages.
@@ -82,7 +88,7 @@ metrics:
 func TestExporterHistogramsAndPrefix(t *testing.T) {
 	text := runPipeline(t, `
 metrics:
-  prometheus:
+  kinesis_prometheus:
     prefix: app
     use_histogram_timing: true
     histogram_buckets: [0.001, 0.01, 1]
@@ -129,4 +135,56 @@ add_process_metrics: false`, nil)
 	e.HandlerFunc()(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	body := rec.Body.String()
 	assert.True(t, strings.Contains(body, `put_latency_seconds_sum{stream="s1"} 1.5`), body)
+}
+
+// HELP lines describe this project's metrics; Benthos' own get a generic one.
+func TestHelpDescribesKinesisMetrics(t *testing.T) {
+	conf, err := spec().ParseYAML(`{add_go_metrics: false, add_process_metrics: false}`, nil)
+	require.NoError(t, err)
+	e, err := newExporterFromParsed(conf, nil)
+	require.NoError(t, err)
+	e.NewCounterCtor("kinesis_output_records_total", "stream")("s1").Incr(1)
+	e.NewTimerCtor("kinesis_output_put_latency_ns", "stream")("s1").Timing(1)
+	e.NewCounterCtor("input_received")().Incr(1)
+	rec := httptest.NewRecorder()
+	e.HandlerFunc()(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	assert.Contains(t, body, "# HELP kinesis_output_records_total Records Kinesis accepted.")
+	assert.Contains(t, body, "# HELP kinesis_output_put_latency_seconds Duration of each PutRecords call")
+	assert.Contains(t, body, "# HELP input_received Benthos counter input_received")
+}
+
+// The exporter's own name never replaces another plugin's; `prometheus` is
+// claimed only when free, so Redpanda Connect's exporter of that name stays.
+func TestRegisterAsPrometheusKeepsAnExistingExporter(t *testing.T) {
+	t.Run("free name", func(t *testing.T) {
+		env := service.NewEmptyEnvironment()
+		registered, err := RegisterAsPrometheus(env)
+		require.NoError(t, err)
+		assert.True(t, registered)
+		assert.True(t, lintsAs(env, PrometheusName, fieldPrefix), "prometheus is this exporter")
+	})
+	t.Run("taken by another exporter", func(t *testing.T) {
+		env := service.GlobalEnvironment().Clone()
+		other := service.NewConfigSpec().Summary("Another prometheus exporter.").Field(service.NewStringField("x").Default(""))
+		require.NoError(t, env.RegisterMetricsExporter(PrometheusName, other,
+			func(*service.ParsedConfig, *service.Logger) (service.MetricsExporter, error) {
+				return nil, errors.New("not used")
+			}))
+		registered, err := RegisterAsPrometheus(env)
+		require.NoError(t, err)
+		assert.False(t, registered)
+		assert.True(t, lintsAs(env, PrometheusName, "x"), "prometheus is still the other exporter")
+		assert.False(t, lintsAs(env, PrometheusName, fieldPrefix))
+		// Both live in one binary: kinesis_prometheus still serves scrapes.
+		text := runPipelineIn(t, env, "metrics:\n  kinesis_prometheus: {}\n")
+		assert.Contains(t, text, `input_received{label="gen",path="root.input"} 25`)
+	})
+}
+
+// lintsAs lints `name: {<field>: ""}` in env: an unknown field means the
+// exporter registered under name is not the one with that field.
+func lintsAs(env *service.Environment, name, field string) bool {
+	lints, err := env.NewComponentConfigLinter().LintMetricsYAML([]byte(name + ": {" + field + ": \"\"}"))
+	return err == nil && len(lints) == 0
 }

@@ -25,7 +25,7 @@ import (
 
 func init() {
 	parts["output"] = part{
-		summary: "the kinesis output vs a raw aws-sdk-go-v2 PutRecords loop, on kinesalite",
+		summary: "the kinesis output (unordered and ordered, plain and aggregated) vs a raw aws-sdk-go-v2 PutRecords loop, on kinesalite",
 		run:     runOutput,
 	}
 }
@@ -43,8 +43,8 @@ func runOutput(ctx context.Context, args []string) error {
 	fs.IntVar(&f.size, "size", 200, "bytes of data per record")
 	fs.IntVar(&f.shards, "shards", 4, "shards of each stream")
 	fs.IntVar(&f.concurrency, "concurrency", 64, "PutRecords requests in flight (max_in_flight of the plugin)")
-	fs.IntVar(&f.rounds, "rounds", 4, "alternating rounds each side's records are split into")
-	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured rounds (both sides) to this file")
+	fs.IntVar(&f.rounds, "rounds", 4, "rotating rounds each side's records are split into")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured rounds (every side) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,7 +57,20 @@ func runOutput(ctx context.Context, args []string) error {
 		return fmt.Errorf("starting kinesalite: %w", err)
 	}
 	defer emu.Close()
-	for _, s := range []string{"bench-raw", "bench-plugin"} {
+	// The plugin's sides: unordered (the raw loop's match) and ordered (the
+	// default), each plain and aggregated.
+	modes := []pluginMode{
+		{name: "plugin unordered", fields: "preserve_order: false"},
+		{name: "plugin ordered", fields: "preserve_order: true"},
+		{name: "unordered aggregated", fields: "preserve_order: false\naggregation: {enabled: true}"},
+		{name: "ordered aggregated", fields: "preserve_order: true\naggregation: {enabled: true}"},
+	}
+	streams := []string{"bench-raw", "bench-generate"}
+	for i := range modes {
+		modes[i].stream = fmt.Sprintf("bench-plugin-%d", i)
+		streams = append(streams, modes[i].stream)
+	}
+	for _, s := range streams {
 		if _, err := emu.CreateStream(ctx, s, f.shards); err != nil {
 			return err
 		}
@@ -70,16 +83,15 @@ func runOutput(ctx context.Context, args []string) error {
 		_ = os.Setenv(k, v)
 	}
 
-	// A short warm-up of both paths so neither pays for first connections
-	// and code paths in its measurement.
+	// A short warm-up of every path so none pays for first connections and
+	// code paths in its measurement.
 	if err := rawPut(ctx, emu.Endpoint, "bench-raw", min(f.records, 5000), f); err != nil {
 		return fmt.Errorf("warming up the raw loop: %w", err)
 	}
-	if err := pluginPut(ctx, emu.Endpoint, "bench-plugin", min(f.records, 5000), f); err != nil {
-		return fmt.Errorf("warming up the plugin: %w", err)
-	}
-	if _, err := emu.CreateStream(ctx, "bench-generate", f.shards); err != nil {
-		return err
+	for _, m := range modes {
+		if err := pluginPut(ctx, emu.Endpoint, m, min(f.records, 5000), f); err != nil {
+			return fmt.Errorf("warming up the plugin (%s): %w", m.name, err)
+		}
 	}
 
 	stopProfile, err := startCPUProfile(f.cpuProfile)
@@ -87,28 +99,29 @@ func runOutput(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopProfile()
-	// Rounds alternate which side goes first (ABBA...), so a drift of the
-	// emulator or of the machine's load over the run hits both sides alike.
-	var raw, plugin, generate measurement
+	// Rounds rotate which side goes first, so a drift of the emulator or of
+	// the machine's load over the run hits every side alike.
+	var (
+		raw      measurement
+		plugin   = make([]measurement, len(modes))
+		generate measurement
+	)
 	per := f.records / f.rounds
+	sides := []func() error{func() error {
+		m, err := measure(per, func() error { return rawPut(ctx, emu.Endpoint, "bench-raw", per, f) })
+		raw = raw.add(m)
+		return err
+	}}
+	for i, mode := range modes {
+		sides = append(sides, func() error {
+			m, err := measure(per, func() error { return pluginPut(ctx, emu.Endpoint, mode, per, f) })
+			plugin[i] = plugin[i].add(m)
+			return err
+		})
+	}
 	for r := range f.rounds {
-		sides := []func() error{
-			func() error {
-				m, err := measure(per, func() error { return rawPut(ctx, emu.Endpoint, "bench-raw", per, f) })
-				raw = raw.add(m)
-				return err
-			},
-			func() error {
-				m, err := measure(per, func() error { return pluginPut(ctx, emu.Endpoint, "bench-plugin", per, f) })
-				plugin = plugin.add(m)
-				return err
-			},
-		}
-		if r%2 == 1 {
-			sides[0], sides[1] = sides[1], sides[0]
-		}
-		for _, side := range sides {
-			if err := side(); err != nil {
+		for j := range sides {
+			if err := sides[(r+j)%len(sides)](); err != nil {
 				return fmt.Errorf("round %d: %w", r+1, err)
 			}
 		}
@@ -119,14 +132,27 @@ func runOutput(ctx context.Context, args []string) error {
 		return fmt.Errorf("generate pipeline: %w", err)
 	}
 	printComparison(
-		fmt.Sprintf("output: %d records x %d B, %d shards, kinesalite, %d requests in flight, %d alternating rounds", raw.records, f.size, f.shards, f.concurrency, f.rounds),
-		"raw SDK", "plugin", raw, plugin, 0.95, 1.2)
+		fmt.Sprintf("output: %d records x %d B, %d shards, kinesalite, %d requests in flight, %d rotating rounds", raw.records, f.size, f.shards, f.concurrency, f.rounds),
+		"raw SDK", modes[0].name, raw, plugin[0], 0.95, 1.2)
 	fmt.Println()
-	fmt.Println("The same through a whole pipeline (generate + Bloblang -> kinesis), for information:")
+	printComparison("Ordered (preserve_order: true, the default) against unordered:",
+		modes[0].name, modes[1].name, plugin[0], plugin[1], 0.8, 1.5)
+	fmt.Println()
+	printComparison("The same with aggregation:",
+		modes[2].name, modes[3].name, plugin[2], plugin[3], 0.8, 1.5)
+	fmt.Println()
+	fmt.Println("The same through a whole pipeline (generate + Bloblang -> kinesis, defaults), for information:")
 	fmt.Printf("%-22s %12.0f %14.3f %10s   (%.2fx raw rec/s, %.2fx raw CPU)\n", "generate -> plugin",
 		generate.perSecond(), generate.cpuPer100k(), generate.wall.Round(time.Millisecond),
 		generate.perSecond()/raw.perSecond(), generate.cpuPer100k()/raw.cpuPer100k())
 	return nil
+}
+
+// pluginMode is one configuration of the plugin on the bench.
+type pluginMode struct {
+	name   string
+	fields string // YAML lines added to the output's config
+	stream string
 }
 
 // payload is the record data both sides send: size bytes.
@@ -205,18 +231,20 @@ func inBatches(n, workers int, put func(start, end int) error) error {
 // output, fed like the raw loop: batches of 500 messages sharing one payload,
 // from concurrency goroutines. It measures the output, not the cost of making
 // messages up.
-func pluginPut(ctx context.Context, endpoint, stream string, n int, f outputFlags) error {
+func pluginPut(ctx context.Context, endpoint string, mode pluginMode, n int, f outputFlags) error {
 	b := service.NewStreamBuilder()
 	if err := b.SetLoggerYAML("level: warn"); err != nil {
 		return err
 	}
+	fields := "  " + strings.ReplaceAll(mode.fields, "\n", "\n  ")
 	err := b.AddOutputYAML(fmt.Sprintf(`
 kinesis:
   stream: %s
   endpoint: %s
   partition_key: ${! batch_index() }
   max_in_flight: %d
-`, stream, endpoint, f.concurrency))
+%s
+`, mode.stream, endpoint, f.concurrency, fields))
 	if err != nil {
 		return err
 	}

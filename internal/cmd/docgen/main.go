@@ -20,6 +20,8 @@ import (
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/metricsdoc"
+
 	_ "github.com/connect-kinesis/connect-kinesis/plugins/input"
 	_ "github.com/connect-kinesis/connect-kinesis/plugins/output"
 	_ "github.com/connect-kinesis/connect-kinesis/plugins/prometheus"
@@ -32,7 +34,13 @@ var pageTemplate string
 var ours = map[string][]string{
 	"inputs":  {"kinesis"},
 	"outputs": {"kinesis"},
-	"metrics": {"prometheus"},
+	"metrics": {"kinesis_prometheus"},
+}
+
+// metricsOf lists the metrics documented on each page.
+var metricsOf = map[string][]metricsdoc.Metric{
+	"inputs/kinesis":  metricsdoc.Input,
+	"outputs/kinesis": metricsdoc.Output,
 }
 
 func main() {
@@ -52,6 +60,7 @@ func run(out string, check bool) error {
 		"oneline": func(s string) string {
 			return strings.Join(strings.Fields(s), " ")
 		},
+		"join": strings.Join,
 	}).Parse(pageTemplate)
 	if err != nil {
 		return err
@@ -70,9 +79,10 @@ func run(out string, check bool) error {
 			}
 			var buf bytes.Buffer
 			if err := tmpl.Execute(&buf, struct {
-				Kind string
+				Kind    string
+				Metrics []metricsdoc.Metric
 				service.TemplateDataPlugin
-			}{strings.TrimSuffix(kind, "s"), data}); err != nil {
+			}{strings.TrimSuffix(kind, "s"), metricsOf[kind+"/"+name], data}); err != nil {
 				renderErr = fmt.Errorf("rendering %s %s: %w", kind, name, err)
 				return
 			}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// appUsage and appDescription replace the lines Benthos' CLI hard-codes (a
+// generic tagline and `create kafka//file`, which fails here: this binary has
+// no kafka). Benthos offers no option for them, so they go into the help
+// template of urfave/cli, which renders the top-level help.
+const (
+	appUsage = "Amazon Kinesis Data Streams pipelines: Benthos with a kinesis input, a kinesis output and Redis checkpoints"
+
+	appDescription = `Either run connect-kinesis as a stream processor or choose a command:
+
+  connect-kinesis list inputs outputs
+  connect-kinesis create kinesis/mapping/stdout > ./config.yaml
+  connect-kinesis create generate//kinesis > ./producer.yaml
+  connect-kinesis lint ./config.yaml
+  connect-kinesis run ./config.yaml
+  connect-kinesis checkpoints show --redis-url redis://localhost:6379 --group my-app --stream orders
+
+A generated config needs its required fields filled (streams, checkpoint.redis.url,
+checkpoint.group for the input; stream, partition_key for the output).`
+)
+
+// setAppHelp installs the help template with this binary's name and examples.
+func setAppHelp() {
+	cli.AppHelpTemplate = strings.NewReplacer(
+		`{{template "helpNameTemplate" .}}`, `{{.Name}} - `+appUsage,
+		`{{template "descriptionTemplate" .}}`, `{{wrap "`+strings.ReplaceAll(appDescription, "\n", `\n`)+`" 3}}`,
+	).Replace(cli.AppHelpTemplate)
+}

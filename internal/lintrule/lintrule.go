@@ -1,0 +1,43 @@
+// Package lintrule builds the Bloblang lint rule of a plugin's ConfigSpec from
+// checks contributed by the packages that own its fields, so that
+// `connect-kinesis lint` rejects the cross-field mistakes the constructors
+// reject at start.
+//
+// A rule sees the plugin's config as written, without defaults: a check reads
+// an optional field with `.or(default)`.
+package lintrule
+
+import (
+	"strings"
+
+	// The rules use ts_parse and parse_duration, Bloblang methods that
+	// Benthos' pure components register. Benthos parses a lint rule when
+	// the spec is built, in the plugin's init; importing them here makes
+	// them registered first, whatever else the binary imports.
+	_ "github.com/redpanda-data/benthos/v4/public/components/pure"
+)
+
+// Check is one rule: when the Bloblang condition When holds, lint reports
+// Message, a Bloblang string expression that names the field and the fix.
+type Check struct {
+	When    string
+	Message string
+}
+
+// Mapping returns the lint rule for service.ConfigSpec.LintRule: an array of
+// the messages of every check whose condition holds. A check whose condition
+// cannot be evaluated (a field of the wrong type) reports nothing here; the
+// field's own type check reports it.
+func Mapping(checks ...Check) string {
+	var b strings.Builder
+	b.WriteString("root = [\n")
+	for _, c := range checks {
+		b.WriteString("  if (")
+		b.WriteString(c.When)
+		b.WriteString(").catch(false) { ")
+		b.WriteString(c.Message)
+		b.WriteString(" } else { null },\n")
+	}
+	b.WriteString("].filter(m -> m != null)\n")
+	return b.String()
+}

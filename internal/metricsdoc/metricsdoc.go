@@ -1,0 +1,98 @@
+// Package metricsdoc describes every metric the kinesis input and output
+// emit: its type, labels, unit and meaning. The component docs list them from
+// here (internal/cmd/docgen) and the Prometheus exporter serves the
+// descriptions as HELP text, so both stay in step with one list.
+package metricsdoc
+
+import "strings"
+
+// Type is a Benthos metric type.
+type Type string
+
+// Metric types.
+const (
+	Counter Type = "counter"
+	Gauge   Type = "gauge"
+	Timer   Type = "timer"
+)
+
+// Metric is one metric as the plugins emit it through Benthos.
+type Metric struct {
+	// Name is the name the plugin gives Benthos. A timer's ends in `_ns`.
+	Name string
+	Type Type
+	// Labels are the plugin's own; Benthos adds `label` and `path` to every
+	// metric of a component.
+	Labels []string
+	Unit   string
+	Help   string
+}
+
+// PrometheusName is the name a scrape shows: timers are exported in seconds
+// with `_ns` replaced by `_seconds` (as a summary, or a histogram with
+// `use_histogram_timing`).
+func (m Metric) PrometheusName() string {
+	if m.Type == Timer {
+		return strings.TrimSuffix(m.Name, "_ns") + "_seconds"
+	}
+	return m.Name
+}
+
+// PrometheusType is the metric's type in the Prometheus exposition format.
+func (m Metric) PrometheusType() string {
+	if m.Type == Timer {
+		return "summary"
+	}
+	return string(m.Type)
+}
+
+// Input lists the metrics of the kinesis input, checkpointing included.
+var Input = []Metric{
+	{Name: "kinesis_input_records_total", Type: Counter, Labels: []string{"stream"}, Unit: "records",
+		Help: "User records delivered to the pipeline, after KPL de-aggregation."},
+	{Name: "kinesis_input_bytes_total", Type: Counter, Labels: []string{"stream"}, Unit: "bytes",
+		Help: "Bytes of record data delivered to the pipeline."},
+	{Name: "kinesis_input_millis_behind_latest", Type: Gauge, Labels: []string{"stream", "shard"}, Unit: "milliseconds",
+		Help: "How far the last GetRecords response of a shard was behind the tip of the stream (Kinesis' MillisBehindLatest). 0 is caught up. Set by the instance reading the shard; after a hand-off the previous owner's series stays at its last value, so aggregate with max by (stream, shard) over recent samples."},
+	{Name: "kinesis_input_shards_owned", Type: Gauge, Labels: []string{"stream"}, Unit: "shards",
+		Help: "Shards this instance holds a lease on and reads."},
+	{Name: "kinesis_input_throttled_total", Type: Counter, Labels: []string{"stream"}, Unit: "requests",
+		Help: "Kinesis read calls refused for capacity (ProvisionedThroughputExceeded, LimitExceeded, KMS throttling) and retried after a backoff."},
+	{Name: "kinesis_input_iterator_expired_total", Type: Counter, Labels: []string{"stream"}, Unit: "iterators",
+		Help: "Shard iterators that expired (older than five minutes) and were renewed after the last delivered record."},
+	{Name: "kinesis_input_leases_taken_total", Type: Counter, Labels: []string{"stream"}, Unit: "leases",
+		Help: "Shard leases this instance acquired: at start, on rebalancing, on a hand-off or after another instance died."},
+	{Name: "kinesis_input_leases_lost_total", Type: Counter, Labels: []string{"stream"}, Unit: "leases",
+		Help: "Shard leases this instance lost without handing them over (another instance took the lease, or it could not be renewed in time). Reading that shard stopped at once."},
+	{Name: "kinesis_checkpoint_commits_total", Type: Counter, Unit: "commits",
+		Help: "Checkpoints written to Redis."},
+	{Name: "kinesis_checkpoint_errors_total", Type: Counter, Unit: "errors",
+		Help: "Checkpoint writes that failed: Redis did not answer, or the lease had moved to another instance (fenced)."},
+}
+
+// Output lists the metrics of the kinesis output.
+var Output = []Metric{
+	{Name: "kinesis_output_records_total", Type: Counter, Labels: []string{"stream"}, Unit: "records",
+		Help: "Records Kinesis accepted."},
+	{Name: "kinesis_output_bytes_total", Type: Counter, Labels: []string{"stream"}, Unit: "bytes",
+		Help: "Bytes of data and partition keys of the records Kinesis accepted."},
+	{Name: "kinesis_output_retries_total", Type: Counter, Labels: []string{"stream", "code"}, Unit: "records",
+		Help: "Records sent again after Kinesis refused them, by Kinesis error code (ProvisionedThroughputExceededException is throttling)."},
+	{Name: "kinesis_output_failed_total", Type: Counter, Labels: []string{"stream"}, Unit: "messages",
+		Help: "Messages that failed for good (invalid, or refused until the retry budget ended) and were returned to the pipeline as errors."},
+	{Name: "kinesis_output_put_latency_ns", Type: Timer, Labels: []string{"stream"}, Unit: "seconds",
+		Help: "Duration of each PutRecords call, retries of a call counted separately."},
+}
+
+// Help returns the description of the metric a Prometheus name belongs to
+// (timers by their `_seconds` name), or false.
+func Help(prometheusName string) (string, bool) {
+	for _, list := range [][]Metric{Input, Output} {
+		for _, m := range list {
+			if m.PrometheusName() == prometheusName {
+				return m.Help, true
+			}
+		}
+	}
+	return "", false
+}

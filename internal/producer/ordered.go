@@ -1,0 +1,284 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+)
+
+// ErrEarlierRecordFailed is wrapped by the error of a record an ordered
+// producer did not send because an earlier record of its partition key in
+// the same write failed for good: sending it would have put it before that
+// one.
+var ErrEarlierRecordFailed = errors.New("not sent: an earlier message with the same partition key failed")
+
+// writeOrdered sends recs keeping each partition key's order. Records are
+// grouped by the shard they are predicted to land on (a lane), and sent in
+// rounds. Each round takes from every lane the next records that may travel
+// together, packs them into as few requests as the PutRecords limits allow
+// (records of several shards share a request, as a request's cost is mostly
+// per request, not per record), sends the requests in parallel, up to
+// MaxInFlight, and waits for them:
+//
+//   - a round holds each partition key at most once (in one record, plain or
+//     aggregate), so a partial failure can never let a later record of a key
+//     land before an earlier one that was refused;
+//   - a request's refused records are retried before the next round;
+//   - a record that fails for good fails the later records of the same keys
+//     unsent (ErrEarlierRecordFailed), so a replay of the failed messages
+//     comes first.
+//
+// When an aggregate lands on a shard that does not hold all its members, its
+// lane's shard was split or merged: the aggregate's members and everything
+// not sent yet are returned, to be grouped anew by the fresh map and sent
+// after what has landed.
+func (p *Producer) writeOrdered(ctx context.Context, recs *records, fail func(int, error)) []int {
+	w := &orderedWrite{recs: recs, fail: fail, lanes: lanesOf(recs), seen: map[string]bool{}}
+	for {
+		requests := w.round()
+		if len(requests) == 0 {
+			return nil
+		}
+		results, sentAll := p.sendAll(ctx, requests, fail)
+		var resend []int
+		for _, res := range results {
+			for k := range res.failed.len() {
+				w.markFailed(&res.failed, k, res.err)
+			}
+			resend = append(resend, res.resend...)
+		}
+		if !sentAll {
+			// The context ended: what was not sent, or has to be sent
+			// again, fails with it.
+			for _, i := range resend {
+				fail(i, ctx.Err())
+			}
+			for _, q := range w.lanes {
+				for _, k := range q {
+					recs.each(k, func(i int) { fail(i, ctx.Err()) })
+				}
+			}
+			return nil
+		}
+		if len(resend) > 0 {
+			for _, q := range w.lanes {
+				for _, k := range q {
+					if !w.failAfter(k) {
+						recs.each(k, func(i int) { resend = append(resend, i) })
+					}
+				}
+			}
+			return resend
+		}
+	}
+}
+
+// lanesOf groups the records by the shard they are predicted to land on,
+// each lane in record order. Records of no known shard share a lane.
+func lanesOf(recs *records) [][]int {
+	if recs.lane == nil {
+		all := make([]int, recs.len())
+		for k := range all {
+			all[k] = k
+		}
+		return [][]int{all}
+	}
+	// Count first, so that every lane is a window of one allocation.
+	counts := make([]int, recs.shards.Len()+1)
+	for _, l := range recs.lane {
+		counts[l+1]++
+	}
+	backing := make([]int, 0, recs.len())
+	lanes := make([][]int, 0, len(counts))
+	for _, n := range counts {
+		if n > 0 {
+			lanes = append(lanes, backing[len(backing):len(backing):len(backing)+n])
+			backing = backing[:len(backing)+n]
+		}
+	}
+	slot := make([]int, len(counts)) // lane index + 1 -> position in lanes
+	for l, n := 0, 0; l < len(counts); l++ {
+		if counts[l] > 0 {
+			slot[l] = n
+			n++
+		}
+	}
+	for k, l := range recs.lane {
+		i := slot[l+1]
+		lanes[i] = append(lanes[i], k)
+	}
+	return lanes
+}
+
+// sendAll sends requests in parallel, up to MaxInFlight across the
+// producer, and returns what became of each. When ctx ends while it waits
+// for a slot, the requests not sent yet fail with ctx's error and sentAll is
+// false.
+func (p *Producer) sendAll(ctx context.Context, requests []records, fail func(int, error)) (results []sent, sentAll bool) {
+	results = make([]sent, len(requests))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for n, req := range requests {
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			for _, r := range requests[n:] {
+				for k := range r.len() {
+					r.each(k, func(i int) { fail(i, ctx.Err()) })
+				}
+			}
+			return results, false
+		}
+		if n == len(requests)-1 {
+			// The last (usually the only) request goes out from this
+			// goroutine, whose stack is already grown for the SDK.
+			results[n] = p.send(ctx, req, fail)
+			<-p.slots
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-p.slots }()
+			results[n] = p.send(ctx, req, fail)
+		}()
+	}
+	return results, true
+}
+
+// orderedWrite is the state of one ordered write.
+type orderedWrite struct {
+	recs *records
+	// lanes holds, per shard, the records not sent yet, in order.
+	lanes [][]int
+	// failed maps the partition keys whose records failed for good to why.
+	failed map[string]error
+	fail   func(int, error)
+	// seen marks the partition keys a round has taken (false) or passed
+	// over (true); it is cleared and reused every round. A key belongs to
+	// one lane, so the lanes share it.
+	seen map[string]bool
+}
+
+// keys calls fn with the partition key of every entry record k of r
+// carries, until fn returns false.
+func keys(r *records, k int, fn func(string) bool) {
+	if r.members == nil || r.members[k] == nil {
+		fn(r.src[r.index[k]].PartitionKey)
+		return
+	}
+	for _, i := range r.members[k] {
+		if !fn(r.src[i].PartitionKey) {
+			return
+		}
+	}
+}
+
+// failAfter fails record k unsent if an earlier record of one of its keys
+// failed for good, and reports whether it did. Its keys then count as failed
+// too, so the records after it wait for a replay as well.
+func (w *orderedWrite) failAfter(k int) bool {
+	if len(w.failed) == 0 {
+		return false
+	}
+	var cause error
+	var key string
+	keys(w.recs, k, func(pk string) bool {
+		if err, ok := w.failed[pk]; ok {
+			cause, key = err, pk
+			return false
+		}
+		return true
+	})
+	if cause == nil {
+		return false
+	}
+	err := fmt.Errorf("%w (partition key %q): %w", ErrEarlierRecordFailed, truncate(key, 64), cause)
+	w.markFailed(w.recs, k, err)
+	w.recs.each(k, func(i int) { w.fail(i, err) })
+	return true
+}
+
+// markFailed notes the keys of record k of r as failed for good with err.
+func (w *orderedWrite) markFailed(r *records, k int, err error) {
+	if w.failed == nil {
+		w.failed = map[string]error{}
+	}
+	keys(r, k, func(pk string) bool {
+		if _, ok := w.failed[pk]; !ok {
+			w.failed[pk] = err
+		}
+		return true
+	})
+}
+
+// round takes the next records of every lane and packs them into requests.
+// A lane gives the records, in order, that fit one request and share no
+// partition key with a record taken or passed over before them, so no key
+// overtakes itself; the rest stay in the lane. The lanes' records are then
+// packed in lane order, a lane's records never split between requests.
+func (w *orderedWrite) round() []records {
+	clear(w.seen)
+	var (
+		requests []records
+		req      records
+		bytes    int
+	)
+	for l, queue := range w.lanes {
+		var (
+			take       []int
+			takenBytes int
+			rest       = queue[:0] // compacted in place: rest never passes the reader
+		)
+		for n, k := range queue {
+			if w.failAfter(k) {
+				continue
+			}
+			size := w.recs.size(k)
+			if len(take) == kinesisx.MaxPutRecordsCount || (len(take) > 0 && takenBytes+size > kinesisx.MaxPutRecordsBytes) {
+				rest = append(rest, queue[n:]...)
+				break
+			}
+			if w.clashes(k) {
+				rest = append(rest, k)
+				continue
+			}
+			take = append(take, k)
+			takenBytes += size
+		}
+		w.lanes[l] = rest
+		if len(take) == 0 {
+			continue
+		}
+		if req.len() > 0 && (req.len()+len(take) > kinesisx.MaxPutRecordsCount || bytes+takenBytes > kinesisx.MaxPutRecordsBytes) {
+			requests = append(requests, req)
+			req, bytes = records{}, 0
+		}
+		for _, k := range take {
+			req.push(w.recs, k)
+		}
+		bytes += takenBytes
+	}
+	if req.len() > 0 {
+		requests = append(requests, req)
+	}
+	w.lanes = slices.DeleteFunc(w.lanes, func(q []int) bool { return len(q) == 0 })
+	return requests
+}
+
+// clashes reports whether record k shares a partition key with a record the
+// round took or passed over in its lane, and marks its keys: taken if it
+// does not clash, passed over if it does.
+func (w *orderedWrite) clashes(k int) bool {
+	clash := false
+	keys(w.recs, k, func(pk string) bool {
+		_, clash = w.seen[pk]
+		return !clash
+	})
+	keys(w.recs, k, func(pk string) bool { w.seen[pk] = clash; return true })
+	return clash
+}
