@@ -26,8 +26,8 @@ deps: $(NPM_DIR)/.installed
 	  echo "deps: installing redis-server with apt"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq >/dev/null && apt-get install -y -qq redis-server >/dev/null; }
-	@command -v promtool >/dev/null || { \
-	  echo "deps: installing prometheus (for promtool) with apt"; \
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
+	  echo "deps: installing prometheus (promtool, and the server the alert test runs) with apt"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq >/dev/null && apt-get install -y -qq prometheus >/dev/null; }
 	@command -v node >/dev/null || { echo "deps: node is required (Node 20); install it with your package manager" >&2; exit 1; }
