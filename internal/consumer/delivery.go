@@ -79,7 +79,8 @@ func batchEnd(recs []Record) Position {
 // once in a shard, so the check needs no notion of "first response". A
 // record that is not split (deaggregate off, or an aggregate that does not
 // decode) is delivered whole even then: the checkpoint covers only part of
-// it, and a record is never skipped.
+// it, and a record is never skipped. A plain record under such a checkpoint
+// is skipped: it has no part left to deliver.
 func (r *shardReader) convert(in []types.Record) []Record {
 	out := make([]Record, 0, len(in))
 	for _, kr := range in {
@@ -97,6 +98,12 @@ func (r *shardReader) convert(in []types.Record) []Record {
 				continue
 			}
 			r.log.Warnf("Record %s looks KPL-aggregated but does not decode; delivering it as is: %v", seq, err)
+		}
+		if r.start.hasSkipSub && seq == r.start.sequence && !kpl.IsAggregated(kr.Data) {
+			// A plain record is its own only sub-record: "<seq>/<n>" on it
+			// (as a KCL checkpoint imported with its sub-sequence 0 is)
+			// means it was processed.
+			continue
 		}
 		out = append(out, Record{PartitionKey: aws.ToString(kr.PartitionKey), Data: kr.Data, Sequence: seq, Arrival: arrival})
 	}

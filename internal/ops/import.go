@@ -169,7 +169,9 @@ func runImport(c *cli.Context) error {
 	defer o.cp.Close()
 	ctx := c.Context
 
-	settings := awsconf.Settings{Region: c.String(flagRegion), Profile: c.String(flagProfile)}
+	// The same settings as the Kinesis side of the command: with --endpoint
+	// (an emulator) the region is not checked against AWS' public names.
+	settings := awsconf.Settings{Region: c.String(flagRegion), Endpoint: c.String(flagEndpoint), Profile: c.String(flagProfile)}
 	awsCfg, err := settings.Load(ctx)
 	if err != nil {
 		return err

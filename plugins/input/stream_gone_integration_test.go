@@ -123,8 +123,19 @@ func TestIntegrationStreamListedByNameAndARNIsRejected(t *testing.T) {
 	arn := emu.MustCreateStream(t, "twice", 1)
 	conf, err := Spec().ParseYAML(strings.Replace(inputYAML("twice", emu.Endpoint, red.URL(), "g", ""), `streams: [ "twice" ]`, fmt.Sprintf(`streams: [ "twice", %q ]`, arn), 1)[len("\nkinesis:\n"):], nil)
 	require.NoError(t, err)
-	c, err := ConfigFromParsed(conf)
+	// The constructor already refuses a name and the ARN that ends in it.
+	_, err = ConfigFromParsed(conf)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "twice")
+	assert.ErrorContains(t, err, arn)
+
+	// Connect checks again after resolving each entry's identity, which is
+	// what catches entries the configuration alone cannot tell apart.
+	single, err := Spec().ParseYAML(inputYAML("twice", emu.Endpoint, red.URL(), "g", "")[len("\nkinesis:\n"):], nil)
 	require.NoError(t, err)
+	c, err := ConfigFromParsed(single)
+	require.NoError(t, err)
+	c.Consumer.Streams = append(c.Consumer.Streams, arn)
 	in := newFromConfig(c, nil, nil)
 	err = in.Connect(t.Context())
 	require.Error(t, err)
