@@ -71,7 +71,7 @@ func TestIntegrationCLI(t *testing.T) {
 	defer cp.Close()
 	s := cp.Stream(arn)
 	require.NoError(t, s.Heartbeat(ctx, "host-a-1234"))
-	l1, err := s.Acquire(ctx, "shardId-000000000001", "host-a-1234")
+	l1, err := leaseOf(s.Acquire(ctx, "shardId-000000000001", "host-a-1234"))
 	require.NoError(t, err)
 	p, _ := consumer.ParsePosition("49590338271490256608559692538361571095921575989136588898")
 	require.NoError(t, s.Commit(ctx, l1, p))
@@ -102,7 +102,7 @@ func TestIntegrationCLI(t *testing.T) {
 	})
 
 	t.Run("show --json; the stream's ARN reaches the same keys", func(t *testing.T) {
-		l0, err := s.Acquire(ctx, "shardId-000000000000", "host-a-1234")
+		l0, err := leaseOf(s.Acquire(ctx, "shardId-000000000000", "host-a-1234"))
 		require.NoError(t, err)
 		require.NoError(t, s.CloseShard(ctx, l0))
 		out, err := runCLI(ctx, "show", "--json", "--redis-url", r.URL(), "--group", "billing",
@@ -232,7 +232,7 @@ func TestIntegrationCLIKinesalite(t *testing.T) {
 	require.NoError(t, err)
 	defer cp.Close()
 	s := cp.Stream(id)
-	l, err := s.Acquire(t.Context(), "shardId-000000000002", "me")
+	l, err := leaseOf(s.Acquire(t.Context(), "shardId-000000000002", "me"))
 	require.NoError(t, err)
 	require.NoError(t, s.Commit(t.Context(), l, consumer.Position{Sequence: "5"}))
 
@@ -243,3 +243,6 @@ func TestIntegrationCLIKinesalite(t *testing.T) {
 	assert.Regexp(t, `shardId-000000000002\s+open\s+-\s+me\s+\S+\s+1\s+5`, out)
 	assert.Regexp(t, `shardId-000000000000\s+ready`, out)
 }
+
+// leaseOf keeps the lease of a take.
+func leaseOf(t consumer.Take, err error) (consumer.Lease, error) { return t.Lease, err }

@@ -73,7 +73,7 @@ func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positi
 // leases are live unless force.
 func (s *Store) Delete(ctx context.Context, force bool) (ResetResult, error) {
 	return s.runAdmin(ctx, "deleting checkpoints", deleteScript,
-		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff}, boolArg(force))
+		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff, s.keys.Epoch}, boolArg(force))
 }
 
 // runAdmin reads the state a reset or delete is about to change, then runs

@@ -189,6 +189,7 @@ func (c *Checkpointer) Stream(streamID string) *Store {
 			Leases:      base + "lease",
 			Members:     base + "members",
 			Handoff:     base + "handoff",
+			Epoch:       base + "epoch",
 		},
 	}
 }

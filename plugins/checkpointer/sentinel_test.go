@@ -57,7 +57,7 @@ func TestIntegrationRedisSentinel(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	s := c.Stream("orders")
-	l, err := s.Acquire(t.Context(), "shard-1", "a")
+	l, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 	require.NoError(t, err)
 	require.NoError(t, s.Commit(t.Context(), l, consumer.Position{Sequence: "77"}))
 

@@ -77,7 +77,7 @@ func runStoreSuite(t *testing.T, b backend) {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				l, err := s.Acquire(t.Context(), "shardId-000000000000", fmt.Sprintf("instance-%d", i))
+				l, err := leaseOf(s.Acquire(t.Context(), "shardId-000000000000", fmt.Sprintf("instance-%d", i)))
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -103,18 +103,18 @@ func runStoreSuite(t *testing.T, b backend) {
 
 	t.Run("lease expires by redis time and the next owner gets a higher token", func(t *testing.T) {
 		s := shortStore(t)
-		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
-		_, err = s.Acquire(t.Context(), "shard-1", "b")
+		_, err = leaseOf(s.Acquire(t.Context(), "shard-1", "b"))
 		require.ErrorIs(t, err, consumer.ErrLeaseHeld)
 		// Re-acquiring by the holder is a renewal: same token.
-		again, err := s.Acquire(t.Context(), "shard-1", "a")
+		again, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
 		assert.Equal(t, a.Token, again.Token)
 
 		var b consumer.Lease
 		require.Eventually(t, func() bool {
-			b, err = s.Acquire(t.Context(), "shard-1", "b")
+			b, err = leaseOf(s.Acquire(t.Context(), "shard-1", "b"))
 			return err == nil
 		}, 5*time.Second, 20*time.Millisecond)
 		assert.Greater(t, b.Token, a.Token)
@@ -126,7 +126,7 @@ func runStoreSuite(t *testing.T, b backend) {
 
 	t.Run("renewal keeps a lease past its period", func(t *testing.T) {
 		s := newTestCheckpointer(t, b, t.Name(), func(c *Config) { c.LeasePeriod = time.Second }).Stream(stream)
-		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
 		for i := 0; i < 6; i++ {
 			time.Sleep(300 * time.Millisecond) // about a third of the period, as the input renews
@@ -136,18 +136,18 @@ func runStoreSuite(t *testing.T, b backend) {
 			require.Len(t, renewed, 1)
 			a = renewed[0]
 		}
-		_, err = s.Acquire(t.Context(), "shard-1", "b")
+		_, err = leaseOf(s.Acquire(t.Context(), "shard-1", "b"))
 		assert.ErrorIs(t, err, consumer.ErrLeaseHeld)
 	})
 
 	t.Run("renew all reports lost leases", func(t *testing.T) {
 		s := store(t)
-		a1, err := s.Acquire(t.Context(), "shard-1", "a")
+		a1, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
-		a2, err := s.Acquire(t.Context(), "shard-2", "a")
+		a2, err := leaseOf(s.Acquire(t.Context(), "shard-2", "a"))
 		require.NoError(t, err)
 		require.NoError(t, s.Release(t.Context(), a2))
-		_, err = s.Acquire(t.Context(), "shard-2", "b")
+		_, err = leaseOf(s.Acquire(t.Context(), "shard-2", "b"))
 		require.NoError(t, err)
 		renewed, lost, err := s.RenewAll(t.Context(), "a", []consumer.Lease{a1, a2})
 		require.NoError(t, err)
@@ -159,7 +159,7 @@ func runStoreSuite(t *testing.T, b backend) {
 
 	t.Run("stale owner's commit is rejected and the checkpoint never regresses", func(t *testing.T) {
 		s := shortStore(t)
-		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
 		seq := func(v string) consumer.Position {
 			p, err := consumer.ParsePosition(v)
@@ -176,7 +176,7 @@ func runStoreSuite(t *testing.T, b backend) {
 		assert.Equal(t, "49590338271490256608559692538361571095921575989136588898", p.String())
 
 		require.Eventually(t, func() bool {
-			_, err := s.Acquire(t.Context(), "shard-1", "b")
+			_, err := leaseOf(s.Acquire(t.Context(), "shard-1", "b"))
 			return err == nil
 		}, 5*time.Second, 20*time.Millisecond)
 		err = s.Commit(t.Context(), a, seq("49590338271490256608559692538361571095921575989136588999"))
@@ -192,7 +192,7 @@ func runStoreSuite(t *testing.T, b backend) {
 
 	t.Run("sub-sequence checkpoints advance within an aggregated record", func(t *testing.T) {
 		s := store(t)
-		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
 		for _, v := range []string{"100/0", "100/5", "100/2", "100", "100/9", "99"} {
 			p, err := consumer.ParsePosition(v)
@@ -208,9 +208,9 @@ func runStoreSuite(t *testing.T, b backend) {
 		s := store(t)
 		require.NoError(t, s.Heartbeat(t.Context(), "a"))
 		require.NoError(t, s.Heartbeat(t.Context(), "b"))
-		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
-		_, err = s.Acquire(t.Context(), "shard-1", "b")
+		_, err = leaseOf(s.Acquire(t.Context(), "shard-1", "b"))
 		require.ErrorIs(t, err, consumer.ErrLeaseHeld)
 		require.NoError(t, s.RequestHandoff(t.Context(), "shard-1", "b"))
 
@@ -229,7 +229,7 @@ func runStoreSuite(t *testing.T, b backend) {
 		require.NoError(t, err)
 		assert.Empty(t, reqs)
 
-		b, err := s.Acquire(t.Context(), "shard-1", "b")
+		b, err := leaseOf(s.Acquire(t.Context(), "shard-1", "b"))
 		require.NoError(t, err)
 		assert.Greater(t, b.Token, a.Token)
 		got, ok, err := s.Checkpoint(t.Context(), "shard-1")
@@ -241,7 +241,7 @@ func runStoreSuite(t *testing.T, b backend) {
 	t.Run("a dead requester's hand-off request is dropped", func(t *testing.T) {
 		s := shortStore(t)
 		require.NoError(t, s.Heartbeat(t.Context(), "b"))
-		_, err := s.Acquire(t.Context(), "shard-1", "a")
+		_, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
 		require.NoError(t, s.RequestHandoff(t.Context(), "shard-1", "b"))
 		require.Eventually(t, func() bool {
@@ -257,7 +257,7 @@ func runStoreSuite(t *testing.T, b backend) {
 	t.Run("closing a shard is atomic", func(t *testing.T) {
 		s := store(t)
 		require.NoError(t, s.Heartbeat(t.Context(), "b"))
-		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
 		require.NoError(t, s.RequestHandoff(t.Context(), "shard-1", "b"))
 		require.NoError(t, s.CloseShard(t.Context(), a))
@@ -277,7 +277,7 @@ func runStoreSuite(t *testing.T, b backend) {
 		require.NoError(t, err)
 		assert.Zero(t, n)
 		// Nothing moves a closed shard's checkpoint back.
-		a2, err := s.Acquire(t.Context(), "shard-1", "a")
+		a2, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
 		old, _ := consumer.ParsePosition("7")
 		require.NoError(t, s.Commit(t.Context(), a2, old))
@@ -316,9 +316,9 @@ func runStoreSuite(t *testing.T, b backend) {
 	t.Run("groups are independent", func(t *testing.T) {
 		s1 := newTestCheckpointer(t, b, t.Name()+"-1").Stream(stream)
 		s2 := newTestCheckpointer(t, b, t.Name()+"-2").Stream(stream)
-		_, err := s1.Acquire(t.Context(), "shard-1", "a")
+		_, err := leaseOf(s1.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
-		_, err = s2.Acquire(t.Context(), "shard-1", "b")
+		_, err = leaseOf(s2.Acquire(t.Context(), "shard-1", "b"))
 		require.NoError(t, err)
 	})
 }
@@ -329,7 +329,7 @@ func TestIntegrationRedisRestartKeepsState(t *testing.T) {
 		c.LeasePeriod = 30 * time.Second // outlives the restart
 	})
 	s := c.Stream("orders")
-	a, err := s.Acquire(t.Context(), "shard-1", "a")
+	a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 	require.NoError(t, err)
 	p, _ := consumer.ParsePosition("12345678901234567890123")
 	require.NoError(t, s.Commit(t.Context(), a, p))
@@ -348,7 +348,7 @@ func TestIntegrationRedisRestartKeepsState(t *testing.T) {
 	assert.Equal(t, p, got)
 	p2, _ := consumer.ParsePosition("12345678901234567890124")
 	require.NoError(t, s.Commit(t.Context(), a, p2))
-	_, err = s.Acquire(t.Context(), "shard-1", "b")
+	_, err = leaseOf(s.Acquire(t.Context(), "shard-1", "b"))
 	assert.ErrorIs(t, err, consumer.ErrLeaseHeld)
 }
 
@@ -356,7 +356,7 @@ func TestIntegrationRedisDownFailsFast(t *testing.T) {
 	r := testenv.NewRedis(t)
 	c := newTestCheckpointer(t, backend{url: r.URL(), kind: KindSimple}, "down")
 	s := c.Stream("orders")
-	a, err := s.Acquire(t.Context(), "shard-1", "a")
+	a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 	require.NoError(t, err)
 	r.Stop()
 
@@ -387,7 +387,7 @@ func TestIntegrationRedisDownFailsFast(t *testing.T) {
 func TestIntegrationRedisACL(t *testing.T) {
 	r := testenv.NewRedis(t, testenv.RedisOptions{ACLUser: "kinesis", ACLPassword: "s3cret-pw"})
 	s := newTestCheckpointer(t, backend{url: r.URL(), kind: KindSimple}, "acl").Stream("orders")
-	l, err := s.Acquire(t.Context(), "shard-1", "a")
+	l, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 	require.NoError(t, err)
 	p, _ := consumer.ParsePosition("5")
 	require.NoError(t, s.Commit(t.Context(), l, p))
@@ -423,7 +423,7 @@ lease:
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	s := c.Stream("orders")
-	l, err := s.Acquire(t.Context(), "shard-1", "a")
+	l, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 	require.NoError(t, err)
 	require.NoError(t, s.CloseShard(t.Context(), l))
 	closed, err := s.ClosedShards(t.Context())
@@ -439,7 +439,7 @@ lease:
 func TestIntegrationRedisFrozenFailsFast(t *testing.T) {
 	r := testenv.NewRedis(t)
 	s := newTestCheckpointer(t, backend{url: r.URL(), kind: KindSimple}, "frozen").Stream("orders")
-	l, err := s.Acquire(t.Context(), "shard-1", "a")
+	l, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 	require.NoError(t, err)
 	require.NoError(t, r.Pause())
 	t.Cleanup(func() { _ = r.Resume() })
@@ -459,3 +459,6 @@ func TestIntegrationRedisFrozenFailsFast(t *testing.T) {
 		return err == nil
 	}, 10*time.Second, 50*time.Millisecond)
 }
+
+// leaseOf keeps the lease of a take.
+func leaseOf(t consumer.Take, err error) (consumer.Lease, error) { return t.Lease, err }
