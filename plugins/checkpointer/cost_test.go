@@ -110,6 +110,8 @@ func TestIntegrationSteadyStateCost(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Leases(ctx)
 	require.NoError(t, err)
+	_, err = s.ClosedShards(ctx)
+	require.NoError(t, err)
 	_, err = s.HandoffRequests(ctx, "instance-0")
 	require.NoError(t, err)
 	require.NoError(t, s.Commit(ctx, owned[0][0], consumer.Position{Sequence: strconv.Itoa(seq)}))
