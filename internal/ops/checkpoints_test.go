@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -138,12 +139,15 @@ func TestIntegrationCLI(t *testing.T) {
 		assert.Contains(t, out, "shardId-000000000001: 49590338271490256608559692538361571095921575989136588898 -> (none)")
 		assert.Contains(t, out, "closed shards cleared: 1")
 		assert.Contains(t, out, "leases fenced out (forced): shardId-000000000001")
-		assert.Contains(t, out, "start at: latest")
+		assert.Contains(t, out, "start at: at_timestamp=")
 
+		// `latest` is stored as the time of the reset, so every take of a
+		// shard without a checkpoint starts at the same place.
 		so, ok, err := s.StartOverride(ctx)
 		require.NoError(t, err)
 		require.True(t, ok)
-		assert.Equal(t, consumer.StartLatest, so.Mode)
+		assert.Equal(t, consumer.StartAtTimestamp, so.Mode)
+		assert.WithinDuration(t, time.Now().Add(-consumer.LatestSkewMargin), so.Timestamp, 2*time.Second)
 		all, err := s.Checkpoints(ctx)
 		require.NoError(t, err)
 		assert.Empty(t, all)

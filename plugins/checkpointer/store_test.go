@@ -313,6 +313,119 @@ func runStoreSuite(t *testing.T, b backend) {
 		assert.Empty(t, all)
 	})
 
+	forget := func(t *testing.T, s *Store) {
+		k := s.Keys()
+		require.NoError(t, s.c.client.Del(t.Context(), k.Checkpoints, k.Closed, k.Leases, k.Members, k.Handoff, k.Epoch).Err())
+	}
+
+	t.Run("a take returns the checkpoint and the group's start, the same for every instance", func(t *testing.T) {
+		a := store(t)
+		ta, err := a.Acquire(t.Context(), "shard-1", "a")
+		require.NoError(t, err)
+		assert.True(t, ta.Checkpoint.IsZero())
+		assert.Nil(t, ta.Override)
+		assert.WithinDuration(t, time.Now(), ta.GroupStart, 5*time.Second)
+		require.NoError(t, a.Commit(t.Context(), ta.Lease, consumer.Position{Sequence: "100"}))
+		require.NoError(t, a.Release(t.Context(), ta.Lease))
+
+		b := newTestCheckpointer(t, b, t.Name(), func(c *Config) { c.LeasePeriod = 30 * time.Second }).Stream(stream)
+		tb, err := b.Acquire(t.Context(), "shard-1", "b")
+		require.NoError(t, err)
+		assert.Equal(t, consumer.Position{Sequence: "100"}, tb.Checkpoint)
+		assert.Equal(t, ta.GroupStart, tb.GroupStart, "the group's start is stored once")
+	})
+
+	t.Run("a store that forgot is told apart from a lost lease and re-seeded", func(t *testing.T) {
+		a := store(t)
+		ctx := t.Context()
+		l1, err := a.Acquire(ctx, "shard-1", "a")
+		require.NoError(t, err)
+		l2, err := a.Acquire(ctx, "shard-2", "a")
+		require.NoError(t, err)
+		require.NoError(t, a.Commit(ctx, l1.Lease, consumer.Position{Sequence: "100"}))
+		b := newTestCheckpointer(t, b, t.Name(), func(c *Config) { c.LeasePeriod = 30 * time.Second }).Stream(stream)
+		l3, err := b.Acquire(ctx, "shard-3", "b")
+		require.NoError(t, err)
+
+		forget(t, a)
+		for name, err := range map[string]error{
+			"commit":  a.Commit(ctx, l1.Lease, consumer.Position{Sequence: "120"}),
+			"release": a.Release(ctx, l2.Lease),
+			"close":   a.CloseShard(ctx, l2.Lease),
+		} {
+			assert.ErrorIs(t, err, consumer.ErrStoreForgot, name)
+			assert.NotErrorIs(t, err, consumer.ErrLeaseLost, name)
+		}
+		_, _, err = a.RenewAll(ctx, "a", []consumer.Lease{l1.Lease, l2.Lease})
+		assert.ErrorIs(t, err, consumer.ErrStoreForgot)
+		_, err = a.Acquire(ctx, "shard-9", "a")
+		assert.ErrorIs(t, err, consumer.ErrStoreForgot)
+		_, err = a.ClosedShards(ctx)
+		assert.ErrorIs(t, err, consumer.ErrStoreForgot, "a forgetting store's empty closed set is not the group's")
+
+		res, err := a.Reseed(ctx, consumer.Seed{
+			Owner:       "a",
+			Checkpoints: map[string]consumer.Position{"shard-1": {Sequence: "150"}},
+			Closed:      []string{"shard-0"},
+			Leases:      []consumer.Lease{l1.Lease, l2.Lease},
+		})
+		require.NoError(t, err)
+		assert.Empty(t, res.FoundEpoch)
+		assert.Equal(t, l1.GroupStart, res.GroupStart, "the group keeps its start")
+		assert.Len(t, res.Renewed, 2)
+		assert.Empty(t, res.Lost)
+		// Leases keep their tokens, so commits already on their way count.
+		require.NoError(t, a.Commit(ctx, l1.Lease, consumer.Position{Sequence: "160"}))
+		cps, err := a.Checkpoints(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]consumer.Position{"shard-0": {ShardEnd: true}, "shard-1": {Sequence: "160"}}, cps)
+		closed, err := a.ClosedShards(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]bool{"shard-0": true}, closed)
+
+		// For a lease period after the re-seed, a shard the store does not
+		// know is handed to nobody: its holder may still re-seed it.
+		_, err = a.Acquire(ctx, "shard-3", "a")
+		assert.ErrorIs(t, err, consumer.ErrLeaseHeld)
+		// Its holder finds its lease unknown, and re-seeds it.
+		_, _, err = b.RenewAll(ctx, "b", []consumer.Lease{l3.Lease})
+		require.ErrorIs(t, err, consumer.ErrStoreForgot)
+		res, err = b.Reseed(ctx, consumer.Seed{Owner: "b", Checkpoints: map[string]consumer.Position{"shard-1": {Sequence: "110"}}, Leases: []consumer.Lease{l3.Lease}})
+		require.NoError(t, err)
+		assert.Equal(t, res.Epoch, res.FoundEpoch, "a restored the group record already")
+		assert.Len(t, res.Renewed, 1)
+		p, _, err := a.Checkpoint(ctx, "shard-1")
+		require.NoError(t, err)
+		assert.Equal(t, consumer.Position{Sequence: "160"}, p, "a re-seed never moves a checkpoint back")
+	})
+
+	t.Run("of two group records after a forget, the earlier start wins", func(t *testing.T) {
+		a := store(t)
+		ctx := t.Context()
+		la, err := a.Acquire(ctx, "shard-1", "a")
+		require.NoError(t, err)
+		forget(t, a)
+		time.Sleep(5 * time.Millisecond)
+		// An instance started after the forget creates a new record.
+		c := newTestCheckpointer(t, b, t.Name(), func(c *Config) { c.LeasePeriod = 30 * time.Second }).Stream(stream)
+		lc, err := c.Acquire(ctx, "shard-2", "c")
+		require.NoError(t, err)
+		require.True(t, lc.GroupStart.After(la.GroupStart))
+
+		res, err := a.Reseed(ctx, consumer.Seed{Owner: "a", Leases: []consumer.Lease{la.Lease}})
+		require.NoError(t, err)
+		assert.NotEqual(t, res.Epoch, res.FoundEpoch)
+		assert.Equal(t, la.GroupStart, res.GroupStart)
+		// c finds the record replaced, re-seeds and adopts the earlier one.
+		err = c.Commit(ctx, lc.Lease, consumer.Position{Sequence: "5"})
+		require.ErrorIs(t, err, consumer.ErrStoreForgot)
+		res2, err := c.Reseed(ctx, consumer.Seed{Owner: "c", Leases: []consumer.Lease{lc.Lease}})
+		require.NoError(t, err)
+		assert.Equal(t, res.Epoch, res2.Epoch)
+		assert.Equal(t, la.GroupStart, res2.GroupStart)
+		require.NoError(t, c.Commit(ctx, lc.Lease, consumer.Position{Sequence: "5"}))
+	})
+
 	t.Run("groups are independent", func(t *testing.T) {
 		s1 := newTestCheckpointer(t, b, t.Name()+"-1").Stream(stream)
 		s2 := newTestCheckpointer(t, b, t.Name()+"-2").Stream(stream)
