@@ -586,7 +586,7 @@ func (r *runner) waitLeased(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the instances did not lease all %d shards within a minute (%d live leases, %v)", r.plan.Shards, live, err)
+			return fmt.Errorf("the instances did not lease all %d shards within a minute (%d live leases, %v); see the instances' logs in %s", r.plan.Shards, live, err, r.cfg.Dir)
 		}
 		select {
 		case <-time.After(200 * time.Millisecond):

@@ -399,6 +399,18 @@ func runStoreSuite(t *testing.T, b backend) {
 		assert.Equal(t, consumer.Position{Sequence: "160"}, p, "a re-seed never moves a checkpoint back")
 	})
 
+	t.Run("a close can be run again after it succeeded, both steps", func(t *testing.T) {
+		s := store(t)
+		l, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
+		require.NoError(t, err)
+		require.NoError(t, s.CloseShard(t.Context(), l))
+		// A close whose replicas did not acknowledge in time is retried:
+		// its first step (the SHARD_END commit) and its second are no-ops.
+		require.NoError(t, s.Commit(t.Context(), l, consumer.Position{ShardEnd: true}))
+		require.NoError(t, s.CloseShard(t.Context(), l))
+		assert.ErrorIs(t, s.Commit(t.Context(), l, consumer.Position{Sequence: "5"}), consumer.ErrLeaseLost, "but nothing else")
+	})
+
 	t.Run("of two group records after a forget, the earlier start wins", func(t *testing.T) {
 		a := store(t)
 		ctx := t.Context()

@@ -71,7 +71,9 @@ func run(short bool, bin, dir string, seed uint64) error {
 			Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 		})
 		if err != nil {
-			return fmt.Errorf("phase %s: %w", phase.name, err)
+			fmt.Printf("phase %s could not be carried out: %v\n\n", phase.name, err)
+			failed = true
+			continue
 		}
 		fmt.Printf("phase %s\n%s\n", phase.name, t.String())
 		failed = failed || !t.OK()
