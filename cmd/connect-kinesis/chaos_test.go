@@ -40,7 +40,7 @@ func TestIntegrationChaosShort(t *testing.T) {
 	for _, phase := range []struct {
 		name       string
 		emptyRedis bool
-	}{{"redis keeps its data", false}, {"redis comes back empty, latest", true}} {
+	}{{"redis keeps its data", false}, {"redis comes back empty with latest", true}} {
 		t.Run(phase.name, func(t *testing.T) {
 			dir := t.TempDir()
 			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, Logf: t.Logf})
