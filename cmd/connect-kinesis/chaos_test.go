@@ -22,10 +22,12 @@ import (
 // stream is split twice and merged once, and Redis is restarted and paused
 // for longer than the lease period. Nothing may be lost, each key's records
 // must first arrive in order, and duplicates must stay within the bound of
-// the events that cause them. CHAOS_SEED replays a run.
+// the events that cause them. It runs twice: with a Redis that keeps its
+// data (AOF) and `trim_horizon`, and with a Redis that comes back empty and
+// `latest`. CHAOS_SEED replays a run.
 func TestIntegrationChaosShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("chaos takes about a minute and a half; skipped with -short")
+		t.Skip("chaos takes about three minutes; skipped with -short")
 	}
 	seed := uint64(1)
 	if s := os.Getenv("CHAOS_SEED"); s != "" {
@@ -35,16 +37,23 @@ func TestIntegrationChaosShort(t *testing.T) {
 		}
 		seed = v
 	}
-	dir := t.TempDir()
-	table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, Logf: t.Logf})
-	testenv.Require(t, "running the chaos schedule", err)
-	t.Logf("chaos table (seed %d):\n%s", seed, table)
-	assert.Zero(t, table.InputLost, "stream records never delivered")
-	assert.Zero(t, table.OutputLost, "messages the output never wrote")
-	assert.Zero(t, table.EndToEndLost, "messages sent but never delivered")
-	assert.Zero(t, table.OrderViolations, "per-key order of first deliveries")
-	assert.LessOrEqual(t, table.Duplicates, table.DuplicateBound, "duplicates within the design's bound")
-	assert.True(t, table.OK())
+	for _, phase := range []struct {
+		name       string
+		emptyRedis bool
+	}{{"redis keeps its data", false}, {"redis comes back empty with latest", true}} {
+		t.Run(phase.name, func(t *testing.T) {
+			dir := t.TempDir()
+			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, Logf: t.Logf})
+			testenv.Require(t, "running the chaos schedule", err)
+			t.Logf("chaos table (seed %d, %s):\n%s", seed, phase.name, table)
+			assert.Zero(t, table.InputLost, "stream records never delivered")
+			assert.Zero(t, table.OutputLost, "messages the output never wrote")
+			assert.Zero(t, table.EndToEndLost, "messages sent but never delivered")
+			assert.Zero(t, table.OrderViolations, "per-key order of first deliveries")
+			assert.LessOrEqual(t, table.Duplicates, table.DuplicateBound, "duplicates within the design's bound")
+			assert.True(t, table.OK())
+		})
+	}
 }
 
 // TestIntegrationInputRecoversFromHungGetRecords: a GetRecords whose answer

@@ -49,6 +49,11 @@ type Config struct {
 	Seed uint64
 	// Short is the form run inside `make test`: less load, the same events.
 	Short bool
+	// EmptyRedis is the phase where Redis runs without persistence, so its
+	// restart brings it back empty, while the instances read with
+	// `start_position: latest`: they must notice, re-seed what they know and
+	// lose nothing written after the group started.
+	EmptyRedis bool
 	// Logf reports progress; nil is quiet.
 	Logf func(format string, args ...any)
 }
@@ -168,7 +173,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	if r.kin, err = testenv.StartKinesisMock(ctx); err != nil {
 		return fmt.Errorf("starting kinesis-mock: %w", err)
 	}
-	if r.red, err = testenv.StartRedis(ctx, testenv.RedisOptions{AppendOnly: true}); err != nil {
+	if r.red, err = testenv.StartRedis(ctx, testenv.RedisOptions{AppendOnly: !r.cfg.EmptyRedis}); err != nil {
 		return fmt.Errorf("starting redis-server: %w", err)
 	}
 	r.kc = r.kin.Client()
@@ -217,6 +222,13 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 	p := r.plan
 	for _, name := range []string{"a", "b", "c"} {
 		if err := r.start(name); err != nil {
+			return Table{}, err
+		}
+	}
+	if r.cfg.EmptyRedis {
+		// With `latest`, what is written before the group starts is not
+		// the group's to read: produce once every shard is leased.
+		if err := r.waitLeased(ctx); err != nil {
 			return Table{}, err
 		}
 	}
@@ -339,6 +351,12 @@ func (r *runner) schedule(ctx context.Context, start time.Time) error {
 	}
 	var evs []event
 	for at := p.KillEvery; at < p.Load-p.KillEvery/2; at += p.KillEvery {
+		// A dead instance cannot re-seed what it held: its shards would be
+		// read again from the group's start (duplicates beyond the bound,
+		// never a loss). Kills stay clear of an empty restart.
+		if r.cfg.EmptyRedis && (at-p.RedisRestart).Abs() < p.LeasePeriod+p.RestartAfter+2*time.Second {
+			continue
+		}
 		evs = append(evs, event{at, "kill", r.killRandom})
 	}
 	for _, at := range p.Splits {
@@ -346,7 +364,7 @@ func (r *runner) schedule(ctx context.Context, start time.Time) error {
 	}
 	evs = append(evs,
 		event{p.Merge, "merge", r.merge},
-		event{p.RedisRestart, "redis restart", r.restartRedis},
+		event{p.RedisRestart, r.restartName(), r.restartRedis},
 		event{p.RedisPause, "redis pause", r.pauseRedis},
 	)
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
@@ -382,7 +400,7 @@ logger: { level: info, format: logfmt }
 input:
   kinesis:
     streams: [ %s ]
-    start_position: trim_horizon
+    start_position: %s
     region: %s
     endpoint: %s
     credentials: { id: %s, secret: %s }
@@ -424,7 +442,11 @@ func (r *runner) start(name string) error {
 
 	p := r.plan
 	conf := filepath.Join(r.cfg.Dir, inc+".yaml")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML, streamName, testenv.Region, r.front.URL,
+	startPosition := "trim_horizon"
+	if r.cfg.EmptyRedis {
+		startPosition = "latest"
+	}
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML, streamName, startPosition, testenv.Region, r.front.URL,
 		testenv.AccessKey, testenv.SecretKey, r.red.URL(), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance, inc, out)), 0o600); err != nil {
 		return err
 	}
@@ -543,13 +565,46 @@ func (r *runner) killRandom(ctx context.Context) error {
 	return r.start(name)
 }
 
+func (r *runner) restartName() string {
+	if r.cfg.EmptyRedis {
+		return "redis restart, empty"
+	}
+	return "redis restart"
+}
+
+// waitLeased waits until every open shard has a live lease.
+func (r *runner) waitLeased(ctx context.Context) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		leases, err := r.store.Leases(ctx)
+		live := 0
+		for _, l := range leases {
+			if !l.Expired {
+				live++
+			}
+		}
+		if err == nil && live >= r.plan.Shards {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the instances did not lease all %d shards within a minute (%d live leases, %v); see the instances' logs in %s", r.plan.Shards, live, err, r.cfg.Dir)
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 func (r *runner) restartRedis(ctx context.Context) error {
 	now := time.Now()
 	if err := r.red.Restart(ctx); err != nil {
 		return err
 	}
 	// A commit in flight when Redis stopped may be lost with the connection
-	// (the AOF keeps every acknowledged write).
+	// (the AOF keeps every acknowledged write). Without the AOF, the
+	// instances re-seed the positions they acked.
 	r.mu.Lock()
 	r.windows = append(r.windows, Window{What: "redis restart", From: now.Add(-2 * r.plan.CommitPeriod), To: time.Now().Add(r.plan.LeasePeriod)})
 	r.mu.Unlock()

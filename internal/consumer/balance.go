@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"slices"
 )
 
@@ -20,15 +21,15 @@ func (co *coordinator) rebalance(ctx context.Context) {
 	}
 	closed, err := co.store.ClosedShards(ctx)
 	if err != nil {
-		co.log.Warnf("Reading closed shards failed: %v", err)
+		if !errors.Is(err, ErrStoreForgot) {
+			co.log.Warnf("Reading closed shards failed: %v", err)
+		}
 		return
 	}
+	co.noteClosed(closed)
 	leases, err := co.store.Leases(ctx)
 	if err != nil {
 		co.log.Warnf("Reading leases failed: %v", err)
-		return
-	}
-	if !co.noteFirstLook(ctx, closed) {
 		return
 	}
 	ready := readyShards(co.listed, closed)

@@ -42,16 +42,17 @@ type coordinator struct {
 	readersMu sync.Mutex
 	// handedOff remembers when this instance gave a shard away, so it does
 	// not take it straight back before the requester could.
-	handedOff map[string]time.Time
-	// freshChecked is set once the run knows whether the group met this
-	// stream before; initialOpen holds the shards open at that first look
-	// when it had not (where `latest` means "from now on").
-	freshChecked bool
-	initialOpen  map[string]bool
-	lastRenewOK  time.Time // written by the renew goroutine (and before it starts)
+	handedOff   map[string]time.Time
+	lastRenewOK time.Time // written by the renew goroutine (and before it starts)
 	// missingSince is when discovery first found the stream deleted (zero
 	// while it exists); missingLogged when that was last logged.
 	missingSince, missingLogged time.Time
+
+	// known is what this instance knows of the group's state, to re-seed
+	// a store that forgot it (reseed.go).
+	known known
+	// forgot wakes the renew goroutine to re-seed the store.
+	forgot chan struct{}
 
 	discoverNow chan struct{}
 	readerDone  chan *shardReader
@@ -75,6 +76,7 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 		readers:     map[string]*shardReader{},
 		handedOff:   map[string]time.Time{},
 		discoverNow: make(chan struct{}, 1),
+		forgot:      make(chan struct{}, 1),
 		readerDone:  make(chan *shardReader),
 		stopReq:     make(chan struct{}),
 		runDone:     make(chan struct{}),
@@ -117,7 +119,7 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 	if co.lagWarn == 0 {
 		co.lagWarn = co.retention / 2
 	}
-	co.store = c.stores(co.id)
+	co.store = forgetWatch{Store: c.stores(co.id), forgot: co.storeForgot}
 	co.log = c.log.With("stream", co.streamName)
 	return co, nil
 }
@@ -170,6 +172,9 @@ func (co *coordinator) run(ctx context.Context) {
 
 // forgetReader drops a reader that has finished.
 func (co *coordinator) forgetReader(r *shardReader) {
+	if r.closedShard {
+		co.known.closed(r.shard.ID)
+	}
 	if co.readers[r.shard.ID] == r {
 		co.readersMu.Lock()
 		delete(co.readers, r.shard.ID)

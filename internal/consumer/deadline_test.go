@@ -32,12 +32,13 @@ func (s *shortDeadlineStore) grant(l Lease) Lease {
 	return l
 }
 
-func (s *shortDeadlineStore) Acquire(ctx context.Context, shard, owner string) (Lease, error) {
-	l, err := s.fakeStore.Acquire(ctx, shard, owner)
+func (s *shortDeadlineStore) Acquire(ctx context.Context, shard, owner string) (Take, error) {
+	t, err := s.fakeStore.Acquire(ctx, shard, owner)
 	if err != nil {
-		return l, err
+		return t, err
 	}
-	return s.grant(l), nil
+	t.Lease = s.grant(t.Lease)
+	return t, nil
 }
 
 func (s *shortDeadlineStore) RenewAll(ctx context.Context, owner string, ls []Lease) ([]Lease, []string, error) {

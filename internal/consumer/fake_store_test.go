@@ -27,28 +27,57 @@ type fakeStore struct {
 	// progress and publishes record PublishProgress calls.
 	progress  map[string]Progress
 	publishes int
+	// start is the group's start, as the store would record it at the
+	// first take.
+	start time.Time
 }
 
 func newFakeStore(period time.Duration) *fakeStore {
 	return &fakeStore{period: period, ckpt: map[string]Position{}, closed: map[string]bool{}, leases: map[string]Lease{},
-		members: map[string]time.Time{}, handoff: map[string]string{}, loseOnRenew: map[string]bool{}, progress: map[string]Progress{}}
+		members: map[string]time.Time{}, handoff: map[string]string{}, loseOnRenew: map[string]bool{}, progress: map[string]Progress{}, start: time.Now()}
 }
 
 func (s *fakeStore) live(l Lease, ok bool) bool {
 	return ok && l.Owner != "" && time.Now().Before(l.ExpiresAt)
 }
 
-func (s *fakeStore) Acquire(_ context.Context, shard, owner string) (Lease, error) {
+func (s *fakeStore) Acquire(_ context.Context, shard, owner string) (Take, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l, ok := s.leases[shard]
 	if s.live(l, ok) && l.Owner != owner {
-		return l, ErrLeaseHeld
+		return Take{Lease: l}, ErrLeaseHeld
 	}
 	s.tokens++
 	l = Lease{Shard: shard, Owner: owner, Token: s.tokens, ExpiresAt: time.Now().Add(s.period), Deadline: time.Now().Add(s.period)}
 	s.leases[shard] = l
-	return l, nil
+	return Take{Lease: l, Checkpoint: s.ckpt[shard], GroupStart: s.start}, nil
+}
+
+// Reseed restores what the seed holds, as the Redis store does: only
+// forward checkpoints, and the leases nobody else holds.
+func (s *fakeStore) Reseed(_ context.Context, seed Seed) (Reseeded, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for shard, p := range seed.Checkpoints {
+		if cur, ok := s.ckpt[shard]; !ok || p.Compare(cur) > 0 {
+			s.ckpt[shard] = p
+		}
+	}
+	for _, shard := range seed.Closed {
+		s.closed[shard], s.ckpt[shard] = true, Position{ShardEnd: true}
+	}
+	res := Reseeded{GroupStart: s.start}
+	for _, l := range seed.Leases {
+		if cur, ok := s.leases[l.Shard]; s.live(cur, ok) && cur.Owner != seed.Owner {
+			res.Lost = append(res.Lost, l.Shard)
+			continue
+		}
+		l.ExpiresAt, l.Deadline = time.Now().Add(s.period), time.Now().Add(s.period)
+		s.leases[l.Shard] = l
+		res.Renewed = append(res.Renewed, l)
+	}
+	return res, nil
 }
 
 func (s *fakeStore) owns(l Lease) bool {
@@ -192,10 +221,6 @@ func (s *fakeStore) HandoffRequests(_ context.Context, owner string) (map[string
 		}
 	}
 	return out, nil
-}
-
-func (s *fakeStore) StartOverride(context.Context) (StartOverride, bool, error) {
-	return StartOverride{}, false, nil
 }
 
 func (s *fakeStore) PublishProgress(_ context.Context, owner string, ps map[string]Progress) error {

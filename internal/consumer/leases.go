@@ -13,27 +13,21 @@ func (co *coordinator) heartbeat(ctx context.Context) {
 	}
 }
 
-// take acquires a shard's lease, resolves where to start and starts a
-// reader. It reports whether the shard is now read here.
+// take acquires a shard's lease, with its checkpoint and the group's start
+// in the same call, and starts a reader. It reports whether the shard is
+// now read here.
 func (co *coordinator) take(ctx context.Context, id string) bool {
-	l, err := co.store.Acquire(ctx, id, co.c.owner)
+	t, err := co.store.Acquire(ctx, id, co.c.owner)
 	if err != nil {
-		if !errors.Is(err, ErrLeaseHeld) {
+		if !errors.Is(err, ErrLeaseHeld) && !errors.Is(err, ErrStoreForgot) {
 			co.log.With("shard", id).Warnf("Acquiring the lease failed: %v", err)
 		}
 		return false
 	}
+	co.known.take(t)
 	shard := co.listed[id]
-	start, err := co.resolveStart(ctx, shard)
-	if err != nil {
-		// Never read a Redis error as "no checkpoint": give the shard back
-		// and try again later.
-		co.log.With("shard", id).Warnf("Resolving where to start failed; not starting the shard: %v", err)
-		if err := co.store.Release(ctx, l); err != nil {
-			co.log.With("shard", id).Debugf("Releasing the lease failed: %v", err)
-		}
-		return false
-	}
+	start := co.resolveStart(t)
+	l := t.Lease
 	r := newShardReader(co, shard, l, start)
 	co.readersMu.Lock()
 	co.readers[id] = r
@@ -65,7 +59,13 @@ func (co *coordinator) renewLoop() {
 		select {
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(co.runCtx, co.c.cfg.LeasePeriod/6)
-			co.renew(ctx)
+			co.renew(ctx, false)
+			cancel()
+		case <-co.forgot:
+			// A call found the store forgot the group: renewing at once
+			// confirms it and re-seeds.
+			ctx, cancel := context.WithTimeout(co.runCtx, co.c.cfg.LeasePeriod/6)
+			co.renew(ctx, true)
 			cancel()
 			co.publishProgress()
 		case <-co.renewStop:
@@ -78,8 +78,10 @@ func (co *coordinator) renewLoop() {
 
 // renew heartbeats and renews every held lease in one call. When Redis
 // stays unreachable for half a lease period, every reader stops before its
-// lease could expire and be taken by another instance.
-func (co *coordinator) renew(ctx context.Context) {
+// lease could expire and be taken by another instance. A store that forgot
+// the group is re-seeded (reseed.go); forgot says a call already found it
+// so, for an instance that holds no lease to renew.
+func (co *coordinator) renew(ctx context.Context, forgot bool) {
 	defer co.heartbeat(ctx)
 	attempt := time.Now()
 	var ls []Lease
@@ -96,9 +98,16 @@ func (co *coordinator) renew(ctx context.Context) {
 	}
 	if len(ls) == 0 {
 		co.lastRenewOK = attempt
+		if forgot {
+			co.reseed(ctx)
+		}
 		return
 	}
 	renewed, lost, err := co.store.RenewAll(ctx, co.c.owner, ls)
+	if errors.Is(err, ErrStoreForgot) {
+		co.reseed(ctx)
+		return
+	}
 	if err != nil {
 		if co.runCtx.Err() != nil {
 			return

@@ -48,13 +48,3 @@ func readyShards(listed map[string]Shard, closed map[string]bool) []string {
 	slices.Sort(ready)
 	return ready
 }
-
-// hasListedParent reports whether a parent of s is still listed.
-func hasListedParent(listed map[string]Shard, s Shard) bool {
-	for _, p := range s.parents() {
-		if _, ok := listed[p]; ok {
-			return true
-		}
-	}
-	return false
-}

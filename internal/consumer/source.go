@@ -74,9 +74,9 @@ type SourceBatch struct {
 
 // startSpec says where a shard reader begins.
 type startSpec struct {
-	// closeUnread closes the shard without reading it: the checkpoint is
-	// already SHARD_END, or `latest` met a shard that was already closed
-	// when the group first saw the stream.
+	// closeUnread closes the shard without reading it: its checkpoint is
+	// already SHARD_END (read to its end and committed; only the closed set
+	// lacks it).
 	closeUnread bool
 
 	iterType  types.ShardIteratorType

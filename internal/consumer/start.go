@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -48,30 +47,42 @@ func ParseStartOverride(s string) (StartOverride, error) {
 	return StartOverride{}, fmt.Errorf("parsing %q: want trim_horizon, latest or at_timestamp=<RFC3339>", s)
 }
 
-// resolveStart decides where a newly taken shard starts: after its
-// checkpoint, else at the operator's start override, else at the
-// configured start_position. A store error is returned, never read as "no
-// checkpoint".
-func (co *coordinator) resolveStart(ctx context.Context, s Shard) (startSpec, error) {
-	pos, ok, err := co.store.Checkpoint(ctx, s.ID)
-	if err != nil {
-		return startSpec{}, fmt.Errorf("reading the checkpoint: %w", err)
-	}
-	if ok {
-		return startAfter(pos), nil
+// LatestSkewMargin is how far before the group's start `latest` begins.
+// The group's start is taken by the Redis server's clock, the records'
+// arrival times by Kinesis': the margin absorbs a difference between the
+// two clocks, so no record written after the group started is skipped. A
+// group's very first read may therefore also deliver records written up to
+// this long before it started.
+const LatestSkewMargin = 5 * time.Second
+
+// resolveStart decides where a newly taken shard starts, from what the take
+// read with its lease: after its checkpoint, else at the operator's start
+// override, else at the configured start_position. Every position here is
+// the same on every take and every instance: `latest` is the group's start
+// as stored with its first take (AT_TIMESTAMP, less LatestSkewMargin), so a
+// shard without a checkpoint that changes hands skips nothing written
+// meanwhile, and a shard that closed before the group started is read from
+// there to its end, which is at once.
+func (co *coordinator) resolveStart(t Take) startSpec {
+	if !t.Checkpoint.IsZero() {
+		return startAfter(t.Checkpoint)
 	}
 	start, ts := co.c.cfg.StartPosition, co.c.cfg.StartTimestamp
-	o, has, err := co.store.StartOverride(ctx)
-	if err != nil {
-		return startSpec{}, fmt.Errorf("reading the start override: %w", err)
+	if t.Override != nil {
+		start, ts = t.Override.Mode, t.Override.Timestamp
 	}
-	if has {
-		start, ts = o.Mode, o.Timestamp
+	switch start {
+	case StartAtTimestamp:
+		return startSpec{iterType: types.ShardIteratorTypeAtTimestamp, timestamp: ts}
+	case StartLatest:
+		return startSpec{iterType: types.ShardIteratorTypeAtTimestamp, timestamp: t.GroupStart.Add(-LatestSkewMargin)}
 	}
-	return co.startAt(s, start, ts), nil
+	return startSpec{iterType: types.ShardIteratorTypeTrimHorizon}
 }
 
-// startAfter is the start right after a checkpoint.
+// startAfter is the start right after a checkpoint. A SHARD_END checkpoint
+// of a shard missing from the closed set (a failover lost the second step
+// of its close) closes it again without reading it.
 func startAfter(pos Position) startSpec {
 	switch {
 	case pos.ShardEnd:
@@ -80,51 +91,4 @@ func startAfter(pos Position) startSpec {
 		return startSpec{iterType: types.ShardIteratorTypeAtSequenceNumber, sequence: pos.Sequence, skipSub: pos.SubSequence, hasSkipSub: true}
 	}
 	return after(pos.Sequence)
-}
-
-// startAt is the start of a shard without a checkpoint.
-func (co *coordinator) startAt(s Shard, start string, ts time.Time) startSpec {
-	switch start {
-	case StartAtTimestamp:
-		return startSpec{iterType: types.ShardIteratorTypeAtTimestamp, timestamp: ts}
-	case StartLatest:
-		// `latest` applies to the shards open when the group first meets
-		// the stream: they start at LATEST, and shards already closed then
-		// are closed unread. A shard that opened later (a child of a shard
-		// this group read) is read from its start, so nothing written to it
-		// is lost.
-		if s.Closed {
-			return startSpec{closeUnread: true}
-		}
-		if !co.initialOpen[s.ID] && hasListedParent(co.listed, s) {
-			return startSpec{iterType: types.ShardIteratorTypeTrimHorizon}
-		}
-		return startSpec{iterType: types.ShardIteratorTypeLatest}
-	}
-	return startSpec{iterType: types.ShardIteratorTypeTrimHorizon}
-}
-
-// noteFirstLook records, once, whether the group meets this stream for the
-// first time (no checkpoint, nothing closed) and if so which shards are
-// open now: those are the ones `latest` reads from now on. It reports false
-// when the store could not say, and the balancing round is skipped.
-func (co *coordinator) noteFirstLook(ctx context.Context, closed map[string]bool) bool {
-	if co.freshChecked || len(co.listed) == 0 {
-		return true
-	}
-	cps, err := co.store.Checkpoints(ctx)
-	if err != nil {
-		co.log.Warnf("Reading checkpoints failed: %v", err)
-		return false
-	}
-	co.freshChecked = true
-	if len(cps) == 0 && len(closed) == 0 {
-		co.initialOpen = map[string]bool{}
-		for id, s := range co.listed {
-			if !s.Closed {
-				co.initialOpen[id] = true
-			}
-		}
-	}
-	return true
 }

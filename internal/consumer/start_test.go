@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,20 +11,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestLatestOnAFreshGroup(t *testing.T) {
+func TestLatestStartsEveryShardAtTheGroupsStart(t *testing.T) {
 	const (
 		old   = "shardId-000000000000"
 		left  = "shardId-000000000001"
 		right = "shardId-000000000002"
-		child = "shardId-000000000003"
 	)
 	api := newFakeKinesis()
-	// An old split: the parent is closed, its children are open. All hold
-	// records written before the consumer starts.
-	api.add(old, &fakeShard{records: 10, closed: true})
-	api.add(left, &fakeShard{records: 5, parent: old})
-	api.add(right, &fakeShard{records: 5, parent: old})
+	// An old split: the parent is closed, its children are open.
+	api.add(old, &fakeShard{records: 3, closed: true})
+	api.add(left, &fakeShard{records: 2, parent: old})
+	api.add(right, &fakeShard{records: 2, parent: old})
 	st := newFakeStore(time.Second)
+	st.start = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 	cfg := testConfig()
 	cfg.StartPosition = StartLatest
 	c := startConsumer(t, cfg, api, st)
@@ -34,35 +32,20 @@ func TestLatestOnAFreshGroup(t *testing.T) {
 	defer cancel()
 	go ackAll(ctx, c, log)
 
-	iterTypes := func() map[string]types.ShardIteratorType {
-		api.mu.Lock()
-		defer api.mu.Unlock()
-		out := map[string]types.ShardIteratorType{}
-		for _, r := range api.iterReqs {
-			out[aws.ToString(r.ShardId)] = r.ShardIteratorType
-		}
-		return out
-	}
-	require.Eventually(t, func() bool { return len(iterTypes()) == 2 }, 10*time.Second, 10*time.Millisecond)
-	assert.Equal(t, map[string]types.ShardIteratorType{left: types.ShardIteratorTypeLatest, right: types.ShardIteratorTypeLatest}, iterTypes(),
-		"shards open at the start begin at LATEST; the closed parent is skipped")
-
-	// New records arrive; then `left` is split again and its child gets
-	// records: those are read from the child's start.
-	api.mu.Lock()
-	api.shards[left].records = 8
-	api.mu.Unlock()
-	require.Eventually(t, func() bool { return len(log.all()) == 3 }, 10*time.Second, 10*time.Millisecond)
-	api.mu.Lock()
-	api.shards[left].closed = true
-	api.shards[child] = &fakeShard{records: 4, parent: left}
-	api.mu.Unlock()
+	// The closed parent is read (from the group's start to its end) and
+	// closed before its children start; every shard without a checkpoint
+	// starts at the group's start, whoever takes it and however often.
 	require.Eventually(t, func() bool { return len(log.all()) == 7 }, 10*time.Second, 10*time.Millisecond)
-	assert.Equal(t, types.ShardIteratorTypeTrimHorizon, iterTypes()[child])
-	for _, d := range log.all() {
-		assert.False(t, strings.HasPrefix(d, old+"/"), "nothing from the skipped parent")
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	started := map[string]bool{}
+	for _, r := range api.iterReqs {
+		started[aws.ToString(r.ShardId)] = true
+		assert.Equal(t, types.ShardIteratorTypeAtTimestamp, r.ShardIteratorType, aws.ToString(r.ShardId))
+		assert.Equal(t, st.start.Add(-LatestSkewMargin), aws.ToTime(r.Timestamp), aws.ToString(r.ShardId))
 	}
-	assert.Equal(t, []string{left + "/6", left + "/7", left + "/8", child + "/1", child + "/2", child + "/3", child + "/4"}, log.all())
+	assert.Equal(t, map[string]bool{old: true, left: true, right: true}, started)
+	assert.Equal(t, old+"/1", log.all()[0], "the parent is read before its children")
 }
 
 func TestAtTimestampUsesTheTimeForShardsWithoutCheckpoint(t *testing.T) {

@@ -14,7 +14,56 @@ var (
 	// expired and was taken, was released, its fencing token is stale, or it
 	// is no lease at all. The reader of that shard stops at once.
 	ErrLeaseLost = errors.New("lease lost")
+	// ErrStoreForgot means the store no longer holds the group's state the
+	// caller knew: its group record vanished or was replaced (Redis
+	// restarted empty, flushed or replaced), or a lease the caller holds is
+	// unknown to it. Nobody took anything: the caller keeps what it holds
+	// and re-seeds the store (Store.Reseed).
+	ErrStoreForgot = errors.New("checkpoint store forgot the group's state")
 )
+
+// Take is a lease just acquired, with what its reader starts from, read in
+// the same call: the shard's checkpoint, the operator's start override and
+// the group's start.
+type Take struct {
+	Lease
+	// Checkpoint is the shard's stored position; zero when it has none.
+	Checkpoint Position
+	// Override is the start an operator reset the group to; nil when none,
+	// and the configured start_position applies.
+	Override *StartOverride
+	// GroupStart is when the group first took a shard of the stream, by the
+	// store's clock: `latest` means "written since then".
+	GroupStart time.Time
+}
+
+// Seed is what an instance knows of a group's state, written back into a
+// store that forgot it.
+type Seed struct {
+	Owner string
+	// Checkpoints are the positions the instance holds (acked or
+	// committed); the store keeps the later of its own and these.
+	Checkpoints map[string]Position
+	// Closed are the shards the instance knows closed.
+	Closed []string
+	// Override is the operator's start override it last saw, if any.
+	Override *StartOverride
+	// Leases are the leases it holds, restored with their tokens.
+	Leases []Lease
+}
+
+// Reseeded says what a re-seed found and left.
+type Reseeded struct {
+	// FoundEpoch is the group record the store held before ("" when none).
+	FoundEpoch string
+	// Epoch and GroupStart are the group record now stored.
+	Epoch      string
+	GroupStart time.Time
+	// Renewed are the seed's leases the caller holds again; Lost are the
+	// shards another owner took meanwhile.
+	Renewed []Lease
+	Lost    []string
+}
 
 // Lease is the right to read one shard, held by Owner and fenced by Token:
 // the token grows with every acquisition, and commits and renewals must
@@ -45,9 +94,12 @@ type LeaseState struct {
 // returns store trouble as an error, never as an absent value. The Redis
 // checkpointer (plugins/checkpointer) implements it.
 type Store interface {
-	// Acquire takes a free or expired lease; ErrLeaseHeld when another
-	// owner holds a live one.
-	Acquire(ctx context.Context, shard, owner string) (Lease, error)
+	// Acquire takes a free or expired lease, with the shard's checkpoint
+	// and the group's start; ErrLeaseHeld when another owner holds a live
+	// one. The first take of an instance joins the group, creating its
+	// record if there is none; every later mutation returns ErrStoreForgot
+	// when that record is gone or replaced.
+	Acquire(ctx context.Context, shard, owner string) (Take, error)
 	// RenewAll renews owner's leases in one call and names the lost ones;
 	// err means no lease is known to be renewed.
 	RenewAll(ctx context.Context, owner string, ls []Lease) (renewed []Lease, lost []string, err error)
@@ -58,8 +110,9 @@ type Store interface {
 	// CloseShard marks a shard read to its end and committed, and releases
 	// its lease, in one step: this opens the gate for its children.
 	CloseShard(ctx context.Context, l Lease) error
-	Checkpoint(ctx context.Context, shard string) (Position, bool, error)
-	Checkpoints(ctx context.Context) (map[string]Position, error)
+	// Reseed writes back what an instance knows into a store that forgot
+	// the group, and restores its leases.
+	Reseed(ctx context.Context, seed Seed) (Reseeded, error)
 	ClosedShards(ctx context.Context) (map[string]bool, error)
 	Leases(ctx context.Context) (map[string]LeaseState, error)
 	Heartbeat(ctx context.Context, member string) error
@@ -67,10 +120,6 @@ type Store interface {
 	RemoveMember(ctx context.Context, member string) error
 	RequestHandoff(ctx context.Context, shard, requester string) error
 	HandoffRequests(ctx context.Context, owner string) (map[string]string, error)
-	// StartOverride returns the start position an operator reset the group
-	// to; ok is false when there is none and the configured start_position
-	// applies.
-	StartOverride(ctx context.Context) (o StartOverride, ok bool, err error)
 	// PublishProgress records, for operators, the progress of the shards
 	// owner reads, in one call; only shards owner holds are written.
 	PublishProgress(ctx context.Context, owner string, ps map[string]Progress) error

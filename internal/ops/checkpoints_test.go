@@ -73,7 +73,7 @@ func TestIntegrationCLI(t *testing.T) {
 	defer cp.Close()
 	s := cp.Stream(arn)
 	require.NoError(t, s.Heartbeat(ctx, "host-a-1234"))
-	l1, err := s.Acquire(ctx, "shardId-000000000001", "host-a-1234")
+	l1, err := leaseOf(s.Acquire(ctx, "shardId-000000000001", "host-a-1234"))
 	require.NoError(t, err)
 	p, _ := consumer.ParsePosition("49590338271490256608559692538361571095921575989136588898")
 	require.NoError(t, s.Commit(ctx, l1, p))
@@ -104,7 +104,7 @@ func TestIntegrationCLI(t *testing.T) {
 	})
 
 	t.Run("show --json; the stream's ARN reaches the same keys", func(t *testing.T) {
-		l0, err := s.Acquire(ctx, "shardId-000000000000", "host-a-1234")
+		l0, err := leaseOf(s.Acquire(ctx, "shardId-000000000000", "host-a-1234"))
 		require.NoError(t, err)
 		require.NoError(t, s.CloseShard(ctx, l0))
 		out, err := runCLI(ctx, "show", "--json", "--redis-url", r.URL(), "--group", "billing",
@@ -203,12 +203,15 @@ func TestIntegrationCLI(t *testing.T) {
 		assert.Contains(t, out, "shardId-000000000001: 49590338271490256608559692538361571095921575989136588898 -> (none)")
 		assert.Contains(t, out, "closed shards cleared: 1")
 		assert.Contains(t, out, "leases fenced out (forced): shardId-000000000001")
-		assert.Contains(t, out, "start at: latest")
+		assert.Contains(t, out, "start at: at_timestamp=")
 
+		// `latest` is stored as the time of the reset, so every take of a
+		// shard without a checkpoint starts at the same place.
 		so, ok, err := s.StartOverride(ctx)
 		require.NoError(t, err)
 		require.True(t, ok)
-		assert.Equal(t, consumer.StartLatest, so.Mode)
+		assert.Equal(t, consumer.StartAtTimestamp, so.Mode)
+		assert.WithinDuration(t, time.Now().Add(-consumer.LatestSkewMargin), so.Timestamp, 2*time.Second)
 		all, err := s.Checkpoints(ctx)
 		require.NoError(t, err)
 		assert.Empty(t, all)
@@ -297,7 +300,7 @@ func TestIntegrationCLIKinesalite(t *testing.T) {
 	require.NoError(t, err)
 	defer cp.Close()
 	s := cp.Stream(id)
-	l, err := s.Acquire(t.Context(), "shardId-000000000002", "me")
+	l, err := leaseOf(s.Acquire(t.Context(), "shardId-000000000002", "me"))
 	require.NoError(t, err)
 	require.NoError(t, s.Commit(t.Context(), l, consumer.Position{Sequence: "5"}))
 
@@ -326,3 +329,6 @@ func (w *syncWriter) String() string {
 	defer w.mu.Unlock()
 	return w.buf.String()
 }
+
+// leaseOf keeps the lease of a take.
+func leaseOf(t consumer.Take, err error) (consumer.Lease, error) { return t.Lease, err }

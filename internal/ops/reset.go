@@ -51,8 +51,8 @@ func runReset(c *cli.Context) error {
 	}
 	fmt.Fprintf(w, "reset group %s on %s:\n", o.cp.Config().Group, o.stream.ID)
 	printChanges(w, res, positions)
-	if start != nil {
-		fmt.Fprintf(w, "shards without a checkpoint now start at: %s\n", *start)
+	if res.Start != nil {
+		fmt.Fprintf(w, "shards without a checkpoint now start at: %s\n", res.Start)
 	} else {
 		fmt.Fprintln(w, "shards without a checkpoint start at the pipelines' start_position")
 	}

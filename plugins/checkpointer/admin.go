@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/redis/go-redis/v9"
@@ -42,6 +43,9 @@ type ResetResult struct {
 	// Checkpoints and Closed are the state before the change.
 	Checkpoints map[string]consumer.Position
 	Closed      map[string]bool
+	// Start is the start override stored (`latest` is stored as the
+	// at_timestamp of the reset); nil when none.
+	Start *consumer.StartOverride
 }
 
 // Reset replaces the group's position on the stream, atomically: every
@@ -56,6 +60,16 @@ type ResetResult struct {
 func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positions map[string]consumer.Position, force bool) (ResetResult, error) {
 	marker := ""
 	if start != nil {
+		if start.Mode == consumer.StartLatest {
+			// `latest` is stored as the time of the reset by the Redis
+			// clock (less the skew margin), so every shard without a
+			// checkpoint starts there, on every take by every instance.
+			now, err := nowScript.Run(ctx, s.c.client, []string{s.keys.Checkpoints}).Int64()
+			if err != nil {
+				return ResetResult{}, fmt.Errorf("resetting checkpoints: reading the Redis clock: %w", err)
+			}
+			start = &consumer.StartOverride{Mode: consumer.StartAtTimestamp, Timestamp: time.UnixMilli(now).Add(-consumer.LatestSkewMargin)}
+		}
 		marker = start.String()
 	}
 	args := []any{boolArg(force), marker}
@@ -65,8 +79,10 @@ func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positi
 		}
 		args = append(args, shard, positions[shard].String())
 	}
-	return s.runAdmin(ctx, "resetting checkpoints", resetScript,
+	res, err := s.runAdmin(ctx, "resetting checkpoints", resetScript,
 		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Handoff}, args...)
+	res.Start = start
+	return res, err
 }
 
 // Delete removes every key of the group+stream: checkpoints, closed set,
@@ -74,7 +90,7 @@ func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positi
 // leases are live unless force.
 func (s *Store) Delete(ctx context.Context, force bool) (ResetResult, error) {
 	return s.runAdmin(ctx, "deleting checkpoints", deleteScript,
-		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff, s.keys.Progress}, boolArg(force))
+		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff, s.keys.Progress, s.keys.Epoch}, boolArg(force))
 }
 
 // runAdmin reads the state a reset or delete is about to change, then runs

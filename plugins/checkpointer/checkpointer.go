@@ -193,6 +193,7 @@ func (c *Checkpointer) Stream(streamID string) *Store {
 			Members:     base + "members",
 			Handoff:     base + "handoff",
 			Progress:    base + "progress",
+			Epoch:       base + "epoch",
 		},
 	}
 }

@@ -12,30 +12,34 @@ import (
 
 // Field names of the `checkpoint` and `lease` objects.
 const (
-	FieldCheckpoint        = "checkpoint"
-	FieldRedis             = "redis"
-	FieldRedisURL          = "url"
-	FieldRedisKind         = "kind"
-	FieldRedisMaster       = "master"
-	FieldRedisTLS          = "tls"
-	FieldGroup             = "group"
-	FieldKeyPrefix         = "key_prefix"
-	FieldCommitPeriod      = "commit_period"
-	FieldLease             = "lease"
-	FieldLeasePeriod       = "period"
-	FieldRebalancePeriod   = "rebalance_period"
-	FieldHandoffTimeout    = "handoff_timeout"
-	FieldInstanceID        = "instance_id"
-	fieldPathRedisURL      = FieldCheckpoint + "." + FieldRedis + "." + FieldRedisURL
-	fieldPathRedisKind     = FieldCheckpoint + "." + FieldRedis + "." + FieldRedisKind
-	fieldPathRedisMaster   = FieldCheckpoint + "." + FieldRedis + "." + FieldRedisMaster
-	fieldPathGroup         = FieldCheckpoint + "." + FieldGroup
-	fieldPathKeyPrefix     = FieldCheckpoint + "." + FieldKeyPrefix
-	fieldPathCommitPeriod  = FieldCheckpoint + "." + FieldCommitPeriod
-	fieldPathLeasePeriod   = FieldLease + "." + FieldLeasePeriod
-	fieldPathRebalance     = FieldLease + "." + FieldRebalancePeriod
-	fieldPathHandoffTimout = FieldLease + "." + FieldHandoffTimeout
-	fieldPathInstanceID    = FieldLease + "." + FieldInstanceID
+	FieldCheckpoint         = "checkpoint"
+	FieldRedis              = "redis"
+	FieldRedisURL           = "url"
+	FieldRedisKind          = "kind"
+	FieldRedisMaster        = "master"
+	FieldRedisTLS           = "tls"
+	FieldMinReplicasToAck   = "min_replicas_to_ack"
+	FieldReplicaAckTimeout  = "replica_ack_timeout"
+	FieldGroup              = "group"
+	FieldKeyPrefix          = "key_prefix"
+	FieldCommitPeriod       = "commit_period"
+	FieldLease              = "lease"
+	FieldLeasePeriod        = "period"
+	FieldRebalancePeriod    = "rebalance_period"
+	FieldHandoffTimeout     = "handoff_timeout"
+	FieldInstanceID         = "instance_id"
+	fieldPathRedisURL       = FieldCheckpoint + "." + FieldRedis + "." + FieldRedisURL
+	fieldPathRedisKind      = FieldCheckpoint + "." + FieldRedis + "." + FieldRedisKind
+	fieldPathRedisMaster    = FieldCheckpoint + "." + FieldRedis + "." + FieldRedisMaster
+	fieldPathMinReplicas    = FieldCheckpoint + "." + FieldRedis + "." + FieldMinReplicasToAck
+	fieldPathReplicaTimeout = FieldCheckpoint + "." + FieldRedis + "." + FieldReplicaAckTimeout
+	fieldPathGroup          = FieldCheckpoint + "." + FieldGroup
+	fieldPathKeyPrefix      = FieldCheckpoint + "." + FieldKeyPrefix
+	fieldPathCommitPeriod   = FieldCheckpoint + "." + FieldCommitPeriod
+	fieldPathLeasePeriod    = FieldLease + "." + FieldLeasePeriod
+	fieldPathRebalance      = FieldLease + "." + FieldRebalancePeriod
+	fieldPathHandoffTimout  = FieldLease + "." + FieldHandoffTimeout
+	fieldPathInstanceID     = FieldLease + "." + FieldInstanceID
 )
 
 // Redis deployment kinds accepted by `checkpoint.redis.kind`.
@@ -52,6 +56,11 @@ const (
 	DefaultLeasePeriod     = 10 * time.Second
 	DefaultRebalancePeriod = 10 * time.Second
 	DefaultHandoffTimeout  = 10 * time.Second
+	// DefaultReplicaAckTimeout bounds each WAIT for replicas.
+	DefaultReplicaAckTimeout = time.Second
+	// AutoReplicas is MinReplicasToAck when the field is unset: 1 with kind
+	// failover or cluster when the master has replicas, else 0.
+	AutoReplicas = -1
 )
 
 // Fields returns the `checkpoint` and `lease` objects a consumer embeds at its
@@ -76,6 +85,12 @@ func Fields() []*service.ConfigField {
 					Default(""),
 				service.NewTLSToggledField(FieldRedisTLS).
 					Description("Custom TLS settings. When disabled, a `rediss://` URL still uses TLS with the system's roots."),
+				service.NewIntField(FieldMinReplicasToAck).
+					Description("How many replicas must acknowledge (Redis `WAIT`) each checkpoint commit and each shard close before it counts as done, so that a failover to a replica cannot lose the closed shard that lets a child shard be read, nor move a checkpoint back. A write not acknowledged within `replica_ack_timeout` is retried. When unset: 1 with `kind: failover` or `cluster` if the master has a connected replica (asked again every 30s and after a write falls short), 0 otherwise. 0 never waits.").
+					Example(1).Optional().Advanced(),
+				service.NewDurationField(FieldReplicaAckTimeout).
+					Description("How long a commit or a shard close waits for `min_replicas_to_ack` replicas before it is retried.").
+					Default(DefaultReplicaAckTimeout.String()).Advanced(),
 			).Description("Where checkpoints and leases are kept."),
 			service.NewStringField(FieldGroup).
 				Description("The name of the consuming application. Instances with the same group share the stream's shards and its checkpoints; a different group reads the stream independently from its own checkpoints. Required: there is no default, so that two applications never share checkpoints by accident.").
@@ -114,6 +129,9 @@ type Config struct {
 	Group, KeyPrefix string
 	// InstanceID names this instance in the group; empty means generated.
 	InstanceID string
+	// MinReplicasToAck is AutoReplicas (-1) when unset.
+	MinReplicasToAck  int
+	ReplicaAckTimeout time.Duration
 
 	CommitPeriod, LeasePeriod, RebalancePeriod, HandoffTimeout time.Duration
 }
@@ -128,6 +146,9 @@ func DefaultConfig() Config {
 		LeasePeriod:     DefaultLeasePeriod,
 		RebalancePeriod: DefaultRebalancePeriod,
 		HandoffTimeout:  DefaultHandoffTimeout,
+
+		MinReplicasToAck:  AutoReplicas,
+		ReplicaAckTimeout: DefaultReplicaAckTimeout,
 	}
 }
 
@@ -152,6 +173,18 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	}
 	if enabled {
 		c.TLS = tlsConf
+	}
+	c.MinReplicasToAck = AutoReplicas
+	if rc.Contains(FieldMinReplicasToAck) {
+		if c.MinReplicasToAck, err = rc.FieldInt(FieldMinReplicasToAck); err != nil {
+			return c, err
+		}
+		if c.MinReplicasToAck < 0 {
+			return c, fmt.Errorf("field %s: %d must be 0 or more (leave it unset for the automatic choice)", fieldPathMinReplicas, c.MinReplicasToAck)
+		}
+	}
+	if c.ReplicaAckTimeout, err = rc.FieldDuration(FieldReplicaAckTimeout); err != nil {
+		return c, err
 	}
 	if c.Group, err = ck.FieldString(FieldGroup); err != nil {
 		return c, err
@@ -223,6 +256,12 @@ func (c Config) Validate() error {
 	}
 	if c.RebalancePeriod <= 0 {
 		return fmt.Errorf("field %s: %v must be a positive duration, e.g. 10s", fieldPathRebalance, c.RebalancePeriod)
+	}
+	if c.MinReplicasToAck < AutoReplicas {
+		return fmt.Errorf("field %s: %d must be 0 or more", fieldPathMinReplicas, c.MinReplicasToAck)
+	}
+	if c.MinReplicasToAck != 0 && c.ReplicaAckTimeout <= 0 {
+		return fmt.Errorf("field %s: %v must be a positive duration, e.g. 1s", fieldPathReplicaTimeout, c.ReplicaAckTimeout)
 	}
 	if c.HandoffTimeout <= 0 {
 		return fmt.Errorf("field %s: %v must be a positive duration, e.g. 10s", fieldPathHandoffTimout, c.HandoffTimeout)

@@ -90,7 +90,7 @@ func TestIntegrationSteadyStateCost(t *testing.T) {
 	owned := make([][]consumer.Lease, instances)
 	for i := 0; i < shards; i++ {
 		owner := fmt.Sprintf("instance-%d", i%instances)
-		l, err := s.Acquire(ctx, fmt.Sprintf("shardId-%012d", i), owner)
+		l, err := leaseOf(s.Acquire(ctx, fmt.Sprintf("shardId-%012d", i), owner))
 		require.NoError(t, err)
 		owned[i%instances] = append(owned[i%instances], l)
 	}
@@ -109,6 +109,8 @@ func TestIntegrationSteadyStateCost(t *testing.T) {
 	_, err = s.LiveMembers(ctx)
 	require.NoError(t, err)
 	_, err = s.Leases(ctx)
+	require.NoError(t, err)
+	_, err = s.ClosedShards(ctx)
 	require.NoError(t, err)
 	_, err = s.HandoffRequests(ctx, "instance-0")
 	require.NoError(t, err)

@@ -46,6 +46,19 @@ local function live_leases(key, now)
   return leases, held
 end
 
+-- The group record (KEYS epoch, a HASH: id, start, reseeded) names this
+-- incarnation of the group's state. A mutation presents the id its caller
+-- knows; a missing or different one means the store forgot the group
+-- (restarted empty, flushed, replaced): the reply is an error starting with
+-- FORGOT, never a lost lease.
+local function forgot(key)
+  return redis.error_reply('FORGOT ' .. (redis.call('HGET', key, 'id') or ''))
+end
+
+local function epoch_ok(key, known)
+  return redis.call('HGET', key, 'id') == known
+end
+
 local function strip_zeros(s)
   local r = string.gsub(s, '^0+', '')
   if r == '' then return '0' end
@@ -89,47 +102,80 @@ end
 
 func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + body) }
 
-// acquireScript: KEYS lease, handoff; ARGV shard, owner, periodMillis.
-// Returns {1|0, owner, expiresAt, token, now}: 1 when the caller holds the
-// lease, 0 with the live holder otherwise.
+// acquireScript: KEYS lease, handoff, ckpt, epoch; ARGV shard, owner,
+// periodMillis, knownEpoch, newEpoch. A caller that knows no epoch yet joins
+// the group, creating its record (id newEpoch, start now) if there is none.
+// Returns {1|0, owner, expiresAt, token, now, epoch, groupStart, checkpoint,
+// startOverride}: 1 when the caller holds the lease, 0 with the live holder
+// otherwise. The checkpoint and the override (” when none) come with the
+// lease, so a take is one round trip. Within a lease period after a re-seed,
+// a shard whose lease the store does not know is not handed out: its holder
+// may not have re-seeded it yet.
 var acquireScript = newScript(`
 local now = now_ms()
-local owner, exp, tok = parse_lease(redis.call('HGET', KEYS[1], ARGV[1]))
+local eid = redis.call('HGET', KEYS[4], 'id')
+if ARGV[4] == '' then
+  if not eid then
+    eid = ARGV[5]
+    redis.call('HSET', KEYS[4], 'id', eid, 'start', now)
+  end
+elseif eid ~= ARGV[4] then
+  return forgot(KEYS[4])
+end
+local gstart = tonumber(redis.call('HGET', KEYS[4], 'start')) or 0
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+local owner, exp, tok = parse_lease(raw)
 local period = tonumber(ARGV[3])
 if live(owner, exp, now) then
-  if owner ~= ARGV[2] then return {0, owner, exp, tok, now} end
+  if owner ~= ARGV[2] then return {0, owner, exp, tok, now, eid, gstart, '', ''} end
   -- The caller holds it already: a renewal, same token.
   exp = now + period
   redis.call('HSET', KEYS[1], ARGV[1], lease_value(owner, exp, tok))
-  return {1, owner, exp, tok, now}
+else
+  local reseeded = tonumber(redis.call('HGET', KEYS[4], 'reseeded')) or 0
+  if not raw and now < reseeded + period then
+    return {0, '', reseeded + period, 0, now, eid, gstart, '', ''}
+  end
+  owner = ARGV[2]
+  tok = tok + 1
+  exp = now + period
+  redis.call('HSET', KEYS[1], ARGV[1], lease_value(owner, exp, tok))
+  -- A request to hand the shard over was meant for the previous holder.
+  redis.call('HDEL', KEYS[2], ARGV[1])
 end
-tok = tok + 1
-exp = now + period
-redis.call('HSET', KEYS[1], ARGV[1], lease_value(ARGV[2], exp, tok))
--- A request to hand the shard over was meant for the previous holder.
-redis.call('HDEL', KEYS[2], ARGV[1])
-return {1, ARGV[2], exp, tok, now}
+local ck = redis.call('HGET', KEYS[3], ARGV[1]) or ''
+local start = redis.call('HGET', KEYS[3], '` + startField + `') or ''
+return {1, owner, exp, tok, now, eid, gstart, ck, start}
 `)
 
-// renewScript: KEYS lease; ARGV shard, owner, token, periodMillis.
-// Returns {1, expiresAt, now} or {0, 0, now} when fenced. An expired lease
-// nobody took is still the caller's: its token proves no one else held it.
+// renewScript: KEYS lease, epoch; ARGV shard, owner, token, periodMillis,
+// epoch. Returns {1, expiresAt, now} or {0, 0, now} when fenced. An expired
+// lease nobody took is still the caller's: its token proves no one else held
+// it. A lease the store does not know at all means it forgot (FORGOT).
 var renewScript = newScript(`
+if not epoch_ok(KEYS[2], ARGV[5]) then return forgot(KEYS[2]) end
 local now = now_ms()
-local owner, exp, tok = parse_lease(redis.call('HGET', KEYS[1], ARGV[1]))
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return forgot(KEYS[2]) end
+local owner, exp, tok = parse_lease(raw)
 if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then return {0, 0, now} end
 exp = now + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], ARGV[1], lease_value(owner, exp, tok))
 return {1, exp, now}
 `)
 
-// renewAllScript: KEYS lease; ARGV owner, periodMillis, then shard, token
-// pairs. Returns {expiresAt, now, lostShard...}.
+// renewAllScript: KEYS lease, epoch; ARGV owner, periodMillis, epoch, then
+// shard, token pairs. Returns {expiresAt, now, lostShard...}; FORGOT when
+// the epoch differs or a presented lease is unknown to the store.
 var renewAllScript = newScript(`
+if not epoch_ok(KEYS[2], ARGV[3]) then return forgot(KEYS[2]) end
+for i = 4, #ARGV, 2 do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then return forgot(KEYS[2]) end
+end
 local now = now_ms()
 local exp = now + tonumber(ARGV[2])
 local out = {exp, now}
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   local owner, _, tok = parse_lease(redis.call('HGET', KEYS[1], ARGV[i]))
   if owner == ARGV[1] and tok == tonumber(ARGV[i + 1]) then
     redis.call('HSET', KEYS[1], ARGV[i], lease_value(owner, exp, tok))
@@ -140,10 +186,13 @@ end
 return out
 `)
 
-// releaseScript: KEYS lease, handoff; ARGV shard, owner, token.
-// Returns 1, or 0 when fenced. Releasing twice is not an error.
+// releaseScript: KEYS lease, handoff, epoch; ARGV shard, owner, token,
+// epoch. Returns 1, or 0 when fenced. Releasing twice is not an error.
 var releaseScript = newScript(`
-local owner, _, tok = parse_lease(redis.call('HGET', KEYS[1], ARGV[1]))
+if not epoch_ok(KEYS[3], ARGV[4]) then return forgot(KEYS[3]) end
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return forgot(KEYS[3]) end
+local owner, _, tok = parse_lease(raw)
 if tok ~= tonumber(ARGV[3]) then return 0 end
 if owner == ARGV[2] then
   redis.call('HSET', KEYS[1], ARGV[1], lease_value('', 0, tok))
@@ -154,12 +203,21 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 return 1
 `)
 
-// commitScript: KEYS lease, ckpt; ARGV shard, owner, token, position.
-// Returns 1 written, 2 not written because the stored one is not older,
-// 0 fenced.
+// commitScript: KEYS lease, ckpt, epoch; ARGV shard, owner, token,
+// position, epoch. Returns 1 written, 2 not written because the stored one
+// is not older, 0 fenced.
 var commitScript = newScript(`
-local owner, _, tok = parse_lease(redis.call('HGET', KEYS[1], ARGV[1]))
-if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then return 0 end
+if not epoch_ok(KEYS[3], ARGV[5]) then return forgot(KEYS[3]) end
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return forgot(KEYS[3]) end
+local owner, _, tok = parse_lease(raw)
+if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then
+  -- The first step of a close run again after its second step released
+  -- the lease: already done.
+  if owner == '' and tok == tonumber(ARGV[3]) and ARGV[4] == 'SHARD_END' and
+     redis.call('HGET', KEYS[2], ARGV[1]) == 'SHARD_END' then return 2 end
+  return 0
+end
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
 if cur then
   local _, _, _, ok = parse_pos(cur)
@@ -169,16 +227,88 @@ redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
 return 1
 `)
 
-// closeScript: KEYS lease, ckpt, closed, handoff; ARGV shard, owner, token.
-// Returns 1, or 0 when fenced.
+// closeScript: KEYS lease, ckpt, closed, handoff, epoch; ARGV shard, owner,
+// token, epoch. Returns 1, or 0 when fenced. Running it again after it
+// succeeded returns 1 (the close waits for replicas and may be retried).
 var closeScript = newScript(`
-local owner, _, tok = parse_lease(redis.call('HGET', KEYS[1], ARGV[1]))
+if not epoch_ok(KEYS[5], ARGV[4]) then return forgot(KEYS[5]) end
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return forgot(KEYS[5]) end
+local owner, _, tok = parse_lease(raw)
+if tok == tonumber(ARGV[3]) and owner == '' and redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then
+  return 1
+end
 if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then return 0 end
 redis.call('HSET', KEYS[2], ARGV[1], 'SHARD_END')
 redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[1], ARGV[1], lease_value('', 0, tok))
 redis.call('HDEL', KEYS[4], ARGV[1])
 return 1
+`)
+
+// closedScript: KEYS closed, epoch; ARGV epoch (” to skip the check).
+// Returns the closed set; FORGOT when the caller's epoch is gone, so a
+// forgetting store's empty set is never taken for the group's.
+var closedScript = newScript(`
+if ARGV[1] ~= '' and not epoch_ok(KEYS[2], ARGV[1]) then return forgot(KEYS[2]) end
+return redis.call('SMEMBERS', KEYS[1])
+`)
+
+// reseedScript: KEYS epoch, ckpt, closed, lease; ARGV epochId, groupStart,
+// owner, periodMillis, nCheckpoints, startOverride (” for none), then
+// nCheckpoints shard, position pairs, nClosed, nClosed shards, then shard,
+// token pairs of the caller's leases. It writes back what a store that
+// forgot lost, as one instance knew it: the group record (the earlier
+// start wins, so two instances that disagree converge on one), checkpoints
+// (only forwards), the start override (if none), closed shards, and the
+// caller's leases with their tokens (so commits in flight stay valid),
+// unless another owner took one meanwhile. It marks the group re-seeded
+// now: for a lease period, shards whose lease the store does not know are
+// not handed out. Returns {epochId, groupStart, foundId, expiresAt, now,
+// lostShard...}.
+var reseedScript = newScript(`
+local now = now_ms()
+local found = redis.call('HGET', KEYS[1], 'id') or ''
+local fstart = tonumber(redis.call('HGET', KEYS[1], 'start'))
+local mine = tonumber(ARGV[2])
+if found == '' or (found ~= ARGV[1] and fstart ~= nil and fstart > mine) then
+  redis.call('HSET', KEYS[1], 'id', ARGV[1], 'start', ARGV[2])
+end
+redis.call('HSET', KEYS[1], 'reseeded', now)
+local i = 7
+for _ = 1, tonumber(ARGV[5]) do
+  local cur = redis.call('HGET', KEYS[2], ARGV[i])
+  local ok = true
+  if cur then
+    local _, _, _, valid = parse_pos(cur)
+    ok = not valid or cmp_pos(ARGV[i + 1], cur) > 0
+  end
+  if ok then redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+  i = i + 2
+end
+if ARGV[6] ~= '' then redis.call('HSETNX', KEYS[2], '` + startField + `', ARGV[6]) end
+local nclosed = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, nclosed do
+  redis.call('SADD', KEYS[3], ARGV[i])
+  redis.call('HSET', KEYS[2], ARGV[i], 'SHARD_END')
+  i = i + 1
+end
+local exp = now + tonumber(ARGV[4])
+local out = {redis.call('HGET', KEYS[1], 'id'), tonumber(redis.call('HGET', KEYS[1], 'start')), found, exp, now}
+for j = i, #ARGV, 2 do
+  local raw = redis.call('HGET', KEYS[4], ARGV[j])
+  local owner, lexp, tok = parse_lease(raw)
+  local want = tonumber(ARGV[j + 1])
+  local free = not live(owner, lexp, now)
+  if not raw or (owner == ARGV[3] and tok == want) or
+     (free and (tok < want or (tok == want and owner == ''))) then
+    redis.call('HSET', KEYS[4], ARGV[j], lease_value(ARGV[3], exp, want))
+  else
+    table.insert(out, ARGV[j])
+  end
+end
+return out
 `)
 
 // leasesScript: KEYS lease. Returns {now, field, value, ...}; a script so the
@@ -268,15 +398,17 @@ table.insert(held, 1, 1)
 return held
 `)
 
-// deleteScript: KEYS ckpt, closed, lease, members, handoff, progress; ARGV force.
-// Same refusal as resetScript; then deletes every key of the group+stream.
+// deleteScript: KEYS ckpt, closed, lease, members, handoff, progress,
+// epoch; ARGV force. Same refusal as resetScript; then deletes every key of
+// the group+stream, the group record included: the next take starts a new
+// one.
 var deleteScript = newScript(`
 local leases, held = live_leases(KEYS[3], now_ms())
 if #held > 0 and ARGV[1] ~= '1' then
   table.insert(held, 1, 0)
   return held
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
 table.insert(held, 1, 1)
 return held
 `)

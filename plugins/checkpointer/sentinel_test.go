@@ -1,14 +1,9 @@
 package checkpointer
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -16,49 +11,25 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
-// startSentinel runs a redis-server in Sentinel mode monitoring master as
-// "mymaster" and returns its address.
-func startSentinel(t *testing.T, master *testenv.Redis) string {
-	t.Helper()
-	port, err := testenv.FreePort()
-	require.NoError(t, err)
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "sentinel.conf")
-	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf(
-		"port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster 127.0.0.1 %d 1\nsentinel auth-pass mymaster %s\n",
-		port, dir, master.Port, master.Opts.Password)), 0o600))
-	cmd := exec.Command("redis-server", conf, "--sentinel")
-	if err := cmd.Start(); err != nil {
-		testenv.Require(t, "starting redis-server --sentinel", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	sc := redis.NewSentinelClient(&redis.Options{Addr: addr})
-	defer sc.Close()
-	require.Eventually(t, func() bool {
-		_, err := sc.GetMasterAddrByName(t.Context(), "mymaster").Result()
-		return err == nil
-	}, 15*time.Second, 50*time.Millisecond, "sentinel did not come up")
-	return addr
+func failoverConfig(sentinel *testenv.Sentinel, password, group string) Config {
+	cfg := DefaultConfig()
+	// The URL names the sentinel; its password is the master's.
+	cfg.RedisURL = "redis://:" + password + "@" + sentinel.Addr
+	cfg.RedisKind, cfg.RedisMaster, cfg.Group = KindFailover, testenv.SentinelMaster, group
+	return cfg
 }
 
 func TestIntegrationRedisSentinel(t *testing.T) {
 	master := testenv.NewRedis(t, testenv.RedisOptions{Password: "master-pw"})
-	sentinel := startSentinel(t, master)
+	sentinel := testenv.NewSentinel(t, master)
 
-	cfg := DefaultConfig()
-	// The URL names the sentinel; its password is the master's.
-	cfg.RedisURL = "redis://:master-pw@" + sentinel
-	cfg.RedisKind, cfg.RedisMaster, cfg.Group = KindFailover, "mymaster", "sentinel"
-	c, err := New(t.Context(), cfg, nil, nil)
+	c, err := New(t.Context(), failoverConfig(sentinel, "master-pw", "sentinel"), nil, nil)
 	require.NoError(t, err)
 	defer c.Close()
 	s := c.Stream("orders")
-	l, err := s.Acquire(t.Context(), "shard-1", "a")
+	l, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 	require.NoError(t, err)
+	// Without replicas the automatic choice waits for none.
 	require.NoError(t, s.Commit(t.Context(), l, consumer.Position{Sequence: "77"}))
 
 	// The write reached the master the sentinel names.
@@ -67,4 +38,76 @@ func TestIntegrationRedisSentinel(t *testing.T) {
 	v, err := mc.HGet(t.Context(), s.Keys().Checkpoints, "shard-1").Result()
 	require.NoError(t, err)
 	assert.Equal(t, "77", v)
+}
+
+// TestIntegrationSentinelFailoverKeepsTheGate closes a shard through
+// Sentinel with a replica, kills the master and lets Sentinel promote the
+// replica: the closed set (the gate a child shard waits for) and the
+// checkpoints are on the new master, because each was acknowledged by the
+// replica before the close counted as done. A close the replica cannot
+// acknowledge is not reported done.
+func TestIntegrationSentinelFailoverKeepsTheGate(t *testing.T) {
+	const pw = "master-pw"
+	master := testenv.NewRedis(t, testenv.RedisOptions{Password: pw})
+	replica := testenv.NewReplica(t, master)
+	sentinel := testenv.NewSentinel(t, master)
+
+	cfg := failoverConfig(sentinel, pw, "failover")
+	cfg.ReplicaAckTimeout = 500 * time.Millisecond
+	c, err := New(t.Context(), cfg, nil, nil)
+	require.NoError(t, err)
+	defer c.Close()
+	s := c.Stream("orders")
+	ctx := t.Context()
+
+	parent, err := leaseOf(s.Acquire(ctx, "shardId-000000000000", "a"))
+	require.NoError(t, err)
+	require.NoError(t, s.Commit(ctx, parent, consumer.Position{Sequence: "41"}))
+	other, err := leaseOf(s.Acquire(ctx, "shardId-000000000001", "a"))
+	require.NoError(t, err)
+	require.NoError(t, s.Commit(ctx, other, consumer.Position{Sequence: "42"}))
+
+	// A replica that does not answer: the close is not done.
+	require.NoError(t, replica.Pause())
+	err = s.CloseShard(ctx, parent)
+	require.NoError(t, replica.Resume())
+	require.ErrorIs(t, err, ErrNotReplicated, "a close the replica did not acknowledge is retried, not reported done")
+	// The retry completes once the replica answers.
+	require.NoError(t, s.CloseShard(ctx, parent))
+
+	master.Kill()
+	require.Eventually(t, func() bool {
+		addr, err := sentinel.MasterAddr(ctx)
+		return err == nil && addr == replica.Addr
+	}, 30*time.Second, 100*time.Millisecond, "sentinel promotes the replica")
+
+	// Through a fresh failover client: the gate and the checkpoints survived.
+	c2, err := New(ctx, cfg, nil, nil)
+	require.NoError(t, err)
+	defer c2.Close()
+	s2 := c2.Stream("orders")
+	var closed map[string]bool
+	require.Eventually(t, func() bool {
+		closed, err = s2.ClosedShards(ctx)
+		return err == nil
+	}, 15*time.Second, 100*time.Millisecond)
+	assert.Equal(t, map[string]bool{"shardId-000000000000": true}, closed)
+	cps, err := s2.Checkpoints(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]consumer.Position{
+		"shardId-000000000000": {ShardEnd: true},
+		"shardId-000000000001": {Sequence: "42"},
+	}, cps)
+
+	// The running store carries on against the new master with the same
+	// group record and lease; the new master has no replica left, so after
+	// one write that falls short it stops waiting for one.
+	require.Eventually(t, func() bool {
+		return s.Commit(ctx, other, consumer.Position{Sequence: "43"}) == nil
+	}, 15*time.Second, 100*time.Millisecond)
+	rc := replica.Client()
+	defer rc.Close()
+	v, err := rc.HGet(ctx, s.Keys().Checkpoints, "shardId-000000000001").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "43", v)
 }

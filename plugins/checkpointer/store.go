@@ -2,11 +2,15 @@ package checkpointer
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
@@ -18,7 +22,7 @@ import (
 // {<group>:<stream>}, so every script touching several of them runs on one
 // Redis Cluster slot.
 type Keys struct {
-	Checkpoints, Closed, Leases, Members, Handoff string
+	Checkpoints, Closed, Leases, Members, Handoff, Epoch string
 	// Progress holds what owners publish for operators: per shard its
 	// lag, last delivery and owner.
 	Progress string
@@ -31,6 +35,42 @@ type Store struct {
 	streamID string
 	keys     Keys
 	log      *service.Logger
+
+	// epoch is the id of the group record this store's caller knows: set by
+	// its first take, presented by every mutation, changed by a re-seed.
+	epochMu    sync.Mutex
+	epoch      string
+	groupStart time.Time
+
+	replicas replicaGate
+}
+
+func (s *Store) knownEpoch() string {
+	s.epochMu.Lock()
+	defer s.epochMu.Unlock()
+	return s.epoch
+}
+
+// learnEpoch adopts the group record a first take joined.
+func (s *Store) learnEpoch(id string, start time.Time) {
+	s.epochMu.Lock()
+	defer s.epochMu.Unlock()
+	if s.epoch == "" {
+		s.epoch, s.groupStart = id, start
+	}
+}
+
+// storeErr turns a script's FORGOT reply into ErrStoreForgot.
+func storeErr(what string, err error) error {
+	var re redis.Error
+	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "FORGOT") {
+		found := strings.TrimSpace(strings.TrimPrefix(re.Error(), "FORGOT"))
+		if found == "" {
+			found = "none"
+		}
+		return fmt.Errorf("%s: the group record is gone or replaced (found %s): %w", what, found, consumer.ErrStoreForgot)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // StreamID is the identity the keys are named after.
@@ -46,26 +86,58 @@ var _ consumer.Store = (*Store)(nil)
 func (s *Store) periodMillis() int64 { return s.c.cfg.LeasePeriod.Milliseconds() }
 
 // Acquire takes a free or expired lease for owner, bumping its fencing
-// token. A live lease of another owner gives ErrLeaseHeld; one the owner
-// already holds is renewed with its token unchanged.
-func (s *Store) Acquire(ctx context.Context, shard, owner string) (consumer.Lease, error) {
+// token, and returns it with the shard's checkpoint, the start override and
+// the group's start, in one round trip. The store's first take joins the
+// group, creating its record if there is none. A live lease of another
+// owner gives ErrLeaseHeld; one the owner already holds is renewed with its
+// token unchanged.
+func (s *Store) Acquire(ctx context.Context, shard, owner string) (consumer.Take, error) {
 	if shard == "" || owner == "" {
-		return consumer.Lease{}, fmt.Errorf("acquiring lease: shard and owner must be set")
+		return consumer.Take{}, fmt.Errorf("acquiring lease: shard and owner must be set")
 	}
+	what := "acquiring lease for shard " + shard
 	sent := time.Now()
-	res, err := acquireScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Handoff}, shard, owner, s.periodMillis()).Slice()
+	res, err := acquireScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Handoff, s.keys.Checkpoints, s.keys.Epoch},
+		shard, owner, s.periodMillis(), s.knownEpoch(), newEpochID()).Slice()
 	if err != nil {
-		return consumer.Lease{}, fmt.Errorf("acquiring lease for shard %s: %w", shard, err)
+		return consumer.Take{}, storeErr(what, err)
 	}
-	if len(res) != 5 {
-		return consumer.Lease{}, fmt.Errorf("acquiring lease for shard %s: unexpected script reply %v", shard, res)
+	if len(res) != 9 {
+		return consumer.Take{}, fmt.Errorf("%s: unexpected script reply %v", what, res)
 	}
-	l := consumer.Lease{Shard: shard, Owner: toString(res[1]), Token: toInt(res[3]), ExpiresAt: time.UnixMilli(toInt(res[2]))}
-	l.Deadline = sent.Add(time.Duration(toInt(res[2])-toInt(res[4])) * time.Millisecond)
+	s.learnEpoch(toString(res[5]), time.UnixMilli(toInt(res[6])))
+	t := consumer.Take{
+		Lease:      consumer.Lease{Shard: shard, Owner: toString(res[1]), Token: toInt(res[3]), ExpiresAt: time.UnixMilli(toInt(res[2]))},
+		GroupStart: time.UnixMilli(toInt(res[6])),
+	}
+	t.Deadline = sent.Add(time.Duration(toInt(res[2])-toInt(res[4])) * time.Millisecond)
 	if toInt(res[0]) != 1 {
-		return l, fmt.Errorf("acquiring lease for shard %s: held by %s until %s: %w", shard, l.Owner, l.ExpiresAt.UTC().Format(time.RFC3339Nano), consumer.ErrLeaseHeld)
+		if t.Owner == "" {
+			return t, fmt.Errorf("%s: the store was re-seeded; shards it does not know wait until %s for their holders to re-seed them: %w",
+				what, t.ExpiresAt.UTC().Format(time.RFC3339Nano), consumer.ErrLeaseHeld)
+		}
+		return t, fmt.Errorf("%s: held by %s until %s: %w", what, t.Owner, t.ExpiresAt.UTC().Format(time.RFC3339Nano), consumer.ErrLeaseHeld)
 	}
-	return l, nil
+	if v := toString(res[7]); v != "" {
+		if t.Checkpoint, err = consumer.ParsePosition(v); err != nil {
+			return t, fmt.Errorf("%s: reading its checkpoint: %w", what, err)
+		}
+	}
+	if v := toString(res[8]); v != "" {
+		o, err := consumer.ParseStartOverride(v)
+		if err != nil {
+			return t, fmt.Errorf("%s: reading the start override: %w", what, err)
+		}
+		t.Override = &o
+	}
+	return t, nil
+}
+
+// newEpochID is a random id for a new group record.
+func newEpochID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Renew extends l by a lease period. ErrLeaseLost when another owner took
@@ -75,9 +147,9 @@ func (s *Store) Renew(ctx context.Context, l consumer.Lease) (consumer.Lease, er
 		return l, fmt.Errorf("renewing lease for shard %s: no lease held: %w", l.Shard, consumer.ErrLeaseLost)
 	}
 	sent := time.Now()
-	res, err := renewScript.Run(ctx, s.c.client, []string{s.keys.Leases}, l.Shard, l.Owner, l.Token, s.periodMillis()).Int64Slice()
+	res, err := renewScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Epoch}, l.Shard, l.Owner, l.Token, s.periodMillis(), s.knownEpoch()).Int64Slice()
 	if err != nil {
-		return l, fmt.Errorf("renewing lease for shard %s: %w", l.Shard, err)
+		return l, storeErr("renewing lease for shard "+l.Shard, err)
 	}
 	if len(res) != 3 || res[0] != 1 {
 		return l, fmt.Errorf("renewing lease for shard %s (token %d): %w", l.Shard, l.Token, consumer.ErrLeaseLost)
@@ -95,15 +167,15 @@ func (s *Store) RenewAll(ctx context.Context, owner string, ls []consumer.Lease)
 	if len(ls) == 0 {
 		return nil, nil, nil
 	}
-	args := make([]any, 0, 2+2*len(ls))
-	args = append(args, owner, s.periodMillis())
+	args := make([]any, 0, 3+2*len(ls))
+	args = append(args, owner, s.periodMillis(), s.knownEpoch())
 	for _, l := range ls {
 		args = append(args, l.Shard, l.Token)
 	}
 	sent := time.Now()
-	res, err := renewAllScript.Run(ctx, s.c.client, []string{s.keys.Leases}, args...).Slice()
+	res, err := renewAllScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Epoch}, args...).Slice()
 	if err != nil {
-		return nil, nil, fmt.Errorf("renewing %d leases of %s: %w", len(ls), owner, err)
+		return nil, nil, storeErr(fmt.Sprintf("renewing %d leases of %s", len(ls), owner), err)
 	}
 	if len(res) < 2 {
 		return nil, nil, fmt.Errorf("renewing %d leases of %s: unexpected script reply %v", len(ls), owner, res)
@@ -129,9 +201,9 @@ func (s *Store) RenewAll(ctx context.Context, owner string, ls []consumer.Lease)
 // Releasing a lease already released is not an error; one taken by another
 // owner is ErrLeaseLost.
 func (s *Store) Release(ctx context.Context, l consumer.Lease) error {
-	n, err := releaseScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Handoff}, l.Shard, l.Owner, l.Token).Int64()
+	n, err := releaseScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Handoff, s.keys.Epoch}, l.Shard, l.Owner, l.Token, s.knownEpoch()).Int64()
 	if err != nil {
-		return fmt.Errorf("releasing lease for shard %s: %w", l.Shard, err)
+		return storeErr("releasing lease for shard "+l.Shard, err)
 	}
 	if n != 1 {
 		return fmt.Errorf("releasing lease for shard %s (token %d): %w", l.Shard, l.Token, consumer.ErrLeaseLost)
@@ -141,7 +213,8 @@ func (s *Store) Release(ctx context.Context, l consumer.Lease) error {
 
 // Commit stores p as the shard's checkpoint if l is still the current lease.
 // A position not after the stored one is a no-op, so the checkpoint never
-// moves backwards. ErrLeaseLost when fenced.
+// moves backwards. ErrLeaseLost when fenced. With replicas to wait for
+// (min_replicas_to_ack), the commit is done only once they acknowledged it.
 func (s *Store) Commit(ctx context.Context, l consumer.Lease, p consumer.Position) error {
 	if l.Owner == "" || l.Token == 0 {
 		return fmt.Errorf("committing shard %s: no lease held: %w", l.Shard, consumer.ErrLeaseLost)
@@ -149,39 +222,124 @@ func (s *Store) Commit(ctx context.Context, l consumer.Lease, p consumer.Positio
 	if p.IsZero() {
 		return fmt.Errorf("committing shard %s: empty position", l.Shard)
 	}
-	n, err := commitScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Checkpoints}, l.Shard, l.Owner, l.Token, p.String()).Int64()
+	what := fmt.Sprintf("committing %s for shard %s", p, l.Shard)
+	err := s.replicated(ctx, what, func(c redis.Scripter) error {
+		n, err := commitScript.Run(ctx, c, []string{s.keys.Leases, s.keys.Checkpoints, s.keys.Epoch},
+			l.Shard, l.Owner, l.Token, p.String(), s.knownEpoch()).Int64()
+		if err != nil {
+			return storeErr(what, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%s (token %d): %w", what, l.Token, consumer.ErrLeaseLost)
+		}
+		return nil
+	})
 	if err != nil {
 		s.c.errors.Incr(1)
-		return fmt.Errorf("committing %s for shard %s: %w", p, l.Shard, err)
-	}
-	if n == 0 {
-		s.c.errors.Incr(1)
-		return fmt.Errorf("committing %s for shard %s (token %d): %w", p, l.Shard, l.Token, consumer.ErrLeaseLost)
+		return err
 	}
 	s.c.commits.Incr(1)
 	return nil
 }
 
-// CloseShard marks the shard fully consumed, atomically: checkpoint
-// SHARD_END, the shard added to the closed set (which lets its children be
-// read) and the lease released. ErrLeaseLost when fenced.
+// CloseShard marks the shard fully consumed: checkpoint SHARD_END, the shard
+// added to the closed set (which lets its children be read) and the lease
+// released. Without replicas to wait for, that is one script. With them it
+// is two steps, each acknowledged by the replicas before the next: first
+// the fenced SHARD_END checkpoint, then the closed set and the release. A
+// failover can then lose at most the second step, and the new owner of the
+// shard finds SHARD_END and closes it again without reading it. A step the
+// replicas did not acknowledge in time is an error, and the caller retries
+// the close. ErrLeaseLost when fenced.
 func (s *Store) CloseShard(ctx context.Context, l consumer.Lease) error {
 	if l.Owner == "" || l.Token == 0 {
 		return fmt.Errorf("closing shard %s: no lease held: %w", l.Shard, consumer.ErrLeaseLost)
 	}
-	n, err := closeScript.Run(ctx, s.c.client,
-		[]string{s.keys.Leases, s.keys.Checkpoints, s.keys.Closed, s.keys.Handoff}, l.Shard, l.Owner, l.Token).Int64()
-	if err != nil {
-		s.c.errors.Incr(1)
-		return fmt.Errorf("closing shard %s: %w", l.Shard, err)
+	what := "closing shard " + l.Shard
+	n, err := s.replicas.want(ctx, s)
+	if err == nil && n > 0 {
+		err = s.Commit(ctx, l, consumer.Position{ShardEnd: true})
 	}
-	if n != 1 {
+	if err == nil {
+		err = s.replicated(ctx, what, func(c redis.Scripter) error {
+			n, err := closeScript.Run(ctx, c, []string{s.keys.Leases, s.keys.Checkpoints, s.keys.Closed, s.keys.Handoff, s.keys.Epoch},
+				l.Shard, l.Owner, l.Token, s.knownEpoch()).Int64()
+			if err != nil {
+				return storeErr(what, err)
+			}
+			if n != 1 {
+				return fmt.Errorf("%s (token %d): %w", what, l.Token, consumer.ErrLeaseLost)
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		if errors.Is(err, ErrNotReplicated) {
+			s.log.With("shard", l.Shard).Warnf("Closing the shard is not acknowledged by a replica yet; retrying: %v", err)
+		}
 		s.c.errors.Incr(1)
-		return fmt.Errorf("closing shard %s (token %d): %w", l.Shard, l.Token, consumer.ErrLeaseLost)
+		return err
 	}
 	s.c.commits.Incr(1)
 	s.log.With("shard", l.Shard).Debug("Shard closed")
 	return nil
+}
+
+// Reseed writes back what one instance knows into a store that forgot the
+// group: the group record this store knows (of two records the one with the
+// earlier start wins, so instances that disagree converge), checkpoints
+// (only forwards), the start override, closed shards and the instance's
+// leases with their tokens. The store then presents the record stored.
+func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
+	s.epochMu.Lock()
+	epoch, start := s.epoch, s.groupStart
+	s.epochMu.Unlock()
+	if epoch == "" {
+		return consumer.Reseeded{}, errors.New("re-seeding the checkpoint store: no group record known yet (take a shard first)")
+	}
+	override := ""
+	if seed.Override != nil {
+		override = seed.Override.String()
+	}
+	args := []any{epoch, start.UnixMilli(), seed.Owner, s.periodMillis(), len(seed.Checkpoints), override}
+	for _, shard := range slices.Sorted(maps.Keys(seed.Checkpoints)) {
+		args = append(args, shard, seed.Checkpoints[shard].String())
+	}
+	args = append(args, len(seed.Closed))
+	for _, shard := range seed.Closed {
+		args = append(args, shard)
+	}
+	for _, l := range seed.Leases {
+		args = append(args, l.Shard, l.Token)
+	}
+	sent := time.Now()
+	res, err := reseedScript.Run(ctx, s.c.client, []string{s.keys.Epoch, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases}, args...).Slice()
+	if err != nil {
+		return consumer.Reseeded{}, fmt.Errorf("re-seeding the checkpoint store: %w", err)
+	}
+	if len(res) < 5 {
+		return consumer.Reseeded{}, fmt.Errorf("re-seeding the checkpoint store: unexpected script reply %v", res)
+	}
+	out := consumer.Reseeded{Epoch: toString(res[0]), GroupStart: time.UnixMilli(toInt(res[1])), FoundEpoch: toString(res[2])}
+	s.epochMu.Lock()
+	s.epoch, s.groupStart = out.Epoch, out.GroupStart
+	s.epochMu.Unlock()
+	exp, now := toInt(res[3]), toInt(res[4])
+	lost := map[string]bool{}
+	for _, v := range res[5:] {
+		lost[toString(v)] = true
+		out.Lost = append(out.Lost, toString(v))
+	}
+	for _, l := range seed.Leases {
+		if lost[l.Shard] {
+			continue
+		}
+		l.Owner = seed.Owner
+		l.ExpiresAt = time.UnixMilli(exp)
+		l.Deadline = sent.Add(time.Duration(exp-now) * time.Millisecond)
+		out.Renewed = append(out.Renewed, l)
+	}
+	return out, nil
 }
 
 // Checkpoint reads the shard's checkpoint; ok is false when there is none.
@@ -221,11 +379,13 @@ func (s *Store) Checkpoints(ctx context.Context) (map[string]consumer.Position, 
 	return out, nil
 }
 
-// ClosedShards reads the set of shards fully consumed and committed.
+// ClosedShards reads the set of shards fully consumed and committed. Once
+// this store took a shard, a store that forgot the group gives
+// ErrStoreForgot rather than its empty set.
 func (s *Store) ClosedShards(ctx context.Context) (map[string]bool, error) {
-	ms, err := s.c.client.SMembers(ctx, s.keys.Closed).Result()
+	ms, err := closedScript.Run(ctx, s.c.client, []string{s.keys.Closed, s.keys.Epoch}, s.knownEpoch()).StringSlice()
 	if err != nil {
-		return nil, fmt.Errorf("reading closed shards: %w", err)
+		return nil, storeErr("reading closed shards", err)
 	}
 	out := make(map[string]bool, len(ms))
 	for _, m := range ms {

@@ -77,7 +77,7 @@ func runStoreSuite(t *testing.T, b backend) {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				l, err := s.Acquire(t.Context(), "shardId-000000000000", fmt.Sprintf("instance-%d", i))
+				l, err := leaseOf(s.Acquire(t.Context(), "shardId-000000000000", fmt.Sprintf("instance-%d", i)))
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -103,18 +103,18 @@ func runStoreSuite(t *testing.T, b backend) {
 
 	t.Run("lease expires by redis time and the next owner gets a higher token", func(t *testing.T) {
 		s := shortStore(t)
-		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
-		_, err = s.Acquire(t.Context(), "shard-1", "b")
+		_, err = leaseOf(s.Acquire(t.Context(), "shard-1", "b"))
 		require.ErrorIs(t, err, consumer.ErrLeaseHeld)
 		// Re-acquiring by the holder is a renewal: same token.
-		again, err := s.Acquire(t.Context(), "shard-1", "a")
+		again, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
 		assert.Equal(t, a.Token, again.Token)
 
 		var b consumer.Lease
 		require.Eventually(t, func() bool {
-			b, err = s.Acquire(t.Context(), "shard-1", "b")
+			b, err = leaseOf(s.Acquire(t.Context(), "shard-1", "b"))
 			return err == nil
 		}, 5*time.Second, 20*time.Millisecond)
 		assert.Greater(t, b.Token, a.Token)
@@ -126,7 +126,7 @@ func runStoreSuite(t *testing.T, b backend) {
 
 	t.Run("renewal keeps a lease past its period", func(t *testing.T) {
 		s := newTestCheckpointer(t, b, t.Name(), func(c *Config) { c.LeasePeriod = time.Second }).Stream(stream)
-		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
 		for i := 0; i < 6; i++ {
 			time.Sleep(300 * time.Millisecond) // about a third of the period, as the input renews
@@ -136,18 +136,18 @@ func runStoreSuite(t *testing.T, b backend) {
 			require.Len(t, renewed, 1)
 			a = renewed[0]
 		}
-		_, err = s.Acquire(t.Context(), "shard-1", "b")
+		_, err = leaseOf(s.Acquire(t.Context(), "shard-1", "b"))
 		assert.ErrorIs(t, err, consumer.ErrLeaseHeld)
 	})
 
 	t.Run("renew all reports lost leases", func(t *testing.T) {
 		s := store(t)
-		a1, err := s.Acquire(t.Context(), "shard-1", "a")
+		a1, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
-		a2, err := s.Acquire(t.Context(), "shard-2", "a")
+		a2, err := leaseOf(s.Acquire(t.Context(), "shard-2", "a"))
 		require.NoError(t, err)
 		require.NoError(t, s.Release(t.Context(), a2))
-		_, err = s.Acquire(t.Context(), "shard-2", "b")
+		_, err = leaseOf(s.Acquire(t.Context(), "shard-2", "b"))
 		require.NoError(t, err)
 		renewed, lost, err := s.RenewAll(t.Context(), "a", []consumer.Lease{a1, a2})
 		require.NoError(t, err)
@@ -159,7 +159,7 @@ func runStoreSuite(t *testing.T, b backend) {
 
 	t.Run("stale owner's commit is rejected and the checkpoint never regresses", func(t *testing.T) {
 		s := shortStore(t)
-		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
 		seq := func(v string) consumer.Position {
 			p, err := consumer.ParsePosition(v)
@@ -176,7 +176,7 @@ func runStoreSuite(t *testing.T, b backend) {
 		assert.Equal(t, "49590338271490256608559692538361571095921575989136588898", p.String())
 
 		require.Eventually(t, func() bool {
-			_, err := s.Acquire(t.Context(), "shard-1", "b")
+			_, err := leaseOf(s.Acquire(t.Context(), "shard-1", "b"))
 			return err == nil
 		}, 5*time.Second, 20*time.Millisecond)
 		err = s.Commit(t.Context(), a, seq("49590338271490256608559692538361571095921575989136588999"))
@@ -192,7 +192,7 @@ func runStoreSuite(t *testing.T, b backend) {
 
 	t.Run("sub-sequence checkpoints advance within an aggregated record", func(t *testing.T) {
 		s := store(t)
-		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
 		for _, v := range []string{"100/0", "100/5", "100/2", "100", "100/9", "99"} {
 			p, err := consumer.ParsePosition(v)
@@ -208,9 +208,9 @@ func runStoreSuite(t *testing.T, b backend) {
 		s := store(t)
 		require.NoError(t, s.Heartbeat(t.Context(), "a"))
 		require.NoError(t, s.Heartbeat(t.Context(), "b"))
-		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
-		_, err = s.Acquire(t.Context(), "shard-1", "b")
+		_, err = leaseOf(s.Acquire(t.Context(), "shard-1", "b"))
 		require.ErrorIs(t, err, consumer.ErrLeaseHeld)
 		require.NoError(t, s.RequestHandoff(t.Context(), "shard-1", "b"))
 
@@ -229,7 +229,7 @@ func runStoreSuite(t *testing.T, b backend) {
 		require.NoError(t, err)
 		assert.Empty(t, reqs)
 
-		b, err := s.Acquire(t.Context(), "shard-1", "b")
+		b, err := leaseOf(s.Acquire(t.Context(), "shard-1", "b"))
 		require.NoError(t, err)
 		assert.Greater(t, b.Token, a.Token)
 		got, ok, err := s.Checkpoint(t.Context(), "shard-1")
@@ -241,7 +241,7 @@ func runStoreSuite(t *testing.T, b backend) {
 	t.Run("a dead requester's hand-off request is dropped", func(t *testing.T) {
 		s := shortStore(t)
 		require.NoError(t, s.Heartbeat(t.Context(), "b"))
-		_, err := s.Acquire(t.Context(), "shard-1", "a")
+		_, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
 		require.NoError(t, s.RequestHandoff(t.Context(), "shard-1", "b"))
 		require.Eventually(t, func() bool {
@@ -257,7 +257,7 @@ func runStoreSuite(t *testing.T, b backend) {
 	t.Run("closing a shard is atomic", func(t *testing.T) {
 		s := store(t)
 		require.NoError(t, s.Heartbeat(t.Context(), "b"))
-		a, err := s.Acquire(t.Context(), "shard-1", "a")
+		a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
 		require.NoError(t, s.RequestHandoff(t.Context(), "shard-1", "b"))
 		require.NoError(t, s.CloseShard(t.Context(), a))
@@ -277,7 +277,7 @@ func runStoreSuite(t *testing.T, b backend) {
 		require.NoError(t, err)
 		assert.Zero(t, n)
 		// Nothing moves a closed shard's checkpoint back.
-		a2, err := s.Acquire(t.Context(), "shard-1", "a")
+		a2, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
 		old, _ := consumer.ParsePosition("7")
 		require.NoError(t, s.Commit(t.Context(), a2, old))
@@ -343,12 +343,137 @@ func runStoreSuite(t *testing.T, b backend) {
 		assert.Empty(t, ps)
 	})
 
+	forget := func(t *testing.T, s *Store) {
+		k := s.Keys()
+		require.NoError(t, s.c.client.Del(t.Context(), k.Checkpoints, k.Closed, k.Leases, k.Members, k.Handoff, k.Epoch).Err())
+	}
+
+	t.Run("a take returns the checkpoint and the group's start, the same for every instance", func(t *testing.T) {
+		a := store(t)
+		ta, err := a.Acquire(t.Context(), "shard-1", "a")
+		require.NoError(t, err)
+		assert.True(t, ta.Checkpoint.IsZero())
+		assert.Nil(t, ta.Override)
+		assert.WithinDuration(t, time.Now(), ta.GroupStart, 5*time.Second)
+		require.NoError(t, a.Commit(t.Context(), ta.Lease, consumer.Position{Sequence: "100"}))
+		require.NoError(t, a.Release(t.Context(), ta.Lease))
+
+		b := newTestCheckpointer(t, b, t.Name(), func(c *Config) { c.LeasePeriod = 30 * time.Second }).Stream(stream)
+		tb, err := b.Acquire(t.Context(), "shard-1", "b")
+		require.NoError(t, err)
+		assert.Equal(t, consumer.Position{Sequence: "100"}, tb.Checkpoint)
+		assert.Equal(t, ta.GroupStart, tb.GroupStart, "the group's start is stored once")
+	})
+
+	t.Run("a store that forgot is told apart from a lost lease and re-seeded", func(t *testing.T) {
+		a := store(t)
+		ctx := t.Context()
+		l1, err := a.Acquire(ctx, "shard-1", "a")
+		require.NoError(t, err)
+		l2, err := a.Acquire(ctx, "shard-2", "a")
+		require.NoError(t, err)
+		require.NoError(t, a.Commit(ctx, l1.Lease, consumer.Position{Sequence: "100"}))
+		b := newTestCheckpointer(t, b, t.Name(), func(c *Config) { c.LeasePeriod = 30 * time.Second }).Stream(stream)
+		l3, err := b.Acquire(ctx, "shard-3", "b")
+		require.NoError(t, err)
+
+		forget(t, a)
+		for name, err := range map[string]error{
+			"commit":  a.Commit(ctx, l1.Lease, consumer.Position{Sequence: "120"}),
+			"release": a.Release(ctx, l2.Lease),
+			"close":   a.CloseShard(ctx, l2.Lease),
+		} {
+			assert.ErrorIs(t, err, consumer.ErrStoreForgot, name)
+			assert.NotErrorIs(t, err, consumer.ErrLeaseLost, name)
+		}
+		_, _, err = a.RenewAll(ctx, "a", []consumer.Lease{l1.Lease, l2.Lease})
+		assert.ErrorIs(t, err, consumer.ErrStoreForgot)
+		_, err = a.Acquire(ctx, "shard-9", "a")
+		assert.ErrorIs(t, err, consumer.ErrStoreForgot)
+		_, err = a.ClosedShards(ctx)
+		assert.ErrorIs(t, err, consumer.ErrStoreForgot, "a forgetting store's empty closed set is not the group's")
+
+		res, err := a.Reseed(ctx, consumer.Seed{
+			Owner:       "a",
+			Checkpoints: map[string]consumer.Position{"shard-1": {Sequence: "150"}},
+			Closed:      []string{"shard-0"},
+			Leases:      []consumer.Lease{l1.Lease, l2.Lease},
+		})
+		require.NoError(t, err)
+		assert.Empty(t, res.FoundEpoch)
+		assert.Equal(t, l1.GroupStart, res.GroupStart, "the group keeps its start")
+		assert.Len(t, res.Renewed, 2)
+		assert.Empty(t, res.Lost)
+		// Leases keep their tokens, so commits already on their way count.
+		require.NoError(t, a.Commit(ctx, l1.Lease, consumer.Position{Sequence: "160"}))
+		cps, err := a.Checkpoints(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]consumer.Position{"shard-0": {ShardEnd: true}, "shard-1": {Sequence: "160"}}, cps)
+		closed, err := a.ClosedShards(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]bool{"shard-0": true}, closed)
+
+		// For a lease period after the re-seed, a shard the store does not
+		// know is handed to nobody: its holder may still re-seed it.
+		_, err = a.Acquire(ctx, "shard-3", "a")
+		assert.ErrorIs(t, err, consumer.ErrLeaseHeld)
+		// Its holder finds its lease unknown, and re-seeds it.
+		_, _, err = b.RenewAll(ctx, "b", []consumer.Lease{l3.Lease})
+		require.ErrorIs(t, err, consumer.ErrStoreForgot)
+		res, err = b.Reseed(ctx, consumer.Seed{Owner: "b", Checkpoints: map[string]consumer.Position{"shard-1": {Sequence: "110"}}, Leases: []consumer.Lease{l3.Lease}})
+		require.NoError(t, err)
+		assert.Equal(t, res.Epoch, res.FoundEpoch, "a restored the group record already")
+		assert.Len(t, res.Renewed, 1)
+		p, _, err := a.Checkpoint(ctx, "shard-1")
+		require.NoError(t, err)
+		assert.Equal(t, consumer.Position{Sequence: "160"}, p, "a re-seed never moves a checkpoint back")
+	})
+
+	t.Run("a close can be run again after it succeeded, both steps", func(t *testing.T) {
+		s := store(t)
+		l, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
+		require.NoError(t, err)
+		require.NoError(t, s.CloseShard(t.Context(), l))
+		// A close whose replicas did not acknowledge in time is retried:
+		// its first step (the SHARD_END commit) and its second are no-ops.
+		require.NoError(t, s.Commit(t.Context(), l, consumer.Position{ShardEnd: true}))
+		require.NoError(t, s.CloseShard(t.Context(), l))
+		assert.ErrorIs(t, s.Commit(t.Context(), l, consumer.Position{Sequence: "5"}), consumer.ErrLeaseLost, "but nothing else")
+	})
+
+	t.Run("of two group records after a forget, the earlier start wins", func(t *testing.T) {
+		a := store(t)
+		ctx := t.Context()
+		la, err := a.Acquire(ctx, "shard-1", "a")
+		require.NoError(t, err)
+		forget(t, a)
+		time.Sleep(5 * time.Millisecond)
+		// An instance started after the forget creates a new record.
+		c := newTestCheckpointer(t, b, t.Name(), func(c *Config) { c.LeasePeriod = 30 * time.Second }).Stream(stream)
+		lc, err := c.Acquire(ctx, "shard-2", "c")
+		require.NoError(t, err)
+		require.True(t, lc.GroupStart.After(la.GroupStart))
+
+		res, err := a.Reseed(ctx, consumer.Seed{Owner: "a", Leases: []consumer.Lease{la.Lease}})
+		require.NoError(t, err)
+		assert.NotEqual(t, res.Epoch, res.FoundEpoch)
+		assert.Equal(t, la.GroupStart, res.GroupStart)
+		// c finds the record replaced, re-seeds and adopts the earlier one.
+		err = c.Commit(ctx, lc.Lease, consumer.Position{Sequence: "5"})
+		require.ErrorIs(t, err, consumer.ErrStoreForgot)
+		res2, err := c.Reseed(ctx, consumer.Seed{Owner: "c", Leases: []consumer.Lease{lc.Lease}})
+		require.NoError(t, err)
+		assert.Equal(t, res.Epoch, res2.Epoch)
+		assert.Equal(t, la.GroupStart, res2.GroupStart)
+		require.NoError(t, c.Commit(ctx, lc.Lease, consumer.Position{Sequence: "5"}))
+	})
+
 	t.Run("groups are independent", func(t *testing.T) {
 		s1 := newTestCheckpointer(t, b, t.Name()+"-1").Stream(stream)
 		s2 := newTestCheckpointer(t, b, t.Name()+"-2").Stream(stream)
-		_, err := s1.Acquire(t.Context(), "shard-1", "a")
+		_, err := leaseOf(s1.Acquire(t.Context(), "shard-1", "a"))
 		require.NoError(t, err)
-		_, err = s2.Acquire(t.Context(), "shard-1", "b")
+		_, err = leaseOf(s2.Acquire(t.Context(), "shard-1", "b"))
 		require.NoError(t, err)
 	})
 }
@@ -359,7 +484,7 @@ func TestIntegrationRedisRestartKeepsState(t *testing.T) {
 		c.LeasePeriod = 30 * time.Second // outlives the restart
 	})
 	s := c.Stream("orders")
-	a, err := s.Acquire(t.Context(), "shard-1", "a")
+	a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 	require.NoError(t, err)
 	p, _ := consumer.ParsePosition("12345678901234567890123")
 	require.NoError(t, s.Commit(t.Context(), a, p))
@@ -378,7 +503,7 @@ func TestIntegrationRedisRestartKeepsState(t *testing.T) {
 	assert.Equal(t, p, got)
 	p2, _ := consumer.ParsePosition("12345678901234567890124")
 	require.NoError(t, s.Commit(t.Context(), a, p2))
-	_, err = s.Acquire(t.Context(), "shard-1", "b")
+	_, err = leaseOf(s.Acquire(t.Context(), "shard-1", "b"))
 	assert.ErrorIs(t, err, consumer.ErrLeaseHeld)
 }
 
@@ -386,7 +511,7 @@ func TestIntegrationRedisDownFailsFast(t *testing.T) {
 	r := testenv.NewRedis(t)
 	c := newTestCheckpointer(t, backend{url: r.URL(), kind: KindSimple}, "down")
 	s := c.Stream("orders")
-	a, err := s.Acquire(t.Context(), "shard-1", "a")
+	a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 	require.NoError(t, err)
 	r.Stop()
 
@@ -416,7 +541,7 @@ func TestIntegrationRedisDownFailsFast(t *testing.T) {
 func TestIntegrationRedisACL(t *testing.T) {
 	r := testenv.NewRedis(t, testenv.RedisOptions{ACLUser: "kinesis", ACLPassword: "s3cret-pw"})
 	s := newTestCheckpointer(t, backend{url: r.URL(), kind: KindSimple}, "acl").Stream("orders")
-	l, err := s.Acquire(t.Context(), "shard-1", "a")
+	l, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 	require.NoError(t, err)
 	p, _ := consumer.ParsePosition("5")
 	require.NoError(t, s.Commit(t.Context(), l, p))
@@ -452,7 +577,7 @@ lease:
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	s := c.Stream("orders")
-	l, err := s.Acquire(t.Context(), "shard-1", "a")
+	l, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 	require.NoError(t, err)
 	require.NoError(t, s.CloseShard(t.Context(), l))
 	closed, err := s.ClosedShards(t.Context())
@@ -468,7 +593,7 @@ lease:
 func TestIntegrationRedisFrozenFailsFast(t *testing.T) {
 	r := testenv.NewRedis(t)
 	s := newTestCheckpointer(t, backend{url: r.URL(), kind: KindSimple}, "frozen").Stream("orders")
-	l, err := s.Acquire(t.Context(), "shard-1", "a")
+	l, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))
 	require.NoError(t, err)
 	require.NoError(t, r.Pause())
 	t.Cleanup(func() { _ = r.Resume() })
@@ -488,3 +613,6 @@ func TestIntegrationRedisFrozenFailsFast(t *testing.T) {
 		return err == nil
 	}, 10*time.Second, 50*time.Millisecond)
 }
+
+// leaseOf keeps the lease of a take.
+func leaseOf(t consumer.Take, err error) (consumer.Lease, error) { return t.Lease, err }

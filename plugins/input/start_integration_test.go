@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
@@ -40,6 +41,8 @@ func TestIntegrationStartPositions(t *testing.T) {
 		const stream = "latest"
 		emu.MustCreateStream(t, stream, 2)
 		writeN(t, emu, stream, "old", 100)
+		// `latest` is the group's start less a margin for clock skew.
+		time.Sleep(consumer.LatestSkewMargin + time.Second)
 		col := &collector{}
 		startStream(t, inputYAML(stream, emu.Endpoint, red.URL(), "g", "  start_position: latest\n"), func(_ context.Context, b service.MessageBatch) error {
 			col.add(b)
@@ -54,6 +57,34 @@ func TestIntegrationStartPositions(t *testing.T) {
 			return hasPrefix(col.snapshot(), "new") > 0
 		}, 30*time.Second, 300*time.Millisecond)
 		assert.Zero(t, hasPrefix(col.snapshot(), "old"), "nothing from before the start")
+	})
+
+	t.Run("latest skips nothing written while a shard without checkpoint changes hands", func(t *testing.T) {
+		const stream = "latest-handover"
+		arn := emu.MustCreateStream(t, stream, 1)
+		writeN(t, emu, stream, "old", 10)
+		time.Sleep(consumer.LatestSkewMargin + time.Second)
+		extra := "  start_position: latest\n"
+		first := &collector{}
+		rs := startStream(t, inputYAML(stream, emu.Endpoint, red.URL(), "g", extra), func(_ context.Context, b service.MessageBatch) error {
+			first.add(b)
+			return nil
+		})
+		// The quiet shard is taken, nothing is read, so nothing is
+		// committed; then the instance stops and 5 records are written
+		// before another instance takes the shard.
+		require.Eventually(t, func() bool { return liveLeases(t, red, "g", arn) == 1 }, 30*time.Second, 100*time.Millisecond)
+		rs.stop(t)
+		assert.Empty(t, checkpoints(t, red.URL(), "g", arn))
+		writeN(t, emu, stream, "meanwhile", 5)
+		second := &collector{}
+		startStream(t, inputYAML(stream, emu.Endpoint, red.URL(), "g", extra), func(_ context.Context, b service.MessageBatch) error {
+			second.add(b)
+			return nil
+		})
+		require.Eventually(t, func() bool { return hasPrefix(second.snapshot(), "meanwhile") == 5 }, 30*time.Second, 100*time.Millisecond,
+			"all 5 records written while the shard changed hands are delivered")
+		assert.Zero(t, hasPrefix(first.snapshot(), "old")+hasPrefix(second.snapshot(), "old"), "nothing from before the group started")
 	})
 
 	t.Run("at_timestamp starts at the time", func(t *testing.T) {

@@ -1,6 +1,8 @@
 // Command chaos runs the reliability suite against the real connect-kinesis
 // binary: `go run ./internal/cmd/chaos` (the full form, `make chaos`) or
-// `go run ./internal/cmd/chaos -short`. It prints one table and exits
+// `go run ./internal/cmd/chaos -short`. It runs two phases, a Redis that
+// keeps its data (AOF) with `trim_horizon` and a Redis that comes back
+// empty with `latest`, prints a table for each and exits
 // non-zero unless nothing was lost, per-key order held and duplicates stayed
 // within the design's bound.
 package main
@@ -54,15 +56,29 @@ func run(short bool, bin, dir string, seed uint64) error {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "chaos: seed %d, files in %s\n", seed, dir)
-	t, err := chaos.Run(ctx, chaos.Config{
-		Binary: bin, Dir: dir, Seed: seed, Short: short,
-		Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
-	})
-	if err != nil {
-		return err
+	failed := false
+	for _, phase := range []struct {
+		name       string
+		emptyRedis bool
+	}{{"redis-keeps-data", false}, {"redis-comes-back-empty", true}} {
+		phaseDir := filepath.Join(dir, phase.name)
+		if err := os.MkdirAll(phaseDir, 0o755); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "chaos: phase %s\n", phase.name)
+		t, err := chaos.Run(ctx, chaos.Config{
+			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis,
+			Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+		})
+		if err != nil {
+			fmt.Printf("phase %s could not be carried out: %v\n\n", phase.name, err)
+			failed = true
+			continue
+		}
+		fmt.Printf("phase %s\n%s\n", phase.name, t.String())
+		failed = failed || !t.OK()
 	}
-	fmt.Print(t.String())
-	if !t.OK() {
+	if failed {
 		return fmt.Errorf("records lost, out of order or duplicated beyond the bound (seed %d, files in %s)", seed, dir)
 	}
 	return nil

@@ -1,0 +1,183 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// A store that forgets (Redis restarted empty, flushed, or replaced) is
+// told apart from a lost lease: the store answers ErrStoreForgot when the
+// group record its caller knows is gone or replaced, or a lease the caller
+// holds is unknown to it. Nobody took anything then, so the instance keeps
+// reading what it holds and writes back what it knows: the group record
+// (so `latest` keeps its start), the positions its readers reached, the
+// closed shards and the start override it last saw, and its leases with
+// their tokens. The store hands no shard it does not know to anyone for a
+// lease period after a re-seed, so every instance has time to re-seed its
+// own shards before another could take them and start them over.
+
+// known is what the coordinator knows of the group's state beyond its
+// readers. The run goroutine writes it; the renew goroutine reads it.
+type known struct {
+	mu        sync.Mutex
+	closedSet map[string]bool
+	override  *StartOverride
+	takenFrom map[string]Position // the checkpoint a reader started after
+}
+
+// closed records a shard read to its end and closed by this instance.
+func (k *known) closed(id string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closedSet == nil {
+		k.closedSet = map[string]bool{}
+	}
+	k.closedSet[id] = true
+	delete(k.takenFrom, id)
+}
+
+// take records where a taken shard starts and the override the store gave.
+func (k *known) take(t Take) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.override = t.Override
+	if k.takenFrom == nil {
+		k.takenFrom = map[string]Position{}
+	}
+	if t.Checkpoint.IsZero() {
+		delete(k.takenFrom, t.Shard)
+	} else {
+		k.takenFrom[t.Shard] = t.Checkpoint
+	}
+}
+
+// noteClosed replaces the known closed set with one read from the store.
+// The read is checked against the group record, so a forgetting store's
+// empty set never replaces what was known.
+func (co *coordinator) noteClosed(closed map[string]bool) {
+	co.known.mu.Lock()
+	defer co.known.mu.Unlock()
+	co.known.closedSet = maps.Clone(closed)
+}
+
+// forgetWatch passes every call to the Store and tells the coordinator when
+// one found that the store forgot the group.
+type forgetWatch struct {
+	Store
+	forgot func()
+}
+
+func (w forgetWatch) saw(err error) error {
+	if errors.Is(err, ErrStoreForgot) {
+		w.forgot()
+	}
+	return err
+}
+
+func (w forgetWatch) Acquire(ctx context.Context, shard, owner string) (Take, error) {
+	t, err := w.Store.Acquire(ctx, shard, owner)
+	return t, w.saw(err)
+}
+
+func (w forgetWatch) Release(ctx context.Context, l Lease) error {
+	return w.saw(w.Store.Release(ctx, l))
+}
+
+func (w forgetWatch) Commit(ctx context.Context, l Lease, p Position) error {
+	return w.saw(w.Store.Commit(ctx, l, p))
+}
+
+func (w forgetWatch) CloseShard(ctx context.Context, l Lease) error {
+	return w.saw(w.Store.CloseShard(ctx, l))
+}
+
+func (w forgetWatch) ClosedShards(ctx context.Context) (map[string]bool, error) {
+	m, err := w.Store.ClosedShards(ctx)
+	return m, w.saw(err)
+}
+
+// storeForgot wakes the renew goroutine, which re-seeds the store.
+func (co *coordinator) storeForgot() {
+	select {
+	case co.forgot <- struct{}{}:
+	default:
+	}
+}
+
+// reseed writes what this instance knows back into a store that forgot
+// the group, and takes the leases it holds again. It runs on the renew
+// goroutine, so no renewal races with the leases it restores.
+func (co *coordinator) reseed(ctx context.Context) {
+	attempt := time.Now()
+	seed := Seed{Owner: co.c.owner, Checkpoints: map[string]Position{}}
+	co.known.mu.Lock()
+	seed.Closed = slices.Sorted(maps.Keys(co.known.closedSet))
+	seed.Override = co.known.override
+	for id, p := range co.known.takenFrom {
+		seed.Checkpoints[id] = p
+	}
+	co.known.mu.Unlock()
+	byShard := map[string]*shardReader{}
+	co.readersMu.Lock()
+	current := maps.Clone(co.readers)
+	co.readersMu.Unlock()
+	for id, r := range current {
+		if r.lost.Load() {
+			continue
+		}
+		if pos, _, ok := r.tracker.checkpoint(); ok {
+			seed.Checkpoints[id] = pos
+		}
+		seed.Leases = append(seed.Leases, *r.lease.Load())
+		byShard[id] = r
+	}
+	for id, p := range seed.Checkpoints {
+		if _, reading := byShard[id]; !reading && slices.Contains(seed.Closed, id) {
+			delete(seed.Checkpoints, id)
+		} else if p.IsZero() {
+			delete(seed.Checkpoints, id)
+		}
+	}
+	res, err := co.store.Reseed(ctx, seed)
+	if err != nil {
+		if co.runCtx.Err() != nil {
+			return
+		}
+		if co.mustStop(byShard) {
+			co.log.Errorf("Re-seeding the checkpoint store failed for %v; stopping %d shard readers before their leases could be taken: %v", time.Since(co.lastRenewOK).Round(time.Millisecond), len(byShard), err)
+			for _, r := range byShard {
+				r.markLost()
+				co.c.metrics.lost.Incr(1, co.streamName)
+			}
+			return
+		}
+		co.log.Warnf("Re-seeding the checkpoint store failed; retrying: %v", err)
+		return
+	}
+	co.lastRenewOK = attempt
+	found := "had no record of the group"
+	if res.FoundEpoch == res.Epoch {
+		found = "had lost this instance's leases; another instance had restored the group record"
+	} else if res.FoundEpoch != "" {
+		found = "held another group record (" + res.FoundEpoch + ")"
+	}
+	co.log.Errorf("The checkpoint store forgot this group's state (Redis restarted empty, flushed or replaced): it %s. "+
+		"Re-seeded it with what this instance knows: group record %s (started %s), %d checkpoints, %d closed shards and %d leases; %d leases had been taken by another instance meanwhile",
+		found, res.Epoch, res.GroupStart.UTC().Format(time.RFC3339), len(seed.Checkpoints), len(seed.Closed), len(res.Renewed), len(res.Lost))
+	for _, l := range res.Renewed {
+		if r := byShard[l.Shard]; r != nil {
+			r.lease.Store(&l)
+		}
+	}
+	for _, id := range res.Lost {
+		if r := byShard[id]; r != nil {
+			r.log.Warn("Lease taken by another instance while the checkpoint store was re-seeded; stopping the shard reader")
+			r.markLost()
+			co.c.metrics.lost.Incr(1, co.streamName)
+		}
+	}
+}
