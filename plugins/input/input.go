@@ -28,7 +28,17 @@ const (
 	fieldDiscoveryInterval = "shard_discovery_interval"
 	fieldDeaggregate       = "deaggregate"
 	fieldLagWarnThreshold  = "lag_warn_threshold"
+	fieldEnhancedFanOut    = "enhanced_fan_out"
+	fieldEFOEnabled        = "enabled"
+	fieldEFOConsumerName   = "consumer_name"
+	fieldEFOConsumerARN    = "consumer_arn"
 )
+
+// EnvEmulatorNoInitialResponse, set to "true", makes enhanced fan-out read
+// subscriptions that lack the `initial-response` event. Only emulators
+// (kinesis-mock) omit it; it is for tests against them and is never needed
+// with Kinesis.
+const EnvEmulatorNoInitialResponse = "CONNECT_KINESIS_EMULATOR_NO_INITIAL_RESPONSE"
 
 // Metadata keys set on every message.
 const (
@@ -84,6 +94,7 @@ func Spec() *service.ConfigSpec {
 			Description("Log a warning when a shard is further behind than this. `0s` uses half the stream's retention period. An error is logged past 90% of the retention period, when records are about to expire unread.").
 			Default("0s").Advanced(),
 	)
+	fields = append(fields, enhancedFanOutField())
 	fields = append(fields, awsconf.Fields()...)
 	fields = append(fields, service.NewAutoRetryNacksToggleField())
 	return service.NewConfigSpec().
@@ -194,6 +205,9 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	cc.RebalancePeriod = c.Checkpointer.RebalancePeriod
 	cc.HandoffTimeout = c.Checkpointer.HandoffTimeout
 	cc.Backoff = kinesisx.DefaultBackoff
+	if cc.EnhancedFanOut, err = enhancedFanOutFromParsed(conf.Namespace(fieldEnhancedFanOut), c.Checkpointer.Group); err != nil {
+		return c, err
+	}
 	if c.AWS, err = awsconf.SettingsFromParsed(conf); err != nil {
 		return c, err
 	}
