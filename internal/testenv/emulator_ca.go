@@ -28,12 +28,11 @@ var (
 // certificate, made once and kept in the user's cache folder
 // (connect-kinesis/emulator-ca). The certificate kinesis-mock ships names no
 // host, so no client could verify it; with this one a client verifies the
-// emulator like any server, and a process trusts it through the standard
-// SSL_CERT_FILE=<CA file>.
+// emulator like any server. The AWS SDK trusts it through its standard
+// AWS_CA_BUNDLE=<CA file>, in a test process or a child process alike.
 //
-// The CA stays the same across runs on purpose: Go reads SSL_CERT_FILE
-// once per process, so a test process that starts several emulators must
-// meet the same CA in each.
+// The CA is kept so that emulators started one after another, in one
+// process or several, all present the same one.
 func EmulatorCA() (*EmulatorCerts, error) {
 	emulatorCAOnce.Do(func() { emulatorCA, emulatorCAErr = loadEmulatorCA() })
 	return emulatorCA, emulatorCAErr

@@ -38,7 +38,8 @@ type Kinesis struct {
 	Port     int
 	// TLSEndpoint is kinesis-mock's HTTPS port, which speaks HTTP/2 and so
 	// serves SubscribeToShard (enhanced fan-out). Its certificate, for
-	// 127.0.0.1, is signed by the test CA in CAFile (see EmulatorCA).
+	// 127.0.0.1, is signed by the test CA in CAFile (see EmulatorCA): set
+	// AWS_CA_BUNDLE=CAFile for the AWS SDK to trust it.
 	// Empty for kinesalite.
 	TLSEndpoint string
 	CAFile      string
@@ -256,4 +257,3 @@ func httpOK(ctx context.Context, url string) error {
 	}
 	return nil
 }
-
