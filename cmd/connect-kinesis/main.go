@@ -32,5 +32,6 @@ func main() {
 		service.CLIOptSetProductName("connect-kinesis"),
 		service.CLIOptSetVersion(version, dateBuilt),
 		service.CLIOptAddCommand(ops.CheckpointsCommand()),
+		service.CLIOptAddCommand(ops.ConsumersCommand()),
 	)
 }
