@@ -33,6 +33,12 @@ type EnhancedFanOut struct {
 	NoInitialResponse bool
 }
 
+// EnvEmulatorNoInitialResponse, set to "true", makes enhanced fan-out read
+// subscriptions that lack the `initial-response` event (NoInitialResponse).
+// Only emulators (kinesis-mock) omit it: it is for tests against them and
+// never needed with Kinesis.
+const EnvEmulatorNoInitialResponse = "CONNECT_KINESIS_EMULATOR_NO_INITIAL_RESPONSE"
+
 // validate names the field that is wrong and what it accepts.
 func (e EnhancedFanOut) validate(streams []string) error {
 	switch {

@@ -34,11 +34,9 @@ const (
 	fieldEFOConsumerARN    = "consumer_arn"
 )
 
-// EnvEmulatorNoInitialResponse, set to "true", makes enhanced fan-out read
-// subscriptions that lack the `initial-response` event. Only emulators
-// (kinesis-mock) omit it; it is for tests against them and is never needed
-// with Kinesis.
-const EnvEmulatorNoInitialResponse = "CONNECT_KINESIS_EMULATOR_NO_INITIAL_RESPONSE"
+// EnvEmulatorNoInitialResponse is for tests against kinesis-mock: see
+// consumer.EnvEmulatorNoInitialResponse.
+const EnvEmulatorNoInitialResponse = consumer.EnvEmulatorNoInitialResponse
 
 // Metadata keys set on every message.
 const (
