@@ -77,6 +77,7 @@ type subscriptionSource struct {
 	from         startSpec // where the next subscription starts
 	subscribedAt time.Time // when the last SubscribeToShard was sent
 	hungAfter    time.Duration
+	pausedAfter  time.Duration
 
 	mu           sync.Mutex // guards what the pause timer touches
 	cur          eventStream
@@ -118,6 +119,7 @@ func newSubscriptionSource(co *coordinator, subscribe subscribeFunc, shard strin
 		checkEvery:  cfg.DiscoveryInterval,
 		from:        from,
 		hungAfter:   2 * eventInterval,
+		pausedAfter: pausedLimit,
 	}
 	bo := cfg.Backoff
 	bo.InitialInterval = max(bo.InitialInterval, subscribeInterval)
@@ -176,7 +178,7 @@ func (s *subscriptionSource) Next(ctx context.Context) (SourceBatch, error) {
 	b, err := s.next(ctx)
 	if err == nil && !b.End {
 		s.mu.Lock()
-		s.pause = time.AfterFunc(pausedLimit, s.cancelPaused)
+		s.pause = time.AfterFunc(s.pausedAfter, s.cancelPaused)
 		s.mu.Unlock()
 	}
 	return b, err
