@@ -39,7 +39,7 @@ func newFakeStream(events []types.SubscribeToShardEvent, end bool, err error) *f
 }
 
 func (s *fakeStream) Events() <-chan types.SubscribeToShardEventStream { return s.ch }
-func (s *fakeStream) Err() error                                      { return s.err }
+func (s *fakeStream) Err() error                                       { return s.err }
 func (s *fakeStream) Close() error {
 	s.once.Do(func() { close(s.ch) })
 	select {
@@ -80,7 +80,9 @@ func (f *fakeSubscriptions) startsAt() []string {
 	return out
 }
 
-func stream(s eventStream) func() (eventStream, error) { return func() (eventStream, error) { return s, nil } }
+func stream(s eventStream) func() (eventStream, error) {
+	return func() (eventStream, error) { return s, nil }
+}
 
 func event(cont string, seqs ...string) types.SubscribeToShardEvent {
 	e := types.SubscribeToShardEvent{ContinuationSequenceNumber: aws.String(cont), MillisBehindLatest: aws.Int64(0)}
