@@ -311,6 +311,7 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 	}
 	t := Check(r.counter, stream, ds, r.windows, r.kills)
 	t.Injected = r.injected()
+	t.EFO = r.cutter != nil
 	return t, nil
 }
 

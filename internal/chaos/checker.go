@@ -73,6 +73,8 @@ type Table struct {
 
 	// Injected is a one-line summary of the faults the proxy injected.
 	Injected string
+	// EFO says the inputs read with enhanced fan-out, past the fault proxy.
+	EFO bool
 
 	// Examples of what went wrong, for the report.
 	Problems []string
@@ -95,7 +97,11 @@ func (t Table) String() string {
 	row("accepted (unique in stream)", t.OutputAccepted)
 	row("lost by the output", t.OutputLost)
 	row("duplicated by the output", t.OutputDups)
-	fmt.Fprintln(w, "input (stream -> fault proxy -> 3 kinesis input processes)")
+	if t.EFO {
+		fmt.Fprintln(w, "input (stream -> 3 kinesis input processes, enhanced fan-out)")
+	} else {
+		fmt.Fprintln(w, "input (stream -> fault proxy -> 3 kinesis input processes)")
+	}
 	row("produced (stream records)", t.StreamRecords)
 	row("delivered unique", t.DeliveredUnique)
 	row("lost", t.InputLost)
