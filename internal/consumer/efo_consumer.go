@@ -10,8 +10,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 	"github.com/failsafe-go/failsafe-go"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
@@ -198,4 +200,14 @@ func WithoutInitialResponse(o *kinesis.Options) {
 	if _, done := o.Protocol.(noInitialResponse); !done {
 		o.Protocol = noInitialResponse{o.Protocol}
 	}
+}
+
+// ownEventDecoder gives one SubscribeToShard call a protocol of its own.
+// The client's protocol (awsjson) decodes event-stream messages with one
+// decoder and one payload buffer for every stream of the client, so the
+// subscriptions of two shards, read at once, would decode through the same
+// buffer (the race detector reports it; events could be corrupted). A
+// fresh protocol per subscription decodes with its own.
+func ownEventDecoder(o *kinesis.Options) {
+	o.Protocol = awsjson.New11(schemas.Kinesis_20131202)
 }

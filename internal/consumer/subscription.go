@@ -92,7 +92,7 @@ func (co *coordinator) newSource(shard string, from startSpec, log *service.Logg
 		return newPollingSource(co, shard, from, log)
 	}
 	api := co.api.(FanOutAPI)
-	var opts []func(*kinesis.Options)
+	opts := []func(*kinesis.Options){ownEventDecoder}
 	if co.c.cfg.EnhancedFanOut.NoInitialResponse {
 		opts = append(opts, WithoutInitialResponse)
 	}
