@@ -41,5 +41,6 @@ func main() {
 		service.CLIOptSetProductName("connect-kinesis"),
 		service.CLIOptSetVersion(version, dateBuilt),
 		service.CLIOptAddCommand(ops.CheckpointsCommand()),
+		service.CLIOptAddCommand(ops.ConsumersCommand()),
 	)
 }

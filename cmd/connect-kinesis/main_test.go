@@ -65,6 +65,10 @@ func TestCheckpointsCommandIsWired(t *testing.T) {
 	for _, sub := range []string{"show", "reset", "delete"} {
 		assert.Contains(t, out, sub)
 	}
+	out = run(t, "consumers", "--help")
+	for _, sub := range []string{"list", "deregister"} {
+		assert.Contains(t, out, sub)
+	}
 }
 
 // The binary serves Prometheus text at the HTTP server's /metrics with

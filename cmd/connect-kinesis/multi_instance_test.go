@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
@@ -66,7 +67,7 @@ input:
     shard_discovery_interval: 1s
     poll_interval: 200ms
     idle_poll_interval: 200ms
-pipeline:
+%spipeline:
   processors:
     - mapping: |
         root = this
@@ -89,15 +90,31 @@ type instance struct {
 
 func startInstance(t *testing.T, dir, name string, k *testenv.Kinesis, r *testenv.Redis, stream string) *instance {
 	t.Helper()
+	return startInstanceReading(t, dir, name, k, r, stream, false)
+}
+
+// startInstanceReading starts an instance that reads with enhanced fan-out
+// when efo is set: over kinesis-mock's TLS port, trusting its test CA
+// (AWS_CA_BUNDLE) and reading subscriptions without the initial-response
+// event kinesis-mock omits.
+func startInstanceReading(t *testing.T, dir, name string, k *testenv.Kinesis, r *testenv.Redis, stream string, efo bool) *instance {
+	t.Helper()
 	out := filepath.Join(dir, name+".jsonl")
 	conf := filepath.Join(dir, name+".yaml")
+	endpoint, efoYAML := k.Endpoint, ""
+	if efo {
+		endpoint, efoYAML = k.TLSEndpoint, "    enhanced_fan_out: { enabled: true }\n"
+	}
 	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML,
-		stream, testenv.Region, k.Endpoint, testenv.AccessKey, testenv.SecretKey, r.URL(), miGroup, miCommitPeriod,
-		miLeasePeriod, miRebalancePeriod, miShardMaxInFlight, miLimit, name, out)), 0o600))
+		stream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, r.URL(), miGroup, miCommitPeriod,
+		miLeasePeriod, miRebalancePeriod, miShardMaxInFlight, miLimit, efoYAML, name, out)), 0o600))
 	logf, err := os.Create(filepath.Join(dir, name+".log"))
 	require.NoError(t, err)
 	cmd := exec.Command(binary, "-c", conf)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if efo {
+		cmd.Env = append(os.Environ(), "AWS_CA_BUNDLE="+k.CAFile, consumer.EnvEmulatorNoInitialResponse+"=true")
+	}
 	require.NoError(t, cmd.Start())
 	inst := &instance{name: name, cmd: cmd, out: out, log: logf}
 	t.Cleanup(func() {
@@ -350,4 +367,56 @@ func allEqual(m map[string]int, n int) bool {
 		}
 	}
 	return true
+}
+
+// Two instances read with enhanced fan-out; one is SIGKILLed mid-stream.
+// The other takes its shards over and resubscribes after their
+// checkpoints: nothing is lost and each key stays in order.
+func TestIntegrationMultiInstanceEnhancedFanOutSIGKILL(t *testing.T) {
+	k := testenv.NewKinesisMock(t)
+	r := testenv.NewRedis(t)
+	const stream = "multi-efo"
+	arn := k.MustCreateStream(t, stream, 4)
+	client := k.Client()
+	dir := t.TempDir()
+
+	ckCfg := checkpointer.DefaultConfig()
+	ckCfg.Group = miGroup
+	ckCfg.LeasePeriod = miLeasePeriod
+	rc := r.Client()
+	defer rc.Close()
+	store := checkpointer.NewFromClient(rc, ckCfg, nil, nil).Stream(arn)
+
+	p := &producer{counter: map[string]int{}}
+	p.put(t, client, stream, 400)
+	insts := []*instance{
+		startInstanceReading(t, dir, "a", k, r, stream, true),
+		startInstanceReading(t, dir, "b", k, r, stream, true),
+	}
+	require.Eventually(t, func() bool {
+		o := owners(t, store)
+		return len(o) == 2 && allEqual(o, 2)
+	}, 60*time.Second, 100*time.Millisecond, "shards not balanced 2/2: %v", func() string { return ownerSummary(owners(t, store)) })
+	require.Eventually(t, func() bool {
+		u, _, _ := check(deliveries(t, insts))
+		return u == p.total()
+	}, 60*time.Second, 200*time.Millisecond, "first records not all delivered")
+
+	// Kill b while records keep arriving.
+	p.put(t, client, stream, 200)
+	require.NoError(t, insts[1].cmd.Process.Signal(syscall.SIGKILL))
+	_ = insts[1].cmd.Wait()
+	p.put(t, client, stream, 400)
+	require.Eventually(t, func() bool {
+		o := owners(t, store)
+		return len(o) == 1 && allEqual(o, 4)
+	}, 60*time.Second, 100*time.Millisecond, "a did not take over every shard")
+	require.Eventually(t, func() bool {
+		u, _, _ := check(deliveries(t, insts))
+		return u == p.total()
+	}, 90*time.Second, 200*time.Millisecond, "records after SIGKILL not all delivered")
+	unique, dups, violations := check(deliveries(t, insts))
+	assert.Equal(t, p.total(), unique, "nothing lost")
+	assert.Zero(t, violations, "per-key order of first deliveries")
+	t.Logf("written %d, delivered unique %d, duplicates %d", p.total(), unique, dups)
 }

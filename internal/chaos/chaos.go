@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/faultproxy"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 	"github.com/connect-kinesis/connect-kinesis/internal/producer/producertest"
@@ -56,6 +58,12 @@ type Config struct {
 	EmptyRedis bool
 	// Logf reports progress; nil is quiet.
 	Logf func(format string, args ...any)
+	// EFO makes the consumer instances read with enhanced fan-out, over
+	// kinesis-mock's TLS port (HTTP/2). The fault proxy speaks HTTP/1.1, so
+	// their reads bypass its faults; instead a TCP proxy in front of the
+	// TLS port cuts every connection (every live subscription) between the
+	// kills. Writes still go through the fault proxy.
+	EFO bool
 }
 
 // Plan is the shape of a run: load, timings and when each event happens
@@ -129,9 +137,13 @@ type runner struct {
 	kin   *testenv.Kinesis
 	red   *testenv.Redis
 	front *faultproxy.Front
-	kc    *kinesis.Client
-	store *checkpointer.Store
-	rc    *redis.Client
+	// cutter stands in front of kinesis-mock's TLS port with EFO; cuts
+	// counts the connections it cut.
+	cutter *testenv.TCPProxy
+	cuts   atomic.Int64
+	kc     *kinesis.Client
+	store  *checkpointer.Store
+	rc     *redis.Client
 
 	mu        sync.Mutex
 	instances map[string]*incarnation // live incarnation per instance name
@@ -184,6 +196,11 @@ func (r *runner) setUp(ctx context.Context) error {
 	if r.front, err = faultproxy.StartFront(r.kin.Endpoint, "127.0.0.1:0", r.cfg.Seed); err != nil {
 		return err
 	}
+	if r.cfg.EFO {
+		if r.cutter, err = testenv.StartTCPProxy(strings.TrimPrefix(r.kin.TLSEndpoint, "https://")); err != nil {
+			return err
+		}
+	}
 	r.rc = r.red.Client()
 	ck := checkpointer.DefaultConfig()
 	ck.Group = group
@@ -202,6 +219,9 @@ func (r *runner) cleanup() {
 	for _, in := range insts {
 		_ = in.cmd.Process.Kill()
 		<-in.done
+	}
+	if r.cutter != nil {
+		r.cutter.Close()
 	}
 	if r.front != nil {
 		_ = r.front.Close()
@@ -304,6 +324,7 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 	}
 	t := Check(r.counter, stream, ds, r.windows, r.kills)
 	t.Injected = r.injected()
+	t.EFO = r.cutter != nil
 	return t, nil
 }
 
@@ -321,8 +342,12 @@ func (r *runner) injected() string {
 	fs := r.front.FrontStats()
 	// Calls the shard limits throttled never reach the Proxy's counts.
 	reads := r.front.Stats("GetRecords").Requests + fs.ReadsThrottled
-	return fmt.Sprintf("%d throttled, %d 5xx, %d cut, %d cut after write, %d entries refused, %d expired iterators, %d answers cut mid-body, %d of %d GetRecords and %d records over shard limits",
+	s := fmt.Sprintf("%d throttled, %d 5xx, %d cut, %d cut after write, %d entries refused, %d expired iterators, %d answers cut mid-body, %d of %d GetRecords and %d records over shard limits",
 		throttled, failed, cut, cutAfter, refused, fs.ExpiredIterators, fs.ResetsMidAnswer, fs.ReadsThrottled, reads, fs.RecordsThrottled)
+	if r.cutter != nil {
+		s += fmt.Sprintf("; enhanced fan-out: %d connections cut under live subscriptions", r.cuts.Load())
+	}
+	return s
 }
 
 // killWindow is how far before a SIGKILL a first delivery may be and still
@@ -361,6 +386,14 @@ func (r *runner) schedule(ctx context.Context, start time.Time) error {
 	}
 	for _, at := range p.Splits {
 		evs = append(evs, event{at, "split", r.split})
+	}
+	if r.cutter != nil {
+		for at := p.KillEvery / 2; at < p.Load; at += p.KillEvery {
+			evs = append(evs, event{at, "cut subscriptions", func(context.Context) error {
+				r.cuts.Add(int64(r.cutter.Cut()))
+				return nil
+			}})
+		}
 	}
 	evs = append(evs,
 		event{p.Merge, "merge", r.merge},
@@ -412,7 +445,7 @@ input:
     shard_max_in_flight: 1
     shard_discovery_interval: 1s
     idle_poll_interval: 300ms
-pipeline:
+%spipeline:
   processors:
     - mapping: |
         root.k = this.k
@@ -446,8 +479,12 @@ func (r *runner) start(name string) error {
 	if r.cfg.EmptyRedis {
 		startPosition = "latest"
 	}
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML, streamName, startPosition, testenv.Region, r.front.URL,
-		testenv.AccessKey, testenv.SecretKey, r.red.URL(), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance, inc, out)), 0o600); err != nil {
+	endpoint, efo := r.front.URL, ""
+	if r.cutter != nil {
+		endpoint, efo = "https://"+r.cutter.Addr, "    enhanced_fan_out: { enabled: true }\n"
+	}
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML, streamName, startPosition, testenv.Region, endpoint,
+		testenv.AccessKey, testenv.SecretKey, r.red.URL(), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance, efo, inc, out)), 0o600); err != nil {
 		return err
 	}
 	cmd, err := r.launch(conf, filepath.Join(r.cfg.Dir, inc+".log"))
@@ -469,6 +506,11 @@ func (r *runner) launch(conf, logPath string) (*exec.Cmd, error) {
 	}
 	cmd := exec.Command(r.cfg.Binary, "-c", conf)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if r.cutter != nil {
+		// Trust kinesis-mock's test CA; read its subscriptions without the
+		// initial-response event it omits.
+		cmd.Env = append(os.Environ(), "AWS_CA_BUNDLE="+r.kin.CAFile, consumer.EnvEmulatorNoInitialResponse+"=true")
+	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("starting %s: %w", r.cfg.Binary, err)

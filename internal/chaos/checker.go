@@ -77,6 +77,8 @@ type Table struct {
 
 	// Injected is a one-line summary of the faults the proxy injected.
 	Injected string
+	// EFO says the inputs read with enhanced fan-out, past the fault proxy.
+	EFO bool
 
 	// Examples of what went wrong, for the report.
 	Problems []string
@@ -100,7 +102,11 @@ func (t Table) String() string {
 	row("lost by the output", t.OutputLost)
 	row("duplicated by the output", t.OutputDups)
 	row("per-key order violations in the stream", t.OutputOrderViolations)
-	fmt.Fprintln(w, "input (stream -> fault proxy -> 3 kinesis input processes)")
+	if t.EFO {
+		fmt.Fprintln(w, "input (stream -> 3 kinesis input processes, enhanced fan-out)")
+	} else {
+		fmt.Fprintln(w, "input (stream -> fault proxy -> 3 kinesis input processes)")
+	}
 	row("produced (stream records)", t.StreamRecords)
 	row("delivered unique", t.DeliveredUnique)
 	row("lost", t.InputLost)

@@ -41,6 +41,10 @@ type Config struct {
 	RebalancePeriod time.Duration
 	HandoffTimeout  time.Duration
 
+	// EnhancedFanOut, when enabled, reads shards with SubscribeToShard
+	// instead of GetRecords (subscription.go).
+	EnhancedFanOut EnhancedFanOut
+
 	Backoff kinesisx.Backoff
 }
 
@@ -68,7 +72,7 @@ func (c Config) Validate() error {
 	case c.CommitPeriod <= 0 || c.LeasePeriod <= 0 || c.RebalancePeriod <= 0:
 		return errors.New("fields checkpoint.commit_period, lease.period and lease.rebalance_period must be positive")
 	}
-	return nil
+	return c.EnhancedFanOut.validate(c.Streams)
 }
 
 // Record is one user record, after KPL de-aggregation.

@@ -29,6 +29,9 @@ type coordinator struct {
 	lagWarn    time.Duration
 	store      Store
 	log        *service.Logger
+	// consumerARN is the stream consumer shards are read through with
+	// enhanced fan-out (efo_consumer.go); empty when polling.
+	consumerARN string
 	// listRetry retries each ListShards page; built once.
 	listRetry failsafe.Policy[*kinesis.ListShardsOutput]
 
@@ -121,6 +124,9 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 	}
 	co.store = forgetWatch{Store: c.stores(co.id), forgot: co.storeForgot}
 	co.log = c.log.With("stream", co.streamName)
+	if err := co.useFanOut(ctx); err != nil {
+		return nil, err
+	}
 	return co, nil
 }
 

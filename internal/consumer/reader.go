@@ -75,7 +75,7 @@ func newShardReader(co *coordinator, shard Shard, l Lease, start startSpec) *sha
 	r.lease.Store(&l)
 	r.ctx, r.cancel = context.WithCancel(co.runCtx)
 	r.fetchCtx, r.cancelFetch = context.WithCancel(r.ctx)
-	r.openSource = func() RecordSource { return newPollingSource(co, shard.ID, start, r.log) }
+	r.openSource = func() RecordSource { return co.newSource(shard.ID, start, r.log) }
 	r.storeRetry = failsafe.With(kinesisx.RetryBuilder[any](co.c.cfg.Backoff).
 		HandleIf(func(_ any, err error) bool {
 			return err != nil && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLeaseHeld)

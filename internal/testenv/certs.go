@@ -20,8 +20,15 @@ type Certs struct {
 	CA, ServerCert, ServerKey, ClientCert, ClientKey string
 }
 
-// GenerateCerts writes a fresh CA, server and client pair into dir.
-func GenerateCerts(dir string) (*Certs, error) {
+// GenerateCerts writes a fresh CA, server and client pair into dir, valid
+// for a day.
+func GenerateCerts(dir string) (*Certs, error) { return GenerateCertsValidFor(dir, 24*time.Hour) }
+
+// emulatorCAValidity is how long the kept emulator CA stays valid.
+const emulatorCAValidity = 10 * 365 * 24 * time.Hour
+
+// GenerateCertsValidFor is GenerateCerts with a validity of its own.
+func GenerateCertsValidFor(dir string, validity time.Duration) (*Certs, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -30,7 +37,7 @@ func GenerateCerts(dir string) (*Certs, error) {
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "connect-kinesis test CA"},
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotAfter:              time.Now().Add(validity),
 		IsCA:                  true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
@@ -70,7 +77,7 @@ func GenerateCerts(dir string) (*Certs, error) {
 			DNSNames:     []string{"localhost"},
 			IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
 			NotBefore:    time.Now().Add(-time.Hour),
-			NotAfter:     time.Now().Add(24 * time.Hour),
+			NotAfter:     time.Now().Add(validity),
 			KeyUsage:     x509.KeyUsageDigitalSignature,
 			ExtKeyUsage:  []x509.ExtKeyUsage{leaf.usage},
 		}

@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -34,7 +36,14 @@ type Kinesis struct {
 	Kind     string
 	Endpoint string
 	Port     int
-	proc     *Process
+	// TLSEndpoint is kinesis-mock's HTTPS port, which speaks HTTP/2 and so
+	// serves SubscribeToShard (enhanced fan-out). Its certificate, for
+	// 127.0.0.1, is signed by the test CA in CAFile (see EmulatorCA): set
+	// AWS_CA_BUNDLE=CAFile for the AWS SDK to trust it.
+	// Empty for kinesalite.
+	TLSEndpoint string
+	CAFile      string
+	proc        *Process
 }
 
 // Process is the running emulator process.
@@ -48,7 +57,8 @@ func (k *Kinesis) Close() {
 }
 
 // StartKinesisMock starts kinesis-mock (npm kinesis-local) with every
-// simulated delay at 0ms, on a free port, plain HTTP/1.1.
+// simulated delay at 0ms, on two free ports: Endpoint (plain HTTP/1.1) and
+// TLSEndpoint (HTTP/2 over TLS, with a certificate of a fresh test CA).
 func StartKinesisMock(ctx context.Context) (*Kinesis, error) {
 	return retryStart(func() (*Kinesis, error) { return startKinesisMock(ctx) })
 }
@@ -74,8 +84,12 @@ func startKinesisMock(ctx context.Context) (*Kinesis, error) {
 	if err != nil {
 		return nil, err
 	}
+	ca, err := EmulatorCA()
+	if err != nil {
+		return nil, err
+	}
 	env := []string{
-		"KINESIS_MOCK_CERT_PATH=" + filepath.Join(pkg, "server.json"),
+		"KINESIS_MOCK_CERT_PATH=" + ca.kinesisMockCert,
 		"KINESIS_MOCK_PLAIN_PORT=" + itoa(port),
 		"KINESIS_MOCK_TLS_PORT=" + itoa(tlsPort),
 		"LOG_LEVEL=WARN",
@@ -91,10 +105,26 @@ func startKinesisMock(ctx context.Context) (*Kinesis, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kinesis{Kind: KindKinesisMock, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), Port: port, proc: p}
+	k := &Kinesis{
+		Kind: KindKinesisMock, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), Port: port,
+		TLSEndpoint: fmt.Sprintf("https://127.0.0.1:%d", tlsPort), CAFile: ca.CA, proc: p,
+	}
 	return k, waitReady(ctx, p, 60*time.Second, func(ctx context.Context) error {
 		return httpOK(ctx, k.Endpoint+"/healthcheck")
 	})
+}
+
+// TLSConfig trusts the emulator's test CA.
+func (k *Kinesis) TLSConfig() (*tls.Config, error) {
+	pem, err := os.ReadFile(k.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the emulator's CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("reading the emulator's CA %s: no certificate in it", k.CAFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // StartKinesalite starts kinesalite bound to 127.0.0.1 on a free port.

@@ -27,7 +27,15 @@ const (
 	fieldDiscoveryInterval = "shard_discovery_interval"
 	fieldDeaggregate       = "deaggregate"
 	fieldLagWarnThreshold  = "lag_warn_threshold"
+	fieldEnhancedFanOut    = "enhanced_fan_out"
+	fieldEFOEnabled        = "enabled"
+	fieldEFOConsumerName   = "consumer_name"
+	fieldEFOConsumerARN    = "consumer_arn"
 )
+
+// EnvEmulatorNoInitialResponse is for tests against kinesis-mock: see
+// consumer.EnvEmulatorNoInitialResponse.
+const EnvEmulatorNoInitialResponse = consumer.EnvEmulatorNoInitialResponse
 
 // Metadata keys set on every message.
 const (
@@ -83,6 +91,7 @@ func Spec() *service.ConfigSpec {
 			Description("Log a warning when a shard is further behind than this. `0s` uses half the stream's retention period. An error is logged past 90% of the retention period, when records are about to expire unread.").
 			Default("0s").Advanced(),
 	)
+	fields = append(fields, enhancedFanOutField())
 	fields = append(fields, awsconf.Fields()...)
 	fields = append(fields, service.NewAutoRetryNacksToggleField())
 	return service.NewConfigSpec().
@@ -190,6 +199,9 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	cc.HandoffTimeout = c.Checkpointer.HandoffTimeout
 	cc.InstanceID = c.Checkpointer.InstanceID
 	cc.Backoff = kinesisx.DefaultBackoff
+	if cc.EnhancedFanOut, err = enhancedFanOutFromParsed(conf.Namespace(fieldEnhancedFanOut), c.Checkpointer.Group); err != nil {
+		return c, err
+	}
 	if c.AWS, err = awsconf.SettingsFromParsed(conf); err != nil {
 		return c, err
 	}

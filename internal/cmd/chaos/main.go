@@ -27,15 +27,16 @@ func main() {
 		bin   = flag.String("bin", "", "the connect-kinesis binary (default: built from ./cmd/connect-kinesis)")
 		dir   = flag.String("dir", "", "where configs, logs and delivery files go (default: a new temporary folder, kept)")
 		seed  = flag.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the schedule and the proxy's faults")
+		efo   = flag.Bool("efo", false, "consumers read with enhanced fan-out (SubscribeToShard over kinesis-mock's TLS port), their connections cut now and then")
 	)
 	flag.Parse()
-	if err := run(*short, *bin, *dir, *seed); err != nil {
+	if err := run(*short, *bin, *dir, *seed, *efo); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
 }
 
-func run(short bool, bin, dir string, seed uint64) error {
+func run(short bool, bin, dir string, seed uint64, efo bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
@@ -67,7 +68,7 @@ func run(short bool, bin, dir string, seed uint64) error {
 		}
 		fmt.Fprintf(os.Stderr, "chaos: phase %s\n", phase.name)
 		t, err := chaos.Run(ctx, chaos.Config{
-			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis,
+			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, EFO: efo,
 			Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 		})
 		if err != nil {

@@ -1,0 +1,368 @@
+package consumer
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+)
+
+// Subscription timing. Kinesis allows one SubscribeToShard per second per
+// shard and consumer, ends each subscription after five minutes, and pushes
+// an event at least every few seconds while a subscription lives (an empty
+// one when nothing was written).
+const (
+	// subscribeInterval is the least time between two SubscribeToShard
+	// calls of one shard.
+	subscribeInterval = time.Second
+	// eventInterval is the longest Kinesis waits between two events of a
+	// live subscription; a subscription silent for twice as long is taken
+	// for hung (a half-open connection) and renewed.
+	eventInterval = 5 * time.Second
+	// pausedLimit is how long a subscription may go unread while the
+	// pipeline has no room for another batch. Past it the subscription is
+	// cancelled, so a slow pipeline never leaves events buffered in the
+	// connection, and renewed after the last record handed over once
+	// there is room again.
+	pausedLimit = 2 * eventInterval
+)
+
+// eventStream is the live part of one subscription: the SDK's
+// *kinesis.SubscribeToShardEventStream.
+type eventStream interface {
+	Events() <-chan types.SubscribeToShardEventStream
+	Close() error
+	Err() error
+}
+
+// subscribeFunc opens one subscription.
+type subscribeFunc func(ctx context.Context, in *kinesis.SubscribeToShardInput) (eventStream, error)
+
+// subscriptionSource is the RecordSource of enhanced fan-out. It subscribes
+// where it was told to start, yields each event as a batch, and renews the
+// subscription after the last record it returned whenever the current one
+// ends: the five-minute session is over, the stream failed or went silent,
+// or the reader left it unread for pausedLimit. Subscribing is retried by
+// one failsafe-go policy; ResourceInUse (the previous subscription of the
+// shard is still held for a few seconds) waits like throttling.
+//
+// A shard's end comes as an event with ChildShards. An emulator that never
+// sends them (kinesis-mock) is covered by a check with GetRecords, at most
+// once per shard_discovery_interval and only while the subscription is
+// caught up and quiet: a closed shard read to its end answers with no
+// next iterator and its children.
+type subscriptionSource struct {
+	subscribe   subscribeFunc
+	api         KinesisAPI // for the end-of-shard check
+	stream      string
+	consumerARN string
+	shard       string
+	log         *service.Logger
+	exec        failsafe.Executor[eventStream]
+	warnEvery   time.Duration
+	warned      time.Duration
+	checkEvery  time.Duration
+	lastCheck   time.Time
+
+	from         startSpec // where the next subscription starts
+	subscribedAt time.Time // when the last SubscribeToShard was sent
+	hungAfter    time.Duration
+	pausedAfter  time.Duration
+
+	mu           sync.Mutex // guards what the pause timer touches
+	cur          eventStream
+	pause        *time.Timer
+	endedByPause bool
+}
+
+// newSource opens the record source of a shard: a subscription with
+// enhanced fan-out, else GetRecords polling.
+func (co *coordinator) newSource(shard string, from startSpec, log *service.Logger) RecordSource {
+	if co.consumerARN == "" {
+		return newPollingSource(co, shard, from, log)
+	}
+	api := co.api.(FanOutAPI)
+	opts := []func(*kinesis.Options){ownEventDecoder}
+	if co.c.cfg.EnhancedFanOut.NoInitialResponse {
+		opts = append(opts, WithoutInitialResponse)
+	}
+	subscribe := func(ctx context.Context, in *kinesis.SubscribeToShardInput) (eventStream, error) {
+		out, err := api.SubscribeToShard(ctx, in, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return out.GetStream(), nil
+	}
+	return newSubscriptionSource(co, subscribe, shard, from, log)
+}
+
+func newSubscriptionSource(co *coordinator, subscribe subscribeFunc, shard string, from startSpec, log *service.Logger) *subscriptionSource {
+	cfg := &co.c.cfg
+	s := &subscriptionSource{
+		subscribe:   subscribe,
+		api:         co.api,
+		stream:      co.configured,
+		consumerARN: co.consumerARN,
+		shard:       shard,
+		log:         log,
+		warnEvery:   cmp.Or(cfg.Backoff.MaxElapsedTime, defaultWarnEvery),
+		checkEvery:  cfg.DiscoveryInterval,
+		from:        from,
+		hungAfter:   2 * eventInterval,
+		pausedAfter: pausedLimit,
+	}
+	bo := cfg.Backoff
+	bo.InitialInterval = max(bo.InitialInterval, subscribeInterval)
+	bo.MaxInterval = max(bo.MaxInterval, bo.InitialInterval)
+	bo.MaxRetries, bo.MaxElapsedTime = 0, 0
+	p := kinesisx.RetryBuilder[eventStream](bo).
+		HandleIf(func(_ eventStream, err error) bool { return err != nil }).
+		WithDelayFunc(func(e failsafe.ExecutionAttempt[eventStream]) time.Duration {
+			err := e.LastError()
+			if !kinesisx.Retryable(err) && kinesisx.ErrorCode(err) != kinesisx.CodeResourceInUse {
+				// A deleted consumer or a denied role is looked at again
+				// at the slowest pace.
+				return bo.MaxInterval
+			}
+			return -1 // the backoff
+		}).
+		OnRetryScheduled(s.warnRetry).
+		Build()
+	s.exec = failsafe.With(p)
+	return s
+}
+
+// NextAt is zero: a subscription pushes, the reader never waits for a pace.
+func (s *subscriptionSource) NextAt() time.Time { return time.Time{} }
+
+// Close ends the current subscription.
+func (s *subscriptionSource) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pause != nil {
+		s.pause.Stop()
+	}
+	s.closeLocked()
+}
+
+func (s *subscriptionSource) closeLocked() {
+	if s.cur != nil {
+		_ = s.cur.Close()
+		s.cur = nil
+	}
+}
+
+// Next returns the next event of the shard, subscribing again as often as
+// needed. While the reader does not call Next the subscription is unread;
+// after pausedLimit it is cancelled (see pausedLimit).
+func (s *subscriptionSource) Next(ctx context.Context) (SourceBatch, error) {
+	s.mu.Lock()
+	if s.pause != nil {
+		s.pause.Stop()
+	}
+	if s.endedByPause {
+		s.endedByPause = false
+		s.log.Debug("Subscription was cancelled while the pipeline had no room; subscribing again after the last delivered record")
+	}
+	s.mu.Unlock()
+	b, err := s.next(ctx)
+	if err == nil && !b.End {
+		s.mu.Lock()
+		s.pause = time.AfterFunc(s.pausedAfter, s.cancelPaused)
+		s.mu.Unlock()
+	}
+	return b, err
+}
+
+// cancelPaused ends a subscription the reader left unread too long.
+func (s *subscriptionSource) cancelPaused() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != nil {
+		s.endedByPause = true
+		s.closeLocked()
+	}
+}
+
+func (s *subscriptionSource) next(ctx context.Context) (SourceBatch, error) {
+	hung := time.NewTimer(s.hungAfter)
+	defer hung.Stop()
+	for {
+		events, err := s.events(ctx)
+		if err != nil {
+			return SourceBatch{}, err
+		}
+		hung.Reset(s.hungAfter)
+		select {
+		case <-ctx.Done():
+			return SourceBatch{}, ctx.Err()
+		case <-hung.C:
+			s.log.Debugf("No subscription event for %v; subscribing again", s.hungAfter)
+			s.renew()
+		case ev, ok := <-events:
+			if !ok {
+				s.ended()
+				continue
+			}
+			e, isEvent := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
+			if !isEvent {
+				continue // a kind of event this client does not know
+			}
+			b := s.batch(&e.Value)
+			if !b.End && len(b.Records) == 0 && b.MillisBehindLatest == 0 {
+				if end, ok := s.checkEnd(ctx); ok {
+					return end, nil
+				}
+			}
+			return b, nil
+		}
+	}
+}
+
+// events returns the events of the live subscription, subscribing first
+// when there is none.
+func (s *subscriptionSource) events(ctx context.Context) (<-chan types.SubscribeToShardEventStream, error) {
+	s.mu.Lock()
+	cur := s.cur
+	s.mu.Unlock()
+	if cur != nil {
+		return cur.Events(), nil
+	}
+	s.warned = 0
+	es, err := s.exec.WithContext(ctx).Get(func() (eventStream, error) { return s.open(ctx) })
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.cur = es
+	s.mu.Unlock()
+	return es.Events(), nil
+}
+
+// open sends one SubscribeToShard in its pacing slot.
+func (s *subscriptionSource) open(ctx context.Context) (eventStream, error) {
+	if err := sleepUntil(ctx, s.subscribedAt.Add(subscribeInterval)); err != nil {
+		return nil, err
+	}
+	pos := &types.StartingPosition{Type: s.from.iterType}
+	switch s.from.iterType {
+	case types.ShardIteratorTypeAfterSequenceNumber, types.ShardIteratorTypeAtSequenceNumber:
+		pos.SequenceNumber = aws.String(s.from.sequence)
+	case types.ShardIteratorTypeAtTimestamp:
+		pos.Timestamp = aws.Time(s.from.timestamp)
+	}
+	s.subscribedAt = time.Now()
+	es, err := s.subscribe(ctx, &kinesis.SubscribeToShardInput{
+		ConsumerARN: aws.String(s.consumerARN), ShardId: aws.String(s.shard), StartingPosition: pos,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribing to the shard at %s: %w", s.from.iterType, err)
+	}
+	s.log.Tracef("Subscribed to the shard at %s %s", s.from.iterType, s.from.sequence)
+	return es, nil
+}
+
+// ended handles a subscription whose events stopped: the session ran its
+// five minutes (no error), or the stream failed.
+func (s *subscriptionSource) ended() {
+	s.mu.Lock()
+	cur := s.cur
+	s.mu.Unlock()
+	if cur == nil {
+		return // cancelled while paused
+	}
+	err := cur.Err()
+	s.renew()
+	switch {
+	case err == nil:
+		s.log.Debug("Subscription ended; subscribing again after the last delivered record")
+	case kinesisx.Retryable(err) || errors.Is(err, context.Canceled):
+		s.log.Debugf("Subscription broke; subscribing again after the last delivered record: %v", err)
+	default:
+		s.log.Warnf("Subscription failed; subscribing again after the last delivered record: %v", err)
+	}
+}
+
+// renew drops the current subscription; the next read subscribes again.
+func (s *subscriptionSource) renew() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closeLocked()
+}
+
+// batch turns an event into a SourceBatch and moves the start of the next
+// subscription past it: the reader delivers everything Next returns, so
+// the event's continuation is after the last record delivered.
+func (s *subscriptionSource) batch(e *types.SubscribeToShardEvent) SourceBatch {
+	b := SourceBatch{Records: e.Records, MillisBehindLatest: aws.ToInt64(e.MillisBehindLatest), ChildShards: e.ChildShards}
+	switch {
+	case aws.ToString(e.ContinuationSequenceNumber) != "":
+		s.from = after(aws.ToString(e.ContinuationSequenceNumber))
+	case len(e.Records) > 0:
+		s.from = after(aws.ToString(e.Records[len(e.Records)-1].SequenceNumber))
+	}
+	// The last event of a closed shard names its children (and has no
+	// continuation).
+	b.End = len(e.ChildShards) > 0
+	return b
+}
+
+// checkEnd asks GetRecords, at most once per checkEvery, whether the
+// shard is closed and read to its end: for emulators that end a shard
+// without the ChildShards event. Records it finds are left to the
+// subscription; only an answer with none and no next iterator is the end.
+func (s *subscriptionSource) checkEnd(ctx context.Context) (SourceBatch, bool) {
+	if time.Since(s.lastCheck) < s.checkEvery {
+		return SourceBatch{}, false
+	}
+	s.lastCheck = time.Now()
+	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(s.shard), ShardIteratorType: s.from.iterType}
+	in.StreamName, in.StreamARN = kinesisx.StreamRef(s.stream)
+	switch s.from.iterType {
+	case types.ShardIteratorTypeAfterSequenceNumber, types.ShardIteratorTypeAtSequenceNumber:
+		in.StartingSequenceNumber = aws.String(s.from.sequence)
+	case types.ShardIteratorTypeAtTimestamp:
+		in.Timestamp = aws.Time(s.from.timestamp)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, getRecordsTimeout)
+	defer cancel()
+	it, err := s.api.GetShardIterator(callCtx, in)
+	if err != nil {
+		s.log.Debugf("Checking for the shard's end failed; trying again later: %v", err)
+		return SourceBatch{}, false
+	}
+	gr := &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(1)}
+	_, gr.StreamARN = kinesisx.StreamRef(s.stream)
+	out, err := s.api.GetRecords(callCtx, gr)
+	if err != nil {
+		s.log.Debugf("Checking for the shard's end failed; trying again later: %v", err)
+		return SourceBatch{}, false
+	}
+	if out.NextShardIterator != nil || len(out.Records) > 0 {
+		return SourceBatch{}, false
+	}
+	s.log.Debug("Shard is closed and read to its end; its subscription sent no ChildShards, so GetRecords told")
+	return SourceBatch{End: true, ChildShards: out.ChildShards}, true
+}
+
+// warnRetry logs a failing subscribe: at once when the trouble is not known
+// to pass, else once per warnEvery.
+func (s *subscriptionSource) warnRetry(e failsafe.ExecutionScheduledEvent[eventStream]) {
+	err := e.LastError()
+	known := kinesisx.Retryable(err) || kinesisx.ErrorCode(err) == kinesisx.CodeResourceInUse
+	if known && e.ElapsedTime()-s.warned < s.warnEvery {
+		return
+	}
+	s.warned = e.ElapsedTime()
+	s.log.Warnf("Subscribing to the shard failed; retrying in %v: %v", e.Delay.Round(time.Millisecond), err)
+}

@@ -1,0 +1,231 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+)
+
+// fakeStream is one scripted subscription: its events, then either an end
+// (with err) or silence.
+type fakeStream struct {
+	ch     chan types.SubscribeToShardEventStream
+	err    error
+	once   sync.Once
+	closed chan struct{}
+}
+
+func newFakeStream(events []types.SubscribeToShardEvent, end bool, err error) *fakeStream {
+	s := &fakeStream{ch: make(chan types.SubscribeToShardEventStream, len(events)), err: err, closed: make(chan struct{})}
+	for _, e := range events {
+		s.ch <- &types.SubscribeToShardEventStreamMemberSubscribeToShardEvent{Value: e}
+	}
+	if end {
+		s.once.Do(func() { close(s.ch) })
+	}
+	return s
+}
+
+func (s *fakeStream) Events() <-chan types.SubscribeToShardEventStream { return s.ch }
+func (s *fakeStream) Err() error                                       { return s.err }
+func (s *fakeStream) Close() error {
+	s.once.Do(func() { close(s.ch) })
+	select {
+	case <-s.closed:
+	default:
+		close(s.closed)
+	}
+	return nil
+}
+
+// fakeSubscriptions answers SubscribeToShard calls in turn and records
+// where each started.
+type fakeSubscriptions struct {
+	mu      sync.Mutex
+	answers []func() (eventStream, error)
+	starts  []types.StartingPosition
+}
+
+func (f *fakeSubscriptions) subscribe(_ context.Context, in *kinesis.SubscribeToShardInput) (eventStream, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.starts = append(f.starts, *in.StartingPosition)
+	if len(f.answers) == 0 {
+		return newFakeStream(nil, false, nil), nil // silence
+	}
+	a := f.answers[0]
+	f.answers = f.answers[1:]
+	return a()
+}
+
+func (f *fakeSubscriptions) startsAt() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, p := range f.starts {
+		out = append(out, string(p.Type)+" "+aws.ToString(p.SequenceNumber))
+	}
+	return out
+}
+
+func stream(s eventStream) func() (eventStream, error) {
+	return func() (eventStream, error) { return s, nil }
+}
+
+func event(cont string, seqs ...string) types.SubscribeToShardEvent {
+	e := types.SubscribeToShardEvent{ContinuationSequenceNumber: aws.String(cont), MillisBehindLatest: aws.Int64(0)}
+	for _, s := range seqs {
+		e.Records = append(e.Records, types.Record{SequenceNumber: aws.String(s), PartitionKey: aws.String("k"), Data: []byte(s)})
+	}
+	return e
+}
+
+func apiErr(status int, err error) error {
+	return &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}}, Err: err}
+}
+
+func newTestSubscription(f *fakeSubscriptions, from startSpec) *subscriptionSource {
+	co := &coordinator{
+		c: &Consumer{cfg: Config{
+			DiscoveryInterval: time.Hour,
+			Backoff:           kinesisx.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 20 * time.Millisecond},
+		}},
+		api:         newFakeKinesis(),
+		configured:  "s",
+		consumerARN: "arn:aws:kinesis:us-east-1:1:stream/s/consumer/c:1",
+	}
+	return newSubscriptionSource(co, f.subscribe, "shardId-000000000001", from, nil)
+}
+
+// records returns the sequence numbers of the next n batches.
+func nextSeqs(t *testing.T, s *subscriptionSource, n int) ([]string, SourceBatch) {
+	t.Helper()
+	var seqs []string
+	var b SourceBatch
+	for range n {
+		var err error
+		b, err = s.Next(t.Context())
+		require.NoError(t, err)
+		for _, r := range b.Records {
+			seqs = append(seqs, aws.ToString(r.SequenceNumber))
+		}
+	}
+	return seqs, b
+}
+
+func TestSubscriptionResumesAfterTheLastDeliveredRecord(t *testing.T) {
+	f := &fakeSubscriptions{answers: []func() (eventStream, error){
+		// A session that breaks after two events.
+		stream(newFakeStream([]types.SubscribeToShardEvent{event("3", "1", "2", "3"), event("5", "4", "5")}, true,
+			apiErr(500, &types.InternalFailureException{}))),
+		// Throttled, then the previous subscription is still held.
+		func() (eventStream, error) { return nil, apiErr(400, &types.LimitExceededException{}) },
+		func() (eventStream, error) { return nil, apiErr(400, &types.ResourceInUseException{}) },
+		// A session that ends normally (five minutes) after one event.
+		stream(newFakeStream([]types.SubscribeToShardEvent{event("6", "6")}, true, nil)),
+		// The shard's last event names its children.
+		stream(newFakeStream([]types.SubscribeToShardEvent{func() types.SubscribeToShardEvent {
+			e := event("", "7")
+			e.ContinuationSequenceNumber = nil
+			e.ChildShards = []types.ChildShard{{ShardId: aws.String("shardId-000000000002")}}
+			return e
+		}()}, false, nil)),
+	}}
+	s := newTestSubscription(f, startSpec{iterType: types.ShardIteratorTypeTrimHorizon})
+	defer s.Close()
+	seqs, last := nextSeqs(t, s, 4)
+	assert.Equal(t, []string{"1", "2", "3", "4", "5", "6", "7"}, seqs, "every record once, in order")
+	assert.True(t, last.End)
+	assert.Len(t, last.ChildShards, 1)
+	assert.Equal(t, []string{
+		"TRIM_HORIZON ",
+		"AFTER_SEQUENCE_NUMBER 5", "AFTER_SEQUENCE_NUMBER 5", "AFTER_SEQUENCE_NUMBER 5",
+		"AFTER_SEQUENCE_NUMBER 6",
+	}, f.startsAt())
+}
+
+func TestSubscriptionRenewsAHungStream(t *testing.T) {
+	f := &fakeSubscriptions{answers: []func() (eventStream, error){
+		stream(newFakeStream([]types.SubscribeToShardEvent{event("10", "10")}, false, nil)), // then silence
+		stream(newFakeStream([]types.SubscribeToShardEvent{event("11", "11")}, false, nil)),
+	}}
+	s := newTestSubscription(f, after("9"))
+	s.hungAfter = 200 * time.Millisecond
+	defer s.Close()
+	seqs, _ := nextSeqs(t, s, 2)
+	assert.Equal(t, []string{"10", "11"}, seqs)
+	assert.Equal(t, []string{"AFTER_SEQUENCE_NUMBER 9", "AFTER_SEQUENCE_NUMBER 10"}, f.startsAt())
+}
+
+func TestSubscriptionLeftUnreadIsCancelled(t *testing.T) {
+	first := newFakeStream([]types.SubscribeToShardEvent{event("1", "1"), event("2", "2")}, false, nil)
+	f := &fakeSubscriptions{answers: []func() (eventStream, error){
+		stream(first),
+		stream(newFakeStream([]types.SubscribeToShardEvent{event("2", "2")}, false, nil)),
+	}}
+	s := newTestSubscription(f, startSpec{iterType: types.ShardIteratorTypeLatest})
+	s.pausedAfter = 100 * time.Millisecond
+	defer s.Close()
+	seqs, _ := nextSeqs(t, s, 1)
+	require.Equal(t, []string{"1"}, seqs)
+	// The pipeline has no room: Next is not called, and the subscription,
+	// with an event still in it, is cancelled rather than kept buffering.
+	select {
+	case <-first.closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the unread subscription was not cancelled")
+	}
+	// With room again, reading resumes after the last record delivered.
+	seqs, _ = nextSeqs(t, s, 1)
+	assert.Equal(t, []string{"2"}, seqs)
+	assert.Equal(t, []string{"LATEST ", "AFTER_SEQUENCE_NUMBER 1"}, f.startsAt())
+}
+
+func TestSubscriptionGivesUpOnlyWhenTheReaderStops(t *testing.T) {
+	f := &fakeSubscriptions{}
+	for range 100 {
+		f.answers = append(f.answers, func() (eventStream, error) { return nil, apiErr(400, &types.ResourceNotFoundException{}) })
+	}
+	s := newTestSubscription(f, after("1"))
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	_, err := s.Next(ctx)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled), "ends with ctx, got %v", err)
+}
+
+func TestEnhancedFanOutValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		e       EnhancedFanOut
+		streams []string
+		want    string
+	}{
+		{"off", EnhancedFanOut{}, []string{"a"}, ""},
+		{"name", EnhancedFanOut{Enabled: true, ConsumerName: "app.1_x-y"}, []string{"a", "b"}, ""},
+		{"nothing", EnhancedFanOut{Enabled: true}, []string{"a"}, "field enhanced_fan_out.consumer_name"},
+		{"arn with two streams", EnhancedFanOut{Enabled: true, ConsumerARN: "arn:aws:kinesis:r:1:stream/a/consumer/c:1"}, []string{"a", "b"}, "field enhanced_fan_out.consumer_arn"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.e.validate(tc.streams)
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
