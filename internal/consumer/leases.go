@@ -61,13 +61,13 @@ func (co *coordinator) renewLoop() {
 			ctx, cancel := context.WithTimeout(co.runCtx, co.c.cfg.LeasePeriod/6)
 			co.renew(ctx, false)
 			cancel()
+			co.publishProgress()
 		case <-co.forgot:
 			// A call found the store forgot the group: renewing at once
 			// confirms it and re-seeds.
 			ctx, cancel := context.WithTimeout(co.runCtx, co.c.cfg.LeasePeriod/6)
 			co.renew(ctx, true)
 			cancel()
-			co.publishProgress()
 		case <-co.renewStop:
 			return
 		case <-co.runCtx.Done():
