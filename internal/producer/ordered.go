@@ -157,6 +157,8 @@ type orderedWrite struct {
 	// remaining counts them.
 	lanes     [][]int
 	remaining int
+	// take is the records a lane gives a round, reused lane after lane.
+	take []int
 	// failed maps the partition keys whose records failed for good to why.
 	failed map[string]error
 	fail   func(int, error)
@@ -232,7 +234,7 @@ func (w *orderedWrite) round() []records {
 	)
 	for l, queue := range w.lanes {
 		var (
-			take       []int
+			take       = w.take[:0]
 			takenBytes int
 			rest       = queue[:0] // compacted in place: rest never passes the reader
 		)
@@ -252,7 +254,7 @@ func (w *orderedWrite) round() []records {
 			take = append(take, k)
 			takenBytes += size
 		}
-		w.lanes[l] = rest
+		w.lanes[l], w.take = rest, take
 		w.remaining -= len(take)
 		if len(take) == 0 {
 			continue
@@ -262,7 +264,7 @@ func (w *orderedWrite) round() []records {
 			req, bytes = records{}, 0
 		}
 		if req.entries == nil {
-			req = w.recs.withCap(min(w.remaining, kinesisx.MaxPutRecordsCount))
+			req = w.recs.withCap(min(len(take)+w.remaining, kinesisx.MaxPutRecordsCount))
 		}
 		for _, k := range take {
 			req.push(w.recs, k)
