@@ -9,7 +9,8 @@
 //
 // Unordered, a write's requests are sent concurrently. Ordered (the output's
 // default), each partition key's records land in the order of the entries:
-// records are grouped by shard, each shard has one request in flight while
-// the shards proceed in parallel, a request holds a key at most once, and
-// refused records are retried before anything later of their shard.
+// records are grouped by shard and sent in rounds; a round takes each
+// shard's next records, holding a key at most once, packs them into as few
+// requests as the limits allow (several shards per request), sends those in
+// parallel, and retries refused records before the next round.
 package producer

@@ -37,7 +37,7 @@ var ErrEarlierRecordFailed = errors.New("not sent: an earlier message with the s
 // not sent yet are returned, to be grouped anew by the fresh map and sent
 // after what has landed.
 func (p *Producer) writeOrdered(ctx context.Context, recs *records, fail func(int, error)) []int {
-	w := &orderedWrite{recs: recs, fail: fail, lanes: lanesOf(recs), seen: map[string]bool{}}
+	w := &orderedWrite{remaining: recs.len(), recs: recs, fail: fail, lanes: lanesOf(recs), seen: make(map[string]bool, min(recs.len(), kinesisx.MaxPutRecordsCount))}
 	for {
 		requests := w.round()
 		if len(requests) == 0 {
@@ -153,8 +153,12 @@ func (p *Producer) sendAll(ctx context.Context, requests []records, fail func(in
 // orderedWrite is the state of one ordered write.
 type orderedWrite struct {
 	recs *records
-	// lanes holds, per shard, the records not sent yet, in order.
-	lanes [][]int
+	// lanes holds, per shard, the records not sent yet, in order;
+	// remaining counts them.
+	lanes     [][]int
+	remaining int
+	// take is the records a lane gives a round, reused lane after lane.
+	take []int
 	// failed maps the partition keys whose records failed for good to why.
 	failed map[string]error
 	fail   func(int, error)
@@ -230,7 +234,7 @@ func (w *orderedWrite) round() []records {
 	)
 	for l, queue := range w.lanes {
 		var (
-			take       []int
+			take       = w.take[:0]
 			takenBytes int
 			rest       = queue[:0] // compacted in place: rest never passes the reader
 		)
@@ -250,13 +254,17 @@ func (w *orderedWrite) round() []records {
 			take = append(take, k)
 			takenBytes += size
 		}
-		w.lanes[l] = rest
+		w.lanes[l], w.take = rest, take
+		w.remaining -= len(take)
 		if len(take) == 0 {
 			continue
 		}
 		if req.len() > 0 && (req.len()+len(take) > kinesisx.MaxPutRecordsCount || bytes+takenBytes > kinesisx.MaxPutRecordsBytes) {
 			requests = append(requests, req)
 			req, bytes = records{}, 0
+		}
+		if req.entries == nil {
+			req = w.recs.withCap(min(len(take)+w.remaining, kinesisx.MaxPutRecordsCount))
 		}
 		for _, k := range take {
 			req.push(w.recs, k)
@@ -274,6 +282,12 @@ func (w *orderedWrite) round() []records {
 // round took or passed over in its lane, and marks its keys: taken if it
 // does not clash, passed over if it does.
 func (w *orderedWrite) clashes(k int) bool {
+	if r := w.recs; r.members == nil || r.members[k] == nil {
+		pk := r.src[r.index[k]].PartitionKey
+		_, clash := w.seen[pk]
+		w.seen[pk] = clash
+		return clash
+	}
 	clash := false
 	keys(w.recs, k, func(pk string) bool {
 		_, clash = w.seen[pk]

@@ -224,6 +224,18 @@ func (r *records) slice(from, to int) records {
 	return s
 }
 
+// withCap returns an empty list of r's records with room for n.
+func (r *records) withCap(n int) records {
+	s := records{src: r.src, shards: r.shards, entries: make([]types.PutRecordsRequestEntry, 0, n), index: make([]int, 0, n)}
+	if r.members != nil {
+		s.members = make([][]int, 0, n)
+	}
+	if r.lane != nil {
+		s.lane = make([]int, 0, n)
+	}
+	return s
+}
+
 // push appends record k of src.
 func (r *records) push(src *records, k int) {
 	r.src, r.shards = src.src, src.shards

@@ -95,16 +95,18 @@ func inversions(t *testing.T, view producertest.KCLView) int {
 	return n
 }
 
-// testOrderWithDefaults writes 20,000 messages over 40 keys with the
-// output's defaults, then with batching, and reads every shard back in
-// sequence order: no key's messages may be out of order. kinesis-mock takes
-// milliseconds per request, and unbatched messages are written one request
-// at a time, so it gets 4,000.
+// testOrderWithDefaults writes 20,000 messages over 40 keys, one message at
+// a time from the input, with the output's defaults, then with only
+// `batching: {count: 500}`, and reads every shard back in sequence order: no
+// key's messages may be out of order. The defaults must also be fast: the
+// pipeline's two-minute timeout fails a default that writes one message per
+// round trip.
 func testOrderWithDefaults(t *testing.T, emu *testenv.Kinesis) {
-	const keys = 40
-	n := 20000
+	const n, keys = 20000, 40
+	// kinesis-mock slows down with the records a shard holds: spread them.
+	shards := 8
 	if emu.Kind == testenv.KindKinesisMock {
-		n = 4000
+		shards = 16
 	}
 	cases := []struct {
 		name   string
@@ -116,8 +118,7 @@ func testOrderWithDefaults(t *testing.T, emu *testenv.Kinesis) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			stream := fmt.Sprintf("ordered-%d", i)
-			// kinesis-mock slows down with records per shard: spread them.
-			emu.MustCreateStream(t, stream, 8)
+			emu.MustCreateStream(t, stream, shards)
 			env := map[string]string{"COUNT": fmt.Sprint(n), "KEYS": fmt.Sprint(keys), "STREAM": stream, "ENDPOINT": emu.Endpoint}
 			start := time.Now()
 			runPipeline(t, orderPipeline(c.fields...), env)

@@ -66,12 +66,12 @@ Each batch is packed into PutRecords requests of at most 500 records and 5 MiB (
 With `+"`preserve_order: true`"+` (the default), the records of one partition key land in the order the pipeline emitted them, even when Kinesis throttles or refuses some records, answers with a 5xx, a connection is cut, or the stream is resharded. A reader that follows shard lineage (this project's `+"`kinesis`"+` input, the KCL) reads them in that order. How:
 
 - Batches are written one at a time, in the order the pipeline emits them: Benthos starts concurrent batches without any order between them, so in this mode the output asks Benthos for one batch in flight and gets its parallelism within the batch instead.
-- A batch's records are grouped by the shard they map to (the stream's shard map, read at connect), and the shards are written in parallel, up to `+"`max_in_flight`"+` requests at once, one request per shard at a time.
+- A batch's records are grouped by the shard they map to (the stream's shard map, read at connect) and sent in rounds: each round takes every shard's next records, packs them into as few PutRecords requests as the limits allow (records of several shards share a request), sends those in parallel, up to `+"`max_in_flight`"+`, and waits for them.
 - A request holds each partition key at most once (as a plain record or inside one aggregated record), so a partial failure never lets a key's later record land before an earlier one. Many records of few keys therefore take several requests; aggregation packs them into one record per request instead.
-- Records Kinesis refused are retried before anything later of their shard is sent.
+- Records Kinesis refused are retried before the next round is sent.
 - A message that fails for good (after `+"`max_retries`"+` or `+"`backoff.max_elapsed_time`"+`) fails the later messages of its partition key in the batch too, unsent, so that a replay (a `+"`fallback`"+` output, `+"`auto_replay_nacks`"+`) keeps them in order. Later batches are not held back: order across a message that failed for good is up to how the pipeline replays it.
 
-Throughput comes from batches: write in batches (the `+"`batching`"+` field, or an input that reads batches) so that each batch spans many shards. Without batching, each message is a batch of its own and messages are written one request at a time. Give `+"`batching`"+` a `+"`count`"+` and a `+"`period`"+` longer than one write takes (e.g. `+"`count: 500`"+`, `+"`period: 1s`"+`): Benthos measures the period from the previous flush, so a shorter one yields batches of a single message while the output is busy.
+Throughput comes from batches, so that each batch spans many shards and fills its requests. `+"`batching`"+` therefore defaults to `+"`count: 500`"+` and `+"`period: 50ms`"+`: under load a batch is one full PutRecords request; Benthos measures the period from the previous flush, so a message arriving after a quiet spell is written at once, and at moderate rates a message waits at most 50ms. If you set your own `+"`period`"+`, make it longer than one write takes: a shorter one yields batches of a single message while the output is busy. Setting `+"`batching`"+` replaces the whole default; `+"`batching: {}`"+` turns batching off, which suits an input that already emits batches (with an output batching policy, a message that fails for good fails its whole upstream batch, so a replay sends that batch's other messages again).
 
 With `+"`preserve_order: false`"+`, up to `+"`max_in_flight`"+` batches are written at once and a batch's requests are sent concurrently; records of one key can then land in any order (Kinesis itself does not keep the order of a PutRecords request's records when some are refused).
 
@@ -121,15 +121,12 @@ An aggregated record never holds messages of two current shards. After a split o
 		Fields(kinesisx.RetryFields(kinesisx.DefaultBackoff)...).
 		Fields(awsconf.Fields()...).
 		LintRule(lintRule()).
-		Example("Write JSON events keyed by user", "Events of one user land on one shard, in the order the pipeline emitted them. Batches of up to 500 let many shards be written at once.", `
+		Example("Write JSON events keyed by user", "Events of one user land on one shard, in the order the pipeline emitted them. The default batching (up to 500 messages, 50ms) writes many shards per round trip.", `
 output:
   kinesis:
     stream: events
     region: us-east-1
     partition_key: ${! json("user_id") }
-    batching:
-      count: 500
-      period: 1s
 `)
 }
 
@@ -307,7 +304,7 @@ func (o *kinesisOutput) Connect(ctx context.Context) error {
 	stop := func() {}
 	if o.conf.Aggregation.Enabled || o.conf.PreserveOrder {
 		// Both group records by shard: aggregation to pack them, ordering
-		// to write each shard one request at a time.
+		// to send each shard's records in rounds.
 		if err := p.RefreshShardMap(ctx); err != nil {
 			return fmt.Errorf("reading the shard map of stream %s in region %s (needed by %s and %s.%s; check the kinesis:ListShards permission): %w",
 				o.conf.Stream, region, fieldPreserveOrder, fieldAggregation, fieldAggEnabled, err)

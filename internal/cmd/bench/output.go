@@ -34,6 +34,7 @@ type outputFlags struct {
 	records, size, shards, concurrency int
 	rounds                             int
 	cpuProfile                         string
+	batching                           string
 }
 
 func runOutput(ctx context.Context, args []string) error {
@@ -45,6 +46,7 @@ func runOutput(ctx context.Context, args []string) error {
 	fs.IntVar(&f.concurrency, "concurrency", 64, "PutRecords requests in flight (max_in_flight of the plugin)")
 	fs.IntVar(&f.rounds, "rounds", 4, "rotating rounds each side's records are split into")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured rounds (every side) to this file")
+	fs.StringVar(&f.batching, "batching", "", "the plugin sides' batching field, e.g. '{}' to compare without the output's default batching (the bench feeds batches of 500)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -237,6 +239,9 @@ func pluginPut(ctx context.Context, endpoint string, mode pluginMode, n int, f o
 		return err
 	}
 	fields := "  " + strings.ReplaceAll(mode.fields, "\n", "\n  ")
+	if f.batching != "" {
+		fields += "\n  batching: " + f.batching
+	}
 	err := b.AddOutputYAML(fmt.Sprintf(`
 kinesis:
   stream: %s
