@@ -82,7 +82,11 @@ func runInput(ctx context.Context, args []string) error {
 	if err := rawRead(ctx, emu.Endpoint, stream, min(f.records, 2000)); err != nil {
 		return fmt.Errorf("warming up the raw loop: %w", err)
 	}
-	for i, fields := range []string{"", f.variant}[:1+min(len(f.variant), 1)] {
+	warm := []string{""}
+	if f.variant != "" {
+		warm = append(warm, f.variant)
+	}
+	for i, fields := range warm {
 		if err := inputRead(ctx, emu.Endpoint, red.URL(), fmt.Sprintf("warmup-%d", i), stream, min(f.records, 2000), f, fields, nil); err != nil {
 			return fmt.Errorf("warming up the input: %w", err)
 		}
