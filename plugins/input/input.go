@@ -27,6 +27,7 @@ const (
 	fieldDiscoveryInterval = "shard_discovery_interval"
 	fieldDeaggregate       = "deaggregate"
 	fieldLagWarnThreshold  = "lag_warn_threshold"
+	fieldAutoReplayNacks   = "auto_replay_nacks"
 )
 
 // Metadata keys set on every message.
@@ -84,7 +85,9 @@ func Spec() *service.ConfigSpec {
 			Default("0s").Advanced(),
 	)
 	fields = append(fields, awsconf.Fields()...)
-	fields = append(fields, service.NewAutoRetryNacksToggleField())
+	fields = append(fields, service.NewBoolField(fieldAutoReplayNacks).
+		Description("Accepted for compatibility with other Benthos inputs: either value replays. A nacked batch is always delivered again, whole, with backoff and for as long as it takes, before anything later of its shard, as a record is never skipped. Messages of the batch that an output had already written may then be written again.").
+		Default(true))
 	return service.NewConfigSpec().
 		Stable().
 		Categories("Services").
@@ -114,11 +117,9 @@ input:
 
 func init() {
 	err := service.RegisterBatchInput("kinesis", Spec(), func(conf *service.ParsedConfig, mgr *service.Resources) (service.BatchInput, error) {
-		in, err := newFromParsed(conf, mgr)
-		if err != nil {
-			return nil, err
-		}
-		return service.AutoRetryNacksBatchedToggled(conf, in)
+		// Not wrapped in service.AutoRetryNacksBatched: the consumer
+		// redelivers nacked batches itself (see auto_replay_nacks).
+		return newFromParsed(conf, mgr)
 	})
 	if err != nil {
 		panic(err)
@@ -176,11 +177,6 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	if cc.LagWarnThreshold, err = conf.FieldDuration(fieldLagWarnThreshold); err != nil {
 		return c, err
 	}
-	replay, err := conf.FieldBool(service.AutoRetryNacksToggleFieldName)
-	if err != nil {
-		return c, err
-	}
-	cc.RedeliverNacks = !replay
 	if c.Checkpointer, err = checkpointer.ConfigFromParsed(conf); err != nil {
 		return c, err
 	}
