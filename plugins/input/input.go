@@ -262,6 +262,15 @@ func (k *kinesisInput) ReadBatch(ctx context.Context) (service.MessageBatch, ser
 	if err != nil {
 		return nil, nil, err
 	}
+	return messages(b), func(_ context.Context, err error) error {
+		b.Ack(err)
+		return nil
+	}, nil
+}
+
+// messages turns a consumer batch into Benthos messages with their
+// metadata.
+func messages(b *consumer.Batch) service.MessageBatch {
 	batch := make(service.MessageBatch, len(b.Records))
 	// Values shared by the messages of a batch are boxed once: metadata is
 	// stored as `any`, and boxing a string allocates.
@@ -301,10 +310,7 @@ func (k *kinesisInput) ReadBatch(ctx context.Context) (service.MessageBatch, ser
 		m.MetaSetMut(MetaMillisBehind, behind)
 		batch[i] = m
 	}
-	return batch, func(_ context.Context, err error) error {
-		b.Ack(err)
-		return nil
-	}, nil
+	return batch
 }
 
 // Close stops fetching, waits for in-flight acks, commits, releases the
