@@ -203,11 +203,8 @@ func (m measurement) cpuPer100k() float64 { return m.cpu.Seconds() * 100000 / fl
 // both are 0).
 func printComparison(title, baselineName, oursName string, baseline, ours measurement, minRate, maxCPU float64) {
 	fmt.Println(title)
-	fmt.Printf("%-22s %12s %14s %10s %14s\n", "", "records/s", "CPU-s/100k", "wall", "peak heap MB")
-	for _, s := range []struct {
-		name string
-		m    measurement
-	}{{baselineName, baseline}, {oursName, ours}} {
+	fmt.Printf("%-22s %12s %14s %10s %14s\n", "", "records/s", "CPU-s/100k", "wall", "peak heap MiB")
+	for _, s := range []side{{baselineName, baseline}, {oursName, ours}} {
 		fmt.Printf("%-22s %12.0f %14.3f %10s %14.1f\n", s.name, s.m.perSecond(), s.m.cpuPer100k(), s.m.wall.Round(time.Millisecond), mib(s.m.peakHeap))
 	}
 	rate := ours.perSecond() / baseline.perSecond()
@@ -232,12 +229,12 @@ type side struct {
 func printMemory(baselineName string, baseline measurement, inFlight uint64, sides ...side) {
 	limit := 2*baseline.peakHeap + inFlight
 	fmt.Printf("Peak heap added while running (sampled every %v, after a GC at each side's start):\n", heapSampleInterval)
-	fmt.Printf("%-22s %10.1f MB\n", baselineName, mib(baseline.peakHeap))
+	fmt.Printf("%-22s %10.1f MiB\n", baselineName, mib(baseline.peakHeap))
 	for _, s := range sides {
-		fmt.Printf("%-22s %10.1f MB   %5.2fx   %s\n", s.name, mib(s.m.peakHeap),
+		fmt.Printf("%-22s %10.1f MiB   %5.2fx   %s\n", s.name, mib(s.m.peakHeap),
 			float64(s.m.peakHeap)/float64(max(baseline.peakHeap, 1)), verdict(s.m.peakHeap <= limit))
 	}
-	fmt.Printf("%-22s <= %7.1f MB   (2 x %s + %.1f MB in flight)\n", "target", mib(limit), baselineName, mib(inFlight))
+	fmt.Printf("%-22s <= %7.1f MiB   (2 x %s + %.1f MiB in flight)\n", "target", mib(limit), baselineName, mib(inFlight))
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
