@@ -32,9 +32,6 @@ type Config struct {
 	InstanceID string
 	// LagWarnThreshold 0 means half the stream's retention period.
 	LagWarnThreshold time.Duration
-	// RedeliverNacks makes the consumer send a nacked batch again itself; it
-	// is set when Benthos does not replay nacks (auto_replay_nacks: false).
-	RedeliverNacks bool
 
 	CommitPeriod    time.Duration
 	LeasePeriod     time.Duration
@@ -107,7 +104,7 @@ type Batch struct {
 
 // Ack reports the pipeline's verdict. A nil err advances the checkpoint
 // (once every earlier batch is acked too); an error makes the consumer send
-// the batch again when it redelivers nacks itself.
+// the batch again.
 func (b *Batch) Ack(err error) {
 	if err == nil {
 		b.reader.tracker.ack(b.id)

@@ -70,9 +70,7 @@ func TestConsumerRedeliversNackedBatchesWithBackoffInOrder(t *testing.T) {
 	api := newFakeKinesis()
 	const shard = "shardId-000000000000"
 	api.add(shard, &fakeShard{records: 30})
-	cfg := testConfig()
-	cfg.RedeliverNacks = true
-	c := startConsumer(t, cfg, api, newFakeStore(time.Second))
+	c := startConsumer(t, testConfig(), api, newFakeStore(time.Second))
 	var got []string
 	var nackTimes []time.Time
 	nacks := 0

@@ -30,12 +30,9 @@ func newRedeliverRetry(ctx context.Context, bo kinesisx.Backoff) failsafe.Execut
 	return failsafe.With(p).WithContext(ctx)
 }
 
+// nack queues a nacked batch to be sent again; it stays pending meanwhile,
+// so no checkpoint passes it until it is finally acked.
 func (r *shardReader) nack(b *Batch) {
-	if !r.co.c.cfg.RedeliverNacks {
-		// Benthos replays nacked batches itself; the batch stays pending
-		// so no checkpoint passes it until it is finally acked.
-		return
-	}
 	r.queueRedeliver(b)
 }
 

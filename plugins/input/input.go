@@ -31,6 +31,7 @@ const (
 	fieldEFOEnabled        = "enabled"
 	fieldEFOConsumerName   = "consumer_name"
 	fieldEFOConsumerARN    = "consumer_arn"
+	fieldAutoReplayNacks   = "auto_replay_nacks"
 )
 
 // EnvEmulatorNoInitialResponse is for tests against kinesis-mock: see
@@ -93,7 +94,9 @@ func Spec() *service.ConfigSpec {
 	)
 	fields = append(fields, enhancedFanOutField())
 	fields = append(fields, awsconf.Fields()...)
-	fields = append(fields, service.NewAutoRetryNacksToggleField())
+	fields = append(fields, service.NewBoolField(fieldAutoReplayNacks).
+		Description("Accepted for compatibility with other Benthos inputs: either value replays. A nacked batch is always delivered again, whole, with backoff and for as long as it takes, before anything later of its shard, as a record is never skipped. Messages of the batch that an output had already written may then be written again.").
+		Default(true))
 	return service.NewConfigSpec().
 		Stable().
 		Categories("Services").
@@ -123,11 +126,9 @@ input:
 
 func init() {
 	err := service.RegisterBatchInput("kinesis", Spec(), func(conf *service.ParsedConfig, mgr *service.Resources) (service.BatchInput, error) {
-		in, err := newFromParsed(conf, mgr)
-		if err != nil {
-			return nil, err
-		}
-		return service.AutoRetryNacksBatchedToggled(conf, in)
+		// Not wrapped in service.AutoRetryNacksBatched: the consumer
+		// redelivers nacked batches itself (see auto_replay_nacks).
+		return newFromParsed(conf, mgr)
 	})
 	if err != nil {
 		panic(err)
@@ -185,11 +186,6 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	if cc.LagWarnThreshold, err = conf.FieldDuration(fieldLagWarnThreshold); err != nil {
 		return c, err
 	}
-	replay, err := conf.FieldBool(service.AutoRetryNacksToggleFieldName)
-	if err != nil {
-		return c, err
-	}
-	cc.RedeliverNacks = !replay
 	if c.Checkpointer, err = checkpointer.ConfigFromParsed(conf); err != nil {
 		return c, err
 	}
@@ -278,6 +274,15 @@ func (k *kinesisInput) ReadBatch(ctx context.Context) (service.MessageBatch, ser
 	if err != nil {
 		return nil, nil, err
 	}
+	return messages(b), func(_ context.Context, err error) error {
+		b.Ack(err)
+		return nil
+	}, nil
+}
+
+// messages turns a consumer batch into Benthos messages with their
+// metadata.
+func messages(b *consumer.Batch) service.MessageBatch {
 	batch := make(service.MessageBatch, len(b.Records))
 	// Values shared by the messages of a batch are boxed once: metadata is
 	// stored as `any`, and boxing a string allocates.
@@ -317,10 +322,7 @@ func (k *kinesisInput) ReadBatch(ctx context.Context) (service.MessageBatch, ser
 		m.MetaSetMut(MetaMillisBehind, behind)
 		batch[i] = m
 	}
-	return batch, func(_ context.Context, err error) error {
-		b.Ack(err)
-		return nil
-	}, nil
+	return batch
 }
 
 // Close stops fetching, waits for in-flight acks, commits, releases the

@@ -32,7 +32,6 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, time.Second, cc.IdlePollInterval)
 	assert.Equal(t, 10*time.Second, cc.DiscoveryInterval)
 	assert.True(t, cc.Deaggregate)
-	assert.False(t, cc.RedeliverNacks, "auto_replay_nacks defaults to true: Benthos replays")
 	assert.Equal(t, "app", c.Checkpointer.Group)
 	assert.Equal(t, c.Checkpointer.CommitPeriod, cc.CommitPeriod)
 }

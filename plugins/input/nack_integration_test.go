@@ -22,8 +22,8 @@ func TestIntegrationNackedBatchesAreRedeliveredInOrder(t *testing.T) {
 		name   string
 		replay bool
 	}{
-		{"benthos replays nacks", true},
-		{"input redelivers nacks", false},
+		{"auto_replay_nacks true", true},
+		{"auto_replay_nacks false", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stream := fmt.Sprintf("nack-%t", tc.replay)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,6 +35,8 @@ func init() {
 
 type inputFlags struct {
 	records, size, shards int
+	rounds                int
+	variant               string
 	commitPeriod          time.Duration
 	cpuProfile            string
 }
@@ -45,9 +48,14 @@ func runInput(ctx context.Context, args []string) error {
 	fs.IntVar(&f.size, "size", 200, "bytes of data per record")
 	fs.IntVar(&f.shards, "shards", 4, "shards of the stream")
 	fs.DurationVar(&f.commitPeriod, "commit-period", 5*time.Second, "checkpoint.commit_period of the input")
-	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the input's run to this file")
+	fs.IntVar(&f.rounds, "rounds", 6, "alternating rounds; in each, every side reads the whole stream")
+	fs.StringVar(&f.variant, "variant", "", "YAML lines of input fields for a third side, measured in the same rounds against the defaults (e.g. 'auto_replay_nacks: false')")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured rounds to this file (samples labelled side=raw|plugin|variant)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if f.rounds < 1 {
+		return fmt.Errorf("-rounds %d: must be at least 1", f.rounds)
 	}
 
 	emu, err := testenv.StartKinesalite(ctx)
@@ -74,64 +82,152 @@ func runInput(ctx context.Context, args []string) error {
 	if err := rawRead(ctx, emu.Endpoint, stream, min(f.records, 2000)); err != nil {
 		return fmt.Errorf("warming up the raw loop: %w", err)
 	}
-	if err := inputRead(ctx, emu.Endpoint, red.URL(), "warmup", stream, min(f.records, 2000), f, nil); err != nil {
-		return fmt.Errorf("warming up the input: %w", err)
+	warm := []string{""}
+	if f.variant != "" {
+		warm = append(warm, f.variant)
+	}
+	for i, fields := range warm {
+		if err := inputRead(ctx, emu.Endpoint, red.URL(), fmt.Sprintf("warmup-%d", i), stream, min(f.records, 2000), f, fields, nil); err != nil {
+			return fmt.Errorf("warming up the input: %w", err)
+		}
 	}
 
-	raw, err := measure(f.records, func() error { return rawRead(ctx, emu.Endpoint, stream, f.records) })
-	if err != nil {
-		return fmt.Errorf("raw loop: %w", err)
-	}
 	rc := red.Client()
 	defer rc.Close()
-	cmdsBefore, err := redisCommands(ctx, rc)
-	if err != nil {
-		return err
+	// The sides: the raw loop, the plugin with its defaults and, with
+	// -variant, the plugin with those fields, to weigh a setting.
+	sides := []*inputSide{{name: "raw"}, {name: "plugin"}}
+	if f.variant != "" {
+		sides = append(sides, &inputSide{name: "variant", fields: f.variant})
 	}
 	stopProfile, err := startCPUProfile(f.cpuProfile)
 	if err != nil {
 		return err
 	}
 	defer stopProfile()
+	// Rounds rotate which side goes first (ABBA... with two sides), so a
+	// drift of the emulator or of the machine's load over the run hits
+	// every side alike; each side's figures are the medians of its rounds.
+	var cmds int64
+	for r := range f.rounds {
+		for j := range sides {
+			s := sides[(r+j)%len(sides)]
+			var err error
+			// Labelled, so that a profile can be cut to one side:
+			// go tool pprof -tagfocus side=plugin.
+			pprof.Do(ctx, pprof.Labels("side", s.name), func(context.Context) {
+				if s.name == "raw" {
+					err = s.add(measure(f.records, func() error { return rawRead(ctx, emu.Endpoint, stream, f.records) }))
+					return
+				}
+				var n int64
+				n, err = s.readPlugin(ctx, rc, emu.Endpoint, red.URL(), fmt.Sprintf("%s-%d", s.name, r), stream, f)
+				cmds += n
+			})
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", r+1, s.name, err)
+			}
+		}
+	}
+	stopProfile()
+
+	raw, plugin := median(sides[0].rounds), median(sides[1].rounds)
+	printComparison(
+		fmt.Sprintf("input: %d records x %d B, %d shards, kinesalite, defaults (commit_period %v), medians of %d alternating rounds", f.records, f.size, f.shards, f.commitPeriod, f.rounds),
+		"raw GetRecords", "plugin", raw, plugin, 0.9, 1.3)
+	for _, s := range sides[1:] {
+		fmt.Printf("%-22s", "rounds "+s.name+"/raw")
+		for i, m := range s.rounds {
+			fmt.Printf("  %.2fx %.2fx CPU", m.perSecond()/sides[0].rounds[i].perSecond(), m.cpuPer100k()/sides[0].rounds[i].cpuPer100k())
+		}
+		fmt.Println()
+	}
+	mem := []side{{"plugin", plugin}}
+	if len(sides) > 2 {
+		variant := median(sides[2].rounds)
+		fmt.Println()
+		printComparison(fmt.Sprintf("The plugin with %s, against its defaults:", strings.ReplaceAll(f.variant, "\n", "; ")),
+			"plugin", "variant", plugin, variant, 0, 0)
+		mem = append(mem, side{"variant", variant})
+	}
+	fmt.Println()
+	// What the input may hold beyond the raw loop: each shard's delivered,
+	// unacknowledged batches (the raw loop, like the input, holds one
+	// response per shard while it reads).
+	inFlight := uint64(f.shards * inputShardMaxInFlight * kinesisx.MaxGetRecordsLimit * f.size)
+	printMemory("raw GetRecords", raw, inFlight, mem...)
+	fmt.Println()
+
+	// Redis, over every round of the plugin's default side.
+	n := int64(f.records) * int64(f.rounds)
+	fmt.Printf("Redis: %d commands over %d runs of the input (start-up and shutdown included): %.1f per 10k records\n",
+		cmds, f.rounds*(len(sides)-1), float64(cmds)*10000/float64(n*int64(len(sides)-1)))
+	var reading time.Duration
+	var wcmds int64
+	byCommand := map[string]int64{}
+	for _, w := range sides[1].windows {
+		reading += w.end.Sub(w.start)
+		// Leave out the INFO calls of the sampling itself.
+		wcmds += w.endCmds - w.startCmds - 2
+		for name, n := range w.endStats {
+			byCommand[name] += n - w.startStats[name]
+		}
+	}
+	periods := reading.Seconds() / f.commitPeriod.Seconds()
+	fmt.Printf("Redis while the plugin read (%v in all): %d commands, %.2f per shard per commit_period\n",
+		reading.Round(time.Millisecond), wcmds, float64(wcmds)/float64(f.shards)/periods)
+	fmt.Printf("  by command (Lua-internal calls included): %s\n", breakdown(byCommand))
+	return nil
+}
+
+// inputShardMaxInFlight is the input's default shard_max_in_flight, which
+// the bench runs with.
+const inputShardMaxInFlight = 1
+
+// inputSide is one side of the input part and its rounds.
+type inputSide struct {
+	name    string
+	fields  string // YAML lines added to the input's config
+	rounds  []measurement
+	windows []readingWindow
+}
+
+func (s *inputSide) add(m measurement, err error) error {
+	s.rounds = append(s.rounds, m)
+	return err
+}
+
+// readPlugin measures one run of the input with a fresh group, and returns
+// the Redis commands it sent.
+func (s *inputSide) readPlugin(ctx context.Context, rc *redis.Client, endpoint, redisURL, group, stream string, f inputFlags) (int64, error) {
+	before, err := redisCommands(ctx, rc)
+	if err != nil {
+		return 0, err
+	}
 	// The reading window runs from the first batch to the last record: it
-	// leaves out start-up (leases, checkpoints) and shutdown (final commits).
-	var window readingWindow
+	// leaves out start-up (leases, checkpoints) and shutdown (final
+	// commits).
+	var w readingWindow
 	sample := func() int64 { n, _ := redisCommands(ctx, rc); return n }
-	plugin, err := measure(f.records, func() error {
-		return inputRead(ctx, emu.Endpoint, red.URL(), "bench", stream, f.records, f, func(first bool) {
+	err = s.add(measure(f.records, func() error {
+		return inputRead(ctx, endpoint, redisURL, group, stream, f.records, f, s.fields, func(first bool) {
 			if first {
-				window.startCmds, window.start = sample(), time.Now()
-				window.startStats = commandStats(ctx, rc)
+				w.startCmds, w.start = sample(), time.Now()
+				w.startStats = commandStats(ctx, rc)
 			} else {
-				window.endCmds, window.end = sample(), time.Now()
-				window.endStats = commandStats(ctx, rc)
+				w.endCmds, w.end = sample(), time.Now()
+				w.endStats = commandStats(ctx, rc)
 			}
 		})
-	})
-	stopProfile()
+	}))
+	s.windows = append(s.windows, w)
 	if err != nil {
-		return fmt.Errorf("input: %w", err)
+		return 0, err
 	}
-	cmdsAfter, err := redisCommands(ctx, rc)
-	if err != nil {
-		return err
-	}
-	// The two INFO calls count themselves.
-	cmds := cmdsAfter - cmdsBefore - 1
-
-	printComparison(
-		fmt.Sprintf("input: %d records x %d B, %d shards, kinesalite, defaults (commit_period %v)", f.records, f.size, f.shards, f.commitPeriod),
-		"raw GetRecords", "plugin", raw, plugin, 0.9, 1.3)
-	fmt.Println()
-	fmt.Printf("Redis: %d commands for the whole run (start-up and shutdown included): %.1f per 10k records\n",
-		cmds, float64(cmds)*10000/float64(f.records))
-	// Leave out the INFO calls of the sampling itself.
-	wcmds := window.endCmds - window.startCmds - 2
-	periods := window.end.Sub(window.start).Seconds() / f.commitPeriod.Seconds()
-	fmt.Printf("Redis while reading (%v): %d commands, %.2f per shard per commit_period\n",
-		window.end.Sub(window.start).Round(time.Millisecond), wcmds, float64(wcmds)/float64(f.shards)/periods)
-	fmt.Printf("  by command (Lua-internal calls included): %s\n", window.breakdown())
-	return nil
+	after, err := redisCommands(ctx, rc)
+	// The first INFO is counted in after (an INFO does not count itself),
+	// and so are the window's four.
+	return after - before - 1 - 4, err
 }
 
 type readingWindow struct {
@@ -160,11 +256,12 @@ func commandStats(ctx context.Context, c *redis.Client) map[string]int64 {
 	return out
 }
 
-func (w readingWindow) breakdown() string {
+// breakdown lists the commands called, but for the bench's own INFO.
+func breakdown(calls map[string]int64) string {
 	var parts []string
-	for name, n := range w.endStats {
-		if d := n - w.startStats[name]; d > 0 && name != "info" {
-			parts = append(parts, fmt.Sprintf("%s %d", name, d))
+	for name, n := range calls {
+		if n > 0 && name != "info" {
+			parts = append(parts, fmt.Sprintf("%s %d", name, n))
 		}
 	}
 	sort.Strings(parts)
@@ -251,10 +348,11 @@ func rawRead(ctx context.Context, endpoint, stream string, n int) error {
 }
 
 // inputRead runs the kinesis input with its defaults (a fresh group, Redis
-// checkpoints) into a consumer that counts, until n records arrived.
+// checkpoints) and the given extra fields into a consumer that counts,
+// until n records arrived.
 // mark, when set, is called at the first batch (true) and once n records
 // arrived (false).
-func inputRead(ctx context.Context, endpoint, redisURL, group, stream string, n int, f inputFlags, mark func(first bool)) error {
+func inputRead(ctx context.Context, endpoint, redisURL, group, stream string, n int, f inputFlags, fields string, mark func(first bool)) error {
 	b := service.NewStreamBuilder()
 	if err := b.SetLoggerYAML("level: warn"); err != nil {
 		return err
@@ -269,7 +367,8 @@ kinesis:
     redis: { url: %s }
     group: %s
     commit_period: %v
-`, stream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, redisURL, group, f.commitPeriod))
+  %s
+`, stream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, redisURL, group, f.commitPeriod, strings.ReplaceAll(fields, "\n", "\n  ")))
 	if err != nil {
 		return err
 	}

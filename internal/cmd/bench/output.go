@@ -147,6 +147,12 @@ func runOutput(ctx context.Context, args []string) error {
 	fmt.Printf("%-22s %12.0f %14.3f %10s   (%.2fx raw rec/s, %.2fx raw CPU)\n", "generate -> plugin",
 		generate.perSecond(), generate.cpuPer100k(), generate.wall.Round(time.Millisecond),
 		generate.perSecond()/raw.perSecond(), generate.cpuPer100k()/raw.cpuPer100k())
+	fmt.Println()
+	mem := []side{{"generate -> plugin", generate}}
+	for i, m := range modes {
+		mem = append(mem, side{m.name, plugin[i]})
+	}
+	printMemory("raw SDK", raw, uint64(f.concurrency*kinesisx.MaxPutRecordsCount*f.size), mem...)
 	return nil
 }
 
