@@ -42,7 +42,7 @@ func init() {
 
 type scaleFlags struct {
 	shards, procs, perShard int
-	bin                     string
+	bin, idlePoll           string
 	settle, idle, timeout   time.Duration
 	countCalls              bool
 }
@@ -62,6 +62,7 @@ func runScale(ctx context.Context, args []string) error {
 	fs.DurationVar(&f.settle, "settle", 15*time.Second, "wait after balancing before the idle window")
 	fs.DurationVar(&f.idle, "idle", time.Minute, "idle window over which CPU, Redis and Kinesis calls are measured")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "longest wait for balancing, and for the keyed load's delivery")
+	fs.StringVar(&f.idlePoll, "idle-poll-interval", "", "idle_poll_interval of the inputs (default: the input's default)")
 	fs.BoolVar(&f.countCalls, "count-calls", true, "put a counting proxy (in this process) between the inputs and kinesalite, to count their calls by operation")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -117,16 +118,18 @@ func runScale(ctx context.Context, args []string) error {
 	start := time.Now()
 	procs := make([]*scaleProc, f.procs)
 	for i := range procs {
-		if procs[i], err = startScaleProc(dir, f.bin, i, endpoint, red.URL()); err != nil {
+		if procs[i], err = startScaleProc(dir, f.bin, i, endpoint, red.URL(), f.idlePoll); err != nil {
 			return err
 		}
 	}
 	defer func() {
+		var wg sync.WaitGroup
 		for _, p := range procs {
 			if p != nil {
-				p.stop(30 * time.Second)
+				wg.Go(func() { p.stop(30 * time.Second) })
 			}
 		}
+		wg.Wait()
 	}()
 	fmt.Fprintf(os.Stderr, "bench scale: %d processes started; waiting for every shard to be owned and balanced...\n", f.procs)
 	bal, err := waitBalanced(ctx, rc, store, procs, f, start, statsStart)
@@ -225,14 +228,14 @@ input:
     checkpoint:
       redis: { url: '%s' }
       group: %s
-    lease: { instance_id: %s }
+    lease: { instance_id: %s }%s
 output:
   file:
     path: %s
     codec: lines
 `
 
-func startScaleProc(dir, bin string, i int, endpoint, redisURL string) (*scaleProc, error) {
+func startScaleProc(dir, bin string, i int, endpoint, redisURL, idlePoll string) (*scaleProc, error) {
 	p := &scaleProc{
 		name:  fmt.Sprintf("input-%d", i+1),
 		owner: fmt.Sprintf("bench-scale-%d", i+1),
@@ -241,8 +244,12 @@ func startScaleProc(dir, bin string, i int, endpoint, redisURL string) (*scalePr
 		done:  make(chan struct{}),
 	}
 	conf := filepath.Join(dir, p.name+".yaml")
+	extra := ""
+	if idlePoll != "" {
+		extra = "\n    idle_poll_interval: " + idlePoll
+	}
 	yaml := fmt.Sprintf(scaleYAML, scaleStream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey,
-		redisURL, scaleGroup, p.owner, p.out)
+		redisURL, scaleGroup, p.owner, extra, p.out)
 	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
 		return nil, err
 	}
@@ -560,7 +567,11 @@ func countLines(path string, seen map[string]int) (int, error) {
 }
 
 func printScale(f scaleFlags, bal balance, statsStart, statsBalanced map[string]int64, idle idleFigures, procs []*scaleProc, load loadFigures) {
-	fmt.Printf("scale: %d shards, %d input processes (connect-kinesis binary, input defaults) in one group on one Redis, kinesalite\n", f.shards, f.procs)
+	settings := "input defaults"
+	if f.idlePoll != "" {
+		settings = "input defaults but idle_poll_interval " + f.idlePoll
+	}
+	fmt.Printf("scale: %d shards, %d input processes (connect-kinesis binary, %s) in one group on one Redis, kinesalite\n", f.shards, f.procs, settings)
 	fmt.Println()
 	fmt.Printf("every shard owned after            %v\n", bal.allOwned.Round(10*time.Millisecond))
 	fmt.Printf("balanced (%d..%d each) after        %v   shards per process %v\n",
@@ -616,6 +627,9 @@ type callCounter struct {
 	*httptest.Server
 	mu     sync.Mutex
 	counts map[string]*atomic.Int64
+	// errors counts requests the emulator did not answer (the proxy
+	// answered 502): a sign it is saturated.
+	errors atomic.Int64
 }
 
 func newCallCounter(target string) (*callCounter, error) {
@@ -628,6 +642,10 @@ func newCallCounter(target string) (*callCounter, error) {
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 1024
 	proxy.Transport = tr
 	cc := &callCounter{counts: map[string]*atomic.Int64{}}
+	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) {
+		cc.errors.Add(1)
+		w.WriteHeader(http.StatusBadGateway)
+	}
 	cc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, op, _ := strings.Cut(r.Header.Get("X-Amz-Target"), ".")
 		cc.counter(op).Add(1)
@@ -654,5 +672,6 @@ func (cc *callCounter) snapshot() map[string]int64 {
 	for op, c := range cc.counts {
 		out[op] = c.Load()
 	}
+	out["(unanswered)"] = cc.errors.Load()
 	return out
 }

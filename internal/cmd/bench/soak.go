@@ -99,6 +99,12 @@ func runSoak(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("output side: %w", err)
 	}
+	// More records than the input reads, so that at its last sample it is
+	// still reading, as at its first, rather than idle at the stream's end
+	// with nothing buffered.
+	if err := rawPut(ctx, emu.Endpoint, stream, f.records/f.steps, outputFlags{size: f.size, concurrency: 16}); err != nil {
+		return fmt.Errorf("topping the stream up: %w", err)
+	}
 	fmt.Fprintf(os.Stderr, "bench soak: input, %d records...\n", f.records)
 	in, err := soakInput(ctx, emu.Endpoint, red.URL(), stream, f)
 	if err != nil {
@@ -125,13 +131,16 @@ func runSoak(ctx context.Context, args []string) error {
 	for _, side := range []soakResult{out, in} {
 		first, last := side.samples[0], side.samples[len(side.samples)-1]
 		change := float64(last.heapInuse)/float64(first.heapInuse) - 1
-		verdict := "flat"
-		if change > f.tolerance || change < -f.tolerance {
-			verdict = "NOT flat"
+		verdict := fmt.Sprintf("flat (within %.0f%%)", f.tolerance*100)
+		switch {
+		case change > f.tolerance:
+			verdict = fmt.Sprintf("GROWS (more than %.0f%%)", f.tolerance*100)
+		case change < -f.tolerance:
+			verdict = fmt.Sprintf("no growth (falls more than %.0f%%)", f.tolerance*100)
 		}
-		fmt.Printf("%-6s %d records in %v (%.0f records/s): heap in use %.1f MiB at %d%%, %.1f MiB at 100%% (%+.1f%%): %s (within %.0f%%)\n",
+		fmt.Printf("%-6s %d records in %v (%.0f records/s): heap in use %.1f MiB at %d%%, %.1f MiB at 100%% (%+.1f%%): %s\n",
 			side.name, f.records, side.wall.Round(time.Second), float64(f.records)/side.wall.Seconds(),
-			mib(first.heapInuse), 100/f.steps, mib(last.heapInuse), change*100, verdict, f.tolerance*100)
+			mib(first.heapInuse), 100/f.steps, mib(last.heapInuse), change*100, verdict)
 	}
 	return nil
 }
