@@ -8,8 +8,8 @@ import (
 
 // rebalance runs one balancing round: it takes free ready shards up to
 // this instance's fair share (ceil(ready / live members)), hands shards over
-// to members below their share that asked for one, and, when nothing is
-// free, asks the most loaded member for a shard.
+// to members below their share that asked for them, and, when nothing is
+// free, asks the members above their share for the shards it lacks.
 func (co *coordinator) rebalance(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
@@ -45,7 +45,7 @@ func (co *coordinator) rebalance(ctx context.Context) {
 	if took > 0 || mine >= share {
 		return
 	}
-	co.askForHandOff(ctx, ready, leases, mine)
+	co.askForHandOff(ctx, ready, leases, mine, share)
 }
 
 // liveMembers counts the live members of the group, this instance

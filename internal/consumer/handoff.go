@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"time"
 )
@@ -39,9 +40,18 @@ func (co *coordinator) forgetOldHandOffs() {
 	})
 }
 
-// askForHandOff asks the member holding the most ready shards for one of
-// them, when it holds at least two more than this instance's mine.
-func (co *coordinator) askForHandOff(ctx context.Context, ready []string, leases map[string]LeaseState, mine int) {
+// askForHandOff asks the members holding more ready shards than their
+// share for some of them, want in all (this instance's shortfall). Each
+// member is asked for what it holds above share, at least one, and only
+// while it holds at least two more than this instance, so two members one
+// shard apart never trade a shard back and forth. Asking for the whole
+// shortfall at once lets an instance that joined late (or started a moment
+// after the others and found every shard taken) reach its share in a few
+// balancing rounds rather than one shard per round: with thousands of
+// shards that is minutes instead of hours. The shards are picked at random
+// among a member's, so that several instances asking at once mostly ask
+// for different ones.
+func (co *coordinator) askForHandOff(ctx context.Context, ready []string, leases map[string]LeaseState, mine, share int) {
 	held := map[string][]string{}
 	for id, ls := range leases {
 		// ready is sorted (readyShards).
@@ -49,17 +59,22 @@ func (co *coordinator) askForHandOff(ctx context.Context, ready []string, leases
 			held[ls.Owner] = append(held[ls.Owner], id)
 		}
 	}
-	var most string
-	for _, m := range slices.Sorted(maps.Keys(held)) {
-		if len(held[m]) > len(held[most]) {
-			most = m
+	owners := slices.Sorted(maps.Keys(held))
+	// Most loaded first; ties by id, so the order is the same everywhere.
+	slices.SortStableFunc(owners, func(a, b string) int { return len(held[b]) - len(held[a]) })
+	want := share - mine
+	for _, m := range owners {
+		if want <= 0 || len(held[m])-mine < 2 {
+			break
 		}
-	}
-	if most == "" || len(held[most])-mine < 2 {
-		return
-	}
-	shard := slices.Max(held[most])
-	if err := co.store.RequestHandoff(ctx, shard, co.c.owner); err != nil {
-		co.log.Warnf("Requesting hand-off of shard %s failed: %v", shard, err)
+		shards := held[m]
+		rand.Shuffle(len(shards), func(i, j int) { shards[i], shards[j] = shards[j], shards[i] })
+		for _, shard := range shards[:min(want, max(len(shards)-share, 1))] {
+			if err := co.store.RequestHandoff(ctx, shard, co.c.owner); err != nil {
+				co.log.Warnf("Requesting hand-off of shard %s failed: %v", shard, err)
+				return
+			}
+			want--
+		}
 	}
 }

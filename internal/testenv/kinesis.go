@@ -127,12 +127,27 @@ func (k *Kinesis) TLSConfig() (*tls.Config, error) {
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
-// StartKinesalite starts kinesalite bound to 127.0.0.1 on a free port.
-func StartKinesalite(ctx context.Context) (*Kinesis, error) {
-	return retryStart(func() (*Kinesis, error) { return startKinesalite(ctx) })
+// KinesaliteOptions tunes a kinesalite started by StartKinesaliteWith.
+type KinesaliteOptions struct {
+	// ShardLimit is the most shards the emulator's account may hold in all
+	// its streams; 0 means 1,000.
+	ShardLimit int
 }
 
-func startKinesalite(ctx context.Context) (*Kinesis, error) {
+// StartKinesalite starts kinesalite bound to 127.0.0.1 on a free port.
+func StartKinesalite(ctx context.Context) (*Kinesis, error) {
+	return StartKinesaliteWith(ctx, KinesaliteOptions{})
+}
+
+// StartKinesaliteWith starts kinesalite with opts.
+func StartKinesaliteWith(ctx context.Context, opts KinesaliteOptions) (*Kinesis, error) {
+	if opts.ShardLimit == 0 {
+		opts.ShardLimit = 1000
+	}
+	return retryStart(func() (*Kinesis, error) { return startKinesalite(ctx, opts) })
+}
+
+func startKinesalite(ctx context.Context, opts KinesaliteOptions) (*Kinesis, error) {
 	node, err := lookPath("node")
 	if err != nil {
 		return nil, err
@@ -148,7 +163,7 @@ func startKinesalite(ctx context.Context) (*Kinesis, error) {
 	if err != nil {
 		return nil, err
 	}
-	script := fmt.Sprintf(`require('kinesalite')({createStreamMs:0,deleteStreamMs:0,updateStreamMs:0,shardLimit:1000}).listen(%d,'127.0.0.1',function(err){if(err){console.error(err);process.exit(1)}})`, port)
+	script := fmt.Sprintf(`require('kinesalite')({createStreamMs:0,deleteStreamMs:0,updateStreamMs:0,shardLimit:%d}).listen(%d,'127.0.0.1',function(err){if(err){console.error(err);process.exit(1)}})`, opts.ShardLimit, port)
 	p, err := startProcess(KindKinesalite, []string{"NODE_PATH=" + nm}, nm, node, "-e", script)
 	if err != nil {
 		return nil, err
