@@ -132,8 +132,10 @@ func (r *shardReader) awaitLease(ctx context.Context) bool {
 	return true
 }
 
-// markLost ends the reader at once; it commits nothing more.
+// markLost ends the reader at once and counts the lost lease; it commits
+// nothing more.
 func (r *shardReader) markLost() {
+	r.co.c.metrics.lost.Incr(1, r.co.streamName)
 	r.lost.Store(true)
 	r.stopping.Store(true)
 	r.cancel()
@@ -196,7 +198,6 @@ func (r *shardReader) handBack() {
 func (r *shardReader) storeMutation(fn func(ctx context.Context) error) error {
 	err := r.storeRetry.Run(func() error { return fn(r.ctx) })
 	if errors.Is(err, ErrLeaseLost) {
-		r.co.c.metrics.lost.Incr(1, r.co.streamName)
 		r.markLost()
 	}
 	return err
