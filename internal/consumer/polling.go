@@ -59,28 +59,28 @@ func newPollingSource(co *coordinator, shard string, from startSpec, log *servic
 	// given up. Retries back off from at least poll_interval; each attempt
 	// also waits for its pacing slot, so however the jittered delays fall,
 	// calls reach Kinesis at least poll_interval apart.
-	rb, bo := sourceRetry[*kinesis.GetRecordsOutput](cfg.Backoff, cfg.PollInterval)
-	p := rb.
+	p := sourceRetry(cfg.Backoff, cfg.PollInterval, pollDelay, s.warnRetry).
 		// A shard or stream that does not exist is the reader's to judge
 		// (trimmed, or deleted), not a failure to retry blindly.
 		AbortIf(func(_ *kinesis.GetRecordsOutput, err error) bool {
 			return kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound
 		}).
-		WithDelayFunc(func(e failsafe.ExecutionAttempt[*kinesis.GetRecordsOutput]) time.Duration {
-			switch err := e.LastError(); {
-			case kinesisx.IsExpiredIterator(err):
-				return 0 // renewed already; the pacing slot is the wait
-			case !kinesisx.Retryable(err):
-				// Trouble not known to pass (a denied role, a deleted
-				// stream) is looked at again at the slowest pace.
-				return bo.MaxInterval
-			}
-			return -1 // the backoff
-		}).
-		OnRetryScheduled(s.warnRetry).
 		Build()
 	s.exec = failsafe.With(p)
 	return s
+}
+
+// pollDelay is the wait before reading again after err (-1: the backoff).
+func pollDelay(err error, slowest time.Duration) time.Duration {
+	switch {
+	case kinesisx.IsExpiredIterator(err):
+		return 0 // renewed already; the pacing slot is the wait
+	case !kinesisx.Retryable(err):
+		// Trouble not known to pass (a denied role, a deleted stream) is
+		// looked at again at the slowest pace.
+		return slowest
+	}
+	return -1
 }
 
 // NextAt is when the next GetRecords may be sent.

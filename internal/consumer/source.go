@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/retrypolicy"
 	"github.com/redpanda-data/benthos/v4/public/service"
 
@@ -147,12 +148,17 @@ func (co *coordinator) newSource(shard string, from startSpec, log *service.Logg
 
 // sourceRetry starts the retry policy of a record source: every failure is
 // retried until the reader stops (no bound on attempts or time), backing off
-// from at least floor. It also returns the backoff the policy uses.
-func sourceRetry[R any](bo kinesisx.Backoff, floor time.Duration) (retrypolicy.Builder[R], kinesisx.Backoff) {
+// from at least floor. delay picks the wait after an error (-1: the
+// backoff), given the slowest pace (the backoff's longest interval); warn
+// hears of every retry scheduled.
+func sourceRetry[R any](bo kinesisx.Backoff, floor time.Duration, delay func(err error, slowest time.Duration) time.Duration, warn func(failsafe.ExecutionScheduledEvent[R])) retrypolicy.Builder[R] {
 	bo.InitialInterval = max(bo.InitialInterval, floor)
 	bo.MaxInterval = max(bo.MaxInterval, bo.InitialInterval)
 	bo.MaxRetries, bo.MaxElapsedTime = 0, 0
-	return kinesisx.RetryBuilder[R](bo).HandleIf(func(_ R, err error) bool { return err != nil }), bo
+	return kinesisx.RetryBuilder[R](bo).
+		HandleIf(func(_ R, err error) bool { return err != nil }).
+		WithDelayFunc(func(e failsafe.ExecutionAttempt[R]) time.Duration { return delay(e.LastError(), bo.MaxInterval) }).
+		OnRetryScheduled(warn)
 }
 
 // defaultWarnEvery spaces the warnings of a shard that keeps failing when

@@ -98,21 +98,19 @@ func newSubscriptionSource(co *coordinator, subscribe subscribeFunc, shard strin
 		hungAfter:   2 * eventInterval,
 		pausedAfter: pausedLimit,
 	}
-	rb, bo := sourceRetry[eventStream](cfg.Backoff, subscribeInterval)
-	p := rb.
-		WithDelayFunc(func(e failsafe.ExecutionAttempt[eventStream]) time.Duration {
-			err := e.LastError()
-			if !kinesisx.Retryable(err) && kinesisx.ErrorCode(err) != kinesisx.CodeResourceInUse {
-				// A deleted consumer or a denied role is looked at again
-				// at the slowest pace.
-				return bo.MaxInterval
-			}
-			return -1 // the backoff
-		}).
-		OnRetryScheduled(s.warnRetry).
-		Build()
-	s.exec = failsafe.With(p)
+	s.exec = failsafe.With(sourceRetry(cfg.Backoff, subscribeInterval, subscribeDelay, s.warnRetry).Build())
 	return s
+}
+
+// subscribeDelay is the wait before subscribing again after err (-1: the
+// backoff).
+func subscribeDelay(err error, slowest time.Duration) time.Duration {
+	if !kinesisx.Retryable(err) && kinesisx.ErrorCode(err) != kinesisx.CodeResourceInUse {
+		// A deleted consumer or a denied role is looked at again at the
+		// slowest pace.
+		return slowest
+	}
+	return -1
 }
 
 // NextAt is zero: a subscription pushes, the reader never waits for a pace.
@@ -283,8 +281,8 @@ func (s *subscriptionSource) batch(e *types.SubscribeToShardEvent) SourceBatch {
 	return b
 }
 
-// warnRetry logs a failing subscribe: at once when the trouble is not known
-// to pass, else once per warnEvery.
+// warnRetry logs a failing subscribe, paced by warnPacer; ResourceInUse
+// (the previous subscription still held) counts as trouble known to pass.
 func (s *subscriptionSource) warnRetry(e failsafe.ExecutionScheduledEvent[eventStream]) {
 	err := e.LastError()
 	known := kinesisx.Retryable(err) || kinesisx.ErrorCode(err) == kinesisx.CodeResourceInUse
