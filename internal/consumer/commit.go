@@ -39,7 +39,6 @@ func (r *shardReader) commit(ctx context.Context) error {
 	err := r.co.store.Commit(ctx, *r.lease.Load(), pos)
 	switch {
 	case errors.Is(err, ErrLeaseLost):
-		r.co.c.metrics.lost.Incr(1, r.co.streamName)
 		r.markLost()
 		return err
 	case err != nil:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -35,7 +36,13 @@ func testConfig() Config {
 
 func startConsumer(t *testing.T, cfg Config, api KinesisAPI, st Store) *Consumer {
 	t.Helper()
-	c, err := New(cfg, api, func(string) Store { return st }, nil, nil)
+	return startConsumerWithMetrics(t, cfg, api, st, nil)
+}
+
+// startConsumerWithMetrics is startConsumer reporting to m.
+func startConsumerWithMetrics(t *testing.T, cfg Config, api KinesisAPI, st Store, m *service.Metrics) *Consumer {
+	t.Helper()
+	c, err := New(cfg, api, func(string) Store { return st }, nil, m)
 	require.NoError(t, err)
 	require.NoError(t, c.Start(t.Context()))
 	t.Cleanup(func() {

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -241,7 +242,6 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]*shardRe
 	for _, id := range lost {
 		if r := byShard[id]; r != nil && !r.releasing.Load() {
 			r.markLost()
-			co.c.metrics.lost.Incr(1, co.streamName)
 			stopping = append(stopping, r)
 		}
 	}
@@ -262,6 +262,13 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]*shardRe
 			log.Warn("Lease no longer ours in the store (it expired and was released or renewed under another token); stopped the shard reader")
 		}
 	}
+}
+
+// readersNow returns a copy of the current readers, from any goroutine.
+func (co *coordinator) readersNow() map[string]*shardReader {
+	co.readersMu.Lock()
+	defer co.readersMu.Unlock()
+	return maps.Clone(co.readers)
 }
 
 // readerFor returns the current reader of a shard, from any goroutine.

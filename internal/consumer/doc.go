@@ -14,7 +14,10 @@
 // renew, stop before a lease can run out), balance.go and handoff.go (fair
 // shares between instances), start.go (where a shard without a checkpoint
 // starts). Each shard it holds is read by a shardReader (reader.go) from a
-// RecordSource: source.go describes that seam, polling.go is the GetRecords
-// source; delivery.go, redeliver.go, commit.go and tracker.go are the path
-// from a record to its committed checkpoint that every source shares.
+// RecordSource: source.go describes that seam and holds what the sources
+// share, polling.go is the GetRecords source, subscription.go (with
+// subscription_endcheck.go) the enhanced fan-out one; delivery.go,
+// redeliver.go, commit.go and tracker.go are the path from a record to its
+// committed checkpoint that every source shares, and finish.go how a reader
+// ends: the shard closed, or its lease handed back.
 package consumer

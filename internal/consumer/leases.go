@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"errors"
-	"maps"
 	"time"
 )
 
@@ -86,9 +85,7 @@ func (co *coordinator) renew(ctx context.Context, forgot bool) {
 	attempt := time.Now()
 	var ls []Lease
 	byShard := map[string]*shardReader{}
-	co.readersMu.Lock()
-	current := maps.Clone(co.readers)
-	co.readersMu.Unlock()
+	current := co.readersNow()
 	for id, r := range current {
 		if r.lost.Load() || r.releasing.Load() {
 			continue
@@ -109,18 +106,7 @@ func (co *coordinator) renew(ctx context.Context, forgot bool) {
 		return
 	}
 	if err != nil {
-		if co.runCtx.Err() != nil {
-			return
-		}
-		if co.mustStop(byShard) {
-			co.log.Errorf("Renewing leases failed for %v; stopping %d shard readers before the leases expire: %v", time.Since(co.lastRenewOK).Round(time.Millisecond), len(ls), err)
-			for _, r := range byShard {
-				r.markLost()
-				co.c.metrics.lost.Incr(1, co.streamName)
-			}
-			return
-		}
-		co.log.Warnf("Renewing leases failed; retrying: %v", err)
+		co.renewalFailed("Renewing leases", byShard, err)
 		return
 	}
 	co.lastRenewOK = attempt
@@ -130,6 +116,24 @@ func (co *coordinator) renew(ctx context.Context, forgot bool) {
 		}
 	}
 	co.stopLost(ctx, byShard, lost)
+}
+
+// renewalFailed handles a renewal or re-seed (doing says which) that
+// failed: nothing while the run ends; when the leases could run out before
+// the next attempt, every reader in byShard stops; otherwise the next
+// attempt retries.
+func (co *coordinator) renewalFailed(doing string, byShard map[string]*shardReader, err error) {
+	if co.runCtx.Err() != nil {
+		return
+	}
+	if co.mustStop(byShard) {
+		co.log.Errorf("%s failed for %v; stopping %d shard readers before their leases expire: %v", doing, time.Since(co.lastRenewOK).Round(time.Millisecond), len(byShard), err)
+		for _, r := range byShard {
+			r.markLost()
+		}
+		return
+	}
+	co.log.Warnf("%s failed; retrying: %v", doing, err)
 }
 
 // mustStop reports whether the leases could run out before the next

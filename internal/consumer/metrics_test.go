@@ -90,14 +90,7 @@ func TestLagAndUnownedGauges(t *testing.T) {
 	// A live member that reads nothing: this instance's fair share is one
 	// of the two shards, so the other one has no reader.
 	require.NoError(t, st.Heartbeat(t.Context(), "idle-member"))
-	c, err := New(cfg, api, func(string) Store { return st }, nil, testMetrics(t))
-	require.NoError(t, err)
-	require.NoError(t, c.Start(t.Context()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
+	c := startConsumerWithMetrics(t, cfg, api, st, testMetrics(t))
 	var b *Batch
 	select {
 	case b = <-c.Batches():

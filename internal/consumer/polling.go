@@ -1,14 +1,12 @@
 package consumer
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/failsafe-go/failsafe-go"
 	"github.com/redpanda-data/benthos/v4/public/service"
 
@@ -18,10 +16,6 @@ import (
 // getRecordsTimeout bounds one GetRecords attempt. A response is at most
 // 10 MiB; 20 seconds is far beyond what that takes on a working link.
 const getRecordsTimeout = 20 * time.Second
-
-// defaultWarnEvery spaces the warnings of a shard that keeps failing when
-// backoff.max_elapsed_time is 0 (no bound).
-const defaultWarnEvery = 30 * time.Second
 
 // pollingSource is the RecordSource of GetRecords polling. It gets an
 // iterator where it was told to start, then reads with GetRecords, each call
@@ -39,10 +33,7 @@ type pollingSource struct {
 	onExpired  func()
 
 	exec failsafe.Executor[*kinesis.GetRecordsOutput]
-	// warnEvery spaces the warnings of one failing Next; warned is the
-	// elapsed time of its last warning.
-	warnEvery time.Duration
-	warned    time.Duration
+	warn warnPacer
 
 	from       startSpec // where the next iterator starts
 	iter       string    // empty until got, and again once it expired
@@ -61,39 +52,35 @@ func newPollingSource(co *coordinator, shard string, from startSpec, log *servic
 		idle:      cfg.IdlePollInterval,
 		log:       log,
 		onExpired: func() { co.c.metrics.expired.Incr(1, co.streamName) },
-		warnEvery: cmp.Or(cfg.Backoff.MaxElapsedTime, defaultWarnEvery),
+		warn:      newWarnPacer(cfg.Backoff),
 		from:      from,
 	}
 	// Reading a shard is retried until the reader stops: a shard is never
 	// given up. Retries back off from at least poll_interval; each attempt
 	// also waits for its pacing slot, so however the jittered delays fall,
 	// calls reach Kinesis at least poll_interval apart.
-	bo := cfg.Backoff
-	bo.InitialInterval = max(bo.InitialInterval, cfg.PollInterval)
-	bo.MaxInterval = max(bo.MaxInterval, bo.InitialInterval)
-	bo.MaxRetries, bo.MaxElapsedTime = 0, 0
-	p := kinesisx.RetryBuilder[*kinesis.GetRecordsOutput](bo).
-		HandleIf(func(_ *kinesis.GetRecordsOutput, err error) bool { return err != nil }).
+	p := sourceRetry(cfg.Backoff, cfg.PollInterval, pollDelay, s.warnRetry).
 		// A shard or stream that does not exist is the reader's to judge
 		// (trimmed, or deleted), not a failure to retry blindly.
 		AbortIf(func(_ *kinesis.GetRecordsOutput, err error) bool {
 			return kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound
 		}).
-		WithDelayFunc(func(e failsafe.ExecutionAttempt[*kinesis.GetRecordsOutput]) time.Duration {
-			switch err := e.LastError(); {
-			case kinesisx.IsExpiredIterator(err):
-				return 0 // renewed already; the pacing slot is the wait
-			case !kinesisx.Retryable(err):
-				// Trouble not known to pass (a denied role, a deleted
-				// stream) is looked at again at the slowest pace.
-				return bo.MaxInterval
-			}
-			return -1 // the backoff
-		}).
-		OnRetryScheduled(s.warnRetry).
 		Build()
 	s.exec = failsafe.With(p)
 	return s
+}
+
+// pollDelay is the wait before reading again after err (-1: the backoff).
+func pollDelay(err error, slowest time.Duration) time.Duration {
+	switch {
+	case kinesisx.IsExpiredIterator(err):
+		return 0 // renewed already; the pacing slot is the wait
+	case !kinesisx.Retryable(err):
+		// Trouble not known to pass (a denied role, a deleted stream) is
+		// looked at again at the slowest pace.
+		return slowest
+	}
+	return -1
 }
 
 // NextAt is when the next GetRecords may be sent.
@@ -104,7 +91,7 @@ func (s *pollingSource) Close() {}
 
 // Next reads the next response of the shard.
 func (s *pollingSource) Next(ctx context.Context) (SourceBatch, error) {
-	s.warned = 0
+	s.warn.reset()
 	out, err := s.exec.WithContext(ctx).Get(func() (*kinesis.GetRecordsOutput, error) { return s.fetch(ctx) })
 	if err != nil {
 		if kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound {
@@ -164,48 +151,19 @@ func (s *pollingSource) fetch(ctx context.Context) (*kinesis.GetRecordsOutput, e
 
 // iterator gets an iterator at s.from.
 func (s *pollingSource) iterator(ctx context.Context) (string, error) {
-	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(s.shard), ShardIteratorType: s.from.iterType}
-	in.StreamName, in.StreamARN = kinesisx.StreamRef(s.stream)
-	switch s.from.iterType {
-	case types.ShardIteratorTypeAfterSequenceNumber, types.ShardIteratorTypeAtSequenceNumber:
-		in.StartingSequenceNumber = aws.String(s.from.sequence)
-	case types.ShardIteratorTypeAtTimestamp:
-		in.Timestamp = aws.Time(s.from.timestamp)
-	}
-	out, err := s.api.GetShardIterator(ctx, in)
+	out, err := s.api.GetShardIterator(ctx, s.from.iteratorInput(s.stream, s.shard))
 	if err != nil {
 		return "", fmt.Errorf("getting a %s iterator: %w", s.from.iterType, err)
 	}
 	return aws.ToString(out.ShardIterator), nil
 }
 
-// warnRetry logs a failing read: at once when the trouble is not known to
-// pass, else once per warnEvery of retrying, as a single failed call of a
-// shard read at its pace is routine.
+// warnRetry logs a failing read, paced by warnPacer; an expired iterator
+// is routine and renewed at once, so it is not logged.
 func (s *pollingSource) warnRetry(e failsafe.ExecutionScheduledEvent[*kinesis.GetRecordsOutput]) {
 	err := e.LastError()
-	if kinesisx.IsExpiredIterator(err) {
+	if kinesisx.IsExpiredIterator(err) || !s.warn.due(kinesisx.Retryable(err), e.ElapsedTime()) {
 		return
 	}
-	if kinesisx.Retryable(err) && e.ElapsedTime()-s.warned < s.warnEvery {
-		return
-	}
-	s.warned = e.ElapsedTime()
 	s.log.Warnf("Reading the shard failed; retrying in %v: %v", e.Delay.Round(time.Millisecond), err)
-}
-
-// sleepUntil waits for t, or returns ctx's error when it ends first.
-func sleepUntil(ctx context.Context, t time.Time) error {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"maps"
 	"sync/atomic"
 	"time"
 )
@@ -50,9 +49,7 @@ func (p *readerProgress) snapshot() (Progress, bool) {
 // store call, bounded like a renewal. A failure only costs the operator's
 // view, so it is logged at debug.
 func (co *coordinator) publishProgress() {
-	co.readersMu.Lock()
-	current := maps.Clone(co.readers)
-	co.readersMu.Unlock()
+	current := co.readersNow()
 	ps := make(map[string]Progress, len(current))
 	for id, r := range current {
 		if r.lost.Load() {

@@ -132,8 +132,10 @@ func (r *shardReader) awaitLease(ctx context.Context) bool {
 	return true
 }
 
-// markLost ends the reader at once; it commits nothing more.
+// markLost ends the reader at once and counts the lost lease; it commits
+// nothing more.
 func (r *shardReader) markLost() {
+	r.co.c.metrics.lost.Incr(1, r.co.streamName)
 	r.lost.Store(true)
 	r.stopping.Store(true)
 	r.cancel()
@@ -159,64 +161,6 @@ func (r *shardReader) run() {
 		r.closeShard()
 	default:
 		r.handBack()
-	}
-}
-
-// closeShard runs once every record is delivered and acked: it closes the
-// shard atomically (checkpoint SHARD_END, closed set, lease released),
-// which opens the gate for its children.
-func (r *shardReader) closeShard() {
-	r.releasing.Store(true)
-	err := r.storeMutation(func(ctx context.Context) error { return r.co.store.CloseShard(ctx, *r.lease.Load()) })
-	if err != nil {
-		r.log.Warnf("Closing the shard failed: %v", err)
-		return
-	}
-	r.closedShard = true
-	r.log.Debug("Shard read to its end and closed")
-}
-
-// handBack runs when the reader stops for a hand-off or shutdown: it waits
-// for in-flight batches, then commits and releases so the next owner
-// starts right after them.
-func (r *shardReader) handBack() {
-	r.waitAcked(r.co.c.cfg.HandoffTimeout)
-	if err := r.commit(r.ctx); errors.Is(err, ErrLeaseLost) {
-		return
-	}
-	r.releasing.Store(true)
-	err := r.storeMutation(func(ctx context.Context) error { return r.co.store.Release(ctx, *r.lease.Load()) })
-	if err != nil && !errors.Is(err, ErrLeaseLost) {
-		r.log.Warnf("Releasing the lease failed; it frees itself after lease.period: %v", err)
-	}
-}
-
-// storeMutation runs a store mutation with backoff until it succeeds, the
-// lease is lost, or the reader is ended.
-func (r *shardReader) storeMutation(fn func(ctx context.Context) error) error {
-	err := r.storeRetry.Run(func() error { return fn(r.ctx) })
-	if errors.Is(err, ErrLeaseLost) {
-		r.co.c.metrics.lost.Incr(1, r.co.streamName)
-		r.markLost()
-	}
-	return err
-}
-
-// waitAcked waits until every delivered batch is acked, the timeout passes
-// or the reader ends. Nacked batches waiting for redelivery will not be
-// acked now, so waiting for them is pointless.
-func (r *shardReader) waitAcked(timeout time.Duration) {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for r.tracker.pending() > 0 && !r.hasRedeliver() {
-		select {
-		case <-r.tracker.notify:
-		case <-t.C:
-			r.log.Warnf("Stopped waiting for %d in-flight batches after %v; they may be delivered again", r.tracker.pending(), timeout)
-			return
-		case <-r.ctx.Done():
-			return
-		}
 	}
 }
 

@@ -122,9 +122,7 @@ func (co *coordinator) reseed(ctx context.Context) {
 	}
 	co.known.mu.Unlock()
 	byShard := map[string]*shardReader{}
-	co.readersMu.Lock()
-	current := maps.Clone(co.readers)
-	co.readersMu.Unlock()
+	current := co.readersNow()
 	for id, r := range current {
 		if r.lost.Load() {
 			continue
@@ -144,18 +142,7 @@ func (co *coordinator) reseed(ctx context.Context) {
 	}
 	res, err := co.store.Reseed(ctx, seed)
 	if err != nil {
-		if co.runCtx.Err() != nil {
-			return
-		}
-		if co.mustStop(byShard) {
-			co.log.Errorf("Re-seeding the checkpoint store failed for %v; stopping %d shard readers before their leases could be taken: %v", time.Since(co.lastRenewOK).Round(time.Millisecond), len(byShard), err)
-			for _, r := range byShard {
-				r.markLost()
-				co.c.metrics.lost.Incr(1, co.streamName)
-			}
-			return
-		}
-		co.log.Warnf("Re-seeding the checkpoint store failed; retrying: %v", err)
+		co.renewalFailed("Re-seeding the checkpoint store", byShard, err)
 		return
 	}
 	co.lastRenewOK = attempt
@@ -177,7 +164,6 @@ func (co *coordinator) reseed(ctx context.Context) {
 		if r := byShard[id]; r != nil {
 			r.log.Warn("Lease taken by another instance while the checkpoint store was re-seeded; stopping the shard reader")
 			r.markLost()
-			co.c.metrics.lost.Incr(1, co.streamName)
 		}
 	}
 }

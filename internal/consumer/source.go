@@ -1,11 +1,19 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/retrypolicy"
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
 // A shard reader is two halves joined at one seam.
@@ -88,7 +96,113 @@ type startSpec struct {
 	hasSkipSub bool
 }
 
+// startingPosition is where a subscription starting at f begins.
+func (f startSpec) startingPosition() *types.StartingPosition {
+	pos := &types.StartingPosition{Type: f.iterType}
+	switch f.iterType {
+	case types.ShardIteratorTypeAfterSequenceNumber, types.ShardIteratorTypeAtSequenceNumber:
+		pos.SequenceNumber = aws.String(f.sequence)
+	case types.ShardIteratorTypeAtTimestamp:
+		pos.Timestamp = aws.Time(f.timestamp)
+	}
+	return pos
+}
+
+// iteratorInput asks for an iterator of a shard of stream (a name or an
+// ARN) at f.
+func (f startSpec) iteratorInput(stream, shard string) *kinesis.GetShardIteratorInput {
+	pos := f.startingPosition()
+	in := &kinesis.GetShardIteratorInput{
+		ShardId: aws.String(shard), ShardIteratorType: pos.Type,
+		StartingSequenceNumber: pos.SequenceNumber, Timestamp: pos.Timestamp,
+	}
+	in.StreamName, in.StreamARN = kinesisx.StreamRef(stream)
+	return in
+}
+
 // after is the start right after a record.
 func after(sequence string) startSpec {
 	return startSpec{iterType: types.ShardIteratorTypeAfterSequenceNumber, sequence: sequence}
+}
+
+// newSource opens the record source of a shard: a subscription with
+// enhanced fan-out, else GetRecords polling.
+func (co *coordinator) newSource(shard string, from startSpec, log *service.Logger) RecordSource {
+	if co.consumerARN == "" {
+		return newPollingSource(co, shard, from, log)
+	}
+	api := co.api.(FanOutAPI)
+	opts := []func(*kinesis.Options){ownEventDecoder}
+	if co.c.cfg.EnhancedFanOut.NoInitialResponse {
+		opts = append(opts, WithoutInitialResponse)
+	}
+	subscribe := func(ctx context.Context, in *kinesis.SubscribeToShardInput) (eventStream, error) {
+		out, err := api.SubscribeToShard(ctx, in, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return out.GetStream(), nil
+	}
+	return newSubscriptionSource(co, subscribe, shard, from, log)
+}
+
+// sourceRetry starts the retry policy of a record source: every failure is
+// retried until the reader stops (no bound on attempts or time), backing off
+// from at least floor. delay picks the wait after an error (-1: the
+// backoff), given the slowest pace (the backoff's longest interval); warn
+// hears of every retry scheduled.
+func sourceRetry[R any](bo kinesisx.Backoff, floor time.Duration, delay func(err error, slowest time.Duration) time.Duration, warn func(failsafe.ExecutionScheduledEvent[R])) retrypolicy.Builder[R] {
+	bo.InitialInterval = max(bo.InitialInterval, floor)
+	bo.MaxInterval = max(bo.MaxInterval, bo.InitialInterval)
+	bo.MaxRetries, bo.MaxElapsedTime = 0, 0
+	return kinesisx.RetryBuilder[R](bo).
+		HandleIf(func(_ R, err error) bool { return err != nil }).
+		WithDelayFunc(func(e failsafe.ExecutionAttempt[R]) time.Duration { return delay(e.LastError(), bo.MaxInterval) }).
+		OnRetryScheduled(warn)
+}
+
+// defaultWarnEvery spaces the warnings of a shard that keeps failing when
+// backoff.max_elapsed_time is 0 (no bound).
+const defaultWarnEvery = 30 * time.Second
+
+// warnPacer spaces the warnings of one source call that keeps failing:
+// trouble not known to pass is logged at every retry, known trouble once
+// per backoff.max_elapsed_time (else defaultWarnEvery) of retrying, as a
+// single failed call of a shard read at its pace is routine.
+type warnPacer struct {
+	every  time.Duration
+	warned time.Duration // the elapsed time of the last warning
+}
+
+func newWarnPacer(bo kinesisx.Backoff) warnPacer {
+	return warnPacer{every: cmp.Or(bo.MaxElapsedTime, defaultWarnEvery)}
+}
+
+// reset starts a new call.
+func (w *warnPacer) reset() { w.warned = 0 }
+
+// due reports whether the retry of a call failing for elapsed is to be
+// logged; known says the trouble is known to pass.
+func (w *warnPacer) due(known bool, elapsed time.Duration) bool {
+	if known && elapsed-w.warned < w.every {
+		return false
+	}
+	w.warned = elapsed
+	return true
+}
+
+// sleepUntil waits for t, or returns ctx's error when it ends first.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,8 +68,7 @@ type subscriptionSource struct {
 	shard       string
 	log         *service.Logger
 	exec        failsafe.Executor[eventStream]
-	warnEvery   time.Duration
-	warned      time.Duration
+	warn        warnPacer
 	checkEvery  time.Duration
 	lastCheck   time.Time
 
@@ -85,27 +83,6 @@ type subscriptionSource struct {
 	endedByPause bool
 }
 
-// newSource opens the record source of a shard: a subscription with
-// enhanced fan-out, else GetRecords polling.
-func (co *coordinator) newSource(shard string, from startSpec, log *service.Logger) RecordSource {
-	if co.consumerARN == "" {
-		return newPollingSource(co, shard, from, log)
-	}
-	api := co.api.(FanOutAPI)
-	opts := []func(*kinesis.Options){ownEventDecoder}
-	if co.c.cfg.EnhancedFanOut.NoInitialResponse {
-		opts = append(opts, WithoutInitialResponse)
-	}
-	subscribe := func(ctx context.Context, in *kinesis.SubscribeToShardInput) (eventStream, error) {
-		out, err := api.SubscribeToShard(ctx, in, opts...)
-		if err != nil {
-			return nil, err
-		}
-		return out.GetStream(), nil
-	}
-	return newSubscriptionSource(co, subscribe, shard, from, log)
-}
-
 func newSubscriptionSource(co *coordinator, subscribe subscribeFunc, shard string, from startSpec, log *service.Logger) *subscriptionSource {
 	cfg := &co.c.cfg
 	s := &subscriptionSource{
@@ -115,31 +92,25 @@ func newSubscriptionSource(co *coordinator, subscribe subscribeFunc, shard strin
 		consumerARN: co.consumerARN,
 		shard:       shard,
 		log:         log,
-		warnEvery:   cmp.Or(cfg.Backoff.MaxElapsedTime, defaultWarnEvery),
+		warn:        newWarnPacer(cfg.Backoff),
 		checkEvery:  cfg.DiscoveryInterval,
 		from:        from,
 		hungAfter:   2 * eventInterval,
 		pausedAfter: pausedLimit,
 	}
-	bo := cfg.Backoff
-	bo.InitialInterval = max(bo.InitialInterval, subscribeInterval)
-	bo.MaxInterval = max(bo.MaxInterval, bo.InitialInterval)
-	bo.MaxRetries, bo.MaxElapsedTime = 0, 0
-	p := kinesisx.RetryBuilder[eventStream](bo).
-		HandleIf(func(_ eventStream, err error) bool { return err != nil }).
-		WithDelayFunc(func(e failsafe.ExecutionAttempt[eventStream]) time.Duration {
-			err := e.LastError()
-			if !kinesisx.Retryable(err) && kinesisx.ErrorCode(err) != kinesisx.CodeResourceInUse {
-				// A deleted consumer or a denied role is looked at again
-				// at the slowest pace.
-				return bo.MaxInterval
-			}
-			return -1 // the backoff
-		}).
-		OnRetryScheduled(s.warnRetry).
-		Build()
-	s.exec = failsafe.With(p)
+	s.exec = failsafe.With(sourceRetry(cfg.Backoff, subscribeInterval, subscribeDelay, s.warnRetry).Build())
 	return s
+}
+
+// subscribeDelay is the wait before subscribing again after err (-1: the
+// backoff).
+func subscribeDelay(err error, slowest time.Duration) time.Duration {
+	if !kinesisx.Retryable(err) && kinesisx.ErrorCode(err) != kinesisx.CodeResourceInUse {
+		// A deleted consumer or a denied role is looked at again at the
+		// slowest pace.
+		return slowest
+	}
+	return -1
 }
 
 // NextAt is zero: a subscription pushes, the reader never waits for a pace.
@@ -238,7 +209,7 @@ func (s *subscriptionSource) events(ctx context.Context) (<-chan types.Subscribe
 	if cur != nil {
 		return cur.Events(), nil
 	}
-	s.warned = 0
+	s.warn.reset()
 	es, err := s.exec.WithContext(ctx).Get(func() (eventStream, error) { return s.open(ctx) })
 	if err != nil {
 		return nil, err
@@ -254,16 +225,9 @@ func (s *subscriptionSource) open(ctx context.Context) (eventStream, error) {
 	if err := sleepUntil(ctx, s.subscribedAt.Add(subscribeInterval)); err != nil {
 		return nil, err
 	}
-	pos := &types.StartingPosition{Type: s.from.iterType}
-	switch s.from.iterType {
-	case types.ShardIteratorTypeAfterSequenceNumber, types.ShardIteratorTypeAtSequenceNumber:
-		pos.SequenceNumber = aws.String(s.from.sequence)
-	case types.ShardIteratorTypeAtTimestamp:
-		pos.Timestamp = aws.Time(s.from.timestamp)
-	}
 	s.subscribedAt = time.Now()
 	es, err := s.subscribe(ctx, &kinesis.SubscribeToShardInput{
-		ConsumerARN: aws.String(s.consumerARN), ShardId: aws.String(s.shard), StartingPosition: pos,
+		ConsumerARN: aws.String(s.consumerARN), ShardId: aws.String(s.shard), StartingPosition: s.from.startingPosition(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("subscribing to the shard at %s: %w", s.from.iterType, err)
@@ -317,52 +281,13 @@ func (s *subscriptionSource) batch(e *types.SubscribeToShardEvent) SourceBatch {
 	return b
 }
 
-// checkEnd asks GetRecords, at most once per checkEvery, whether the
-// shard is closed and read to its end: for emulators that end a shard
-// without the ChildShards event. Records it finds are left to the
-// subscription; only an answer with none and no next iterator is the end.
-func (s *subscriptionSource) checkEnd(ctx context.Context) (SourceBatch, bool) {
-	if time.Since(s.lastCheck) < s.checkEvery {
-		return SourceBatch{}, false
-	}
-	s.lastCheck = time.Now()
-	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(s.shard), ShardIteratorType: s.from.iterType}
-	in.StreamName, in.StreamARN = kinesisx.StreamRef(s.stream)
-	switch s.from.iterType {
-	case types.ShardIteratorTypeAfterSequenceNumber, types.ShardIteratorTypeAtSequenceNumber:
-		in.StartingSequenceNumber = aws.String(s.from.sequence)
-	case types.ShardIteratorTypeAtTimestamp:
-		in.Timestamp = aws.Time(s.from.timestamp)
-	}
-	callCtx, cancel := context.WithTimeout(ctx, getRecordsTimeout)
-	defer cancel()
-	it, err := s.api.GetShardIterator(callCtx, in)
-	if err != nil {
-		s.log.Debugf("Checking for the shard's end failed; trying again later: %v", err)
-		return SourceBatch{}, false
-	}
-	gr := &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(1)}
-	_, gr.StreamARN = kinesisx.StreamRef(s.stream)
-	out, err := s.api.GetRecords(callCtx, gr)
-	if err != nil {
-		s.log.Debugf("Checking for the shard's end failed; trying again later: %v", err)
-		return SourceBatch{}, false
-	}
-	if out.NextShardIterator != nil || len(out.Records) > 0 {
-		return SourceBatch{}, false
-	}
-	s.log.Debug("Shard is closed and read to its end; its subscription sent no ChildShards, so GetRecords told")
-	return SourceBatch{End: true, ChildShards: out.ChildShards}, true
-}
-
-// warnRetry logs a failing subscribe: at once when the trouble is not known
-// to pass, else once per warnEvery.
+// warnRetry logs a failing subscribe, paced by warnPacer; ResourceInUse
+// (the previous subscription still held) counts as trouble known to pass.
 func (s *subscriptionSource) warnRetry(e failsafe.ExecutionScheduledEvent[eventStream]) {
 	err := e.LastError()
 	known := kinesisx.Retryable(err) || kinesisx.ErrorCode(err) == kinesisx.CodeResourceInUse
-	if known && e.ElapsedTime()-s.warned < s.warnEvery {
+	if !s.warn.due(known, e.ElapsedTime()) {
 		return
 	}
-	s.warned = e.ElapsedTime()
 	s.log.Warnf("Subscribing to the shard failed; retrying in %v: %v", e.Delay.Round(time.Millisecond), err)
 }

@@ -34,16 +34,21 @@ local function live(owner, exp, now)
   return owner ~= nil and owner ~= '' and exp > now
 end
 
--- Returns the lease hash's raw fields and values, and the shards whose
--- leases are live now: what reset and delete refuse to touch unless forced.
-local function live_leases(key, now)
+-- The live-lease refusal of reset and delete. Returns the lease hash's raw
+-- fields and values, the script's reply ({1, liveShard...}, or
+-- {0, liveShard...} when refused) and whether it refuses: leases are live
+-- now and force is not '1'.
+local function refuse_live(key, force)
+  local now = now_ms()
   local leases = redis.call('HGETALL', key)
   local held = {}
   for i = 1, #leases, 2 do
     local owner, exp = parse_lease(leases[i + 1])
     if live(owner, exp, now) then table.insert(held, leases[i]) end
   end
-  return leases, held
+  local refused = #held > 0 and force ~= '1'
+  if refused then table.insert(held, 1, 0) else table.insert(held, 1, 1) end
+  return leases, held, refused
 end
 
 -- The group record (KEYS epoch, a HASH: id, start, reseeded) names this
@@ -57,6 +62,16 @@ end
 
 local function epoch_ok(key, known)
   return redis.call('HGET', key, 'id') == known
+end
+
+-- Reads a shard's lease for a mutation that presents the epoch it knows.
+-- Returns the FORGOT error reply when the epoch differs or the store does
+-- not know the lease at all, else nil and the lease's owner, expiry, token.
+local function known_lease(lease_key, shard, epoch_key, known)
+  if not epoch_ok(epoch_key, known) then return forgot(epoch_key) end
+  local raw = redis.call('HGET', lease_key, shard)
+  if not raw then return forgot(epoch_key) end
+  return nil, parse_lease(raw)
 end
 
 local function strip_zeros(s)
@@ -153,11 +168,9 @@ return {1, owner, exp, tok, now, eid, gstart, ck, start}
 // lease nobody took is still the caller's: its token proves no one else held
 // it. A lease the store does not know at all means it forgot (FORGOT).
 var renewScript = newScript(`
-if not epoch_ok(KEYS[2], ARGV[5]) then return forgot(KEYS[2]) end
+local gone, owner, exp, tok = known_lease(KEYS[1], ARGV[1], KEYS[2], ARGV[5])
+if gone then return gone end
 local now = now_ms()
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return forgot(KEYS[2]) end
-local owner, exp, tok = parse_lease(raw)
 if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then return {0, 0, now} end
 exp = now + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], ARGV[1], lease_value(owner, exp, tok))
@@ -189,10 +202,8 @@ return out
 // releaseScript: KEYS lease, handoff, epoch; ARGV shard, owner, token,
 // epoch. Returns 1, or 0 when fenced. Releasing twice is not an error.
 var releaseScript = newScript(`
-if not epoch_ok(KEYS[3], ARGV[4]) then return forgot(KEYS[3]) end
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return forgot(KEYS[3]) end
-local owner, _, tok = parse_lease(raw)
+local gone, owner, _, tok = known_lease(KEYS[1], ARGV[1], KEYS[3], ARGV[4])
+if gone then return gone end
 if tok ~= tonumber(ARGV[3]) then return 0 end
 if owner == ARGV[2] then
   redis.call('HSET', KEYS[1], ARGV[1], lease_value('', 0, tok))
@@ -207,10 +218,8 @@ return 1
 // position, epoch. Returns 1 written, 2 not written because the stored one
 // is not older, 0 fenced.
 var commitScript = newScript(`
-if not epoch_ok(KEYS[3], ARGV[5]) then return forgot(KEYS[3]) end
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return forgot(KEYS[3]) end
-local owner, _, tok = parse_lease(raw)
+local gone, owner, _, tok = known_lease(KEYS[1], ARGV[1], KEYS[3], ARGV[5])
+if gone then return gone end
 if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then
   -- The first step of a close run again after its second step released
   -- the lease: already done.
@@ -231,10 +240,8 @@ return 1
 // token, epoch. Returns 1, or 0 when fenced. Running it again after it
 // succeeded returns 1 (the close waits for replicas and may be retried).
 var closeScript = newScript(`
-if not epoch_ok(KEYS[5], ARGV[4]) then return forgot(KEYS[5]) end
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return forgot(KEYS[5]) end
-local owner, _, tok = parse_lease(raw)
+local gone, owner, _, tok = known_lease(KEYS[1], ARGV[1], KEYS[5], ARGV[4])
+if gone then return gone end
 if tok == tonumber(ARGV[3]) and owner == '' and redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then
   return 1
 end
@@ -379,11 +386,8 @@ return out
 // its next renew or commit), replaces the checkpoints and the closed set and
 // returns {1, liveShard...}.
 var resetScript = newScript(`
-local leases, held = live_leases(KEYS[3], now_ms())
-if #held > 0 and ARGV[1] ~= '1' then
-  table.insert(held, 1, 0)
-  return held
-end
+local leases, reply, refused = refuse_live(KEYS[3], ARGV[1])
+if refused then return reply end
 for i = 1, #leases, 2 do
   local _, _, tok = parse_lease(leases[i + 1])
   redis.call('HSET', KEYS[3], leases[i], lease_value('', 0, tok + 1))
@@ -394,8 +398,7 @@ for i = 3, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
   if ARGV[i + 1] == 'SHARD_END' then redis.call('SADD', KEYS[2], ARGV[i]) end
 end
-table.insert(held, 1, 1)
-return held
+return reply
 `)
 
 // deleteScript: KEYS ckpt, closed, lease, members, handoff, progress,
@@ -403,14 +406,10 @@ return held
 // the group+stream, the group record included: the next take starts a new
 // one.
 var deleteScript = newScript(`
-local leases, held = live_leases(KEYS[3], now_ms())
-if #held > 0 and ARGV[1] ~= '1' then
-  table.insert(held, 1, 0)
-  return held
-end
+local _, reply, refused = refuse_live(KEYS[3], ARGV[1])
+if refused then return reply end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
-table.insert(held, 1, 1)
-return held
+return reply
 `)
 
 // publishProgressScript: KEYS progress, lease; ARGV owner, then shard,

@@ -1,0 +1,67 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// How a shard reader finishes: it closes a shard read to its end, or hands
+// the lease back after a hand-off or shutdown, once its batches are acked.
+
+// closeShard runs once every record is delivered and acked: it closes the
+// shard atomically (checkpoint SHARD_END, closed set, lease released),
+// which opens the gate for its children.
+func (r *shardReader) closeShard() {
+	r.releasing.Store(true)
+	err := r.storeMutation(func(ctx context.Context) error { return r.co.store.CloseShard(ctx, *r.lease.Load()) })
+	if err != nil {
+		r.log.Warnf("Closing the shard failed: %v", err)
+		return
+	}
+	r.closedShard = true
+	r.log.Debug("Shard read to its end and closed")
+}
+
+// handBack runs when the reader stops for a hand-off or shutdown: it waits
+// for in-flight batches, then commits and releases so the next owner
+// starts right after them.
+func (r *shardReader) handBack() {
+	r.waitAcked(r.co.c.cfg.HandoffTimeout)
+	if err := r.commit(r.ctx); errors.Is(err, ErrLeaseLost) {
+		return
+	}
+	r.releasing.Store(true)
+	err := r.storeMutation(func(ctx context.Context) error { return r.co.store.Release(ctx, *r.lease.Load()) })
+	if err != nil && !errors.Is(err, ErrLeaseLost) {
+		r.log.Warnf("Releasing the lease failed; it frees itself after lease.period: %v", err)
+	}
+}
+
+// storeMutation runs a store mutation with backoff until it succeeds, the
+// lease is lost, or the reader is ended.
+func (r *shardReader) storeMutation(fn func(ctx context.Context) error) error {
+	err := r.storeRetry.Run(func() error { return fn(r.ctx) })
+	if errors.Is(err, ErrLeaseLost) {
+		r.markLost()
+	}
+	return err
+}
+
+// waitAcked waits until every delivered batch is acked, the timeout passes
+// or the reader ends. Nacked batches waiting for redelivery will not be
+// acked now, so waiting for them is pointless.
+func (r *shardReader) waitAcked(timeout time.Duration) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for r.tracker.pending() > 0 && !r.hasRedeliver() {
+		select {
+		case <-r.tracker.notify:
+		case <-t.C:
+			r.log.Warnf("Stopped waiting for %d in-flight batches after %v; they may be delivered again", r.tracker.pending(), timeout)
+			return
+		case <-r.ctx.Done():
+			return
+		}
+	}
+}
