@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"strings"
 	"sync"
 	"testing"
@@ -42,7 +43,9 @@ func (b *lockedBuffer) count(s string) int {
 
 // A stream deleted while it is read stops its readers (their leases are
 // released), is reported at ERROR at most once per discovery interval, and
-// is read again by itself when it is created anew.
+// is read again by itself when it is created anew: the new stream from
+// the group's start, whatever the deleted one's checkpoints and closed
+// shards were, and none of the deleted stream's records again.
 func TestIntegrationDeletedStreamStopsAndResumes(t *testing.T) {
 	emu := testenv.NewKinesisMock(t)
 	red := testenv.NewRedis(t)
@@ -83,9 +86,28 @@ func TestIntegrationDeletedStreamStopsAndResumes(t *testing.T) {
 	held := func() bool {
 		ls, err := store.Leases(t.Context())
 		require.NoError(t, err)
-		l, ok := ls[shard]
-		return ok && !l.Expired
+		for _, l := range ls {
+			if !l.Expired {
+				return true
+			}
+		}
+		return false
 	}
+
+	// The deleted stream was resharded: its first shard is closed in the
+	// group's state, and would hold back the recreated stream's shard of
+	// the same id if that state were kept.
+	_, err = client.SplitShard(t.Context(), &kinesis.SplitShardInput{
+		StreamName: aws.String(stream), ShardToSplit: aws.String(shard), NewStartingHashKey: aws.String(new(big.Int).Lsh(big.NewInt(1), 127).String()),
+	})
+	require.NoError(t, err)
+	_, err = emu.WaitActive(t.Context(), stream)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		closed, err := store.ClosedShards(t.Context())
+		require.NoError(t, err)
+		return closed[shard]
+	}, 30*time.Second, 100*time.Millisecond, "the split parent is not closed")
 	require.Eventually(t, held, 10*time.Second, 100*time.Millisecond)
 
 	_, err = client.DeleteStream(t.Context(), &kinesis.DeleteStreamInput{StreamName: aws.String(stream)})
@@ -107,13 +129,29 @@ func TestIntegrationDeletedStreamStopsAndResumes(t *testing.T) {
 	assert.LessOrEqual(t, reported, 5, "at most once per discovery interval")
 	assert.Zero(t, logs.count("Reading the shard failed"), "no per-shard retry warnings for a deleted stream")
 
-	// Created anew, the stream is found again and its shard taken. (Its
-	// records are not read yet: the group's checkpoints belong to the
-	// deleted stream, whose sequence numbers the new one does not know;
-	// see docs/decisions.md.)
+	// Created anew, the stream is found again, its shard taken and read:
+	// the group's checkpoints and closed shards of the deleted stream (same
+	// ARN, same shard id) are cleared once, with one error, and the new
+	// stream's shard starts at the group's start. Nothing of the old stream
+	// comes again.
 	emu.MustCreateStream(t, stream, 1)
 	require.Eventually(t, held, 30*time.Second, 100*time.Millisecond, "the recreated stream's shard is not taken again")
+	put("new", 5)
+	require.Eventually(t, func() bool { return col.distinct() == 10 }, 30*time.Second, 100*time.Millisecond,
+		"the recreated stream's records are not delivered")
+	newCount, oldCount := 0, 0
+	for _, d := range col.snapshot() {
+		if strings.HasPrefix(d.data, "new-") {
+			newCount++
+		} else {
+			oldCount++
+		}
+	}
+	t.Logf("delivered %d records of the deleted stream, %d of the recreated one", oldCount, newCount)
+	assert.Equal(t, 5, newCount, "each record of the recreated stream is delivered once")
+	assert.Equal(t, 5, oldCount, "no record of the deleted stream is delivered again")
 	assert.Equal(t, 1, logs.count("The stream exists again"))
+	assert.Equal(t, 1, logs.count("The stream was deleted and created again"), "one error about the recreation")
 }
 
 // A stream listed by name and by ARN is refused at connect, naming both.
