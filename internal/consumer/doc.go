@@ -13,7 +13,7 @@
 // gate that holds a child until its parents are closed), leases.go (take,
 // renew, stop before a lease can run out), balance.go and handoff.go (fair
 // shares between instances), start.go (where a shard without a checkpoint
-// starts). Each shard it holds is read by a shardReader (reader.go) from a
+// starts), recreated.go (a stream deleted and created again). Each shard it holds is read by a shardReader (reader.go) from a
 // RecordSource: source.go describes that seam, polling.go is the GetRecords
 // source; delivery.go, redeliver.go, commit.go and tracker.go are the path
 // from a record to its committed checkpoint that every source shares.

@@ -14,7 +14,8 @@ const streamCreatedField = "stream_created"
 // streamCreatedScript: KEYS epoch, ckpt, closed, lease, handoff; ARGV seen,
 // current (creation times in ms). The recorded creation time, or the
 // caller's seen one when none is recorded, is compared with current. Equal:
-// current is recorded (when a group record exists) and 0 returned. Different:
+// current is recorded and 0 returned. (It is recorded before the group's
+// first take too: the other scripts look at the record's id only.) Different:
 // the stream was recreated, so in one step every checkpoint and the closed
 // set are deleted (the start override stays: shards begin at the group's
 // start), hand-off requests dropped and every lease freed with its token
@@ -23,9 +24,8 @@ const streamCreatedField = "stream_created"
 // second finds current recorded and returns 0: one instance clears.
 var streamCreatedScript = newScript(`
 local recorded = redis.call('HGET', KEYS[1], '` + streamCreatedField + `') or ARGV[1]
-local hasRecord = redis.call('HEXISTS', KEYS[1], 'id') == 1
 if recorded == ARGV[2] then
-  if hasRecord then redis.call('HSET', KEYS[1], '` + streamCreatedField + `', ARGV[2]) end
+  redis.call('HSET', KEYS[1], '` + streamCreatedField + `', ARGV[2])
   return 0
 end
 local leases = redis.call('HGETALL', KEYS[4])
@@ -38,7 +38,7 @@ for _, f in ipairs(ckpt) do
   if string.sub(f, 1, 1) ~= '_' then redis.call('HDEL', KEYS[2], f) end
 end
 redis.call('DEL', KEYS[3], KEYS[5])
-if hasRecord then redis.call('HSET', KEYS[1], '` + streamCreatedField + `', ARGV[2]) end
+redis.call('HSET', KEYS[1], '` + streamCreatedField + `', ARGV[2])
 return 1
 `)
 
