@@ -51,6 +51,13 @@ type coordinator struct {
 	// missingSince is when discovery first found the stream deleted (zero
 	// while it exists); missingLogged when that was last logged.
 	missingSince, missingLogged time.Time
+	// created is the creation time of the stream this instance reads
+	// (zero when the endpoint gives none); createdRecorded is set once the
+	// store compared it with the group's; recheck asks discovery to
+	// describe the stream again and compare, after the stream was missing
+	// (recreated.go).
+	created                  time.Time
+	createdRecorded, recheck bool
 
 	// known is what this instance knows of the group's state, to re-seed
 	// a store that forgot it (reseed.go).
@@ -118,6 +125,7 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 	if co.id == "" {
 		co.id = co.streamName
 	}
+	co.created = aws.ToTime(sum.StreamCreationTimestamp)
 	co.retention = time.Duration(aws.ToInt32(sum.RetentionPeriodHours)) * time.Hour
 	co.lagWarn = c.cfg.LagWarnThreshold
 	if co.lagWarn == 0 {
@@ -181,6 +189,9 @@ func (co *coordinator) run(ctx context.Context) {
 func (co *coordinator) forgetReader(r *shardReader) {
 	if r.closedShard {
 		co.known.closed(r.shard.ID)
+	}
+	if r.streamGone {
+		co.recheck = true
 	}
 	if co.readers[r.shard.ID] == r {
 		co.readersMu.Lock()

@@ -11,7 +11,9 @@ import (
 )
 
 // discover lists every shard of the stream. The listing is replaced only
-// when complete, so a failed page never hides a parent from the gate.
+// when complete, so a failed page never hides a parent from the gate, and
+// only once the stream is known to be the one the group's checkpoints
+// belong to (recreated.go).
 func (co *coordinator) discover(ctx context.Context) {
 	shards, err := kinesisx.ListAllShards(ctx, co.api, co.configured, co.listRetry)
 	if kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound {
@@ -22,6 +24,9 @@ func (co *coordinator) discover(ctx context.Context) {
 		if ctx.Err() == nil {
 			co.log.Warnf("Listing shards failed; keeping the previous listing: %v", err)
 		}
+		return
+	}
+	if !co.sameStream(ctx) {
 		return
 	}
 	listed := make(map[string]Shard, len(shards))
@@ -42,6 +47,7 @@ func (co *coordinator) discover(ctx context.Context) {
 // reading resumes by itself.
 func (co *coordinator) streamMissing(err error) {
 	co.listed = map[string]Shard{}
+	co.recheck = true
 	for _, r := range co.readers {
 		if !r.stopping.Load() {
 			r.stop()

@@ -13,11 +13,12 @@
 // gate that holds a child until its parents are closed), leases.go (take,
 // renew, stop before a lease can run out), balance.go and handoff.go (fair
 // shares between instances), start.go (where a shard without a checkpoint
-// starts). Each shard it holds is read by a shardReader (reader.go) from a
-// RecordSource: source.go describes that seam and holds what the sources
-// share, polling.go is the GetRecords source, subscription.go (with
-// subscription_endcheck.go) the enhanced fan-out one; delivery.go,
-// redeliver.go, commit.go and tracker.go are the path from a record to its
-// committed checkpoint that every source shares, and finish.go how a reader
-// ends: the shard closed, or its lease handed back.
+// starts), recreated.go (a stream deleted and created again), reseed.go (a
+// store that forgot the group). Each shard it holds is read by a shardReader
+// (reader.go) from a RecordSource: source.go describes that seam and holds
+// what the sources share, polling.go is the GetRecords source,
+// subscription.go (with subscription_endcheck.go) the enhanced fan-out one;
+// delivery.go, redeliver.go, commit.go and tracker.go are the path from a
+// record to its committed checkpoint that every source shares, and finish.go
+// how a reader ends: the shard closed, or its lease handed back.
 package consumer

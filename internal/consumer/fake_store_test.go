@@ -30,6 +30,8 @@ type fakeStore struct {
 	// start is the group's start, as the store would record it at the
 	// first take.
 	start time.Time
+	// created is the stream creation time the group's state belongs to.
+	created time.Time
 }
 
 func newFakeStore(period time.Duration) *fakeStore {
@@ -52,6 +54,26 @@ func (s *fakeStore) Acquire(_ context.Context, shard, owner string) (Take, error
 	l = Lease{Shard: shard, Owner: owner, Token: s.tokens, ExpiresAt: time.Now().Add(s.period), Deadline: time.Now().Add(s.period)}
 	s.leases[shard] = l
 	return Take{Lease: l, Checkpoint: s.ckpt[shard], GroupStart: s.start}, nil
+}
+
+// StreamCreated clears the group's state when the stream's creation time
+// changed, as the Redis store does.
+func (s *fakeStore) StreamCreated(_ context.Context, seen, current time.Time) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	recorded := s.created
+	if recorded.IsZero() {
+		recorded = seen
+	}
+	s.created = current
+	if recorded.Equal(current) {
+		return false, nil
+	}
+	s.ckpt, s.closed, s.handoff = map[string]Position{}, map[string]bool{}, map[string]string{}
+	for id := range s.leases {
+		s.leases[id] = Lease{Shard: id} // released: its owner is fenced out
+	}
+	return true, nil
 }
 
 // Reseed restores what the seed holds, as the Redis store does: only

@@ -113,6 +113,12 @@ type Store interface {
 	// Reseed writes back what an instance knows into a store that forgot
 	// the group, and restores its leases.
 	Reseed(ctx context.Context, seed Seed) (Reseeded, error)
+	// StreamCreated compares the stream's creation time now (current) with
+	// the one the group's state belongs to (as recorded, else seen); when
+	// they differ the stream was recreated, and the deleted stream's
+	// checkpoints, closed shards, leases and hand-off requests are cleared
+	// in one step. cleared is true for the one caller that cleared.
+	StreamCreated(ctx context.Context, seen, current time.Time) (cleared bool, err error)
 	ClosedShards(ctx context.Context) (map[string]bool, error)
 	Leases(ctx context.Context) (map[string]LeaseState, error)
 	Heartbeat(ctx context.Context, member string) error

@@ -101,6 +101,66 @@ func runStoreSuite(t *testing.T, b backend) {
 		assert.False(t, leases["shardId-000000000000"].Expired)
 	})
 
+	t.Run("a recreated stream's state is cleared once, fencing its old readers and keeping the start", func(t *testing.T) {
+		s1, s2 := store(t), store(t)
+		start := consumer.StartOverride{Mode: consumer.StartAtTimestamp, Timestamp: time.UnixMilli(1_700_000_000_000).UTC()}
+		_, err := s1.Reset(t.Context(), &start, nil, false)
+		require.NoError(t, err)
+		reading, err := leaseOf(s1.Acquire(t.Context(), "shard-0", "a"))
+		require.NoError(t, err)
+		require.NoError(t, s1.Commit(t.Context(), reading, consumer.Position{Sequence: "100"}))
+		closing, err := leaseOf(s1.Acquire(t.Context(), "shard-1", "a"))
+		require.NoError(t, err)
+		require.NoError(t, s1.CloseShard(t.Context(), closing))
+
+		deleted, recreated := time.UnixMilli(1_700_000_000_000), time.UnixMilli(1_700_000_600_000)
+		// The same stream, seen again: nothing changes.
+		for range 2 {
+			cleared, err := s1.StreamCreated(t.Context(), deleted, deleted)
+			require.NoError(t, err)
+			assert.False(t, cleared)
+		}
+		ck, err := s1.Checkpoints(t.Context())
+		require.NoError(t, err)
+		assert.Len(t, ck, 2)
+
+		// Two instances find it recreated at once: one clears.
+		var wg sync.WaitGroup
+		results := make([]bool, 2)
+		for i, s := range []*Store{s1, s2} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cleared, err := s.StreamCreated(t.Context(), deleted, recreated)
+				assert.NoError(t, err)
+				results[i] = cleared
+			}()
+		}
+		wg.Wait()
+		assert.ElementsMatch(t, []bool{true, false}, results, "exactly one caller clears")
+
+		ck, err = s2.Checkpoints(t.Context())
+		require.NoError(t, err)
+		assert.Empty(t, ck, "the deleted stream's checkpoints are gone")
+		closed, err := s2.ClosedShards(t.Context())
+		require.NoError(t, err)
+		assert.Empty(t, closed, "the deleted stream's closed shards are gone")
+		kept, ok, err := s2.StartOverride(t.Context())
+		require.NoError(t, err)
+		assert.True(t, ok)
+		assert.Equal(t, start, kept, "the group's start stays")
+		// The old reader is fenced out; the shard is taken afresh.
+		require.ErrorIs(t, s1.Commit(t.Context(), reading, consumer.Position{Sequence: "200"}), consumer.ErrLeaseLost)
+		take, err := s2.Acquire(t.Context(), "shard-0", "b")
+		require.NoError(t, err)
+		assert.True(t, take.Checkpoint.IsZero())
+		assert.Greater(t, take.Token, reading.Token)
+		// A caller that still believes in the deleted stream changes nothing.
+		cleared, err := s1.StreamCreated(t.Context(), deleted, recreated)
+		require.NoError(t, err)
+		assert.False(t, cleared)
+	})
+
 	t.Run("lease expires by redis time and the next owner gets a higher token", func(t *testing.T) {
 		s := shortStore(t)
 		a, err := leaseOf(s.Acquire(t.Context(), "shard-1", "a"))

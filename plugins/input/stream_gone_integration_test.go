@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"strings"
 	"sync"
 	"testing"
@@ -40,9 +41,47 @@ func (b *lockedBuffer) count(s string) int {
 	return strings.Count(b.buf.String(), s)
 }
 
+// startLogged runs the input into col, its logs (INFO and up) into logs.
+func startLogged(t *testing.T, inYAML string, col *collector, logs *lockedBuffer) *runningStream {
+	t.Helper()
+	sb := service.NewStreamBuilder()
+	sb.SetLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	require.NoError(t, sb.AddInputYAML(inYAML))
+	require.NoError(t, sb.AddBatchConsumerFunc(func(_ context.Context, b service.MessageBatch) error {
+		col.add(b)
+		return nil
+	}))
+	s, err := sb.Build()
+	require.NoError(t, err)
+	rs := &runningStream{stream: s, done: make(chan error, 1)}
+	go func() { rs.done <- s.Run(context.Background()) }()
+	t.Cleanup(func() { rs.stop(t) })
+	return rs
+}
+
+// splitAndClose splits the stream's one shard and waits until the group
+// closed it: state that would hold back a recreated stream's shard of the
+// same id.
+func splitAndClose(t *testing.T, emu *testenv.Kinesis, stream, shard string, store *checkpointer.Store) {
+	t.Helper()
+	_, err := emu.Client().SplitShard(t.Context(), &kinesis.SplitShardInput{
+		StreamName: aws.String(stream), ShardToSplit: aws.String(shard), NewStartingHashKey: aws.String(new(big.Int).Lsh(big.NewInt(1), 127).String()),
+	})
+	require.NoError(t, err)
+	_, err = emu.WaitActive(t.Context(), stream)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		closed, err := store.ClosedShards(t.Context())
+		require.NoError(t, err)
+		return closed[shard]
+	}, 30*time.Second, 100*time.Millisecond, "the split parent is not closed")
+}
+
 // A stream deleted while it is read stops its readers (their leases are
 // released), is reported at ERROR at most once per discovery interval, and
-// is read again by itself when it is created anew.
+// is read again by itself when it is created anew: the new stream from
+// the group's start, whatever the deleted one's checkpoints and closed
+// shards were, and none of the deleted stream's records again.
 func TestIntegrationDeletedStreamStopsAndResumes(t *testing.T) {
 	emu := testenv.NewKinesisMock(t)
 	red := testenv.NewRedis(t)
@@ -60,18 +99,7 @@ func TestIntegrationDeletedStreamStopsAndResumes(t *testing.T) {
 
 	col := &collector{}
 	logs := &lockedBuffer{}
-	sb := service.NewStreamBuilder()
-	sb.SetLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	require.NoError(t, sb.AddInputYAML(inputYAML(stream, emu.Endpoint, red.URL(), "g", "")))
-	require.NoError(t, sb.AddBatchConsumerFunc(func(_ context.Context, b service.MessageBatch) error {
-		col.add(b)
-		return nil
-	}))
-	s, err := sb.Build()
-	require.NoError(t, err)
-	rs := &runningStream{stream: s, done: make(chan error, 1)}
-	go func() { rs.done <- s.Run(context.Background()) }()
-	t.Cleanup(func() { rs.stop(t) })
+	startLogged(t, inputYAML(stream, emu.Endpoint, red.URL(), "g", ""), col, logs)
 	require.Eventually(t, func() bool { return col.distinct() == 5 }, 30*time.Second, 100*time.Millisecond)
 
 	cfg := checkpointer.DefaultConfig()
@@ -83,9 +111,18 @@ func TestIntegrationDeletedStreamStopsAndResumes(t *testing.T) {
 	held := func() bool {
 		ls, err := store.Leases(t.Context())
 		require.NoError(t, err)
-		l, ok := ls[shard]
-		return ok && !l.Expired
+		for _, l := range ls {
+			if !l.Expired {
+				return true
+			}
+		}
+		return false
 	}
+
+	// The deleted stream was resharded: its first shard is closed in the
+	// group's state, and would hold back the recreated stream's shard of
+	// the same id if that state were kept.
+	splitAndClose(t, emu, stream, shard, store)
 	require.Eventually(t, held, 10*time.Second, 100*time.Millisecond)
 
 	_, err = client.DeleteStream(t.Context(), &kinesis.DeleteStreamInput{StreamName: aws.String(stream)})
@@ -107,13 +144,29 @@ func TestIntegrationDeletedStreamStopsAndResumes(t *testing.T) {
 	assert.LessOrEqual(t, reported, 5, "at most once per discovery interval")
 	assert.Zero(t, logs.count("Reading the shard failed"), "no per-shard retry warnings for a deleted stream")
 
-	// Created anew, the stream is found again and its shard taken. (Its
-	// records are not read yet: the group's checkpoints belong to the
-	// deleted stream, whose sequence numbers the new one does not know;
-	// see docs/decisions.md.)
+	// Created anew, the stream is found again, its shard taken and read:
+	// the group's checkpoints and closed shards of the deleted stream (same
+	// ARN, same shard id) are cleared once, with one error, and the new
+	// stream's shard starts at the group's start. Nothing of the old stream
+	// comes again.
 	emu.MustCreateStream(t, stream, 1)
 	require.Eventually(t, held, 30*time.Second, 100*time.Millisecond, "the recreated stream's shard is not taken again")
+	put("new", 5)
+	require.Eventually(t, func() bool { return col.distinct() == 10 }, 30*time.Second, 100*time.Millisecond,
+		"the recreated stream's records are not delivered")
+	newCount, oldCount := 0, 0
+	for _, d := range col.snapshot() {
+		if strings.HasPrefix(d.data, "new-") {
+			newCount++
+		} else {
+			oldCount++
+		}
+	}
+	t.Logf("delivered %d records of the deleted stream, %d of the recreated one", oldCount, newCount)
+	assert.Equal(t, 5, newCount, "each record of the recreated stream is delivered once")
+	assert.Equal(t, 5, oldCount, "no record of the deleted stream is delivered again")
 	assert.Equal(t, 1, logs.count("The stream exists again"))
+	assert.Equal(t, 1, logs.count("The stream was deleted and created again"), "one error about the recreation")
 }
 
 // A stream listed by name and by ARN is refused at connect, naming both.
@@ -142,4 +195,51 @@ func TestIntegrationStreamListedByNameAndARNIsRejected(t *testing.T) {
 	assert.ErrorContains(t, err, `"twice"`)
 	assert.ErrorContains(t, err, arn)
 	_ = in.Close(t.Context())
+}
+
+// A stream deleted and recreated while no instance runs is found recreated
+// at start: the group's state of the deleted stream is cleared, with one
+// error, and the new stream is read from the group's start.
+func TestIntegrationStreamRecreatedWhileStopped(t *testing.T) {
+	emu := testenv.NewKinesisMock(t)
+	red := testenv.NewRedis(t)
+	const stream, shard = "recreated-offline", "shardId-000000000000"
+	arn := emu.MustCreateStream(t, stream, 1)
+	client := emu.Client()
+	put := func(prefix string, n int) {
+		keys, payloads := make([]string, n), make([]string, n)
+		for i := range n {
+			keys[i], payloads[i] = "k", fmt.Sprintf("%s-%d", prefix, i)
+		}
+		putRecords(t, client, stream, keys, payloads)
+	}
+	put("old", 5)
+	cfg := checkpointer.DefaultConfig()
+	cfg.RedisURL, cfg.Group = red.URL(), "g"
+	ck, err := checkpointer.New(t.Context(), cfg, nil, nil)
+	require.NoError(t, err)
+	defer ck.Close()
+	store := ck.Stream(arn)
+
+	col := &collector{}
+	logs := &lockedBuffer{}
+	rs := startLogged(t, inputYAML(stream, emu.Endpoint, red.URL(), "g", ""), col, logs)
+	require.Eventually(t, func() bool { return col.distinct() == 5 }, 30*time.Second, 100*time.Millisecond)
+	splitAndClose(t, emu, stream, shard, store)
+	rs.stop(t)
+
+	_, err = client.DeleteStream(t.Context(), &kinesis.DeleteStreamInput{StreamName: aws.String(stream)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := client.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+		return kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound
+	}, 10*time.Second, 100*time.Millisecond)
+	emu.MustCreateStream(t, stream, 1)
+	put("new", 5)
+
+	startLogged(t, inputYAML(stream, emu.Endpoint, red.URL(), "g", ""), col, logs)
+	require.Eventually(t, func() bool { return col.distinct() == 10 }, 30*time.Second, 100*time.Millisecond,
+		"the recreated stream's records are not delivered")
+	assert.Len(t, col.snapshot(), 10, "no record delivered twice")
+	assert.Equal(t, 1, logs.count("The stream was deleted and created again"), "one error about the recreation")
 }
