@@ -381,10 +381,34 @@ func (o *kinesisOutput) WriteBatch(ctx context.Context, batch service.MessageBat
 	bErr := service.NewBatchError(batch, fmt.Errorf("writing to stream %s: %d of %d messages failed, e.g. message %d: %w",
 		o.conf.Stream, len(failures), len(batch), failures[0].index, failures[0].err))
 	for _, f := range failures {
-		bErr.Failed(f.index, f.err)
+		bErr.Failed(f.index, &messageError{err: f.err, batch: bErr})
 	}
 	return bErr
 }
+
+// messageError is the error of one message of a failed write: its text is
+// that message's own, and it also carries the write's BatchError.
+//
+// Both are needed because of Benthos' batching layer (an output batching
+// policy, which this output has by default): it answers each upstream
+// transaction with the error of the transaction's first failed message,
+// not with a BatchError. Were that a plain error, a fallback output,
+// switch or auto_replay_nacks upstream would fail the whole transaction
+// (every message of an input's batch) with one message's reason. Through
+// messageError they find the BatchError (errors.As), walk it by source as
+// they do any batch error, and get exactly their failed messages, each
+// with its own reason. Without a batching policy Benthos hands the
+// BatchError up as it is and the wrapper changes nothing.
+type messageError struct {
+	err   error
+	batch *service.BatchError
+}
+
+func (e *messageError) Error() string { return e.err.Error() }
+
+// Unwrap gives the message's own error first, so that errors.Is and
+// errors.As see its causes before the batch's.
+func (e *messageError) Unwrap() []error { return []error{e.err, e.batch} }
 
 func entry(keys, hashKeys *service.MessageBatchInterpolationExecutor, i int, msg *service.Message) (producer.Entry, error) {
 	var (
