@@ -71,7 +71,7 @@ With `+"`preserve_order: true`"+` (the default), the records of one partition ke
 - Records Kinesis refused are retried before the next round is sent.
 - A message that fails for good (after `+"`max_retries`"+` or `+"`backoff.max_elapsed_time`"+`) fails the later messages of its partition key in the batch too, unsent, so that a replay (a `+"`fallback`"+` output, `+"`auto_replay_nacks`"+`) keeps them in order. Later batches are not held back: order across a message that failed for good is up to how the pipeline replays it.
 
-Throughput comes from batches, so that each batch spans many shards and fills its requests. `+"`batching`"+` therefore defaults to `+"`count: 500`"+` and `+"`period: 50ms`"+`: under load a batch is one full PutRecords request; Benthos measures the period from the previous flush, so a message arriving after a quiet spell is written at once, and at moderate rates a message waits at most 50ms. If you set your own `+"`period`"+`, make it longer than one write takes: a shorter one yields batches of a single message while the output is busy. Setting `+"`batching`"+` replaces the whole default; `+"`batching: {}`"+` turns batching off, which suits an input that already emits batches (with an output batching policy, a message that fails for good fails its whole upstream batch, so a replay sends that batch's other messages again).
+Throughput comes from batches, so that each batch spans many shards and fills its requests. `+"`batching`"+` therefore defaults to `+"`count: 500`"+` and `+"`period: 50ms`"+`: under load a batch is one full PutRecords request; Benthos measures the period from the previous flush, so a message arriving after a quiet spell is written at once, and at moderate rates a message waits at most 50ms. If you set your own `+"`period`"+`, make it longer than one write takes: a shorter one yields batches of a single message while the output is busy. Setting `+"`batching`"+` replaces the whole default; `+"`batching: {}`"+` turns batching off, which suits an input that already emits batches (they are then written as they come, without the period's wait). Either way a message that fails is reported alone: a `+"`fallback`"+` output gets exactly the failed messages of an input's batch, each with its own reason.
 
 With `+"`preserve_order: false`"+`, up to `+"`max_in_flight`"+` batches are written at once and a batch's requests are sent concurrently; records of one key can then land in any order (Kinesis itself does not keep the order of a PutRecords request's records when some are refused).
 
@@ -101,7 +101,7 @@ An aggregated record never holds messages of two current shards. After a split o
 				Description("Keep the records of each partition key in the order the pipeline emitted them, through retries, partial failures and reshards (see Order above). Set `false` for the most throughput when order does not matter.").
 				Default(true),
 			service.NewBatchPolicyField(fieldBatching).
-				Description(fmt.Sprintf("How messages are gathered into batches before they are written (see Order above). By default up to %d messages or what arrives within %s of the previous batch, whichever comes first: one full PutRecords request per round trip under load, no wait when messages are sparse. Setting the field replaces the whole default; `batching: {}` turns batching off (each message, or each batch the input emits, is written as it comes).", defaultBatchCount, defaultBatchPeriod)).
+				Description(fmt.Sprintf("How messages are gathered into batches before they are written (see Order above). By default up to %d messages or what arrives within %s of the previous batch, whichever comes first: one full PutRecords request per round trip under load, no wait when messages are sparse. Setting the field replaces the whole default; `batching: {}` turns batching off (each message, or each batch the input emits, is written as it comes). Batching or not, a message that fails is reported alone, with its own reason.", defaultBatchCount, defaultBatchPeriod)).
 				Default(map[string]any{"count": defaultBatchCount, "byte_size": 0, "period": defaultBatchPeriod, "check": "", "processors": []any{}}),
 			service.NewIntField(fieldMaxRecordSize).
 				Description(fmt.Sprintf("The largest record in bytes, counting data and partition key. Kinesis allows %d by default; a stream raised with UpdateMaxRecordSize accepts up to %d. Larger messages fail alone.", kinesisx.DefaultMaxRecordSize, kinesisx.MaxRecordSizeLimit)).
@@ -381,10 +381,34 @@ func (o *kinesisOutput) WriteBatch(ctx context.Context, batch service.MessageBat
 	bErr := service.NewBatchError(batch, fmt.Errorf("writing to stream %s: %d of %d messages failed, e.g. message %d: %w",
 		o.conf.Stream, len(failures), len(batch), failures[0].index, failures[0].err))
 	for _, f := range failures {
-		bErr.Failed(f.index, f.err)
+		bErr.Failed(f.index, &messageError{err: f.err, batch: bErr})
 	}
 	return bErr
 }
+
+// messageError is the error of one message of a failed write: its text is
+// that message's own, and it also carries the write's BatchError.
+//
+// Both are needed because of Benthos' batching layer (an output batching
+// policy, which this output has by default): it answers each upstream
+// transaction with the error of the transaction's first failed message,
+// not with a BatchError. Were that a plain error, a fallback output,
+// switch or auto_replay_nacks upstream would fail the whole transaction
+// (every message of an input's batch) with one message's reason. Through
+// messageError they find the BatchError (errors.As), walk it by source as
+// they do any batch error, and get exactly their failed messages, each
+// with its own reason. Without a batching policy Benthos hands the
+// BatchError up as it is and the wrapper changes nothing.
+type messageError struct {
+	err   error
+	batch *service.BatchError
+}
+
+func (e *messageError) Error() string { return e.err.Error() }
+
+// Unwrap gives the message's own error first, so that errors.Is and
+// errors.As see its causes before the batch's.
+func (e *messageError) Unwrap() []error { return []error{e.err, e.batch} }
 
 func entry(keys, hashKeys *service.MessageBatchInterpolationExecutor, i int, msg *service.Message) (producer.Entry, error) {
 	var (
