@@ -142,7 +142,11 @@ func TestIntegrationDeletedStreamStopsAndResumes(t *testing.T) {
 	t.Logf("%d errors about the missing stream in %v (shard_discovery_interval 1s)", reported, window)
 	assert.GreaterOrEqual(t, reported, 2, "the missing stream is reported every interval")
 	assert.LessOrEqual(t, reported, 5, "at most once per discovery interval")
-	assert.Zero(t, logs.count("Reading the shard failed"), "no per-shard retry warnings for a deleted stream")
+	// A read already on its way while the stream is being deleted may fail
+	// with another error first (the emulator answers while the stream is
+	// DELETING) and warn once; after that the reader must stay quiet, not
+	// retry with a warning every few seconds.
+	assert.LessOrEqual(t, logs.count("Reading the shard failed"), 1, "no per-shard retry warnings for a deleted stream")
 
 	// Created anew, the stream is found again, its shard taken and read:
 	// the group's checkpoints and closed shards of the deleted stream (same
