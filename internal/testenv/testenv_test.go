@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -81,6 +82,8 @@ func TestIntegrationDynalite(t *testing.T) {
 		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: ddbtypes.KeyTypeHash}},
 	})
 	require.NoError(t, err)
+	// dynalite creates tables asynchronously even with createTableMs 0.
+	require.NoError(t, dynamodb.NewTableExistsWaiter(c).Wait(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String("testenv")}, 10*time.Second))
 	_, err = c.PutItem(t.Context(), &dynamodb.PutItemInput{
 		TableName: aws.String("testenv"),
 		Item:      map[string]ddbtypes.AttributeValue{"k": &ddbtypes.AttributeValueMemberS{Value: "v"}},
