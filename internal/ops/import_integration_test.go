@@ -227,7 +227,7 @@ func createTable(t *testing.T, d *testenv.DynamoDB, name string, hash string, ra
 	_, err := d.Client().CreateTable(t.Context(), in)
 	require.NoError(t, err)
 	// dynalite creates tables asynchronously even with createTableMs 0.
-	require.NoError(t, dynamodb.NewTableExistsWaiter(d.Client()).Wait(t.Context(), &dynamodb.DescribeTableInput{TableName: in.TableName}, 10*time.Second))
+	require.NoError(t, dynamodb.NewTableExistsWaiter(d.Client(), func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay, o.MaxDelay = 50*time.Millisecond, time.Second }).Wait(t.Context(), &dynamodb.DescribeTableInput{TableName: in.TableName}, 30*time.Second))
 }
 
 func putItems(t *testing.T, d *testenv.DynamoDB, table string, items ...item) {

@@ -83,7 +83,7 @@ func TestIntegrationDynalite(t *testing.T) {
 	})
 	require.NoError(t, err)
 	// dynalite creates tables asynchronously even with createTableMs 0.
-	require.NoError(t, dynamodb.NewTableExistsWaiter(c).Wait(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String("testenv")}, 10*time.Second))
+	require.NoError(t, dynamodb.NewTableExistsWaiter(c, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay, o.MaxDelay = 50*time.Millisecond, time.Second }).Wait(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String("testenv")}, 30*time.Second))
 	_, err = c.PutItem(t.Context(), &dynamodb.PutItemInput{
 		TableName: aws.String("testenv"),
 		Item:      map[string]ddbtypes.AttributeValue{"k": &ddbtypes.AttributeValueMemberS{Value: "v"}},
