@@ -7,7 +7,7 @@ import (
 	"github.com/redpanda-data/benthos/v4/public/service"
 )
 
-// Metric names, as DESIGN.md lists them.
+// Metric names, as docs/components lists them for users.
 const (
 	MetricRecords         = "kinesis_input_records_total"
 	MetricBytes           = "kinesis_input_bytes_total"
