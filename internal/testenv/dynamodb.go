@@ -3,8 +3,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -42,16 +40,9 @@ func StartDynalite(ctx context.Context) (*DynamoDB, error) {
 }
 
 func startDynalite(ctx context.Context) (*DynamoDB, error) {
-	node, err := lookPath("node")
+	node, nm, err := nodePackage("dynalite", "package.json", "dynalite")
 	if err != nil {
 		return nil, err
-	}
-	nm, err := NodeModules()
-	if err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(filepath.Join(nm, "dynalite", "package.json")); err != nil {
-		return nil, fmt.Errorf("dynalite in %s %w", nm, ErrNotInstalled)
 	}
 	port, err := FreePort()
 	if err != nil {

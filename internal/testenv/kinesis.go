@@ -64,18 +64,11 @@ func StartKinesisMock(ctx context.Context) (*Kinesis, error) {
 }
 
 func startKinesisMock(ctx context.Context) (*Kinesis, error) {
-	node, err := lookPath("node")
-	if err != nil {
-		return nil, err
-	}
-	nm, err := NodeModules()
+	node, nm, err := nodePackage("kinesis-local", "main.js", "kinesis-local (kinesis-mock)")
 	if err != nil {
 		return nil, err
 	}
 	pkg := filepath.Join(nm, "kinesis-local")
-	if _, err := os.Stat(filepath.Join(pkg, "main.js")); err != nil {
-		return nil, fmt.Errorf("kinesis-local (kinesis-mock) in %s %w", nm, ErrNotInstalled)
-	}
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -148,16 +141,9 @@ func StartKinesaliteWith(ctx context.Context, opts KinesaliteOptions) (*Kinesis,
 }
 
 func startKinesalite(ctx context.Context, opts KinesaliteOptions) (*Kinesis, error) {
-	node, err := lookPath("node")
+	node, nm, err := nodePackage("kinesalite", "package.json", "kinesalite")
 	if err != nil {
 		return nil, err
-	}
-	nm, err := NodeModules()
-	if err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(filepath.Join(nm, "kinesalite", "package.json")); err != nil {
-		return nil, fmt.Errorf("kinesalite in %s %w", nm, ErrNotInstalled)
 	}
 	port, err := FreePort()
 	if err != nil {

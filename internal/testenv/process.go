@@ -86,6 +86,21 @@ func RepoRoot() (string, error) {
 	}
 }
 
+// nodePackage finds node and the npm package pkg that `make deps` installs,
+// checking that its file exists; what names the package in the error.
+func nodePackage(pkg, file, what string) (node, nodeModules string, err error) {
+	if node, err = lookPath("node"); err != nil {
+		return "", "", err
+	}
+	if nodeModules, err = NodeModules(); err != nil {
+		return "", "", err
+	}
+	if _, err := os.Stat(filepath.Join(nodeModules, pkg, file)); err != nil {
+		return "", "", fmt.Errorf("%s in %s %w", what, nodeModules, ErrNotInstalled)
+	}
+	return node, nodeModules, nil
+}
+
 // NodeModules returns the folder `make deps` installs npm packages into.
 // CONNECT_KINESIS_DEPS overrides it.
 func NodeModules() (string, error) {
