@@ -247,24 +247,30 @@ func ownerSummary(m map[string]int) string {
 	return strings.Join(parts, " ")
 }
 
+// miSetup starts kinesis-mock and Redis, creates stream with the given
+// shards, and returns the group's store for checking checkpoints and leases,
+// and a folder for the instances' files.
+func miSetup(t *testing.T, stream string, shards int) (*testenv.Kinesis, *testenv.Redis, *checkpointer.Store, string) {
+	t.Helper()
+	k := testenv.NewKinesisMock(t)
+	r := testenv.NewRedis(t)
+	arn := k.MustCreateStream(t, stream, shards)
+	ckCfg := checkpointer.DefaultConfig()
+	ckCfg.Group = miGroup
+	ckCfg.LeasePeriod = miLeasePeriod
+	rc := r.Client()
+	t.Cleanup(func() { rc.Close() })
+	return k, r, checkpointer.NewFromClient(rc, ckCfg, nil, nil).Stream(arn), t.TempDir()
+}
+
 // TestIntegrationMultiInstanceProcesses runs three copies of the binary on one
 // group: they balance the shards, a SIGTERM hands shards off without
 // duplicates, and a SIGKILLed instance's shards resume elsewhere within
 // lease.period + rebalance_period with nothing lost.
 func TestIntegrationMultiInstanceProcesses(t *testing.T) {
-	k := testenv.NewKinesisMock(t)
-	r := testenv.NewRedis(t)
 	const stream = "multi-instance"
-	arn := k.MustCreateStream(t, stream, 6)
+	k, r, store, dir := miSetup(t, stream, 6)
 	client := k.Client()
-	dir := t.TempDir()
-
-	ckCfg := checkpointer.DefaultConfig()
-	ckCfg.Group = miGroup
-	ckCfg.LeasePeriod = miLeasePeriod
-	rc := r.Client()
-	defer rc.Close()
-	store := checkpointer.NewFromClient(rc, ckCfg, nil, nil).Stream(arn)
 
 	p := &producer{counter: map[string]int{}}
 	p.put(t, client, stream, 600)
@@ -373,19 +379,9 @@ func allEqual(m map[string]int, n int) bool {
 // The other takes its shards over and resubscribes after their
 // checkpoints: nothing is lost and each key stays in order.
 func TestIntegrationMultiInstanceEnhancedFanOutSIGKILL(t *testing.T) {
-	k := testenv.NewKinesisMock(t)
-	r := testenv.NewRedis(t)
 	const stream = "multi-efo"
-	arn := k.MustCreateStream(t, stream, 4)
+	k, r, store, dir := miSetup(t, stream, 4)
 	client := k.Client()
-	dir := t.TempDir()
-
-	ckCfg := checkpointer.DefaultConfig()
-	ckCfg.Group = miGroup
-	ckCfg.LeasePeriod = miLeasePeriod
-	rc := r.Client()
-	defer rc.Close()
-	store := checkpointer.NewFromClient(rc, ckCfg, nil, nil).Stream(arn)
 
 	p := &producer{counter: map[string]int{}}
 	p.put(t, client, stream, 400)

@@ -8,9 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
-	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
 
 // TestIntegrationPausedInstanceDeliversNothingAfterWaking pauses one of two
@@ -21,19 +18,9 @@ import (
 // for a renewal, which finds the leases taken. It reads again only shards
 // it takes afresh, and nothing is lost.
 func TestIntegrationPausedInstanceDeliversNothingAfterWaking(t *testing.T) {
-	k := testenv.NewKinesisMock(t)
-	r := testenv.NewRedis(t)
 	const stream = "zombie"
-	arn := k.MustCreateStream(t, stream, 4)
+	k, r, store, dir := miSetup(t, stream, 4)
 	client := k.Client()
-	dir := t.TempDir()
-
-	ckCfg := checkpointer.DefaultConfig()
-	ckCfg.Group = miGroup
-	ckCfg.LeasePeriod = miLeasePeriod
-	rc := r.Client()
-	defer rc.Close()
-	store := checkpointer.NewFromClient(rc, ckCfg, nil, nil).Stream(arn)
 
 	p := &producer{counter: map[string]int{}}
 	insts := []*instance{startInstance(t, dir, "a", k, r, stream), startInstance(t, dir, "b", k, r, stream)}
