@@ -88,13 +88,7 @@ func TestIntegrationDeletedStreamStopsAndResumes(t *testing.T) {
 	const stream, shard = "comes-and-goes", "shardId-000000000000"
 	arn := emu.MustCreateStream(t, stream, 1)
 	client := emu.Client()
-	put := func(prefix string, n int) {
-		keys, payloads := make([]string, n), make([]string, n)
-		for i := range n {
-			keys[i], payloads[i] = "k", fmt.Sprintf("%s-%d", prefix, i)
-		}
-		putRecords(t, client, stream, keys, payloads)
-	}
+	put := func(prefix string, n int) { putNumbered(t, client, stream, prefix, n) }
 	put("old", 5)
 
 	col := &collector{}
@@ -210,13 +204,7 @@ func TestIntegrationStreamRecreatedWhileStopped(t *testing.T) {
 	const stream, shard = "recreated-offline", "shardId-000000000000"
 	arn := emu.MustCreateStream(t, stream, 1)
 	client := emu.Client()
-	put := func(prefix string, n int) {
-		keys, payloads := make([]string, n), make([]string, n)
-		for i := range n {
-			keys[i], payloads[i] = "k", fmt.Sprintf("%s-%d", prefix, i)
-		}
-		putRecords(t, client, stream, keys, payloads)
-	}
+	put := func(prefix string, n int) { putNumbered(t, client, stream, prefix, n) }
 	put("old", 5)
 	cfg := checkpointer.DefaultConfig()
 	cfg.RedisURL, cfg.Group = red.URL(), "g"
@@ -246,4 +234,15 @@ func TestIntegrationStreamRecreatedWhileStopped(t *testing.T) {
 		"the recreated stream's records are not delivered")
 	assert.Len(t, col.snapshot(), 10, "no record delivered twice")
 	assert.Equal(t, 1, logs.count("The stream was deleted and created again"), "one error about the recreation")
+}
+
+// putNumbered writes n records "<prefix>-<i>" under one partition key, so
+// they stay in order on one shard.
+func putNumbered(t *testing.T, client *kinesis.Client, stream, prefix string, n int) {
+	t.Helper()
+	keys, payloads := make([]string, n), make([]string, n)
+	for i := range n {
+		keys[i], payloads[i] = "k", fmt.Sprintf("%s-%d", prefix, i)
+	}
+	putRecords(t, client, stream, keys, payloads)
 }
