@@ -254,22 +254,7 @@ func startAlertInstance(t *testing.T, dir, name string, port int, leasePeriod ti
 	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf(alertInstanceYAML, port, alertStream,
 		testenv.Region, k.Endpoint, testenv.AccessKey, testenv.SecretKey, r.URL(), alertGroup,
 		name, leasePeriod, alertSleep)), 0o600))
-	logf, err := os.Create(filepath.Join(dir, name+".log"))
-	require.NoError(t, err)
-	cmd := exec.Command(binary, "-c", conf)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("log of %s (tail):\n%s", name, tail(string(b), 4000))
-		}
-	})
+	cmd, _ := startBinary(t, dir, name, conf, nil)
 	return cmd
 }
 

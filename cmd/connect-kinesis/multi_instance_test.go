@@ -108,15 +108,25 @@ func startInstanceReading(t *testing.T, dir, name string, k *testenv.Kinesis, r 
 	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML,
 		stream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, r.URL(), miGroup, miCommitPeriod,
 		miLeasePeriod, miRebalancePeriod, miShardMaxInFlight, miLimit, efoYAML, name, out)), 0o600))
+	var env []string
+	if efo {
+		env = append(os.Environ(), "AWS_CA_BUNDLE="+k.CAFile, consumer.EnvEmulatorNoInitialResponse+"=true")
+	}
+	cmd, logf := startBinary(t, dir, name, conf, env)
+	return &instance{name: name, cmd: cmd, out: out, log: logf}
+}
+
+// startBinary runs the binary on the config file conf with its output in
+// <dir>/<name>.log
+// (env nil: this process's environment). At the end of the test it is
+// killed if still running, and its log's tail is shown when the test failed.
+func startBinary(t *testing.T, dir, name, conf string, env []string) (*exec.Cmd, *os.File) {
+	t.Helper()
 	logf, err := os.Create(filepath.Join(dir, name+".log"))
 	require.NoError(t, err)
 	cmd := exec.Command(binary, "-c", conf)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if efo {
-		cmd.Env = append(os.Environ(), "AWS_CA_BUNDLE="+k.CAFile, consumer.EnvEmulatorNoInitialResponse+"=true")
-	}
+	cmd.Stdout, cmd.Stderr, cmd.Env = logf, logf, env
 	require.NoError(t, cmd.Start())
-	inst := &instance{name: name, cmd: cmd, out: out, log: logf}
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
@@ -128,7 +138,7 @@ func startInstanceReading(t *testing.T, dir, name string, k *testenv.Kinesis, r 
 			t.Logf("log of %s (tail):\n%s", name, tail(string(b), 4000))
 		}
 	})
-	return inst
+	return cmd, logf
 }
 
 func tail(s string, n int) string {

@@ -44,26 +44,14 @@ output:
   file: { path: %s, codec: lines }
 `
 
-// startLogged runs the binary on conf with its log in a file and stops it
-// when the test ends.
+// startLogged writes conf to a file and runs the binary on it (see
+// startBinary); it returns the log's path.
 func startLogged(t *testing.T, dir, conf string) (cmd *exec.Cmd, logPath string) {
 	t.Helper()
 	path := filepath.Join(dir, "config.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
-	logPath = filepath.Join(dir, "log")
-	logf, err := os.Create(logPath)
-	require.NoError(t, err)
-	cmd = exec.Command(binary, "-c", path)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-		logf.Close()
-	})
-	return cmd, logPath
+	cmd, logf := startBinary(t, dir, "connect-kinesis", path, nil)
+	return cmd, logf.Name()
 }
 
 func assertNoSecrets(t *testing.T, what, text string, secrets ...string) {
