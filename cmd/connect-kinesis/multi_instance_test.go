@@ -117,9 +117,9 @@ func startInstanceReading(t *testing.T, dir, name string, k *testenv.Kinesis, r 
 }
 
 // startBinary runs the binary on the config file conf with its output in
-// <dir>/<name>.log
-// (env nil: this process's environment). At the end of the test it is
-// killed if still running, and its log's tail is shown when the test failed.
+// <dir>/<name>.log (env nil: this process's environment). At the end of the
+// test it is killed if still running, and its log's tail is shown when the
+// test failed.
 func startBinary(t *testing.T, dir, name, conf string, env []string) (*exec.Cmd, *os.File) {
 	t.Helper()
 	logf, err := os.Create(filepath.Join(dir, name+".log"))
