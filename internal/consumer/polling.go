@@ -133,7 +133,7 @@ func (s *pollingSource) fetch(ctx context.Context) (*kinesis.GetRecordsOutput, e
 	// connection) must not stall the shard, and the HTTP client has no
 	// timeout of its own because a PutRecords of 5 MiB may need long.
 	callCtx, cancel := context.WithTimeout(ctx, getRecordsTimeout)
-	out, err := s.api.GetRecords(callCtx, in)
+	out, err := s.api.GetRecords(callCtx, in, kinesisx.WithRecordsCodec)
 	cancel()
 	// The next call is paced from this answer, not from when this call was
 	// sent: then the calls arrive at Kinesis at least poll_interval apart

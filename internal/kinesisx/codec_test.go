@@ -2,8 +2,10 @@ package kinesisx
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -51,7 +53,7 @@ func testClient(c *capture) *kinesis.Client {
 }
 
 // TestPutRecordsEncoderWritesTheSDKsRequest sends the same inputs through
-// the SDK's encoder and through WithPutRecordsCodec and compares what
+// the SDK's encoder and through WithRecordsCodec and compares what
 // reaches the wire: the same JSON document, the same signed headers but
 // the signature and the body hash is of the body actually sent.
 func TestPutRecordsEncoderWritesTheSDKsRequest(t *testing.T) {
@@ -76,7 +78,7 @@ func TestPutRecordsEncoderWritesTheSDKsRequest(t *testing.T) {
 			var sdk, ours capture
 			_, err := testClient(&sdk).PutRecords(context.Background(), in)
 			require.NoError(t, err)
-			_, err = testClient(&ours).PutRecords(context.Background(), in, WithPutRecordsCodec)
+			_, err = testClient(&ours).PutRecords(context.Background(), in, WithRecordsCodec)
 			require.NoError(t, err)
 
 			var want, got any
@@ -92,7 +94,7 @@ func TestPutRecordsEncoderWritesTheSDKsRequest(t *testing.T) {
 }
 
 // TestPutRecordsDecoderReadsWhatTheSDKReads gives the SDK's decoder and
-// WithPutRecordsCodec the same answers and compares what the caller gets:
+// WithRecordsCodec the same answers and compares what the caller gets:
 // results, refusals, counts, and errors.
 func TestPutRecordsDecoderReadsWhatTheSDKReads(t *testing.T) {
 	for name, tc := range map[string]struct {
@@ -111,13 +113,13 @@ func TestPutRecordsDecoderReadsWhatTheSDKReads(t *testing.T) {
 		"no results":   {200, `{"FailedRecordCount":0,"Records":[]}`, true},
 		"escaped text": {200, `{"FailedRecordCount":1,"Records":[{"ErrorCode":"InternalFailure","ErrorMessage":"a \"quoted\" \u00e9 word"}]}`, false},
 		"broken JSON":  {200, `{"FailedRecordCount":1,"Records":[{"ErrorCode":`, false},
-		"throttled": {400, `{"__type":"ProvisionedThroughputExceededException","message":"Rate exceeded for stream s under account 1."}`, false},
-		"not found": {400, `{"__type":"ResourceNotFoundException","message":"Stream s under account 1 not found."}`, false},
+		"throttled":    {400, `{"__type":"ProvisionedThroughputExceededException","message":"Rate exceeded for stream s under account 1."}`, false},
+		"not found":    {400, `{"__type":"ResourceNotFoundException","message":"Stream s under account 1 not found."}`, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := &kinesis.PutRecordsInput{StreamName: aws.String("s"), Records: []types.PutRecordsRequestEntry{{Data: []byte("d"), PartitionKey: aws.String("k")}}}
 			want, wantErr := testClient(&capture{status: tc.status, answer: tc.answer}).PutRecords(context.Background(), in)
-			got, gotErr := testClient(&capture{status: tc.status, answer: tc.answer}).PutRecords(context.Background(), in, WithPutRecordsCodec)
+			got, gotErr := testClient(&capture{status: tc.status, answer: tc.answer}).PutRecords(context.Background(), in, WithRecordsCodec)
 			if wantErr != nil {
 				require.Error(t, gotErr)
 				assert.Equal(t, ErrorCode(wantErr), ErrorCode(gotErr))
@@ -155,4 +157,116 @@ func BenchmarkPutRecordsBody(b *testing.B) {
 	for b.Loop() {
 		AppendPutRecords(nil, in)
 	}
+}
+
+// getAnswers are GetRecords answers as Kinesis and the emulators write
+// them, and some they could.
+var getAnswers = map[string]string{
+	"records": `{"MillisBehindLatest":0,"NextShardIterator":"AAAAAAAAAAH+iter/x==","Records":[` +
+		`{"ApproximateArrivalTimestamp":1.732975147123E9,"Data":"aGVsbG8=","PartitionKey":"k1","SequenceNumber":"49590338271490256608559692538361571095921575989136588898"},` +
+		`{"ApproximateArrivalTimestamp":1.732975147123E9,"Data":"","EncryptionType":"KMS","PartitionKey":"","SequenceNumber":"49590338271490256608559692538361571095921575989136588899"},` +
+		`{"ApproximateArrivalTimestamp":1732975148.5,"Data":"AAEC//4=","EncryptionType":"NONE","PartitionKey":"k3","SequenceNumber":"3"}]}`,
+	"kinesalite style": `{"Records":[{"PartitionKey":"a","Data":"eA==","SequenceNumber":"1","ApproximateArrivalTimestamp":1700000000.001}],"NextShardIterator":"it","MillisBehindLatest":1500}`,
+	"empty":            `{"MillisBehindLatest":12,"NextShardIterator":"it","Records":[]}`,
+	"closed shard":     `{"MillisBehindLatest":0,"Records":[],"ChildShards":[]}`,
+	"child shards": `{"MillisBehindLatest":0,"Records":[],"ChildShards":[{"ShardId":"shardId-000000000002","ParentShards":["shardId-000000000000"],` +
+		`"HashKeyRange":{"StartingHashKey":"0","EndingHashKey":"1"}}]}`,
+	"null iterator and unknown fields": "{ \"Future\": [ {\"x\": null}, 2e-3, true ],\n \"NextShardIterator\" : null, \"Records\" : [ { \"Data\" : \"eA==\", \"New\": {\"y\": [1]}, \"SequenceNumber\": \"5\" } ] }",
+	"escaped key":                      `{"NextShardIterator":"it","Records":[{"Data":"eA==","PartitionKey":"a\"b","SequenceNumber":"1"}]}`,
+	"escaped slash":                    `{"NextShardIterator":"it","Records":[{"Data":"a\/8=","PartitionKey":"a","SequenceNumber":"1"}]}`,
+	"bad base64":                       `{"NextShardIterator":"it","Records":[{"Data":"!!!","PartitionKey":"a","SequenceNumber":"1"}]}`,
+	"cut short":                        `{"NextShardIterator":"it","Records":[{"Data":"eA==","Parti`,
+}
+
+// TestGetRecordsDecoderReadsWhatTheSDKReads gives the SDK's decoder and
+// WithRecordsCodec the same GetRecords answers and compares the results.
+func TestGetRecordsDecoderReadsWhatTheSDKReads(t *testing.T) {
+	ownPath := map[string]bool{"records": true, "kinesalite style": true, "empty": true, "closed shard": true, "null iterator and unknown fields": true}
+	for name, answer := range getAnswers {
+		t.Run(name, func(t *testing.T) {
+			want, wantErr := getWith(answer, false)
+			got, gotErr := getWith(answer, true)
+			if wantErr != nil {
+				require.Error(t, gotErr)
+				assert.IsType(t, errors.Unwrap(wantErr), errors.Unwrap(gotErr))
+				return
+			}
+			require.NoError(t, gotErr)
+			assertSameGetRecords(t, want, got)
+			var own kinesis.GetRecordsOutput
+			assert.Equal(t, ownPath[name], decodeGetRecordsOutput([]byte(answer), &own), "decoded without the SDK")
+		})
+	}
+}
+
+func getWith(answer string, codec bool) (*kinesis.GetRecordsOutput, error) {
+	var opts []func(*kinesis.Options)
+	if codec {
+		opts = append(opts, WithRecordsCodec)
+	}
+	return testClient(&capture{status: 200, answer: answer}).GetRecords(context.Background(),
+		&kinesis.GetRecordsInput{ShardIterator: aws.String("it")}, opts...)
+}
+
+func assertSameGetRecords(t testing.TB, want, got *kinesis.GetRecordsOutput) {
+	t.Helper()
+	assert.Equal(t, want.Records, got.Records)
+	assert.Equal(t, want.NextShardIterator, got.NextShardIterator)
+	assert.Equal(t, want.MillisBehindLatest, got.MillisBehindLatest)
+	assert.Equal(t, want.ChildShards, got.ChildShards)
+}
+
+// FuzzGetRecordsDecoder checks that whatever the body, the codec returns
+// what the SDK returns, or an error when the SDK does.
+func FuzzGetRecordsDecoder(f *testing.F) {
+	for _, a := range getAnswers {
+		f.Add(a)
+	}
+	f.Fuzz(func(t *testing.T, answer string) {
+		want, wantErr := getWith(answer, false)
+		got, gotErr := getWith(answer, true)
+		if wantErr != nil {
+			require.Error(t, gotErr)
+			return
+		}
+		require.NoError(t, gotErr)
+		assertSameGetRecords(t, want, got)
+	})
+}
+
+// BenchmarkGetRecordsDecode reads a full answer (10,000 records of 200
+// bytes) through the client, with and without the codec.
+func BenchmarkGetRecordsDecode(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"MillisBehindLatest":0,"NextShardIterator":"AAAAAAAAAAH+iter/x==","Records":[`)
+	data := base64.StdEncoding.EncodeToString(make([]byte, 200))
+	for i := range 10000 {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, `{"ApproximateArrivalTimestamp":1.732975147123E9,"Data":"%s","PartitionKey":"key-%d","SequenceNumber":"4959033827149025660855969253836157109592157598913%07d"}`, data, i%500, i)
+	}
+	sb.WriteString("]}")
+	body := sb.String()
+	for _, codec := range []bool{false, true} {
+		b.Run(fmt.Sprintf("codec=%v", codec), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := getWith(body, codec); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestDecodersLeaveDeepNestingToTheSDK: an answer nested deeper than the
+// scanner follows is not decoded by it (the SDK gets it), and reading it
+// does not exhaust the stack.
+func TestDecodersLeaveDeepNestingToTheSDK(t *testing.T) {
+	deep := `{"Future":` + strings.Repeat("[", 1_000_000) + strings.Repeat("]", 1_000_000) + `,"Records":[]}`
+	assert.False(t, decodeGetRecordsOutput([]byte(deep), &kinesis.GetRecordsOutput{}))
+	assert.False(t, decodePutRecordsOutput([]byte(deep), &kinesis.PutRecordsOutput{}))
+	shallow := `{"Future":[[{"a":[1]}]],"Records":[]}`
+	assert.True(t, decodeGetRecordsOutput([]byte(shallow), &kinesis.GetRecordsOutput{}))
 }

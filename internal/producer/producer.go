@@ -422,7 +422,7 @@ func (p *Producer) send(ctx context.Context, req records, fail func(int, error))
 		}
 
 		start := time.Now()
-		out, err := p.api.PutRecords(ctx, in, kinesisx.WithPutRecordsCodec)
+		out, err := p.api.PutRecords(ctx, in, kinesisx.WithRecordsCodec)
 		p.mLatency.Timing(time.Since(start).Nanoseconds(), p.streamLabel())
 		if err != nil {
 			return putResult{failed: pending.len(), codes: map[string]int{kinesisx.ErrorCode(err): pending.len()}, sample: err.Error()}, err

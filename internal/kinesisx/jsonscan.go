@@ -1,0 +1,183 @@
+package kinesisx
+
+import (
+	"strconv"
+	"strings"
+)
+
+// jsonScanner reads the JSON of a PutRecords or GetRecords answer. It takes
+// strings without escapes only (whatever it cannot take makes it fail, and
+// the caller falls back to the SDK), so every string it returns is a slice
+// of the body.
+type jsonScanner struct {
+	s string
+	i int
+	// strs holds the strings the results point to.
+	strs []string
+	// depth is how deep skip is in values it skips.
+	depth int
+}
+
+func (d *jsonScanner) space() {
+	for d.i < len(d.s) && (d.s[d.i] == ' ' || d.s[d.i] == '\t' || d.s[d.i] == '\n' || d.s[d.i] == '\r') {
+		d.i++
+	}
+}
+
+// next skips white space and consumes c if it comes next.
+func (d *jsonScanner) next(c byte) bool {
+	d.space()
+	if d.i < len(d.s) && d.s[d.i] == c {
+		d.i++
+		return true
+	}
+	return false
+}
+
+// object reads an object, calling member with each key; member reads the
+// value.
+func (d *jsonScanner) object(member func(key string) bool) bool {
+	if !d.next('{') {
+		return false
+	}
+	if d.next('}') {
+		return true
+	}
+	for {
+		key, ok := d.string()
+		if !ok || !d.next(':') || !member(key) {
+			return false
+		}
+		if d.next('}') {
+			return true
+		}
+		if !d.next(',') {
+			return false
+		}
+	}
+}
+
+// array reads an array, calling elem to read each element.
+func (d *jsonScanner) array(elem func() bool) bool {
+	if !d.next('[') {
+		return false
+	}
+	if d.next(']') {
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		if d.next(']') {
+			return true
+		}
+		if !d.next(',') {
+			return false
+		}
+	}
+}
+
+// string reads a string without escapes.
+func (d *jsonScanner) string() (string, bool) {
+	if !d.next('"') {
+		return "", false
+	}
+	for j := d.i; j < len(d.s); j++ {
+		switch c := d.s[j]; {
+		case c == '"':
+			v := d.s[d.i:j]
+			d.i = j + 1
+			return v, true
+		case c == '\\' || c < 0x20:
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// stringPtr reads a string or null into *p.
+func (d *jsonScanner) stringPtr(p **string) bool {
+	if d.literal("null") {
+		*p = nil
+		return true
+	}
+	v, ok := d.string()
+	if len(d.strs) < cap(d.strs) {
+		d.strs = append(d.strs, v)
+		*p = &d.strs[len(d.strs)-1]
+	} else {
+		*p = &v
+	}
+	return ok
+}
+
+// number reads a number and returns it as written.
+func (d *jsonScanner) number() (string, bool) {
+	d.space()
+	j := d.i
+	for j < len(d.s) && strings.IndexByte("+-.0123456789eE", d.s[j]) >= 0 {
+		j++
+	}
+	if _, err := strconv.ParseFloat(d.s[d.i:j], 64); err != nil {
+		return "", false
+	}
+	n := d.s[d.i:j]
+	d.i = j
+	return n, true
+}
+
+func (d *jsonScanner) int32() (int32, bool) {
+	n, ok := d.number()
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(n, 10, 32)
+	return int32(v), err == nil
+}
+
+func (d *jsonScanner) literal(word string) bool {
+	d.space()
+	if strings.HasPrefix(d.s[d.i:], word) {
+		d.i += len(word)
+		return true
+	}
+	return false
+}
+
+// maxSkipDepth bounds the nesting skip follows, so a hostile answer cannot
+// exhaust the stack; deeper answers are left to the SDK.
+const maxSkipDepth = 32
+
+// skip reads a value it has no use for: a string, number or literal, or
+// an object or array of those.
+func (d *jsonScanner) skip() bool {
+	d.space()
+	if d.i == len(d.s) {
+		return false
+	}
+	switch c := d.s[d.i]; {
+	case c == '"':
+		_, ok := d.string()
+		return ok
+	case c == '{' || c == '[':
+		if d.depth == maxSkipDepth {
+			return false
+		}
+		d.depth++
+		defer func() { d.depth-- }()
+		if c == '{' {
+			return d.object(func(string) bool { return d.skip() })
+		}
+		return d.array(d.skip)
+	case c == 't':
+		return d.literal("true")
+	case c == 'f':
+		return d.literal("false")
+	case c == 'n':
+		return d.literal("null")
+	default:
+		_, ok := d.number()
+		return ok
+	}
+}
