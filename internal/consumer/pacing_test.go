@@ -1,0 +1,114 @@
+package consumer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// slowPollConfig reads one record per call at a poll_interval far longer
+// than a renewal (lease period / 3) plus a balancing round, so a reader
+// that took a shard without waiting would call within the previous
+// reader's poll_interval.
+func slowPollConfig() Config {
+	cfg := testConfig()
+	cfg.Limit = 1
+	cfg.PollInterval = time.Second
+	cfg.IdlePollInterval = time.Second
+	return cfg
+}
+
+// waitNextCall waits until the shard has had more than n GetRecords calls
+// and returns the new count.
+func waitNextCall(t *testing.T, api *fakeKinesis, shard string, n int) int {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(api.callTimes(shard)) > n }, 10*time.Second, time.Millisecond)
+	return len(api.callTimes(shard))
+}
+
+// assertPaced checks that every GetRecords call of the shard came at least
+// poll apart from the previous one, whichever reader or instance made it:
+// the 5 calls/s of a shard are shared by all of them.
+func assertPaced(t *testing.T, api *fakeKinesis, shard string, poll time.Duration) {
+	t.Helper()
+	calls := api.callTimes(shard)
+	for i := 1; i < len(calls); i++ {
+		assert.GreaterOrEqual(t, calls[i].Sub(calls[i-1]), poll, "GetRecords %d of %d came %v after the previous one", i, len(calls), calls[i].Sub(calls[i-1]))
+	}
+}
+
+func TestConsumerPacesAShardAcrossItsLeaseLostAndTakenAgain(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 1000000})
+	st := newFakeStore(600 * time.Millisecond)
+	cfg := slowPollConfig()
+	c := startConsumer(t, cfg, api, st)
+	log := &acked{}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go ackAll(ctx, c, log)
+
+	n := waitNextCall(t, api, shard, 0)
+	for range 3 {
+		old := c.coords[0].readerFor(shard)
+		require.NotNil(t, old)
+		// Right after a call, the store forgets the lease (a flushed key):
+		// the next renewal finds it lost, the reader stops and the next
+		// balancing round takes the shard again, well within the poll
+		// interval of that call.
+		n = waitNextCall(t, api, shard, n)
+		st.mu.Lock()
+		delete(st.leases, shard)
+		st.mu.Unlock()
+		require.Eventually(t, func() bool {
+			r := c.coords[0].readerFor(shard)
+			return r != nil && r != old
+		}, 10*time.Second, time.Millisecond, "the shard is taken again")
+	}
+	n = waitNextCall(t, api, shard, n)
+	n = waitNextCall(t, api, shard, n)
+
+	assertPaced(t, api, shard, cfg.PollInterval)
+}
+
+func TestConsumerPacesAShardAcrossAHandOffToAnotherInstance(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 1000000})
+	st := newFakeStore(600 * time.Millisecond)
+	cfg := slowPollConfig()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	log := &acked{}
+
+	a, err := New(cfg, api, func(string) Store { return st }, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, a.Start(t.Context()))
+	go ackAll(ctx, a, log)
+	n := waitNextCall(t, api, shard, 0)
+	// b joins, one shard short of nothing: it asks for no hand-off, it
+	// waits for the shard to be free.
+	b := startConsumer(t, cfg, api, st)
+	go ackAll(ctx, b, log)
+	require.Eventually(t, func() bool {
+		live, _ := st.LiveMembers(t.Context())
+		return len(live) == 2
+	}, 10*time.Second, time.Millisecond)
+
+	// Right after one of a's calls, a shuts down: it commits and releases,
+	// and b's next balancing round takes the shard.
+	n = waitNextCall(t, api, shard, n)
+	closeCtx, closeCancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer closeCancel()
+	require.NoError(t, a.Close(closeCtx))
+	n = waitNextCall(t, api, shard, n)
+	waitNextCall(t, api, shard, n)
+	ls, _ := st.Leases(t.Context())
+	require.Equal(t, b.Owner(), ls[shard].Owner, "b reads the shard now")
+
+	assertPaced(t, api, shard, cfg.PollInterval)
+}
