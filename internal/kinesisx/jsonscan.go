@@ -115,16 +115,51 @@ func (d *jsonScanner) stringPtr(p **string) bool {
 // number reads a number and returns it as written.
 func (d *jsonScanner) number() (string, bool) {
 	d.space()
-	j := d.i
-	for j < len(d.s) && strings.IndexByte("+-.0123456789eE", d.s[j]) >= 0 {
-		j++
-	}
-	if _, err := strconv.ParseFloat(d.s[d.i:j], 64); err != nil {
+	n := jsonNumberLen(d.s[d.i:])
+	if n == 0 {
 		return "", false
 	}
-	n := d.s[d.i:j]
-	d.i = j
-	return n, true
+	v := d.s[d.i : d.i+n]
+	d.i += n
+	return v, true
+}
+
+// jsonNumberLen is the length of the JSON number s starts with, or 0:
+// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func jsonNumberLen(s string) int {
+	i := 0
+	digits := func() int {
+		j := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		return i - j
+	}
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case digits() == 0:
+		return 0
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if digits() == 0 {
+			return 0
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return 0
+		}
+	}
+	return i
 }
 
 func (d *jsonScanner) int32() (int32, bool) {
