@@ -102,14 +102,14 @@ func deref(s *string) string {
 // whether it could; on false, out may hold part of the answer.
 func decodePutRecordsOutput(body []byte, out *kinesis.PutRecordsOutput) bool {
 	d := jsonScanner{s: string(body)}
-	// Room for every result and its strings, so that neither grows: the
-	// answer holds at least one '{' per result.
-	n := strings.Count(d.s, "{")
-	out.Records = make([]types.PutRecordsResultEntry, 0, n)
-	d.strs = make([]string, 0, 2*n)
 	ok := d.object(func(key string) bool {
 		switch key {
 		case "Records":
+			// Room for every result and two strings each, so that neither
+			// grows: the answer holds at least one '{' per result.
+			n := strings.Count(d.s, "{")
+			out.Records = make([]types.PutRecordsResultEntry, 0, n)
+			d.strs = make([]string, 0, 2*n)
 			return d.array(func() bool {
 				var r types.PutRecordsResultEntry
 				if !d.object(func(key string) bool {

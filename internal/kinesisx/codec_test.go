@@ -272,3 +272,23 @@ func TestDecodersLeaveDeepNestingToTheSDK(t *testing.T) {
 	shallow := `{"Future":[[{"a":[1]}]],"Records":[]}`
 	assert.True(t, decodeGetRecordsOutput([]byte(shallow), &kinesis.GetRecordsOutput{}))
 }
+
+// FuzzPutRecordsDecoder checks that whatever the answer, the codec returns
+// what the SDK returns, or an error when the SDK does.
+func FuzzPutRecordsDecoder(f *testing.F) {
+	f.Add(`{"EncryptionType":"NONE","FailedRecordCount":1,"Records":[{"SequenceNumber":"1","ShardId":"shardId-000000000001"},{"ErrorCode":"InternalFailure","ErrorMessage":"m"}]}`)
+	f.Add(`{"FailedRecordCount":0,"Records":[],"Future":[1,{"a":null}]}`)
+	f.Fuzz(func(t *testing.T, answer string) {
+		in := &kinesis.PutRecordsInput{StreamName: aws.String("s"), Records: []types.PutRecordsRequestEntry{{Data: []byte("d"), PartitionKey: aws.String("k")}}}
+		want, wantErr := testClient(&capture{status: 200, answer: answer}).PutRecords(context.Background(), in)
+		got, gotErr := testClient(&capture{status: 200, answer: answer}).PutRecords(context.Background(), in, WithRecordsCodec)
+		if wantErr != nil {
+			require.Error(t, gotErr)
+			return
+		}
+		require.NoError(t, gotErr)
+		assert.Equal(t, want.Records, got.Records)
+		assert.Equal(t, want.FailedRecordCount, got.FailedRecordCount)
+		assert.Equal(t, want.EncryptionType, got.EncryptionType)
+	})
+}
