@@ -216,8 +216,16 @@ type Aggregator struct {
 	keys     []string
 	ehkIdx   map[string]uint64
 	ehks     []string
-	records  [][]byte // encoded Record messages
-	bodySize int      // size of the AggregatedRecord protobuf so far
+	records  []added
+	bodySize int // size of the AggregatedRecord protobuf so far
+}
+
+// added is a user record to be written by Bytes: its table indices and its
+// data, not copied.
+type added struct {
+	keyIdx, ehkIdx uint64
+	ehk            bool
+	data           []byte
 }
 
 // NewAggregator returns an empty Aggregator.
@@ -269,31 +277,28 @@ func tableEntrySize(num protowire.Number, s string) int {
 	return protowire.SizeTag(num) + protowire.SizeBytes(len(s))
 }
 
-// Add appends r.
+// Add appends r. Its data is not copied but read by Bytes, so it must not
+// change in between; the aggregate is written once, by Bytes.
 func (a *Aggregator) Add(r Record) {
 	keyIdx, ehkIdx, grow := a.indices(r)
 	if uint64(len(a.keys)) == keyIdx {
 		a.keyIdx[r.PartitionKey] = keyIdx
 		a.keys = append(a.keys, r.PartitionKey)
 	}
-	msg := make([]byte, 0, recordSize(keyIdx, ehkIdx, r))
-	msg = protowire.AppendTag(msg, fieldPartitionKeyIndex, protowire.VarintType)
-	msg = protowire.AppendVarint(msg, keyIdx)
+	rec := added{keyIdx: keyIdx, data: r.Data}
 	if r.ExplicitHashKey != "" {
 		if uint64(len(a.ehks)) == ehkIdx {
 			a.ehkIdx[r.ExplicitHashKey] = ehkIdx
 			a.ehks = append(a.ehks, r.ExplicitHashKey)
 		}
-		msg = protowire.AppendTag(msg, fieldExplicitHashKeyIndex, protowire.VarintType)
-		msg = protowire.AppendVarint(msg, ehkIdx)
+		rec.ehkIdx, rec.ehk = ehkIdx, true
 	}
-	msg = protowire.AppendTag(msg, fieldData, protowire.BytesType)
-	msg = protowire.AppendBytes(msg, r.Data)
-	a.records = append(a.records, msg)
-	a.bodySize += grow + protowire.SizeTag(fieldRecords) + protowire.SizeBytes(len(msg))
+	a.records = append(a.records, rec)
+	a.bodySize += grow + protowire.SizeTag(fieldRecords) + protowire.SizeBytes(recordSize(keyIdx, ehkIdx, r))
 }
 
-// Bytes returns the aggregated record: magic, protobuf, MD5 digest.
+// Bytes returns the aggregated record: magic, protobuf, MD5 digest. It
+// writes every user record's data once, into a buffer of the final size.
 func (a *Aggregator) Bytes() []byte {
 	out := make([]byte, 0, a.Size())
 	out = append(out, Magic...)
@@ -307,7 +312,20 @@ func (a *Aggregator) Bytes() []byte {
 	}
 	for _, r := range a.records {
 		out = protowire.AppendTag(out, fieldRecords, protowire.BytesType)
-		out = protowire.AppendBytes(out, r)
+		size := protowire.SizeTag(fieldPartitionKeyIndex) + protowire.SizeVarint(r.keyIdx) +
+			protowire.SizeTag(fieldData) + protowire.SizeBytes(len(r.data))
+		if r.ehk {
+			size += protowire.SizeTag(fieldExplicitHashKeyIndex) + protowire.SizeVarint(r.ehkIdx)
+		}
+		out = protowire.AppendVarint(out, uint64(size))
+		out = protowire.AppendTag(out, fieldPartitionKeyIndex, protowire.VarintType)
+		out = protowire.AppendVarint(out, r.keyIdx)
+		if r.ehk {
+			out = protowire.AppendTag(out, fieldExplicitHashKeyIndex, protowire.VarintType)
+			out = protowire.AppendVarint(out, r.ehkIdx)
+		}
+		out = protowire.AppendTag(out, fieldData, protowire.BytesType)
+		out = protowire.AppendBytes(out, r.data)
 	}
 	sum := md5.Sum(out[len(Magic):])
 	return append(out, sum[:]...)

@@ -148,3 +148,20 @@ func TestIsAggregated(t *testing.T) {
 	assert.False(t, IsAggregated([]byte{0xF3, 0x89, 0x9A, 0xC2}), "magic alone has no room for a digest")
 	assert.True(t, IsAggregated(Encode(nil)), "an empty aggregate is still aggregated")
 }
+
+// BenchmarkAggregate builds one aggregate of 500 records of 200 bytes under
+// 20 partition keys, as the output does for one shard's share of a batch.
+func BenchmarkAggregate(b *testing.B) {
+	recs := make([]Record, 500)
+	for i := range recs {
+		recs[i] = Record{PartitionKey: fmt.Sprintf("key-%d", i%20), Data: make([]byte, 200)}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		a := NewAggregator()
+		for _, r := range recs {
+			a.Add(r)
+		}
+		_ = a.Bytes()
+	}
+}
