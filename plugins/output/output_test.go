@@ -251,3 +251,35 @@ func TestAggregationUsesTheShardMap(t *testing.T) {
 	require.Len(t, api.puts, 1)
 	assert.Len(t, api.puts[0].Records, 1, "one shard, 300 small messages, one aggregated record")
 }
+
+// TestMetadataPartitionKeyIsTheInterpolations: a partition_key that is one
+// metadata value is read without Bloblang, and gives what the interpolation
+// gives for every kind of value, missing and empty ones included.
+func TestMetadataPartitionKeyIsTheInterpolations(t *testing.T) {
+	for _, raw := range []string{`${! meta("key") }`, `${!meta("key")}`, `${! meta("key") } `, `k-${! meta("key") }`, `${! @key }`} {
+		t.Run(raw, func(t *testing.T) {
+			c, err := spec().ParseYAML(fmt.Sprintf("stream: s\npartition_key: '%s'", raw), nil)
+			require.NoError(t, err)
+			oc, err := outputConfigFromParsed(c)
+			require.NoError(t, err)
+			direct := raw == `${! meta("key") }` || raw == `${!meta("key")}`
+			assert.Equal(t, direct, oc.partitionKeyMeta == "key", "read without Bloblang")
+
+			batch := service.MessageBatch{}
+			for _, v := range []any{"user-1", 42, 1.5, true, "", []byte("raw"), map[string]any{"a": 1}} {
+				m := service.NewMessage([]byte("x"))
+				m.MetaSetMut("key", v)
+				batch = append(batch, m)
+			}
+			batch = append(batch, service.NewMessage([]byte("no key")))
+			keys := keyOf{meta: oc.partitionKeyMeta, exec: batch.InterpolationExecutor(oc.PartitionKey)}
+			exec := batch.InterpolationExecutor(oc.PartitionKey)
+			for i, m := range batch {
+				want, wantErr := exec.TryString(i)
+				got, gotErr := keys.TryString(i, m)
+				assert.Equal(t, wantErr, gotErr, "message %d", i)
+				assert.Equal(t, want, got, "message %d", i)
+			}
+		})
+	}
+}

@@ -45,16 +45,19 @@ func (nopKinesis) PutRecords(_ context.Context, in *kinesis.PutRecordsInput, _ .
 }
 
 // BenchmarkWriteBatch writes batches of 500 messages of 200 bytes, each with
-// its own partition key, in every mode of the output.
+// its own partition key, in every mode of the output, and with the key taken
+// from metadata.
 func BenchmarkWriteBatch(b *testing.B) {
+	const byIndex = "partition_key: '${! batch_index() }'\n"
 	for _, mode := range []struct{ name, fields string }{
-		{"unordered", "preserve_order: false"},
-		{"ordered", "preserve_order: true"},
-		{"unordered aggregated", "preserve_order: false\naggregation: {enabled: true}"},
-		{"ordered aggregated", "preserve_order: true\naggregation: {enabled: true}"},
+		{"unordered", byIndex + "preserve_order: false"},
+		{"ordered", byIndex + "preserve_order: true"},
+		{"unordered aggregated", byIndex + "preserve_order: false\naggregation: {enabled: true}"},
+		{"ordered aggregated", byIndex + "preserve_order: true\naggregation: {enabled: true}"},
+		{"unordered meta key", "partition_key: '${! meta(\"key\") }'\npreserve_order: false"},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
-			c, err := spec().ParseYAML("stream: s\npartition_key: '${! batch_index() }'\n"+mode.fields, nil)
+			c, err := spec().ParseYAML("stream: s\n"+mode.fields, nil)
 			require.NoError(b, err)
 			oc, err := outputConfigFromParsed(c)
 			require.NoError(b, err)
@@ -65,11 +68,16 @@ func BenchmarkWriteBatch(b *testing.B) {
 			b.Cleanup(func() { _ = o.Close(context.Background()) })
 
 			data := []byte(strings.Repeat("x", 200))
+			keys := make([]any, 500)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("key-%d", i)
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				batch := make(service.MessageBatch, 500)
 				for i := range batch {
 					batch[i] = service.NewMessage(data)
+					batch[i].MetaSetMut("key", keys[i])
 				}
 				if err := o.WriteBatch(b.Context(), batch); err != nil {
 					b.Fatal(err)
