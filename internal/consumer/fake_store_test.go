@@ -32,11 +32,15 @@ type fakeStore struct {
 	start time.Time
 	// created is the stream creation time the group's state belongs to.
 	created time.Time
+	// released is when each shard's lease was last released, as the Redis
+	// store keeps it in the released lease.
+	released map[string]time.Time
 }
 
 func newFakeStore(period time.Duration) *fakeStore {
 	return &fakeStore{period: period, ckpt: map[string]Position{}, closed: map[string]bool{}, leases: map[string]Lease{},
-		members: map[string]time.Time{}, handoff: map[string]string{}, loseOnRenew: map[string]bool{}, progress: map[string]Progress{}, start: time.Now()}
+		members: map[string]time.Time{}, handoff: map[string]string{}, loseOnRenew: map[string]bool{}, progress: map[string]Progress{}, start: time.Now(),
+		released: map[string]time.Time{}}
 }
 
 func (s *fakeStore) live(l Lease, ok bool) bool {
@@ -50,10 +54,18 @@ func (s *fakeStore) Acquire(_ context.Context, shard, owner string) (Take, error
 	if s.live(l, ok) && l.Owner != owner {
 		return Take{Lease: l}, ErrLeaseHeld
 	}
+	// How long ago the previous lease ended, as the Redis store tells.
+	quiet := time.Duration(-1)
+	if r, was := s.released[shard]; was {
+		quiet = time.Since(r)
+	} else if ok && l.Owner != "" {
+		quiet = time.Since(l.ExpiresAt)
+	}
+	delete(s.released, shard)
 	s.tokens++
 	l = Lease{Shard: shard, Owner: owner, Token: s.tokens, ExpiresAt: time.Now().Add(s.period), Deadline: time.Now().Add(s.period)}
 	s.leases[shard] = l
-	return Take{Lease: l, Checkpoint: s.ckpt[shard], GroupStart: s.start}, nil
+	return Take{Lease: l, Checkpoint: s.ckpt[shard], GroupStart: s.start, Quiet: quiet}, nil
 }
 
 // StreamCreated clears the group's state when the stream's creation time
@@ -136,6 +148,7 @@ func (s *fakeStore) Release(_ context.Context, l Lease) error {
 	}
 	delete(s.leases, l.Shard)
 	delete(s.handoff, l.Shard)
+	s.released[l.Shard] = time.Now()
 	return nil
 }
 

@@ -26,6 +26,7 @@ func (co *coordinator) take(ctx context.Context, id string) bool {
 	co.known.take(t)
 	shard := co.listed[id]
 	start := co.resolveStart(t)
+	start.notBefore = co.firstRead(t)
 	l := t.Lease
 	r := newShardReader(co, shard, l, start)
 	co.readersMu.Lock()
@@ -42,6 +43,21 @@ func (co *coordinator) take(ctx context.Context, id string) bool {
 		}
 	}()
 	return true
+}
+
+// firstRead is the earliest moment a reader that took t may call
+// GetRecords. A shard's 5 calls/s are shared by every reader it ever had:
+// the previous one (in this process, or another instance) stopped calling
+// before its lease ended, so calls stay poll_interval apart when the first
+// one comes poll_interval after that end. When the store does not know the
+// end (the shard's first lease, or a store that forgot), the reader waits a
+// whole poll_interval.
+func (co *coordinator) firstRead(t Take) time.Time {
+	wait := co.c.cfg.PollInterval
+	if t.Quiet >= 0 {
+		wait = max(0, wait-t.Quiet)
+	}
+	return time.Now().Add(wait)
 }
 
 // renewLoop renews on its own goroutine, every third of the lease period,

@@ -112,3 +112,39 @@ func TestConsumerPacesAShardAcrossAHandOffToAnotherInstance(t *testing.T) {
 
 	assertPaced(t, api, shard, cfg.PollInterval)
 }
+
+// TestConsumerReadsAtOnceAShardLongUnread: a shard whose previous lease
+// ended more than poll_interval ago is read as soon as it is taken; only a
+// recent change of reader waits.
+func TestConsumerReadsAtOnceAShardLongUnread(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 1000000})
+	st := newFakeStore(600 * time.Millisecond)
+	cfg := slowPollConfig()
+	cfg.PollInterval, cfg.IdlePollInterval = 3*time.Second, 3*time.Second
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	log := &acked{}
+
+	a, err := New(cfg, api, func(string) Store { return st }, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, a.Start(t.Context()))
+	go ackAll(ctx, a, log)
+	waitNextCall(t, api, shard, 0)
+	closeCtx, closeCancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer closeCancel()
+	require.NoError(t, a.Close(closeCtx))
+	released := time.Now()
+	time.Sleep(cfg.PollInterval) // the shard stays unread longer than poll_interval
+
+	n := len(api.callTimes(shard))
+	b := startConsumer(t, cfg, api, st)
+	go ackAll(ctx, b, log)
+	waitNextCall(t, api, shard, n)
+	calls := api.callTimes(shard)
+	first := calls[n]
+	assert.Less(t, first.Sub(released), cfg.PollInterval+2*time.Second,
+		"b's first call came %v after the release; it should not wait another poll_interval", first.Sub(released))
+	assertPaced(t, api, shard, cfg.PollInterval)
+}

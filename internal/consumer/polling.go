@@ -19,7 +19,7 @@ const getRecordsTimeout = 20 * time.Second
 
 // pollingSource is the RecordSource of GetRecords polling. It gets an
 // iterator where it was told to start, then reads with GetRecords: the first
-// call one poll_interval after the source opens (after the lease was taken),
+// call no sooner than poll_interval after the shard's previous lease ended,
 // each next one at least poll_interval after the previous answer
 // (idle_poll_interval after an empty answer at the tip). An expired iterator
 // is renewed after the last record returned. Every failure is retried by one
@@ -55,13 +55,10 @@ func newPollingSource(co *coordinator, shard string, from startSpec, log *servic
 		onExpired: func() { co.c.metrics.expired.Incr(1, co.streamName) },
 		warn:      newWarnPacer(cfg.Backoff),
 		from:      from,
-		// The shard's 5 calls/s are shared by every reader it ever had. The
-		// previous one, in this process or another, stopped calling before
-		// this lease could be taken (it ended, released, or stopped before
-		// its lease ran out), and the source opens after the take: a first
-		// call one poll_interval from now keeps the two readers' calls at
-		// least poll_interval apart across the change of reader.
-		nextAt: time.Now().Add(cfg.PollInterval),
+		// The first call waits as the take said (coordinator.firstRead),
+		// so the shard's calls stay poll_interval apart across a change of
+		// reader.
+		nextAt: from.notBefore,
 	}
 	// Reading a shard is retried until the reader stops: a shard is never
 	// given up. Retries back off from at least poll_interval; each attempt

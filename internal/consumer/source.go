@@ -94,6 +94,9 @@ type startSpec struct {
 	// index: a checkpoint inside a KPL aggregated record.
 	skipSub    int64
 	hasSkipSub bool
+
+	// notBefore is the earliest first GetRecords: see firstRead.
+	notBefore time.Time
 }
 
 // startingPosition is where a subscription starting at f begins.

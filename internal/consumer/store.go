@@ -35,6 +35,11 @@ type Take struct {
 	// GroupStart is when the group first took a shard of the stream, by the
 	// store's clock: `latest` means "written since then".
 	GroupStart time.Time
+	// Quiet is how long ago, by the store's clock, the shard's previous
+	// lease ended (expired, or released by its holder, which stopped reading
+	// first); negative when the store does not know (no lease before, or the
+	// store forgot it). The first GetRecords waits poll_interval less this.
+	Quiet time.Duration
 }
 
 // Seed is what an instance knows of a group's state, written back into a

@@ -8,8 +8,10 @@ import "github.com/redis/go-redis/v9"
 // EVALSHA and falls back to EVAL after a restart flushed the script cache.
 //
 // Lease value: "<owner>|<expiresAtMillis>|<fencingToken>". A released lease
-// keeps its field as "|0|<token>" so the token never goes back: every
-// acquisition takes the previous token plus one.
+// keeps its field as "|<releasedAtMillis>|<token>" so the token never goes
+// back (every acquisition takes the previous token plus one) and the next
+// holder knows how long the shard has been unread (see acquireScript). A
+// closed shard's or a reset's released lease has 0 there.
 
 // luaPrelude holds the helpers every script shares.
 const luaPrelude = `
@@ -141,16 +143,20 @@ local gstart = tonumber(redis.call('HGET', KEYS[4], 'start')) or 0
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
 local owner, exp, tok = parse_lease(raw)
 local period = tonumber(ARGV[3])
+-- How long ago the previous holder's lease ended (it expired, or was
+-- released at that time), or -1 when unknown.
+local quiet = -1
 if live(owner, exp, now) then
-  if owner ~= ARGV[2] then return {0, owner, exp, tok, now, eid, gstart, '', ''} end
+  if owner ~= ARGV[2] then return {0, owner, exp, tok, now, eid, gstart, '', '', -1} end
   -- The caller holds it already: a renewal, same token.
   exp = now + period
   redis.call('HSET', KEYS[1], ARGV[1], lease_value(owner, exp, tok))
 else
   local reseeded = tonumber(redis.call('HGET', KEYS[4], 'reseeded')) or 0
   if not raw and now < reseeded + period then
-    return {0, '', reseeded + period, 0, now, eid, gstart, '', ''}
+    return {0, '', reseeded + period, 0, now, eid, gstart, '', '', -1}
   end
+  if raw and exp > 0 then quiet = now - exp end
   owner = ARGV[2]
   tok = tok + 1
   exp = now + period
@@ -160,7 +166,7 @@ else
 end
 local ck = redis.call('HGET', KEYS[3], ARGV[1]) or ''
 local start = redis.call('HGET', KEYS[3], '` + startField + `') or ''
-return {1, owner, exp, tok, now, eid, gstart, ck, start}
+return {1, owner, exp, tok, now, eid, gstart, ck, start, quiet}
 `)
 
 // renewScript: KEYS lease, epoch; ARGV shard, owner, token, periodMillis,
@@ -206,7 +212,7 @@ local gone, owner, _, tok = known_lease(KEYS[1], ARGV[1], KEYS[3], ARGV[4])
 if gone then return gone end
 if tok ~= tonumber(ARGV[3]) then return 0 end
 if owner == ARGV[2] then
-  redis.call('HSET', KEYS[1], ARGV[1], lease_value('', 0, tok))
+  redis.call('HSET', KEYS[1], ARGV[1], lease_value('', now_ms(), tok))
 elseif owner ~= '' then
   return 0
 end

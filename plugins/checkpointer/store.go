@@ -102,13 +102,14 @@ func (s *Store) Acquire(ctx context.Context, shard, owner string) (consumer.Take
 	if err != nil {
 		return consumer.Take{}, storeErr(what, err)
 	}
-	if len(res) != 9 {
+	if len(res) != 10 {
 		return consumer.Take{}, fmt.Errorf("%s: unexpected script reply %v", what, res)
 	}
 	s.learnEpoch(toString(res[5]), time.UnixMilli(toInt(res[6])))
 	t := consumer.Take{
 		Lease:      consumer.Lease{Shard: shard, Owner: toString(res[1]), Token: toInt(res[3]), ExpiresAt: time.UnixMilli(toInt(res[2]))},
 		GroupStart: time.UnixMilli(toInt(res[6])),
+		Quiet:      time.Duration(toInt(res[9])) * time.Millisecond,
 	}
 	t.Deadline = sent.Add(time.Duration(toInt(res[2])-toInt(res[4])) * time.Millisecond)
 	if toInt(res[0]) != 1 {

@@ -101,6 +101,35 @@ func runStoreSuite(t *testing.T, b backend) {
 		assert.False(t, leases["shardId-000000000000"].Expired)
 	})
 
+	t.Run("a take tells how long ago the shard's previous lease ended", func(t *testing.T) {
+		s := shortStore(t)
+		first, err := s.Acquire(t.Context(), "shard-0", "a")
+		require.NoError(t, err)
+		assert.Negative(t, first.Quiet, "no lease before: unknown")
+
+		require.NoError(t, s.Release(t.Context(), first.Lease))
+		time.Sleep(300 * time.Millisecond)
+		second, err := s.Acquire(t.Context(), "shard-0", "b")
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, second.Quiet, 300*time.Millisecond, "released that long ago")
+		assert.Less(t, second.Quiet, 10*time.Second)
+
+		// b's lease (1 s) runs out: the next take counts from its expiry.
+		require.Eventually(t, func() bool {
+			ls, err := s.Leases(t.Context())
+			return err == nil && ls["shard-0"].Expired
+		}, 10*time.Second, 50*time.Millisecond)
+		third, err := s.Acquire(t.Context(), "shard-0", "c")
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, third.Quiet, time.Duration(0))
+		assert.Less(t, third.Quiet, 10*time.Second)
+
+		leases, err := s.Leases(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, "c", leases["shard-0"].Owner)
+		assert.Equal(t, third.Token, leases["shard-0"].Token)
+	})
+
 	t.Run("a recreated stream's state is cleared once, fencing its old readers and keeping the start", func(t *testing.T) {
 		s1, s2 := store(t), store(t)
 		start := consumer.StartOverride{Mode: consumer.StartAtTimestamp, Timestamp: time.UnixMilli(1_700_000_000_000).UTC()}
