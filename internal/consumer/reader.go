@@ -198,7 +198,14 @@ func (r *shardReader) read() bool {
 			if !r.deliver(ctx, held[:n:n], behind) {
 				return false
 			}
+			// Once all of it is handed over, the answer is the pipeline's:
+			// an empty held[n:] would still point at its records (Go keeps
+			// the base of a slice cut to zero capacity) and keep them alive
+			// while the next answer is fetched, two answers per shard.
 			held = held[n:]
+			if len(held) == 0 {
+				held = nil
+			}
 			continue
 		case ended && len(held) == 0 && r.tracker.pending() == 0:
 			return true

@@ -58,6 +58,7 @@ func procRSS(pid int) (uint64, error) {
 type heapSample struct {
 	records   int
 	heapInuse uint64 // runtime.MemStats.HeapInuse right after a GC
+	heapAlloc uint64 // runtime.MemStats.HeapAlloc, read with heapInuse
 	rss       uint64
 }
 
@@ -68,5 +69,5 @@ func sampleHeap(records int) heapSample {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rss, _ := procRSS(os.Getpid())
-	return heapSample{records: records, heapInuse: ms.HeapInuse, rss: rss}
+	return heapSample{records: records, heapInuse: ms.HeapInuse, heapAlloc: ms.HeapAlloc, rss: rss}
 }

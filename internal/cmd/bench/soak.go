@@ -5,7 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +56,7 @@ type soakFlags struct {
 	records, size, shards int
 	steps                 int
 	tolerance             float64
+	memProfile            string
 }
 
 func runSoak(ctx context.Context, args []string) error {
@@ -63,7 +66,8 @@ func runSoak(ctx context.Context, args []string) error {
 	fs.IntVar(&f.size, "size", 200, "bytes of data per record")
 	fs.IntVar(&f.shards, "shards", 8, "shards of the stream")
 	fs.IntVar(&f.steps, "steps", 10, "heap samples per side, at equal shares of the records")
-	fs.Float64Var(&f.tolerance, "tolerance", 0.10, "largest change of heap in use from the first sample to the last that counts as flat")
+	fs.StringVar(&f.memProfile, "memprofile", "", "write a heap profile of the input side at each sample to `PREFIX`-<share>.pprof (read with go tool pprof -sample_index=inuse_space)")
+	fs.Float64Var(&f.tolerance, "tolerance", 0.10, "largest change of heap in use from the first sample to any later one that counts as flat")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -119,30 +123,45 @@ func runSoak(ctx context.Context, args []string) error {
 	}
 	fmt.Println(header)
 	for _, side := range []soakResult{out, in} {
-		heap, rss := fmt.Sprintf("%-24s", side.name+" heap in use"), fmt.Sprintf("%-24s", side.name+" RSS")
+		heap, alloc, rss := fmt.Sprintf("%-24s", side.name+" heap in use"), fmt.Sprintf("%-24s", side.name+" heap objects"), fmt.Sprintf("%-24s", side.name+" RSS")
 		for _, s := range side.samples {
 			heap += fmt.Sprintf(" %8.1f", mib(s.heapInuse))
+			alloc += fmt.Sprintf(" %8.1f", mib(s.heapAlloc))
 			rss += fmt.Sprintf(" %8.1f", mib(s.rss))
 		}
 		fmt.Println(heap)
+		fmt.Println(alloc)
 		fmt.Println(rss)
 	}
 	fmt.Println()
 	for _, side := range []soakResult{out, in} {
-		first, last := side.samples[0], side.samples[len(side.samples)-1]
-		change := float64(last.heapInuse)/float64(first.heapInuse) - 1
-		verdict := fmt.Sprintf("flat (within %.0f%%)", f.tolerance*100)
-		switch {
-		case change > f.tolerance:
-			verdict = fmt.Sprintf("GROWS (more than %.0f%%)", f.tolerance*100)
-		case change < -f.tolerance:
-			verdict = fmt.Sprintf("no growth (falls more than %.0f%%)", f.tolerance*100)
-		}
-		fmt.Printf("%-6s %d records in %v (%.0f records/s): heap in use %.1f MiB at %d%%, %.1f MiB at 100%% (%+.1f%%): %s\n",
+		fmt.Printf("%-6s %d records in %v (%.0f records/s): %s\n",
 			side.name, f.records, side.wall.Round(time.Second), float64(f.records)/side.wall.Seconds(),
-			mib(first.heapInuse), 100/f.steps, mib(last.heapInuse), change*100, verdict)
+			flatness(side.samples, f.tolerance, f.steps))
 	}
 	return nil
+}
+
+// flatness compares every later sample's heap in use with the first one's
+// and says whether all of them are within tolerance of it: one sample
+// beyond it, higher or lower, and the line is not flat.
+func flatness(samples []heapSample, tolerance float64, steps int) string {
+	first := samples[0].heapInuse
+	lo, hi, off := 0.0, 0.0, 0
+	for _, s := range samples[1:] {
+		change := float64(s.heapInuse)/float64(first) - 1
+		lo, hi = min(lo, change), max(hi, change)
+		if math.Abs(change) > tolerance {
+			off++
+		}
+	}
+	last := float64(samples[len(samples)-1].heapInuse)/float64(first) - 1
+	summary := fmt.Sprintf("heap in use %.1f MiB at %d%%; the %d later samples %+.1f%% to %+.1f%% of it, %+.1f%% at 100%%",
+		mib(first), 100/steps, len(samples)-1, lo*100, hi*100, last*100)
+	if off == 0 {
+		return fmt.Sprintf("%s: flat (every sample within %.0f%% of the first)", summary, tolerance*100)
+	}
+	return fmt.Sprintf("%s: NOT FLAT (%d of %d samples more than %.0f%% off the first)", summary, off, len(samples)-1, tolerance*100)
 }
 
 // soakResult is one side's run: its heap samples and wall time.
@@ -161,6 +180,9 @@ type sampler struct {
 	count   int
 	samples []heapSample
 	done    chan struct{}
+	// onSample, if set, is called under the lock right after each sample,
+	// with the sample's share of the records in percent.
+	onSample func(percent int)
 }
 
 func newSampler(total, steps int) *sampler {
@@ -185,6 +207,9 @@ func (s *sampler) add(n int) {
 	// report in the meantime, not the ones already past: a short pause.
 	for len(s.samples) < s.steps && s.count >= s.total*(len(s.samples)+1)/s.steps {
 		s.samples = append(s.samples, sampleHeap(s.count))
+		if s.onSample != nil {
+			s.onSample(len(s.samples) * 100 / s.steps)
+		}
 	}
 	if len(s.samples) == s.steps {
 		close(s.done)
@@ -243,6 +268,9 @@ logger:
 // they arrive.
 func soakInput(ctx context.Context, endpoint, redisURL, stream string, f soakFlags) (soakResult, error) {
 	smp := newSampler(f.records, f.steps)
+	if f.memProfile != "" {
+		smp.onSample = func(percent int) { writeHeapProfile(fmt.Sprintf("%s-%d.pprof", f.memProfile, percent)) }
+	}
 	b := service.NewStreamBuilder()
 	if err := b.SetLoggerYAML("level: warn"); err != nil {
 		return soakResult{}, err
@@ -286,4 +314,19 @@ kinesis:
 		return soakResult{}, err
 	}
 	return soakResult{name: "input", samples: smp.samples, wall: wall}, nil
+}
+
+// writeHeapProfile writes the heap profile as of the last GC to path; a
+// failure is reported and does not stop the run.
+func writeHeapProfile(path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("heap").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench soak: writing heap profile %s: %v\n", path, err)
+	}
 }
