@@ -62,6 +62,10 @@ type coordinator struct {
 	// known is what this instance knows of the group's state, to re-seed
 	// a store that forgot it (reseed.go).
 	known known
+	// lastRead is when each shard's last GetRecords in this process was
+	// answered, so that a new reader of a shard read here before keeps the
+	// pace (firstRead).
+	lastRead sync.Map // shard id -> time.Time
 	// forgot wakes the renew goroutine to re-seed the store.
 	forgot chan struct{}
 

@@ -46,18 +46,32 @@ func (co *coordinator) take(ctx context.Context, id string) bool {
 }
 
 // firstRead is the earliest moment a reader that took t may call
-// GetRecords. A shard's 5 calls/s are shared by every reader it ever had:
-// the previous one (in this process, or another instance) stopped calling
-// before its lease ended, so calls stay poll_interval apart when the first
-// one comes poll_interval after that end. When the store does not know the
-// end (the shard's first lease, or a store that forgot), the reader waits a
-// whole poll_interval.
+// GetRecords. A shard's 5 calls/s are shared by every reader it ever had,
+// and the previous one stopped calling before its lease ended. So the first
+// call comes no sooner than poll_interval after:
+//   - the end of the previous lease, as the store tells (released or
+//     expired); a shard idle for longer is read at once;
+//   - the shard's last call in this process, which the store cannot know
+//     of when it forgot the lease (then a reader here was its only one: a
+//     store that forgets makes its holder re-seed its leases before anyone
+//     else may take them).
 func (co *coordinator) firstRead(t Take) time.Time {
-	wait := co.c.cfg.PollInterval
+	poll := co.c.cfg.PollInterval
+	at := time.Now()
 	if t.Quiet >= 0 {
-		wait = max(0, wait-t.Quiet)
+		at = at.Add(max(0, poll-t.Quiet))
 	}
-	return time.Now().Add(wait)
+	if last, ok := co.lastRead.Load(t.Shard); ok {
+		at = later(at, last.(time.Time).Add(poll))
+	}
+	return at
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // renewLoop renews on its own goroutine, every third of the lease period,

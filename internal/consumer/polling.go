@@ -32,6 +32,7 @@ type pollingSource struct {
 	poll, idle time.Duration
 	log        *service.Logger
 	onExpired  func()
+	onAnswer   func(time.Time) // told when each GetRecords was answered
 
 	exec failsafe.Executor[*kinesis.GetRecordsOutput]
 	warn warnPacer
@@ -53,6 +54,7 @@ func newPollingSource(co *coordinator, shard string, from startSpec, log *servic
 		idle:      cfg.IdlePollInterval,
 		log:       log,
 		onExpired: func() { co.c.metrics.expired.Incr(1, co.streamName) },
+		onAnswer:  func(t time.Time) { co.lastRead.Store(shard, t) },
 		warn:      newWarnPacer(cfg.Backoff),
 		from:      from,
 		// The first call waits as the take said (coordinator.firstRead),
@@ -146,6 +148,7 @@ func (s *pollingSource) fetch(ctx context.Context) (*kinesis.GetRecordsOutput, e
 	// the service, not only at the client.
 	s.answeredAt = time.Now()
 	s.nextAt = s.answeredAt.Add(s.poll)
+	s.onAnswer(s.answeredAt)
 	if kinesisx.IsExpiredIterator(err) {
 		s.onExpired()
 		s.iter = ""

@@ -38,7 +38,8 @@ type Take struct {
 	// Quiet is how long ago, by the store's clock, the shard's previous
 	// lease ended (expired, or released by its holder, which stopped reading
 	// first); negative when the store does not know (no lease before, or the
-	// store forgot it). The first GetRecords waits poll_interval less this.
+	// store forgot it). The first GetRecords waits poll_interval less this
+	// (coordinator.firstRead).
 	Quiet time.Duration
 }
 
