@@ -103,21 +103,23 @@ func runOutput(ctx context.Context, args []string) error {
 	defer stopProfile()
 	// Rounds rotate which side goes first, so a drift of the emulator or of
 	// the machine's load over the run hits every side alike.
+	// Each side's figures are the medians of its rounds, so one round
+	// disturbed by the machine or the emulator does not move them.
 	var (
-		raw      measurement
-		plugin   = make([]measurement, len(modes))
-		generate measurement
+		rawRounds    []measurement
+		pluginRounds = make([][]measurement, len(modes))
+		generate     measurement
 	)
 	per := f.records / f.rounds
 	sides := []func() error{func() error {
 		m, err := measure(per, func() error { return rawPut(ctx, emu.Endpoint, "bench-raw", per, f) })
-		raw = raw.add(m)
+		rawRounds = append(rawRounds, m)
 		return err
 	}}
 	for i, mode := range modes {
 		sides = append(sides, func() error {
 			m, err := measure(per, func() error { return pluginPut(ctx, emu.Endpoint, mode, per, f) })
-			plugin[i] = plugin[i].add(m)
+			pluginRounds[i] = append(pluginRounds[i], m)
 			return err
 		})
 	}
@@ -129,14 +131,23 @@ func runOutput(ctx context.Context, args []string) error {
 		}
 	}
 	stopProfile()
+	raw := median(rawRounds)
+	plugin := make([]measurement, len(modes))
+	for i := range modes {
+		plugin[i] = median(pluginRounds[i])
+	}
 	generate, err = measure(per*f.rounds, func() error { return generatePut(ctx, emu.Endpoint, "bench-generate", per*f.rounds, f) })
 	if err != nil {
 		return fmt.Errorf("generate pipeline: %w", err)
 	}
 	printComparison(
-		fmt.Sprintf("output: %d records x %d B, %d shards, kinesalite, %d requests in flight, %d rotating rounds", raw.records, f.size, f.shards, f.concurrency, f.rounds),
+		fmt.Sprintf("output: %d records x %d B, %d shards, kinesalite, %d requests in flight, medians of %d rotating rounds of %d", per*f.rounds, f.size, f.shards, f.concurrency, f.rounds, per),
 		"raw SDK", modes[0].name, raw, plugin[0], 0.95, 1.2)
-	fmt.Println()
+	fmt.Printf("%-22s", "rounds unordered/raw")
+	for r := range rawRounds {
+		fmt.Printf("  %.2fx %.2fx CPU", pluginRounds[0][r].perSecond()/rawRounds[r].perSecond(), pluginRounds[0][r].cpuPer100k()/rawRounds[r].cpuPer100k())
+	}
+	fmt.Print("\n\n")
 	printComparison("Ordered (preserve_order: true, the default) against unordered:",
 		modes[0].name, modes[1].name, plugin[0], plugin[1], 0.8, 1.5)
 	fmt.Println()
