@@ -75,76 +75,88 @@ func TestConsumerPacesAShardAcrossItsLeaseLostAndTakenAgain(t *testing.T) {
 	assertPaced(t, api, shard, cfg.PollInterval)
 }
 
-func TestConsumerPacesAShardAcrossAHandOffToAnotherInstance(t *testing.T) {
-	api := newFakeKinesis()
-	const shard = "shardId-000000000000"
-	api.add(shard, &fakeShard{records: 1000000})
-	st := newFakeStore(600 * time.Millisecond)
-	cfg := slowPollConfig()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	log := &acked{}
+// handOffRig is one shard read by a first instance, a, whose closing hands
+// the shard to a second one. a is started here rather than by
+// startConsumer because the tests close it themselves.
+type handOffRig struct {
+	api *fakeKinesis
+	st  *fakeStore
+	a   *Consumer
+	ctx context.Context
+	log *acked
+}
 
+const rigShard = "shardId-000000000000"
+
+func newHandOffRig(t *testing.T, cfg Config) handOffRig {
+	api := newFakeKinesis()
+	api.add(rigShard, &fakeShard{records: 1000000})
+	st := newFakeStore(600 * time.Millisecond)
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
 	a, err := New(cfg, api, func(string) Store { return st }, nil, nil)
 	require.NoError(t, err)
 	require.NoError(t, a.Start(t.Context()))
-	go ackAll(ctx, a, log)
-	n := waitNextCall(t, api, shard, 0)
+	r := handOffRig{api: api, st: st, a: a, ctx: ctx, log: &acked{}}
+	go ackAll(ctx, a, r.log)
+	return r
+}
+
+// closeA shuts a down: it commits and releases its lease.
+func (r handOffRig) closeA(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, r.a.Close(ctx))
+}
+
+// startB starts the second instance on the same store.
+func (r handOffRig) startB(t *testing.T, cfg Config) *Consumer {
+	b := startConsumer(t, cfg, r.api, r.st)
+	go ackAll(r.ctx, b, r.log)
+	return b
+}
+
+func TestConsumerPacesAShardAcrossAHandOffToAnotherInstance(t *testing.T) {
+	cfg := slowPollConfig()
+	r := newHandOffRig(t, cfg)
+	n := waitNextCall(t, r.api, rigShard, 0)
 	// b joins, one shard short of nothing: it asks for no hand-off, it
 	// waits for the shard to be free.
-	b := startConsumer(t, cfg, api, st)
-	go ackAll(ctx, b, log)
+	b := r.startB(t, cfg)
 	require.Eventually(t, func() bool {
-		live, _ := st.LiveMembers(t.Context())
+		live, _ := r.st.LiveMembers(t.Context())
 		return len(live) == 2
 	}, 10*time.Second, time.Millisecond)
 
 	// Right after one of a's calls, a shuts down: it commits and releases,
 	// and b's next balancing round takes the shard.
-	n = waitNextCall(t, api, shard, n)
-	closeCtx, closeCancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer closeCancel()
-	require.NoError(t, a.Close(closeCtx))
-	n = waitNextCall(t, api, shard, n)
-	waitNextCall(t, api, shard, n)
-	ls, _ := st.Leases(t.Context())
-	require.Equal(t, b.Owner(), ls[shard].Owner, "b reads the shard now")
+	n = waitNextCall(t, r.api, rigShard, n)
+	r.closeA(t)
+	n = waitNextCall(t, r.api, rigShard, n)
+	waitNextCall(t, r.api, rigShard, n)
+	ls, _ := r.st.Leases(t.Context())
+	require.Equal(t, b.Owner(), ls[rigShard].Owner, "b reads the shard now")
 
-	assertPaced(t, api, shard, cfg.PollInterval)
+	assertPaced(t, r.api, rigShard, cfg.PollInterval)
 }
 
 // TestConsumerReadsAtOnceAShardLongUnread: a shard whose previous lease
 // ended more than poll_interval ago is read as soon as it is taken; only a
 // recent change of reader waits.
 func TestConsumerReadsAtOnceAShardLongUnread(t *testing.T) {
-	api := newFakeKinesis()
-	const shard = "shardId-000000000000"
-	api.add(shard, &fakeShard{records: 1000000})
-	st := newFakeStore(600 * time.Millisecond)
 	cfg := slowPollConfig()
 	cfg.PollInterval, cfg.IdlePollInterval = 3*time.Second, 3*time.Second
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	log := &acked{}
-
-	a, err := New(cfg, api, func(string) Store { return st }, nil, nil)
-	require.NoError(t, err)
-	require.NoError(t, a.Start(t.Context()))
-	go ackAll(ctx, a, log)
-	waitNextCall(t, api, shard, 0)
-	closeCtx, closeCancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer closeCancel()
-	require.NoError(t, a.Close(closeCtx))
+	r := newHandOffRig(t, cfg)
+	waitNextCall(t, r.api, rigShard, 0)
+	r.closeA(t)
 	released := time.Now()
 	time.Sleep(cfg.PollInterval) // the shard stays unread longer than poll_interval
 
-	n := len(api.callTimes(shard))
-	b := startConsumer(t, cfg, api, st)
-	go ackAll(ctx, b, log)
-	waitNextCall(t, api, shard, n)
-	calls := api.callTimes(shard)
-	first := calls[n]
+	n := len(r.api.callTimes(rigShard))
+	r.startB(t, cfg)
+	waitNextCall(t, r.api, rigShard, n)
+	first := r.api.callTimes(rigShard)[n]
 	assert.Less(t, first.Sub(released), cfg.PollInterval+2*time.Second,
 		"b's first call came %v after the release; it should not wait another poll_interval", first.Sub(released))
-	assertPaced(t, api, shard, cfg.PollInterval)
+	assertPaced(t, r.api, rigShard, cfg.PollInterval)
 }
