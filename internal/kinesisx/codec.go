@@ -30,8 +30,9 @@ import (
 //
 // Whatever the codec does not expect goes to the SDK unchanged: requests
 // with fields it does not write (DryRun, StreamId), error answers, and
-// answers with escaped strings, child shards or anything else it does not
-// read; the SDK then decodes the body it read. The method, path, headers and
+// answers with escaped strings, child shards, a field it does not know (a
+// newer API's) or anything else it does not read; the SDK then decodes the
+// body it read. The method, path, headers and
 // signing are always the SDK's.
 func WithRecordsCodec(o *kinesis.Options) {
 	if o.Protocol != nil {

@@ -123,7 +123,7 @@ func decodePutRecordsOutput(body []byte, out *kinesis.PutRecordsOutput) bool {
 					case "ErrorMessage":
 						return d.stringPtr(&r.ErrorMessage)
 					}
-					return d.skip()
+					return false // a field this codec does not know: the SDK reads the answer
 				}) {
 					return false
 				}
@@ -139,7 +139,7 @@ func decodePutRecordsOutput(body []byte, out *kinesis.PutRecordsOutput) bool {
 			out.EncryptionType = types.EncryptionType(v)
 			return ok
 		}
-		return d.skip()
+		return false // a field this codec does not know: the SDK reads the answer
 	})
 	d.space()
 	return ok && d.i == len(d.s)

@@ -14,8 +14,6 @@ type jsonScanner struct {
 	i int
 	// strs holds the strings the results point to.
 	strs []string
-	// depth is how deep skip is in values it skips.
-	depth int
 }
 
 func (d *jsonScanner) space() {
@@ -178,41 +176,4 @@ func (d *jsonScanner) literal(word string) bool {
 		return true
 	}
 	return false
-}
-
-// maxSkipDepth bounds the nesting skip follows, so a hostile answer cannot
-// exhaust the stack; deeper answers are left to the SDK.
-const maxSkipDepth = 32
-
-// skip reads a value it has no use for: a string, number or literal, or
-// an object or array of those.
-func (d *jsonScanner) skip() bool {
-	d.space()
-	if d.i == len(d.s) {
-		return false
-	}
-	switch c := d.s[d.i]; {
-	case c == '"':
-		_, ok := d.string()
-		return ok
-	case c == '{' || c == '[':
-		if d.depth == maxSkipDepth {
-			return false
-		}
-		d.depth++
-		defer func() { d.depth-- }()
-		if c == '{' {
-			return d.object(func(string) bool { return d.skip() })
-		}
-		return d.array(d.skip)
-	case c == 't':
-		return d.literal("true")
-	case c == 'f':
-		return d.literal("false")
-	case c == 'n':
-		return d.literal("null")
-	default:
-		_, ok := d.number()
-		return ok
-	}
 }
