@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -63,12 +64,18 @@ func (r *shardReader) deadlineTimer() (<-chan time.Time, func()) {
 // when the batch ends inside a KPL aggregate, the last user record of it
 // that the batch holds ("<seq>/<subseq>"), so that a restart resumes inside
 // the aggregate.
+//
+// The position outlives the batch (in the ack tracker, the commit, the
+// re-seed state), so its sequence number is copied: a record's strings may
+// share one allocation with every key and sequence number of its GetRecords
+// answer (kinesisx.WithRecordsCodec), which a kept slice of it would hold.
 func batchEnd(recs []Record) Position {
 	last := recs[len(recs)-1]
+	seq := strings.Clone(last.Sequence)
 	if last.Aggregated && !last.lastOfAggregate {
-		return Position{Sequence: last.Sequence, SubSequence: last.SubSequence, HasSub: true}
+		return Position{Sequence: seq, SubSequence: last.SubSequence, HasSub: true}
 	}
-	return Position{Sequence: last.Sequence}
+	return Position{Sequence: seq}
 }
 
 // convert turns Kinesis records into user records, splitting KPL

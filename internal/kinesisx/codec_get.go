@@ -101,15 +101,15 @@ func decodeGetRecordsOutput(body []byte, out *kinesis.GetRecordsOutput) bool {
 		return false
 	}
 
-	// Copy the strings out: one string for all keys, sequence numbers and
-	// the iterator, and one array of strings for the pointers to point at.
-	size := len(next)
+	// Copy the strings out: one string for all keys and sequence numbers,
+	// and one array of strings for the pointers to point at.
+	size := 0
 	for i := range recs {
 		size += len(recs[i].key) + len(recs[i].seq)
 	}
 	var sb strings.Builder
 	sb.Grow(size)
-	strs := make([]string, 0, 2*len(recs)+1)
+	strs := make([]string, 0, 2*len(recs))
 	// strs never grows, so the pointers into it stay valid.
 	keep := func(v string) *string {
 		start := sb.Len()
@@ -118,7 +118,10 @@ func decodeGetRecordsOutput(body []byte, out *kinesis.GetRecordsOutput) bool {
 		return &strs[len(strs)-1]
 	}
 	if hasNext {
-		out.NextShardIterator = keep(next)
+		// The iterator is kept by the reader until its next call, after the
+		// records are gone, so it does not share their allocation.
+		it := strings.Clone(next)
+		out.NextShardIterator = &it
 	}
 	if hasBhind {
 		out.MillisBehindLatest = &behind
