@@ -95,8 +95,11 @@ func (p recordsProtocol) DeserializeResponse(ctx context.Context, schema *smithy
 	case *kinesis.GetRecordsOutput:
 		*o = kinesis.GetRecordsOutput{}
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	return p.ClientProtocol.DeserializeResponse(ctx, schema, types, resp, out)
+	// It reads a copy of the answer, so the body the SDK closes afterwards
+	// is still the connection's own.
+	again := *resp.Response
+	again.Body = io.NopCloser(bytes.NewReader(body))
+	return p.ClientProtocol.DeserializeResponse(ctx, schema, types, &smithyhttp.Response{Response: &again}, out)
 }
 
 // maxSizedBody bounds the buffer readBody sizes from a Content-Length

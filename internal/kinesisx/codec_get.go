@@ -32,13 +32,13 @@ func decodeGetRecordsOutput(body []byte, out *kinesis.GetRecordsOutput) bool {
 	// this function, as every string is copied out below.
 	d := jsonScanner{s: unsafe.String(unsafe.SliceData(body), len(body))}
 	var (
-		recs     []getRecord
-		sawRecs  bool
-		next     string
-		hasNext  bool
-		behind   int64
-		hasBhind bool
-		children bool
+		recs      []getRecord
+		sawRecs   bool
+		next      string
+		hasNext   bool
+		behind    int64
+		hasBehind bool
+		children  bool
 	)
 	ok := d.object(func(key string) bool {
 		switch key {
@@ -87,7 +87,7 @@ func decodeGetRecordsOutput(body []byte, out *kinesis.GetRecordsOutput) bool {
 				return false
 			}
 			v, err := strconv.ParseInt(n, 10, 64)
-			behind, hasBhind = v, err == nil
+			behind, hasBehind = v, err == nil
 			return err == nil
 		case "ChildShards":
 			// Only an empty list is read here; the SDK reads shards.
@@ -123,7 +123,7 @@ func decodeGetRecordsOutput(body []byte, out *kinesis.GetRecordsOutput) bool {
 		it := strings.Clone(next)
 		out.NextShardIterator = &it
 	}
-	if hasBhind {
+	if hasBehind {
 		out.MillisBehindLatest = &behind
 	}
 	if children {
