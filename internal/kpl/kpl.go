@@ -242,35 +242,35 @@ func (a *Aggregator) Size() int { return len(Magic) + a.bodySize + digestLen }
 
 // SizeWith is what Size would be after adding r, without adding it.
 func (a *Aggregator) SizeWith(r Record) int {
-	keyIdx, ehkIdx, grow := a.indices(r)
-	msg := recordSize(keyIdx, ehkIdx, r)
-	return a.Size() + grow + protowire.SizeTag(fieldRecords) + protowire.SizeBytes(msg)
+	rec, grow := a.indices(r)
+	return a.Size() + grow + protowire.SizeTag(fieldRecords) + protowire.SizeBytes(rec.size())
 }
 
-// indices returns the table indices r would use and how many body bytes new
-// table entries would cost.
-func (a *Aggregator) indices(r Record) (keyIdx, ehkIdx uint64, grow int) {
-	keyIdx, ok := a.keyIdx[r.PartitionKey]
-	if !ok {
-		keyIdx = uint64(len(a.keys))
+// indices returns r as it would be added (its table indices) and how many
+// body bytes new table entries would cost.
+func (a *Aggregator) indices(r Record) (rec added, grow int) {
+	rec = added{data: r.Data, ehk: r.ExplicitHashKey != ""}
+	var ok bool
+	if rec.keyIdx, ok = a.keyIdx[r.PartitionKey]; !ok {
+		rec.keyIdx = uint64(len(a.keys))
 		grow += tableEntrySize(fieldPartitionKeyTable, r.PartitionKey)
 	}
-	if r.ExplicitHashKey != "" {
-		if ehkIdx, ok = a.ehkIdx[r.ExplicitHashKey]; !ok {
-			ehkIdx = uint64(len(a.ehks))
+	if rec.ehk {
+		if rec.ehkIdx, ok = a.ehkIdx[r.ExplicitHashKey]; !ok {
+			rec.ehkIdx = uint64(len(a.ehks))
 			grow += tableEntrySize(fieldExplicitHashKeyTable, r.ExplicitHashKey)
 		}
 	}
-	return keyIdx, ehkIdx, grow
+	return rec, grow
 }
 
-// recordSize is the encoded size of a Record message.
-func recordSize(keyIdx, ehkIdx uint64, r Record) int {
-	n := protowire.SizeTag(fieldPartitionKeyIndex) + protowire.SizeVarint(keyIdx)
-	if r.ExplicitHashKey != "" {
-		n += protowire.SizeTag(fieldExplicitHashKeyIndex) + protowire.SizeVarint(ehkIdx)
+// size is the encoded size of r's Record message.
+func (r added) size() int {
+	n := protowire.SizeTag(fieldPartitionKeyIndex) + protowire.SizeVarint(r.keyIdx)
+	if r.ehk {
+		n += protowire.SizeTag(fieldExplicitHashKeyIndex) + protowire.SizeVarint(r.ehkIdx)
 	}
-	return n + protowire.SizeTag(fieldData) + protowire.SizeBytes(len(r.Data))
+	return n + protowire.SizeTag(fieldData) + protowire.SizeBytes(len(r.data))
 }
 
 func tableEntrySize(num protowire.Number, s string) int {
@@ -280,21 +280,17 @@ func tableEntrySize(num protowire.Number, s string) int {
 // Add appends r. Its data is not copied but read by Bytes, so it must not
 // change in between; the aggregate is written once, by Bytes.
 func (a *Aggregator) Add(r Record) {
-	keyIdx, ehkIdx, grow := a.indices(r)
-	if uint64(len(a.keys)) == keyIdx {
-		a.keyIdx[r.PartitionKey] = keyIdx
+	rec, grow := a.indices(r)
+	if uint64(len(a.keys)) == rec.keyIdx {
+		a.keyIdx[r.PartitionKey] = rec.keyIdx
 		a.keys = append(a.keys, r.PartitionKey)
 	}
-	rec := added{keyIdx: keyIdx, data: r.Data}
-	if r.ExplicitHashKey != "" {
-		if uint64(len(a.ehks)) == ehkIdx {
-			a.ehkIdx[r.ExplicitHashKey] = ehkIdx
-			a.ehks = append(a.ehks, r.ExplicitHashKey)
-		}
-		rec.ehkIdx, rec.ehk = ehkIdx, true
+	if rec.ehk && uint64(len(a.ehks)) == rec.ehkIdx {
+		a.ehkIdx[r.ExplicitHashKey] = rec.ehkIdx
+		a.ehks = append(a.ehks, r.ExplicitHashKey)
 	}
 	a.records = append(a.records, rec)
-	a.bodySize += grow + protowire.SizeTag(fieldRecords) + protowire.SizeBytes(recordSize(keyIdx, ehkIdx, r))
+	a.bodySize += grow + protowire.SizeTag(fieldRecords) + protowire.SizeBytes(rec.size())
 }
 
 // Bytes returns the aggregated record: magic, protobuf, MD5 digest. It
@@ -312,12 +308,7 @@ func (a *Aggregator) Bytes() []byte {
 	}
 	for _, r := range a.records {
 		out = protowire.AppendTag(out, fieldRecords, protowire.BytesType)
-		size := protowire.SizeTag(fieldPartitionKeyIndex) + protowire.SizeVarint(r.keyIdx) +
-			protowire.SizeTag(fieldData) + protowire.SizeBytes(len(r.data))
-		if r.ehk {
-			size += protowire.SizeTag(fieldExplicitHashKeyIndex) + protowire.SizeVarint(r.ehkIdx)
-		}
-		out = protowire.AppendVarint(out, uint64(size))
+		out = protowire.AppendVarint(out, uint64(r.size()))
 		out = protowire.AppendTag(out, fieldPartitionKeyIndex, protowire.VarintType)
 		out = protowire.AppendVarint(out, r.keyIdx)
 		if r.ehk {
