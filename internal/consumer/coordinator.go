@@ -270,10 +270,12 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]*shardRe
 		case err != nil:
 			log.Warnf("Lease no longer ours in the store (reading who holds it failed: %v); stopped the shard reader", err)
 		case holder.Owner != "" && holder.Owner != co.c.owner:
+			co.known.newerOwner(r.shard.ID)
 			log.Warnf("Lease taken by instance %s (token %d); stopped the shard reader", holder.Owner, holder.Token)
 		case holder.Owner == "" && holder.Token == 0:
 			log.Warn("Lease missing from the store (was it flushed or replaced?); stopped the shard reader")
 		default:
+			co.known.newerOwner(r.shard.ID)
 			log.Warn("Lease no longer ours in the store (it expired and was released or renewed under another token); stopped the shard reader")
 		}
 	}
