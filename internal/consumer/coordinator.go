@@ -68,6 +68,8 @@ type coordinator struct {
 	lastRead sync.Map // shard id -> time.Time
 	// forgot wakes the renew goroutine to re-seed the store.
 	forgot chan struct{}
+	// takeAfter is when this instance may take its first shard (Join).
+	takeAfter time.Time
 
 	discoverNow chan struct{}
 	readerDone  chan *shardReader
@@ -137,6 +139,14 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 	}
 	co.store = forgetWatch{Store: c.stores(co.id), forgot: co.storeForgot}
 	co.log = c.log.With("stream", co.streamName)
+	wait, err := co.store.Join(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("joining the group's checkpoints of stream %s: %w", configured, err)
+	}
+	co.takeAfter = time.Now().Add(wait)
+	if wait > 0 {
+		co.log.Infof("The group's record in the checkpoint store is new and was not re-seeded: taking no shard for %v, so that instances still reading (if Redis just came back empty) write back where they got to first", wait.Round(time.Millisecond))
+	}
 	if err := co.useFanOut(ctx); err != nil {
 		return nil, err
 	}
@@ -165,6 +175,8 @@ func (co *coordinator) run(ctx context.Context) {
 	reb := time.NewTicker(cfg.RebalancePeriod)
 	defer reb.Stop()
 	go co.renewLoop()
+	joined := time.NewTimer(time.Until(co.takeAfter))
+	defer joined.Stop()
 	for {
 		select {
 		case <-co.stopReq:
@@ -178,6 +190,8 @@ func (co *coordinator) run(ctx context.Context) {
 			co.discover(co.runCtx)
 			co.bounded(co.rebalance)
 		case <-reb.C:
+			co.bounded(co.rebalance)
+		case <-joined.C:
 			co.bounded(co.rebalance)
 		case r := <-co.readerDone:
 			co.forgetReader(r)

@@ -121,7 +121,9 @@ func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + 
 
 // acquireScript: KEYS lease, handoff, ckpt, epoch; ARGV shard, owner,
 // periodMillis, knownEpoch, newEpoch. A caller that knows no epoch yet joins
-// the group, creating its record (id newEpoch, start now) if there is none.
+// the group, creating its record (id newEpoch, start and created now) if
+// there is none (the input joins first, join.go, and waits while a record
+// is young and not re-seeded).
 // Returns {1|0, owner, expiresAt, token, now, epoch, groupStart, checkpoint,
 // startOverride}: 1 when the caller holds the lease, 0 with the live holder
 // otherwise. The checkpoint and the override (” when none) come with the
@@ -134,7 +136,7 @@ local eid = redis.call('HGET', KEYS[4], 'id')
 if ARGV[4] == '' then
   if not eid then
     eid = ARGV[5]
-    redis.call('HSET', KEYS[4], 'id', eid, 'start', now)
+    redis.call('HSET', KEYS[4], 'id', eid, 'start', now, '` + createdField + `', now)
   end
 elseif eid ~= ARGV[4] then
   return forgot(KEYS[4])

@@ -1,7 +1,9 @@
 package input
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -75,6 +77,46 @@ func balanced(t *testing.T, red *testenv.Redis, group, streamID string) bool {
 	return len(owners) == 2
 }
 
+// leaseOwners lists who holds a lease now.
+func leaseOwners(t *testing.T, red *testenv.Redis, group, streamID string) map[string]bool {
+	t.Helper()
+	c := red.Client()
+	defer c.Close()
+	all, err := c.HGetAll(t.Context(), "kinesis:{"+group+":"+streamID+"}:lease").Result()
+	require.NoError(t, err)
+	out := map[string]bool{}
+	for _, v := range all {
+		out[v[:strings.IndexByte(v, '|')]] = true
+	}
+	return out
+}
+
+// newcomerTookEarly watches, for a lease period, the leases of a store
+// that just came back empty, and names the shards an instance other than
+// the known owners took before the group record was re-seeded.
+func newcomerTookEarly(t *testing.T, red *testenv.Redis, group, streamID string, owners map[string]bool) []string {
+	c := red.Client()
+	defer c.Close()
+	var early []string
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		ctx := context.WithoutCancel(t.Context())
+		reseeded, err := c.HExists(ctx, "kinesis:{"+group+":"+streamID+"}:epoch", "reseeded").Result()
+		if err != nil || reseeded {
+			return early
+		}
+		all, err := c.HGetAll(ctx, "kinesis:{"+group+":"+streamID+"}:lease").Result()
+		if err != nil {
+			continue
+		}
+		for shard, v := range all {
+			if owner := v[:strings.IndexByte(v, '|')]; owner != "" && !owners[owner] && !slices.Contains(early, shard) {
+				early = append(early, shard)
+			}
+		}
+	}
+	return early
+}
+
 // run writes under load through the fault and returns what was written
 // during the load, delivered of it, duplicates of it and of the records
 // read before it.
@@ -123,9 +165,14 @@ func (o outageRun) run(t *testing.T, emu *testenv.Kinesis, name string) (written
 		}
 	}()
 	time.Sleep(time.Second)
+	owners := leaseOwners(t, red, group, arn)
 	o.fault(t, red)
+	early := make(chan []string, 1)
 	if o.newcomer {
 		startStream(t, yaml, c.handler)
+		go func() { early <- newcomerTookEarly(t, red, group, arn, owners) }()
+	} else {
+		early <- nil
 	}
 	time.Sleep(3 * time.Second)
 	close(stop)
@@ -138,6 +185,7 @@ func (o outageRun) run(t *testing.T, emu *testenv.Kinesis, name string) (written
 	}
 	// Late duplicates come within a lease period.
 	time.Sleep(3 * time.Second)
+	assert.Empty(t, <-early, "the newcomer took shards before the group's instances re-seeded the store")
 	delivered, dups = c.tally("w")
 	_, beforeDups = c.tally("before")
 	assertShardOrder(t, c.col.snapshot())
