@@ -224,7 +224,11 @@ return 1
 
 // commitScript: KEYS lease, ckpt, epoch; ARGV shard, owner, token,
 // position, epoch. Returns 1 written, 2 not written because the stored one
-// is not older, 0 fenced.
+// is not older, 0 fenced. A commit already done writes the stored value
+// again: with replicas to wait for, the WAIT that follows on the same
+// connection then counts from this write, which comes after every earlier
+// one (a retry may run on another pooled connection, whose own last write
+// could be older than the one the replicas must hold).
 var commitScript = newScript(`
 local gone, owner, _, tok = known_lease(KEYS[1], ARGV[1], KEYS[3], ARGV[5])
 if gone then return gone end
@@ -232,13 +236,19 @@ if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then
   -- The first step of a close run again after its second step released
   -- the lease: already done.
   if owner == '' and tok == tonumber(ARGV[3]) and ARGV[4] == 'SHARD_END' and
-     redis.call('HGET', KEYS[2], ARGV[1]) == 'SHARD_END' then return 2 end
+     redis.call('HGET', KEYS[2], ARGV[1]) == 'SHARD_END' then
+    redis.call('HSET', KEYS[2], ARGV[1], 'SHARD_END')
+    return 2
+  end
   return 0
 end
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
 if cur then
   local _, _, _, ok = parse_pos(cur)
-  if ok and cmp_pos(ARGV[4], cur) <= 0 then return 2 end
+  if ok and cmp_pos(ARGV[4], cur) <= 0 then
+    redis.call('HSET', KEYS[2], ARGV[1], cur)
+    return 2
+  end
 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
 return 1
@@ -246,11 +256,14 @@ return 1
 
 // closeScript: KEYS lease, ckpt, closed, handoff, epoch; ARGV shard, owner,
 // token, epoch. Returns 1, or 0 when fenced. Running it again after it
-// succeeded returns 1 (the close waits for replicas and may be retried).
+// succeeded returns 1 (the close waits for replicas and may be retried),
+// and writes SHARD_END again so that the WAIT after it covers the close
+// (see commitScript).
 var closeScript = newScript(`
 local gone, owner, _, tok = known_lease(KEYS[1], ARGV[1], KEYS[5], ARGV[4])
 if gone then return gone end
 if tok == tonumber(ARGV[3]) and owner == '' and redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then
+  redis.call('HSET', KEYS[2], ARGV[1], 'SHARD_END')
   return 1
 end
 if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then return 0 end
