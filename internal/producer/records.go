@@ -62,6 +62,7 @@ func (r *records) predicted(k int) string {
 	}
 	return r.shards.ranges[r.lane[k]].id
 }
+
 func (r *records) slice(from, to int) records {
 	s := records{src: r.src, shards: r.shards, entries: r.entries[from:to], index: r.index[from:to]}
 	if r.members != nil {

@@ -31,6 +31,7 @@ func (k keyOf) TryString(i int, msg *service.Message) (string, error) {
 	}
 	return k.exec.TryString(i)
 }
+
 func entry(keys keyOf, hashKeys *service.MessageBatchInterpolationExecutor, i int, msg *service.Message) (producer.Entry, error) {
 	var (
 		e   producer.Entry
