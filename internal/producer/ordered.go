@@ -36,12 +36,30 @@ var ErrEarlierRecordFailed = errors.New("not sent: an earlier message with the s
 // lane's shard was split or merged: the aggregate's members and everything
 // not sent yet are returned, to be grouped anew by the fresh map and sent
 // after what has landed.
-func (p *Producer) writeOrdered(ctx context.Context, recs *records, fail func(int, error)) []int {
-	w := &orderedWrite{remaining: recs.len(), recs: recs, fail: fail, lanes: lanesOf(recs), seen: make(map[string]bool, min(recs.len(), kinesisx.MaxPutRecordsCount))}
+//
+// Records whose key an earlier write still holds (seq, see sequence.go) are
+// passed over like a clash until that write ends; when nothing else is left
+// to send, the write waits for it.
+func (p *Producer) writeOrdered(ctx context.Context, recs *records, seq *sequenced, fail func(int, error)) []int {
+	w := &orderedWrite{remaining: recs.len(), recs: recs, seq: seq, fail: fail, lanes: lanesOf(recs), seen: make(map[string]bool, min(recs.len(), kinesisx.MaxPutRecordsCount))}
 	for {
 		requests := w.round()
 		if len(requests) == 0 {
-			return nil
+			if len(w.lanes) == 0 {
+				return nil
+			}
+			// Every record left waits for an earlier write.
+			select {
+			case <-w.wait:
+				continue
+			case <-ctx.Done():
+				for _, q := range w.lanes {
+					for _, k := range q {
+						recs.each(k, func(i int) { fail(i, ctx.Err()) })
+					}
+				}
+				return nil
+			}
 		}
 		results, sentAll := p.sendAll(ctx, requests, fail)
 		var resend []int
@@ -162,6 +180,11 @@ type orderedWrite struct {
 	// failed maps the partition keys whose records failed for good to why.
 	failed map[string]error
 	fail   func(int, error)
+	// seq is the write's place among overlapping ordered writes; wait is,
+	// after a round, the end of an earlier write one of the records passed
+	// over waits for (nil if none).
+	seq  *sequenced
+	wait <-chan struct{}
 	// seen marks the partition keys a round has taken (false) or passed
 	// over (true); it is cleared and reused every round. A key belongs to
 	// one lane, so the lanes share it.
@@ -221,12 +244,14 @@ func (w *orderedWrite) markFailed(r *records, k int, err error) {
 }
 
 // round takes the next records of every lane and packs them into requests.
-// A lane gives the records, in order, that fit one request and share no
+// A lane gives the records, in order, that fit one request, share no
 // partition key with a record taken or passed over before them, so no key
-// overtakes itself; the rest stay in the lane. The lanes' records are then
+// overtakes itself, and have no key an earlier write still holds; the rest
+// stay in the lane. The lanes' records are then
 // packed in lane order, a lane's records never split between requests.
 func (w *orderedWrite) round() []records {
 	clear(w.seen)
+	w.wait = nil
 	var (
 		requests []records
 		req      records
@@ -247,7 +272,7 @@ func (w *orderedWrite) round() []records {
 				rest = append(rest, queue[n:]...)
 				break
 			}
-			if w.clashes(k) {
+			if w.held(k) || w.clashes(k) {
 				rest = append(rest, k)
 				continue
 			}
@@ -295,4 +320,26 @@ func (w *orderedWrite) clashes(k int) bool {
 	})
 	keys(w.recs, k, func(pk string) bool { w.seen[pk] = clash; return true })
 	return clash
+}
+
+// held reports whether record k has a key an earlier write still holds. Its
+// keys are then marked passed over, so that no later record of them is
+// taken this round, and the round notes what to wait for.
+func (w *orderedWrite) held(k int) bool {
+	if w.seq == nil || w.seq.after == nil {
+		return false
+	}
+	var wait <-chan struct{}
+	keys(w.recs, k, func(pk string) bool {
+		wait = w.seq.waitingFor(pk)
+		return wait == nil
+	})
+	if wait == nil {
+		return false
+	}
+	if w.wait == nil {
+		w.wait = wait
+	}
+	keys(w.recs, k, func(pk string) bool { w.seen[pk] = true; return true })
+	return true
 }
