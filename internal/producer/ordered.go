@@ -42,6 +42,7 @@ var ErrEarlierRecordFailed = errors.New("not sent: an earlier message with the s
 // to send, the write waits for it.
 func (p *Producer) writeOrdered(ctx context.Context, recs *records, seq *sequenced, fail func(int, error)) []int {
 	w := &orderedWrite{remaining: recs.len(), recs: recs, seq: seq, fail: fail, lanes: lanesOf(recs), seen: make(map[string]bool, min(recs.len(), kinesisx.MaxPutRecordsCount))}
+	defer func() { seq.noteFailed(w.failed) }()
 	for {
 		requests := w.round()
 		if len(requests) == 0 {
@@ -272,7 +273,14 @@ func (w *orderedWrite) round() []records {
 				rest = append(rest, queue[n:]...)
 				break
 			}
-			if w.held(k) || w.clashes(k) {
+			switch w.held(k) {
+			case heldBack:
+				rest = append(rest, k)
+				continue
+			case failedUnsent:
+				continue
+			}
+			if w.clashes(k) {
 				rest = append(rest, k)
 				continue
 			}
@@ -322,24 +330,47 @@ func (w *orderedWrite) clashes(k int) bool {
 	return clash
 }
 
-// held reports whether record k has a key an earlier write still holds. Its
+// What held found of a record's keys.
+const (
+	free         = iota // no earlier write holds them
+	heldBack            // an earlier write in flight holds one
+	failedUnsent        // an earlier write's record of one failed for good
+)
+
+// held tells whether record k has a key an earlier write still holds: its
 // keys are then marked passed over, so that no later record of them is
-// taken this round, and the round notes what to wait for.
-func (w *orderedWrite) held(k int) bool {
+// taken this round, and the round notes what to wait for. If the earlier
+// write's record of a key failed for good, record k fails unsent, as after
+// an earlier failure in this write.
+func (w *orderedWrite) held(k int) int {
 	if w.seq == nil || w.seq.after == nil {
-		return false
+		return free
 	}
-	var wait <-chan struct{}
+	var (
+		wait   <-chan struct{}
+		failed error
+	)
 	keys(w.recs, k, func(pk string) bool {
-		wait = w.seq.waitingFor(pk)
-		return wait == nil
+		wait, failed = w.seq.waitingFor(pk)
+		if failed != nil {
+			if w.failed == nil {
+				w.failed = map[string]error{}
+			}
+			if _, ok := w.failed[pk]; !ok {
+				w.failed[pk] = failed
+			}
+		}
+		return wait == nil && failed == nil
 	})
+	if failed != nil && w.failAfter(k) {
+		return failedUnsent
+	}
 	if wait == nil {
-		return false
+		return free
 	}
 	if w.wait == nil {
 		w.wait = wait
 	}
 	keys(w.recs, k, func(pk string) bool { w.seen[pk] = true; return true })
-	return true
+	return heldBack
 }

@@ -15,14 +15,17 @@ import (
 //   - a record whose key an earlier, unfinished write also holds is not sent
 //     before that write has ended (every record of it landed or failed for
 //     good); records of other keys go at once;
+//   - if a record of that key failed for good in the earlier write, the
+//     record fails too, unsent (ErrEarlierRecordFailed), as the later
+//     records of the key in the same write do, so that nothing of the key
+//     that was in flight with it lands before its replay;
 //   - within a write, rounds keep the order as before (see writeOrdered).
 //
 // Two requests in flight never hold the same key, so neither a partial
 // failure, a retry, a cut connection nor a reshard can let a key's later
-// record land before an earlier one. A record that fails for good does not
-// hold back later writes' records of its key: their order against it is
-// the replay's (as within a batch, the later records of a key in the same
-// write do fail with it, see ErrEarlierRecordFailed).
+// record land before an earlier one. A write that begins after the failed
+// one has ended is not held back: its order against the failed record is
+// the replay's.
 
 // keyOrder is the producer's book of which ordered write holds which
 // partition keys.
@@ -42,9 +45,12 @@ type sequenced struct {
 	// its keys; entered is this write's.
 	prev, entered chan struct{}
 	// after maps each of the write's keys held by an earlier write to that
-	// write's end.
-	after map[string]<-chan struct{}
+	// write.
+	after map[string]*sequenced
 	keys  []string
+	// failed holds the keys whose records failed for good in this write,
+	// and why; it is complete when ended is closed.
+	failed map[string]error
 	// ended is closed when the write has ended.
 	ended chan struct{}
 }
@@ -107,9 +113,9 @@ func (s *sequenced) enter(entries []Entry) {
 		}
 		if held {
 			if s.after == nil {
-				s.after = map[string]<-chan struct{}{}
+				s.after = map[string]*sequenced{}
 			}
-			s.after[e.PartitionKey] = w.ended
+			s.after[e.PartitionKey] = w
 		}
 		o.last[e.PartitionKey] = s
 		s.keys = append(s.keys, e.PartitionKey)
@@ -130,20 +136,37 @@ func (s *sequenced) end() {
 }
 
 // waitingFor returns the end of an earlier write that still holds key pk,
-// or nil when pk is free to send.
-func (s *sequenced) waitingFor(pk string) <-chan struct{} {
+// or nil when pk is free to send; failed is why that write's record of pk
+// failed for good, if it did.
+func (s *sequenced) waitingFor(pk string) (wait <-chan struct{}, failed error) {
 	if s == nil || s.after == nil {
-		return nil
+		return nil, nil
 	}
-	ch, ok := s.after[pk]
+	w, ok := s.after[pk]
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	select {
-	case <-ch:
+	case <-w.ended:
 		delete(s.after, pk)
-		return nil
+		return nil, w.failed[pk]
 	default:
-		return ch
+		return w.ended, nil
+	}
+}
+
+// noteFailed records the keys that failed for good in one pass of the
+// write, for the writes waiting on it.
+func (s *sequenced) noteFailed(failed map[string]error) {
+	if s == nil || len(failed) == 0 {
+		return
+	}
+	if s.failed == nil {
+		s.failed = make(map[string]error, len(failed))
+	}
+	for k, err := range failed {
+		if _, ok := s.failed[k]; !ok {
+			s.failed[k] = err
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 	"github.com/connect-kinesis/connect-kinesis/internal/producer/producertest"
 )
 
@@ -154,4 +155,64 @@ func TestOrderedWriteWaitingForAnEarlierOneEndsWithItsContext(t *testing.T) {
 	require.Len(t, errs, 1)
 	assert.ErrorIs(t, errs[0], ctx.Err())
 	assert.Equal(t, 1, api.callCount(), "a/1 was not sent")
+}
+
+// A record that fails for good fails, unsent, the records of its key in the
+// writes that were in flight with it; a write that begins after it ended is
+// not held back.
+func TestOrderedFailureFailsTheKeyInOverlappingWrites(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	api := &fakeAPI{}
+	api.respond = func(_ int, in []types.PutRecordsRequestEntry) (map[int]string, error) {
+		refuse := map[int]string{}
+		for i, e := range in {
+			if string(e.Data) == "a/0" {
+				api.mu.Unlock() // hold the first write until the second is in
+				<-release
+				api.mu.Lock()
+				refuse[i] = kinesisx.CodeProvisionedThroughputExceeded
+			}
+		}
+		return refuse, nil
+	}
+	p := newTestProducer(api, func(c *Config) { c.Ordered = true; c.Backoff.MaxRetries = 1 })
+
+	first, second := p.Reserve(), p.Reserve()
+	firstDone := make(chan []error, 1)
+	go func() { firstDone <- first.Write(t.Context(), []Entry{{PartitionKey: "a", Data: []byte("a/0")}}) }()
+	secondDone := make(chan []error, 1)
+	go func() {
+		secondDone <- second.Write(t.Context(), []Entry{{PartitionKey: "a", Data: []byte("a/1")}, {PartitionKey: "b", Data: []byte("b/2")}})
+	}()
+	assert.Eventually(t, func() bool { return api.callCount() == 2 }, 5*time.Second, time.Millisecond, "a/0 in flight, b/2 sent")
+	go func() {
+		for {
+			select {
+			case release <- struct{}{}:
+			case <-t.Context().Done():
+				return
+			}
+		}
+	}()
+
+	errs := <-firstDone
+	require.Len(t, errs, 1)
+	var re *RecordError
+	assert.ErrorAs(t, errs[0], &re, "a/0 refused for good")
+	errs = <-secondDone
+	require.Len(t, errs, 2)
+	assert.ErrorIs(t, errs[0], ErrEarlierRecordFailed, "a/1 fails unsent")
+	assert.ErrorAs(t, errs[0], &re, "with a/0's reason")
+	assert.NoError(t, errs[1], "b/2 is written")
+
+	// A write that begins after the failure is not held back.
+	assert.Nil(t, p.Write(t.Context(), []Entry{{PartitionKey: "a", Data: []byte("a/3")}}))
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	var landed []string
+	for _, l := range api.landed {
+		landed = append(landed, string(l.entry.Data))
+	}
+	assert.Equal(t, []string{"b/2", "a/3"}, landed, "a/1 never sent")
 }
