@@ -243,7 +243,7 @@ func TestIntegrationOrderAcrossConcurrentBatches(t *testing.T) {
 	} {
 		t.Run(output, func(t *testing.T) {
 			t.Parallel()
-			const n, keys = 3000, 300
+			const n, keys = 3000, 40
 			stream := fmt.Sprintf("ordered-concurrent-%d", i)
 			emu.MustCreateStream(t, stream, 2)
 			proxy, err := faultproxy.Start(emu.Endpoint, uint64(21+i))
