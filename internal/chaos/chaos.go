@@ -42,6 +42,10 @@ type Config struct {
 	// TLS port cuts every connection (every live subscription) between the
 	// kills. Writes still go through the fault proxy.
 	EFO bool
+	// ShardParallelism, above 1, makes the consumer instances read each
+	// shard in that many lanes by partition key; the verdict's per-key
+	// order check is what they must keep.
+	ShardParallelism int
 }
 
 const (
