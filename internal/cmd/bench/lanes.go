@@ -33,7 +33,7 @@ func init() {
 
 type lanesFlags struct {
 	shards, aggregates, perAggregate, keys, lanes, limit, rounds int
-	sleep                                                       time.Duration
+	sleep                                                        time.Duration
 }
 
 // runLanes measures what shard_parallelism buys when the pipeline, not
