@@ -197,3 +197,62 @@ func TestConfigValidateShardParallelism(t *testing.T) {
 	cfg.ShardParallelism = 0
 	assert.NoError(t, cfg.Validate(), "0 means one lane, so configurations built in code without the field keep working")
 }
+
+func TestConsumerWithLanesHandBackWaitsForEveryLanesBatch(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 40, keys: 8})
+	st := newFakeStore(time.Second)
+	cfg := testConfig()
+	cfg.ShardParallelism = 4
+	cfg.Limit = 5
+	cfg.HandoffTimeout = 10 * time.Second
+	c, err := New(cfg, api, func(string) Store { return st }, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+
+	// Every lane has its batch in the pipeline; none is acked yet.
+	var held []*Batch
+	delivered := map[int]bool{}
+	timeout := time.After(10 * time.Second)
+	for len(held) < 2 {
+		select {
+		case b := <-c.Batches():
+			held = append(held, b)
+		case <-timeout:
+			t.Fatal("fewer than two lanes delivered")
+		}
+	}
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		closed <- c.Close(ctx)
+	}()
+	// A batch handed over just before the stop may still arrive.
+	drain := time.After(300 * time.Millisecond)
+	for done := false; !done; {
+		select {
+		case b := <-c.Batches():
+			held = append(held, b)
+		case <-drain:
+			done = true
+		}
+	}
+	for _, b := range held {
+		for _, r := range b.Records {
+			delivered[seqNum(t, r.Sequence)] = true
+		}
+		b.Ack(nil)
+	}
+	require.NoError(t, <-closed)
+
+	n := 0
+	for delivered[n+1] {
+		n++
+	}
+	require.Positive(t, n)
+	p, ok, _ := st.Checkpoint(t.Context(), shard)
+	require.True(t, ok, "the hand-back committed")
+	assert.Equal(t, seqOf(shard, n), p.Sequence, "the hand-back waited for the lanes' batches and committed all of them that are contiguous")
+}
