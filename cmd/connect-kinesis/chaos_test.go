@@ -42,7 +42,7 @@ func TestIntegrationChaosShort(t *testing.T) {
 		name       string
 		emptyRedis bool
 		lanes      int
-	}{{"redis keeps its data, shard_parallelism 4", false, 4}, {"redis comes back empty with latest", true, 1}} {
+	}{{"redis keeps its data with shard_parallelism 4", false, 4}, {"redis comes back empty with latest", true, 1}} {
 		t.Run(phase.name, func(t *testing.T) {
 			dir := t.TempDir()
 			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, ShardParallelism: phase.lanes, Logf: t.Logf})
