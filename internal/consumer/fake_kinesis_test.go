@@ -28,6 +28,11 @@ type fakeShard struct {
 	aggregate int
 	// behind is the MillisBehindLatest every response reports.
 	behind int64
+	// hashRange is listed as the shard's HashKeyRange when set.
+	hashRange *types.HashKeyRange
+	// memberKey, when set, is the partition key of user record j of
+	// aggregate i (else "k<j>").
+	memberKey func(i, j int) string
 }
 
 // fakeKinesis serves shards whose record i has sequence number
@@ -100,6 +105,7 @@ func (f *fakeKinesis) ListShards(_ context.Context, in *kinesis.ListShardsInput,
 		if s.adjacent != "" {
 			sh.AdjacentParentShardId = aws.String(s.adjacent)
 		}
+		sh.HashKeyRange = s.hashRange
 		if s.closed {
 			sh.SequenceNumberRange.EndingSequenceNumber = aws.String(seqOf(id, s.records))
 		}
@@ -155,7 +161,11 @@ func (f *fakeKinesis) GetRecords(_ context.Context, in *kinesis.GetRecordsInput,
 		if s.aggregate > 0 {
 			var subs []kpl.Record
 			for j := range s.aggregate {
-				subs = append(subs, kpl.Record{PartitionKey: fmt.Sprintf("k%d", j), Data: []byte(fmt.Sprintf("%s/%d.%d", id, next, j))})
+				key := fmt.Sprintf("k%d", j)
+				if s.memberKey != nil {
+					key = s.memberKey(next, j)
+				}
+				subs = append(subs, kpl.Record{PartitionKey: key, Data: []byte(fmt.Sprintf("%s/%d.%d", id, next, j))})
 			}
 			data = kpl.Encode(subs)
 		}

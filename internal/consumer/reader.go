@@ -60,6 +60,9 @@ type shardReader struct {
 
 	lastLagLog time.Time
 	progress   readerProgress
+	// rangeUnknownLogged is set once the reader said its shard's hash key
+	// range is unknown (hashrange.go).
+	rangeUnknownLogged bool
 }
 
 func newShardReader(co *coordinator, shard Shard, l Lease, start startSpec) *shardReader {
