@@ -30,9 +30,9 @@ type coordinator struct {
 	lagWarn    time.Duration
 	store      Store
 	log        *service.Logger
-	// consumerARN is the stream consumer shards are read through with
-	// enhanced fan-out (efo_consumer.go); empty when polling.
-	consumerARN string
+	// fanOut is the stream consumer shards are read through with enhanced
+	// fan-out (efo_resolve.go); nil when polling.
+	fanOut *streamConsumer
 	// listRetry retries each ListShards page; built once.
 	listRetry failsafe.Policy[*kinesis.ListShardsOutput]
 

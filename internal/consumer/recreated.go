@@ -63,6 +63,10 @@ func (co *coordinator) sameStream(ctx context.Context) bool {
 	}
 	if !current.Equal(co.created) || cleared {
 		co.forgetIncarnation()
+		if co.fanOut != nil {
+			// Deleting the stream deleted its consumers.
+			co.fanOut.markStale()
+		}
 	}
 	co.created = current
 	return true

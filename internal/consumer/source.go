@@ -131,7 +131,7 @@ func after(sequence string) startSpec {
 // newSource opens the record source of a shard: a subscription with
 // enhanced fan-out, else GetRecords polling.
 func (co *coordinator) newSource(shard string, from startSpec, log *service.Logger) RecordSource {
-	if co.consumerARN == "" {
+	if co.fanOut == nil {
 		return newPollingSource(co, shard, from, log)
 	}
 	api := co.api.(FanOutAPI)
