@@ -61,16 +61,16 @@ type subscribeFunc func(ctx context.Context, in *kinesis.SubscribeToShardInput) 
 // caught up and quiet: a closed shard read to its end answers with no
 // next iterator and its children.
 type subscriptionSource struct {
-	subscribe   subscribeFunc
-	api         KinesisAPI // for the end-of-shard check
-	stream      string
-	consumer    *streamConsumer
-	shard       string
-	log         *service.Logger
-	exec        failsafe.Executor[eventStream]
-	warn        warnPacer
-	checkEvery  time.Duration
-	lastCheck   time.Time
+	subscribe  subscribeFunc
+	api        KinesisAPI // for the end-of-shard check
+	stream     string
+	consumer   *streamConsumer
+	shard      string
+	log        *service.Logger
+	exec       failsafe.Executor[eventStream]
+	warn       warnPacer
+	checkEvery time.Duration
+	lastCheck  time.Time
 
 	from         startSpec // where the next subscription starts
 	subscribedAt time.Time // when the last SubscribeToShard was sent
