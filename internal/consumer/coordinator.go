@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -58,6 +59,10 @@ type coordinator struct {
 	// (recreated.go).
 	created                  time.Time
 	createdRecorded, recheck bool
+	// createdSeen mirrors created (Unix nanoseconds, 0 when unknown) for
+	// the readers, which re-check it when Kinesis does not find a shard
+	// that is still listed (recreatedSince).
+	createdSeen atomic.Int64
 
 	// known is what this instance knows of the group's state, to re-seed
 	// a store that forgot it (reseed.go).
@@ -130,6 +135,9 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 		co.id = co.streamName
 	}
 	co.created = aws.ToTime(sum.StreamCreationTimestamp)
+	if !co.created.IsZero() {
+		co.createdSeen.Store(co.created.UnixNano())
+	}
 	co.retention = time.Duration(aws.ToInt32(sum.RetentionPeriodHours)) * time.Hour
 	co.lagWarn = c.cfg.LagWarnThreshold
 	if co.lagWarn == 0 {

@@ -69,7 +69,22 @@ func (co *coordinator) sameStream(ctx context.Context) bool {
 		}
 	}
 	co.created = current
+	co.createdSeen.Store(current.UnixNano())
 	return true
+}
+
+// recreatedSince reports, from any goroutine, whether the stream's creation
+// time differs from the one the coordinator last compared: a stream
+// deleted and created again between two listings, which discovery never
+// saw missing. A failed describe, or an endpoint without creation times,
+// reports false.
+func (co *coordinator) recreatedSince(ctx context.Context) bool {
+	known := co.createdSeen.Load()
+	if known == 0 {
+		return false
+	}
+	c, err := co.describeCreated(ctx)
+	return err == nil && !c.IsZero() && c.UnixNano() != known
 }
 
 // forgetIncarnation drops what this instance knows of the deleted stream:
