@@ -53,7 +53,10 @@ type subscribeFunc func(ctx context.Context, in *kinesis.SubscribeToShardInput) 
 // ends: the five-minute session is over, the stream failed or went silent,
 // or the reader left it unread for pausedLimit. Subscribing is retried by
 // one failsafe-go policy; ResourceInUse (the previous subscription of the
-// shard is still held for a few seconds) waits like throttling.
+// shard is still held for a few seconds) waits like throttling, and
+// ResourceNotFound is told apart: a stream consumer gone (registered again
+// at once, efo_resolve.go) or a shard or stream gone (ErrShardNotFound, for
+// the reader to judge).
 //
 // A shard's end comes as an event with ChildShards. An emulator that never
 // sends them (kinesis-mock) is covered by a check with GetRecords, at most
