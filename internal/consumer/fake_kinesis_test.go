@@ -48,6 +48,9 @@ type fakeKinesis struct {
 	// throttle makes the next n GetRecords calls of a shard fail with
 	// ProvisionedThroughputExceeded.
 	throttle map[string]int
+	// created is the stream's creation time DescribeStreamSummary gives
+	// (none when zero).
+	created time.Time
 }
 
 func newFakeKinesis() *fakeKinesis {
@@ -70,6 +73,9 @@ func seqOf(shard string, i int) string { return strconv.Itoa(shardNum(shard)*100
 const fakeARNPrefix = "arn:aws:kinesis:us-east-1:000000000000:stream/"
 
 func (f *fakeKinesis) DescribeStreamSummary(_ context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	f.mu.Lock()
+	created := f.created
+	f.mu.Unlock()
 	name := aws.ToString(in.StreamName)
 	if in.StreamARN != nil {
 		name = strings.TrimPrefix(aws.ToString(in.StreamARN), fakeARNPrefix)
@@ -78,6 +84,12 @@ func (f *fakeKinesis) DescribeStreamSummary(_ context.Context, in *kinesis.Descr
 		StreamName:           aws.String(name),
 		StreamARN:            aws.String(fakeARNPrefix + name),
 		RetentionPeriodHours: aws.Int32(24),
+		StreamCreationTimestamp: func() *time.Time {
+			if created.IsZero() {
+				return nil
+			}
+			return aws.Time(created)
+		}(),
 	}}, nil
 }
 
