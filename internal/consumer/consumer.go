@@ -43,7 +43,7 @@ type Config struct {
 	HandoffTimeout  time.Duration
 
 	// EnhancedFanOut, when enabled, reads shards with SubscribeToShard
-	// instead of GetRecords (subscription.go).
+	// instead of GetRecords polling (subscription.go, efo_resolve.go).
 	EnhancedFanOut EnhancedFanOut
 
 	Backoff kinesisx.Backoff
@@ -94,8 +94,10 @@ type Record struct {
 	lastOfAggregate bool
 }
 
-// Batch is the records of one GetRecords response of one shard. Exactly one
-// of its Ack calls with a nil error marks it processed.
+// Batch is the records of one answer of a shard's record source (a
+// GetRecords response or a subscription event), or at most `limit` of them
+// when de-aggregation made the answer longer. Exactly one of its Ack calls
+// with a nil error marks it processed.
 type Batch struct {
 	Stream       string
 	Shard        string

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -30,9 +31,9 @@ type coordinator struct {
 	lagWarn    time.Duration
 	store      Store
 	log        *service.Logger
-	// consumerARN is the stream consumer shards are read through with
-	// enhanced fan-out (efo_consumer.go); empty when polling.
-	consumerARN string
+	// fanOut is the stream consumer shards are read through with enhanced
+	// fan-out (efo_resolve.go); nil when polling.
+	fanOut *streamConsumer
 	// listRetry retries each ListShards page; built once.
 	listRetry failsafe.Policy[*kinesis.ListShardsOutput]
 
@@ -58,6 +59,10 @@ type coordinator struct {
 	// (recreated.go).
 	created                  time.Time
 	createdRecorded, recheck bool
+	// createdSeen mirrors created (Unix nanoseconds, 0 when unknown) for
+	// the readers, which re-check it when Kinesis does not find a shard
+	// that is still listed (recreatedSince).
+	createdSeen atomic.Int64
 
 	// known is what this instance knows of the group's state, to re-seed
 	// a store that forgot it (reseed.go).
@@ -132,6 +137,9 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 		co.id = co.streamName
 	}
 	co.created = aws.ToTime(sum.StreamCreationTimestamp)
+	if !co.created.IsZero() {
+		co.createdSeen.Store(co.created.UnixNano())
+	}
 	co.retention = time.Duration(aws.ToInt32(sum.RetentionPeriodHours)) * time.Hour
 	co.lagWarn = c.cfg.LagWarnThreshold
 	if co.lagWarn == 0 {

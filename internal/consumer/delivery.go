@@ -93,7 +93,8 @@ func batchEnd(recs []Record) Position {
 }
 
 // convert turns Kinesis records into user records, splitting KPL
-// aggregates when configured.
+// aggregates when configured and dropping an aggregate with a user record
+// outside the shard's hash key range (hashrange.go).
 //
 // A checkpoint inside an aggregate resumes AT its sequence number; the
 // sub-records up to the checkpoint are dropped. That sequence number occurs
@@ -110,6 +111,10 @@ func (r *shardReader) convert(in []types.Record) []Record {
 		if r.co.c.cfg.Deaggregate && kpl.IsAggregated(kr.Data) {
 			subs, err := kpl.Decode(kr.Data)
 			if err == nil {
+				if stray := r.strayMember(subs); stray >= 0 {
+					r.dropStray(seq, subs, stray)
+					continue
+				}
 				for i, s := range subs {
 					if r.start.hasSkipSub && seq == r.start.sequence && int64(i) <= r.start.skipSub {
 						continue

@@ -31,6 +31,11 @@ type fakeShard struct {
 	// keys > 0 gives record i the partition key "k<i mod keys>"; without
 	// it every plain record has the key "k".
 	keys int
+	// hashRange is listed as the shard's HashKeyRange when set.
+	hashRange *types.HashKeyRange
+	// memberKey, when set, is the partition key of user record j of
+	// aggregate i (else "k<j>").
+	memberKey func(i, j int) string
 }
 
 // fakeKinesis serves shards whose record i has sequence number
@@ -46,6 +51,9 @@ type fakeKinesis struct {
 	// throttle makes the next n GetRecords calls of a shard fail with
 	// ProvisionedThroughputExceeded.
 	throttle map[string]int
+	// created is the stream's creation time DescribeStreamSummary gives
+	// (none when zero).
+	created time.Time
 }
 
 func newFakeKinesis() *fakeKinesis {
@@ -68,6 +76,9 @@ func seqOf(shard string, i int) string { return strconv.Itoa(shardNum(shard)*100
 const fakeARNPrefix = "arn:aws:kinesis:us-east-1:000000000000:stream/"
 
 func (f *fakeKinesis) DescribeStreamSummary(_ context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	f.mu.Lock()
+	created := f.created
+	f.mu.Unlock()
 	name := aws.ToString(in.StreamName)
 	if in.StreamARN != nil {
 		name = strings.TrimPrefix(aws.ToString(in.StreamARN), fakeARNPrefix)
@@ -76,6 +87,12 @@ func (f *fakeKinesis) DescribeStreamSummary(_ context.Context, in *kinesis.Descr
 		StreamName:           aws.String(name),
 		StreamARN:            aws.String(fakeARNPrefix + name),
 		RetentionPeriodHours: aws.Int32(24),
+		StreamCreationTimestamp: func() *time.Time {
+			if created.IsZero() {
+				return nil
+			}
+			return aws.Time(created)
+		}(),
 	}}, nil
 }
 
@@ -103,6 +120,7 @@ func (f *fakeKinesis) ListShards(_ context.Context, in *kinesis.ListShardsInput,
 		if s.adjacent != "" {
 			sh.AdjacentParentShardId = aws.String(s.adjacent)
 		}
+		sh.HashKeyRange = s.hashRange
 		if s.closed {
 			sh.SequenceNumberRange.EndingSequenceNumber = aws.String(seqOf(id, s.records))
 		}
@@ -158,7 +176,11 @@ func (f *fakeKinesis) GetRecords(_ context.Context, in *kinesis.GetRecordsInput,
 		if s.aggregate > 0 {
 			var subs []kpl.Record
 			for j := range s.aggregate {
-				subs = append(subs, kpl.Record{PartitionKey: fmt.Sprintf("k%d", j), Data: []byte(fmt.Sprintf("%s/%d.%d", id, next, j))})
+				key := fmt.Sprintf("k%d", j)
+				if s.memberKey != nil {
+					key = s.memberKey(next, j)
+				}
+				subs = append(subs, kpl.Record{PartitionKey: key, Data: []byte(fmt.Sprintf("%s/%d.%d", id, next, j))})
 			}
 			data = kpl.Encode(subs)
 		}

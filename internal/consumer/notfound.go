@@ -25,6 +25,13 @@ func (r *shardReader) sourceNotFound(ctx context.Context, err error) (gone, stop
 		r.streamGone = true
 		r.co.requestDiscovery()
 		return false, true
+	case streamRecreated:
+		// The coordinator clears the deleted stream's state and takes the
+		// new stream's shards from the group's start.
+		r.log.Warn("Kinesis did not find the shard though it is still listed, and the stream's creation time changed: it was deleted and created again; stopped the shard reader")
+		r.streamGone = true
+		r.co.requestDiscovery()
+		return false, true
 	}
 	wait := r.co.c.cfg.Backoff.MaxInterval
 	r.log.Warnf("Kinesis did not find the shard though it is still listed; trying again in %v: %v", wait, err)
@@ -40,10 +47,15 @@ const (
 	shardStillListed notFoundCause = iota // or the listing failed: try again
 	shardTrimmed
 	streamDeleted
+	// streamRecreated: deleted and created again between two listings, so
+	// the shard is listed (the new stream's shard of the same id) while
+	// what the reader holds (an iterator, a position) is of the old one.
+	streamRecreated
 )
 
 // notFound lists the stream to tell a trimmed shard (no longer listed) from
-// a deleted stream.
+// a deleted stream, and a shard still listed from a stream recreated since
+// the coordinator last looked (its creation time changed).
 func (r *shardReader) notFound(ctx context.Context) notFoundCause {
 	shards, err := kinesisx.ListAllShards(ctx, r.co.api, r.co.configured, r.co.listRetry)
 	switch {
@@ -52,6 +64,9 @@ func (r *shardReader) notFound(ctx context.Context) notFoundCause {
 	case err != nil:
 		return shardStillListed
 	case slices.ContainsFunc(shards, func(s types.Shard) bool { return aws.ToString(s.ShardId) == r.shard.ID }):
+		if r.co.recreatedSince(ctx) {
+			return streamRecreated
+		}
 		return shardStillListed
 	}
 	return shardTrimmed

@@ -59,6 +59,9 @@ type shardReader struct {
 	progress   readerProgress
 	// lanes is set when the shard is read in lanes (lanes.go).
 	lanes *laneSet
+	// rangeUnknownLogged is set once the reader said its shard's hash key
+	// range is unknown (hashrange.go).
+	rangeUnknownLogged bool
 }
 
 func newShardReader(co *coordinator, shard Shard, l Lease, start startSpec) *shardReader {

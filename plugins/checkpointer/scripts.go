@@ -170,9 +170,11 @@ var handoffRequestsScript = newScript("handoff_requests")
 var resetScript = newScript("reset")
 
 // deleteScript: KEYS ckpt, closed, lease, members, handoff, progress,
-// epoch; ARGV force. Same refusal as resetScript; then deletes every key of
-// the group+stream, the group record included: the next take starts a new
-// one.
+// epoch; ARGV force, member window (ms). Refuses with {-1, member...} while
+// members heartbeat within the window, forced or not (they would re-seed
+// what they know at once); then the same refusal as resetScript; then
+// deletes every key of the group+stream, the group record included: the
+// next take starts a new one.
 var deleteScript = newScript("delete")
 
 // publishProgressScript: KEYS progress, lease; ARGV owner, then shard,
