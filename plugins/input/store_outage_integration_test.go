@@ -40,6 +40,12 @@ type outageRun struct {
 	lease    string // the lease block of the input
 	fault    func(t *testing.T, red *testenv.Redis, leaseKey string)
 	newcomer bool
+	// holdersLate, with newcomer, keeps the first two instances from
+	// reaching Redis (a gate in front of them) for that long after it is
+	// back, while the newcomer reaches it directly: it meets the empty
+	// store before any holder can re-seed it, as when their next renewal
+	// or commit is seconds away.
+	holdersLate time.Duration
 }
 
 // leaseTokens reads every lease's fencing token.
@@ -127,10 +133,18 @@ func (o outageRun) run(t *testing.T, emu *testenv.Kinesis, name string) (written
 	arn := emu.MustCreateStream(t, name, outageShards)
 	writeN(t, emu, name, "before", 400)
 	c := &counting{}
-	yaml := strings.Replace(inputYAML(name, emu.Endpoint, red.URL(), group, "  start_position: "+o.start+"\n"),
-		"  lease:\n    period: 3s\n    rebalance_period: 300ms\n", o.lease, 1)
-	startStream(t, yaml, c.handler)
-	startStream(t, yaml, c.handler)
+	yamlFor := func(url string) string {
+		return strings.Replace(inputYAML(name, emu.Endpoint, url, group, "  start_position: "+o.start+"\n"),
+			"  lease:\n    period: 3s\n    rebalance_period: 300ms\n", o.lease, 1)
+	}
+	yaml, holdersYAML := yamlFor(red.URL()), yamlFor(red.URL())
+	var gate *redisGate
+	if o.holdersLate > 0 {
+		gate = newRedisGate(t, red.Addr)
+		holdersYAML = yamlFor(strings.Replace(red.URL(), red.Addr, gate.Addr(), 1))
+	}
+	startStream(t, holdersYAML, c.handler)
+	startStream(t, holdersYAML, c.handler)
 	require.Eventually(t, func() bool { return liveLeases(t, red, group, arn) == outageShards }, 60*time.Second, 100*time.Millisecond)
 	if o.start == "trim_horizon" {
 		require.Eventually(t, func() bool { d, _ := c.tally("before"); return d == 400 }, 60*time.Second, 100*time.Millisecond)
@@ -167,11 +181,18 @@ func (o outageRun) run(t *testing.T, emu *testenv.Kinesis, name string) (written
 	}()
 	time.Sleep(time.Second)
 	owners := leaseOwners(t, red, group, arn)
+	if gate != nil {
+		gate.Shut()
+	}
 	o.fault(t, red, "kinesis:{"+group+":"+arn+"}:lease")
 	early := make(chan []string, 1)
 	if o.newcomer {
-		startStream(t, yaml, c.handler)
 		go func() { early <- newcomerTookEarly(t, red, group, arn, owners) }()
+		startStream(t, yaml, c.handler)
+		if gate != nil {
+			time.Sleep(o.holdersLate)
+			gate.Open()
+		}
 	} else {
 		early <- nil
 	}
@@ -219,6 +240,9 @@ func TestIntegrationRedisBackEmptyAfterTheLease(t *testing.T) {
 		{"trim-horizon", outageRun{start: "trim_horizon", lease: testLease, fault: stoppedPastTheLease}},
 		{"latest", outageRun{start: "latest", lease: testLease, fault: stoppedPastTheLease}},
 		{"latest-newcomer", outageRun{start: "latest", lease: testLease, fault: stoppedPastTheLease, newcomer: true}},
+		// The newcomer meets the empty store 2 s before the holders can
+		// re-seed it: it must wait, not take shards they still read.
+		{"latest-newcomer-first", outageRun{start: "latest", lease: testLease, fault: stoppedPastTheLease, newcomer: true, holdersLate: 2 * time.Second}},
 		{"trim-horizon-newcomer", outageRun{start: "trim_horizon", lease: testLease, fault: stoppedPastTheLease, newcomer: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
