@@ -17,18 +17,32 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
-var binary string
+// binary is the connect-kinesis under test; wantVersion and wantDate are
+// what its --version must print.
+var binary, wantVersion, wantDate = "", "v9.9.9-test", "2026-01-02"
 
 // TestMain builds the real binary once, with version flags, so the tests
-// exercise what users run.
+// exercise what users run. `make test` has just built bin/connect-kinesis
+// with its own flags and names it in CONNECT_KINESIS_BIN (with the version
+// and date it stamped), so the tests use that one instead of linking another.
 func TestMain(m *testing.M) {
+	if bin := os.Getenv("CONNECT_KINESIS_BIN"); bin != "" {
+		binary = bin
+		wantVersion, wantDate = os.Getenv("CONNECT_KINESIS_BIN_VERSION"), os.Getenv("CONNECT_KINESIS_BIN_DATE")
+		if wantVersion == "" || wantDate == "" {
+			fmt.Fprintln(os.Stderr, "CONNECT_KINESIS_BIN needs CONNECT_KINESIS_BIN_VERSION and CONNECT_KINESIS_BIN_DATE")
+			os.Exit(1)
+		}
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "connect-kinesis-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "connect-kinesis")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9-test -X main.dateBuilt=2026-01-02", "-o", binary, ".")
+	ldflags := "-X main.version=" + wantVersion + " -X main.dateBuilt=" + wantDate
+	build := exec.Command("go", "build", "-ldflags", ldflags, "-o", binary, ".")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building connect-kinesis:", err)
@@ -48,8 +62,8 @@ func run(t *testing.T, args ...string) string {
 
 func TestVersionFromLdflags(t *testing.T) {
 	out := run(t, "--version")
-	assert.Contains(t, out, "v9.9.9-test")
-	assert.Contains(t, out, "2026-01-02")
+	assert.Contains(t, out, wantVersion)
+	assert.Contains(t, out, wantDate)
 }
 
 func TestListShowsThisProjectsPlugins(t *testing.T) {

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -265,10 +266,16 @@ func StartRedisCluster(ctx context.Context) (*RedisCluster, error) {
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput()
+	var out bytes.Buffer
+	cli := exec.CommandContext(ctx, "redis-cli", args...)
+	cli.Stdout, cli.Stderr = &out, &out
+	err := StartCommand("redis-cli", cli)
+	if err == nil {
+		err = cli.Wait()
+	}
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("creating the cluster: %w: %s", err, out)
+		return nil, fmt.Errorf("creating the cluster: %w: %s", err, out.String())
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for _, n := range c.Nodes {
