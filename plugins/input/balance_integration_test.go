@@ -27,7 +27,8 @@ func owners(t *testing.T, st *checkpointer.Store) map[string]int {
 }
 
 func TestIntegrationTwoInstancesBalanceAndHandOff(t *testing.T) {
-	emu := testenv.NewKinesisMock(t)
+	t.Parallel()
+	emu := testenv.SharedKinesisMock(t)
 	red := testenv.NewRedis(t)
 	const stream = "balance"
 	arn := emu.MustCreateStream(t, stream, 4)

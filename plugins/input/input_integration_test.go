@@ -32,7 +32,7 @@ func assertShardOrder(t *testing.T, ds []delivery) {
 }
 
 func singleInstance(t *testing.T, kind string) {
-	emu := testenv.NewEmulator(t, kind)
+	emu := testenv.SharedEmulator(t, kind)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("%s output:\n%s", kind, emu.Process().Output())
@@ -86,9 +86,11 @@ func dataOf(ds []delivery) []string {
 }
 
 func TestIntegrationSingleInstanceKinesisMock(t *testing.T) {
+	t.Parallel()
 	singleInstance(t, testenv.KindKinesisMock)
 }
 
 func TestIntegrationSingleInstanceKinesalite(t *testing.T) {
+	t.Parallel()
 	singleInstance(t, testenv.KindKinesalite)
 }

@@ -16,7 +16,8 @@ import (
 )
 
 func TestIntegrationNackedBatchesAreRedeliveredInOrder(t *testing.T) {
-	emu := testenv.NewKinesisMock(t)
+	t.Parallel()
+	emu := testenv.SharedKinesisMock(t)
 	red := testenv.NewRedis(t)
 	for _, tc := range []struct {
 		name   string

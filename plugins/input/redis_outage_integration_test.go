@@ -15,7 +15,8 @@ import (
 // no longer prove they own their shards); once Redis is back they resume
 // from the checkpoints and nothing is lost.
 func TestIntegrationRedisOutageLosesNothing(t *testing.T) {
-	emu := testenv.NewKinesisMock(t)
+	t.Parallel()
+	emu := testenv.SharedKinesisMock(t)
 	red := testenv.NewRedis(t)
 	const stream = "outage"
 	emu.MustCreateStream(t, stream, 2)

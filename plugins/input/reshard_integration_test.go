@@ -46,7 +46,8 @@ func openShards(t *testing.T, c *kinesis.Client, stream string) []string {
 }
 
 func TestIntegrationReshardKeepsPerKeyOrder(t *testing.T) {
-	emu := testenv.NewKinesisMock(t)
+	t.Parallel()
+	emu := testenv.SharedKinesisMock(t)
 	red := testenv.NewRedis(t)
 	const stream = "reshard"
 	emu.MustCreateStream(t, stream, 1)

@@ -34,7 +34,8 @@ func hasPrefix(ds []delivery, prefix string) int {
 }
 
 func TestIntegrationStartPositions(t *testing.T) {
-	emu := testenv.NewKinesisMock(t)
+	t.Parallel()
+	emu := testenv.SharedKinesisMock(t)
 	red := testenv.NewRedis(t)
 
 	t.Run("latest skips what was written before", func(t *testing.T) {

@@ -66,7 +66,8 @@ func (c *counting) tally(prefix string) (distinct, duplicates int) {
 // write it back, so nothing is lost, and shards are not read again from
 // start_position.
 func TestIntegrationRedisComesBackEmpty(t *testing.T) {
-	emu := testenv.NewKinesisMock(t)
+	t.Parallel()
+	emu := testenv.SharedKinesisMock(t)
 	red := testenv.NewRedis(t)
 	for _, start := range []string{"latest", "trim_horizon"} {
 		t.Run(start, func(t *testing.T) {
