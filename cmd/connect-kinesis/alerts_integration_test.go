@@ -104,6 +104,7 @@ shutdown_timeout: 10s
 // live member for its own period, so it stays at its fair share (half the
 // shards) while the dead copy's leases have long expired.
 func TestIntegrationAlertsFireOnRealPrometheus(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ports := [2]int{}
 	for i := range ports {
@@ -126,7 +127,7 @@ scrape_configs:
       - targets: [ "127.0.0.1:%d" ]
         labels: { copy: stopped }
 `, rules, ports[0], ports[1]))
-	k := testenv.NewKinesisMock(t)
+	k := testenv.SharedKinesisMock(t)
 	r := testenv.NewRedis(t)
 	k.MustCreateStream(t, alertStream, alertShards)
 

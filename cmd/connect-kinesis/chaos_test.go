@@ -26,6 +26,7 @@ import (
 // data (AOF) and `trim_horizon`, and with a Redis that comes back empty and
 // `latest`. CHAOS_SEED replays a run.
 func TestIntegrationChaosShort(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("chaos takes about three minutes; skipped with -short")
 	}
@@ -42,6 +43,7 @@ func TestIntegrationChaosShort(t *testing.T) {
 		emptyRedis bool
 	}{{"redis keeps its data", false}, {"redis comes back empty with latest", true}} {
 		t.Run(phase.name, func(t *testing.T) {
+			t.Parallel() // each phase starts its own emulator, Redis and binaries
 			dir := t.TempDir()
 			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, Logf: t.Logf})
 			testenv.Require(t, "running the chaos schedule", err)
@@ -61,7 +63,8 @@ func TestIntegrationChaosShort(t *testing.T) {
 // times out and the reader carries on. The proxy holds the hung call for 10
 // minutes, so only the client's own timeout can end it.
 func TestIntegrationInputRecoversFromHungGetRecords(t *testing.T) {
-	k := testenv.NewKinesisMock(t)
+	t.Parallel()
+	k := testenv.SharedKinesisMock(t)
 	r := testenv.NewRedis(t)
 	const stream = "hung"
 	k.MustCreateStream(t, stream, 1)

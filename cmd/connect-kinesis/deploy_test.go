@@ -61,7 +61,8 @@ func policyActions(t *testing.T, file, service string) []string {
 // would be denied in production, an action it lists but nothing calls is
 // more than needed.
 func TestIntegrationIAMPolicyMatchesCalls(t *testing.T) {
-	k := testenv.NewKinesisMock(t)
+	t.Parallel()
+	k := testenv.SharedKinesisMock(t)
 	r := testenv.NewRedis(t)
 	const stream, n = "iam-policy", 200
 	k.MustCreateStream(t, stream, 2)
@@ -148,6 +149,7 @@ func dig(v any, path ...any) any {
 // The Kubernetes manifests are valid YAML with the objects docs/deploy.md
 // describes, wired to each other, and the pipeline they mount lints clean.
 func TestDeployManifests(t *testing.T) {
+	t.Parallel()
 	docs := yamlDocs(t, filepath.Join(deployDir, "kubernetes.yaml"))
 	byKind := map[string]map[string]any{}
 	for _, d := range docs {

@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "CONNECT_KINESIS_BIN needs CONNECT_KINESIS_BIN_VERSION and CONNECT_KINESIS_BIN_DATE")
 			os.Exit(1)
 		}
-		os.Exit(m.Run())
+		code := m.Run()
+		testenv.CloseShared()
+		os.Exit(code)
 	}
 	dir, err := os.MkdirTemp("", "connect-kinesis-bin-")
 	if err != nil {
@@ -49,6 +51,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	testenv.CloseShared()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -61,12 +64,14 @@ func run(t *testing.T, args ...string) string {
 }
 
 func TestVersionFromLdflags(t *testing.T) {
+	t.Parallel()
 	out := run(t, "--version")
 	assert.Contains(t, out, wantVersion)
 	assert.Contains(t, out, wantDate)
 }
 
 func TestListShowsThisProjectsPlugins(t *testing.T) {
+	t.Parallel()
 	out := run(t, "list", "--format", "json", "inputs", "outputs", "metrics")
 	for _, want := range []string{`"kinesis"`, `"prometheus"`, `"kinesis_prometheus"`, `"generate"`, `"stdout"`} {
 		assert.Contains(t, out, want)
@@ -75,6 +80,7 @@ func TestListShowsThisProjectsPlugins(t *testing.T) {
 }
 
 func TestCheckpointsCommandIsWired(t *testing.T) {
+	t.Parallel()
 	out := run(t, "checkpoints", "--help")
 	for _, sub := range []string{"show", "reset", "delete"} {
 		assert.Contains(t, out, sub)
@@ -88,6 +94,7 @@ func TestCheckpointsCommandIsWired(t *testing.T) {
 // The binary serves Prometheus text at the HTTP server's /metrics with
 // counters, gauges and timers and their labels.
 func TestPrometheusScrape(t *testing.T) {
+	t.Parallel()
 	port, err := testenv.FreePort()
 	require.NoError(t, err)
 	config := filepath.Join(t.TempDir(), "scrape.yaml")
@@ -137,6 +144,7 @@ metrics:
 }
 
 func TestLintRejectsUnknownField(t *testing.T) {
+	t.Parallel()
 	config := filepath.Join(t.TempDir(), "bad.yaml")
 	require.NoError(t, os.WriteFile(config, []byte("input:\n  generate:\n    mapping: 'root = 1'\n    nope: true\noutput:\n  drop: {}\n"), 0o600))
 	out, err := exec.CommandContext(t.Context(), binary, "lint", config).CombinedOutput()

@@ -262,7 +262,7 @@ func ownerSummary(m map[string]int) string {
 // and a folder for the instances' files.
 func miSetup(t *testing.T, stream string, shards int) (*testenv.Kinesis, *testenv.Redis, *checkpointer.Store, string) {
 	t.Helper()
-	k := testenv.NewKinesisMock(t)
+	k := testenv.SharedKinesisMock(t)
 	r := testenv.NewRedis(t)
 	arn := k.MustCreateStream(t, stream, shards)
 	ckCfg := checkpointer.DefaultConfig()
@@ -278,6 +278,7 @@ func miSetup(t *testing.T, stream string, shards int) (*testenv.Kinesis, *testen
 // duplicates, and a SIGKILLed instance's shards resume elsewhere within
 // lease.period + rebalance_period with nothing lost.
 func TestIntegrationMultiInstanceProcesses(t *testing.T) {
+	t.Parallel()
 	const stream = "multi-instance"
 	k, r, store, dir := miSetup(t, stream, 6)
 	client := k.Client()
@@ -389,6 +390,7 @@ func allEqual(m map[string]int, n int) bool {
 // The other takes its shards over and resubscribes after their
 // checkpoints: nothing is lost and each key stays in order.
 func TestIntegrationMultiInstanceEnhancedFanOutSIGKILL(t *testing.T) {
+	t.Parallel()
 	const stream = "multi-efo"
 	k, r, store, dir := miSetup(t, stream, 4)
 	client := k.Client()
