@@ -218,7 +218,7 @@ func runUntilLogged(t *testing.T, conf, want string) string {
 	defer logf.Close()
 	cmd := exec.Command(binary, "-c", path)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	require.NoError(t, cmd.Start())
+	require.NoError(t, testenv.StartCommand("connect-kinesis", cmd))
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	defer func() {
@@ -284,7 +284,7 @@ func TestIntegrationRedisDownAtStart(t *testing.T) {
 	defer logf.Close()
 	cmd := exec.Command(binary, "-c", path)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	require.NoError(t, cmd.Start())
+	require.NoError(t, testenv.StartCommand("connect-kinesis", cmd))
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 
 	// Two failed connection attempts prove it retries rather than gives up.

@@ -92,7 +92,7 @@ output:
 	cmd := exec.Command(binary, "-c", writeFile(t, "in.yaml", fileInputConfig(stream, inProxy.URL, r.URL(), lines)))
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
-	require.NoError(t, cmd.Start())
+	require.NoError(t, testenv.StartCommand("connect-kinesis", cmd))
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	require.Eventually(t, func() bool { return len(readLines(t, lines)) >= n }, 90*time.Second, 200*time.Millisecond,
 		"the input reads what the output wrote")

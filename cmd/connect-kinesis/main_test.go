@@ -121,7 +121,7 @@ metrics:
   prometheus: {}
 `, port)), 0o600))
 	cmd := exec.CommandContext(t.Context(), binary, "-c", config)
-	require.NoError(t, cmd.Start())
+	require.NoError(t, testenv.StartCommand("connect-kinesis", cmd))
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 
 	var body string

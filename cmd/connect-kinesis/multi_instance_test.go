@@ -126,7 +126,7 @@ func startBinary(t *testing.T, dir, name, conf string, env []string) (*exec.Cmd,
 	require.NoError(t, err)
 	cmd := exec.Command(binary, "-c", conf)
 	cmd.Stdout, cmd.Stderr, cmd.Env = logf, logf, env
-	require.NoError(t, cmd.Start())
+	require.NoError(t, testenv.StartCommand("connect-kinesis", cmd))
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
