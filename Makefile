@@ -17,7 +17,7 @@ NPM_DIR     := .deps/npm
 # -parallel: most integration tests wait on lease and commit periods rather
 # than compute, and call t.Parallel(); the default (GOMAXPROCS, 2 here) would
 # run them two at a time.
-TEST_FLAGS  ?= -race -count=1 -timeout 45m -parallel 8
+TEST_FLAGS  ?= -race -count=1 -timeout 45m -parallel 4
 PKGS        ?= ./...
 # Every process internal/testenv starts during `make unit` is recorded here;
 # the run fails if one of them is still alive after the tests.

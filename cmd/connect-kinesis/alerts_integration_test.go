@@ -127,7 +127,7 @@ scrape_configs:
       - targets: [ "127.0.0.1:%d" ]
         labels: { copy: stopped }
 `, rules, ports[0], ports[1]))
-	k := testenv.SharedKinesisMock(t)
+	k := testenv.NewKinesisMock(t)
 	r := testenv.NewRedis(t)
 	k.MustCreateStream(t, alertStream, alertShards)
 

@@ -64,7 +64,7 @@ func TestIntegrationChaosShort(t *testing.T) {
 // minutes, so only the client's own timeout can end it.
 func TestIntegrationInputRecoversFromHungGetRecords(t *testing.T) {
 	t.Parallel()
-	k := testenv.SharedKinesisMock(t)
+	k := testenv.NewKinesisMock(t)
 	r := testenv.NewRedis(t)
 	const stream = "hung"
 	k.MustCreateStream(t, stream, 1)

@@ -62,7 +62,7 @@ func policyActions(t *testing.T, file, service string) []string {
 // more than needed.
 func TestIntegrationIAMPolicyMatchesCalls(t *testing.T) {
 	t.Parallel()
-	k := testenv.SharedKinesisMock(t)
+	k := testenv.NewKinesisMock(t)
 	r := testenv.NewRedis(t)
 	const stream, n = "iam-policy", 200
 	k.MustCreateStream(t, stream, 2)

@@ -262,7 +262,7 @@ func ownerSummary(m map[string]int) string {
 // and a folder for the instances' files.
 func miSetup(t *testing.T, stream string, shards int) (*testenv.Kinesis, *testenv.Redis, *checkpointer.Store, string) {
 	t.Helper()
-	k := testenv.SharedKinesisMock(t)
+	k := testenv.NewKinesisMock(t)
 	r := testenv.NewRedis(t)
 	arn := k.MustCreateStream(t, stream, shards)
 	ckCfg := checkpointer.DefaultConfig()

@@ -67,7 +67,7 @@ func assertNoSecrets(t *testing.T, what, text string, secrets ...string) {
 // secret appears in the log, and the checkpoints are in Redis.
 func TestIntegrationRedisTLSACLEndToEnd(t *testing.T) {
 	t.Parallel()
-	k := testenv.SharedKinesisMock(t)
+	k := testenv.NewKinesisMock(t)
 	r := testenv.NewRedis(t, testenv.RedisOptions{TLS: true, ACLUser: secACLUser, ACLPassword: secRedisPassword})
 	const stream = "secure"
 	k.MustCreateStream(t, stream, 2)

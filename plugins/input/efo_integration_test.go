@@ -105,7 +105,7 @@ func assertParentsFirst(t *testing.T, c *kinesis.Client, stream string, ds []del
 // records in the order they were written, children after their parents.
 func TestIntegrationEnhancedFanOutMatchesPolling(t *testing.T) {
 	t.Parallel()
-	emu := testenv.SharedKinesisMock(t)
+	emu := testenv.NewKinesisMock(t)
 	red := testenv.NewRedis(t)
 	const stream = "efo-vs-polling"
 	arn := emu.MustCreateStream(t, stream, 1)
@@ -157,7 +157,7 @@ func TestIntegrationEnhancedFanOutMatchesPolling(t *testing.T) {
 // record delivered.
 func TestIntegrationEnhancedFanOutCutSubscription(t *testing.T) {
 	t.Parallel()
-	emu := testenv.SharedKinesisMock(t)
+	emu := testenv.NewKinesisMock(t)
 	red := testenv.NewRedis(t)
 	const stream = "efo-cut"
 	emu.MustCreateStream(t, stream, 2)

@@ -32,7 +32,7 @@ func assertShardOrder(t *testing.T, ds []delivery) {
 }
 
 func singleInstance(t *testing.T, kind string) {
-	emu := testenv.SharedEmulator(t, kind)
+	emu := testenv.NewEmulator(t, kind)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("%s output:\n%s", kind, emu.Process().Output())

@@ -17,7 +17,7 @@ import (
 
 func TestIntegrationNackedBatchesAreRedeliveredInOrder(t *testing.T) {
 	t.Parallel()
-	emu := testenv.SharedKinesisMock(t)
+	emu := testenv.NewKinesisMock(t)
 	red := testenv.NewRedis(t)
 	for _, tc := range []struct {
 		name   string

@@ -16,7 +16,7 @@ import (
 // from the checkpoints and nothing is lost.
 func TestIntegrationRedisOutageLosesNothing(t *testing.T) {
 	t.Parallel()
-	emu := testenv.SharedKinesisMock(t)
+	emu := testenv.NewKinesisMock(t)
 	red := testenv.NewRedis(t)
 	const stream = "outage"
 	emu.MustCreateStream(t, stream, 2)

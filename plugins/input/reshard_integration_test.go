@@ -47,7 +47,7 @@ func openShards(t *testing.T, c *kinesis.Client, stream string) []string {
 
 func TestIntegrationReshardKeepsPerKeyOrder(t *testing.T) {
 	t.Parallel()
-	emu := testenv.SharedKinesisMock(t)
+	emu := testenv.NewKinesisMock(t)
 	red := testenv.NewRedis(t)
 	const stream = "reshard"
 	emu.MustCreateStream(t, stream, 1)

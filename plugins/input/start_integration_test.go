@@ -35,7 +35,7 @@ func hasPrefix(ds []delivery, prefix string) int {
 
 func TestIntegrationStartPositions(t *testing.T) {
 	t.Parallel()
-	emu := testenv.SharedKinesisMock(t)
+	emu := testenv.NewKinesisMock(t)
 	red := testenv.NewRedis(t)
 
 	t.Run("latest skips what was written before", func(t *testing.T) {

@@ -67,7 +67,7 @@ func (c *counting) tally(prefix string) (distinct, duplicates int) {
 // start_position.
 func TestIntegrationRedisComesBackEmpty(t *testing.T) {
 	t.Parallel()
-	emu := testenv.SharedKinesisMock(t)
+	emu := testenv.NewKinesisMock(t)
 	red := testenv.NewRedis(t)
 	for _, start := range []string{"latest", "trim_horizon"} {
 		t.Run(start, func(t *testing.T) {
