@@ -13,8 +13,11 @@ import (
 // start their own spends minutes on it. Tests that only create, write and
 // read their own streams share one emulator per test binary instead: each
 // names its streams with StreamName, so tests running in parallel never
-// meet. A test that stops, restarts or corrupts the emulator, or counts
-// every stream in it, starts its own with NewKinesisMock.
+// meet. The emulator is one single-threaded process serving every sharer,
+// so light tests share it; a test that writes thousands of records, reads
+// many shards, uses enhanced fan-out, or stops, restarts or corrupts the
+// emulator, or counts every stream in it, starts its own with
+// NewKinesisMock.
 
 var (
 	sharedMu    sync.Mutex
