@@ -22,9 +22,9 @@ const helperOutEnv = "TESTENV_HELPER_PIDS_FILE"
 
 // A test binary killed with SIGKILL runs no cleanup; its services must die
 // with it anyway (a leftover Redis heartbeated for 34 minutes after a chaos
-// run). One of them is started from a goroutine whose thread then exits, as
-// Go threads do: the child must outlive that thread, since Pdeathsig fires
-// on the death of the forking thread, not of the process.
+// run). Some are started from goroutines whose threads then exit, as Go
+// threads do: a child must outlive that thread, since Pdeathsig fires on the
+// death of the forking thread, not of the process.
 func TestIntegrationChildrenDieWithTheirParent(t *testing.T) {
 	if out := os.Getenv(helperOutEnv); out != "" {
 		startServicesAndWait(t, out)
@@ -59,7 +59,7 @@ func TestIntegrationChildrenDieWithTheirParent(t *testing.T) {
 			}
 		}
 	})
-	require.Len(t, children, 4)
+	require.Len(t, children, 6)
 	assert.Never(t, func() bool {
 		for _, c := range children {
 			if len(StillRunning(c.pid, c.start)) == 0 {
@@ -109,16 +109,21 @@ func readChildren(file string) []recordedChild {
 func startServicesAndWait(t *testing.T, out string) {
 	ctx := t.Context()
 	var procs []*Process
-	fromDyingThread := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		r, err := StartRedis(ctx, RedisOptions{})
-		if err == nil {
-			procs = append(procs, r.Process())
-		}
-		fromDyingThread <- err
-	}()
-	require.NoError(t, <-fromDyingThread)
+	// Three, each from its own goroutine: the runtime may wedge a thread
+	// rather than end it (the main thread), so one alone could survive
+	// even a Pdeathsig tied to the starting thread.
+	for range 3 {
+		fromDyingThread := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+			r, err := StartRedis(ctx, RedisOptions{})
+			if err == nil {
+				procs = append(procs, r.Process())
+			}
+			fromDyingThread <- err
+		}()
+		require.NoError(t, <-fromDyingThread)
+	}
 	lite, err := StartKinesalite(ctx)
 	require.NoError(t, err)
 	mock, err := StartKinesisMock(ctx)
