@@ -356,7 +356,7 @@ func TestIntegrationOutputInvalidUTF8Key(t *testing.T) {
 // those fail and every other message lands once.
 func outputBadRecords(t *testing.T, bad map[int]string) {
 	k := testenv.SharedKinesisMock(t)
-	const stream = "bad-records"
+	stream := testenv.StreamName(t) // two tests share this helper and the emulator
 	k.MustCreateStream(t, stream, 2)
 	dir := t.TempDir()
 	failed := filepath.Join(dir, "failed.jsonl")
