@@ -24,7 +24,7 @@ type event struct {
 // testKey names a test within its package.
 type testKey struct{ pkg, test string }
 
-// timing is a finished top-level test and how long it ran.
+// timing is a finished test and how long it ran.
 type timing struct {
 	testKey
 	elapsed time.Duration
@@ -91,15 +91,15 @@ func (r *report) handle(e event) {
 	}
 }
 
-// finish prints a failed test's output and records a top-level test's time.
+// finish prints a failed test's output and records the test's time.
 func (r *report) finish(k testKey, e event, show bool) {
 	if show {
 		r.flush(k)
 	}
 	delete(r.pending, k)
-	if !strings.Contains(k.test, "/") {
-		r.timings = append(r.timings, timing{k, time.Duration(e.Elapsed * float64(time.Second))})
-	}
+	// Subtests count too: a parent whose subtests run in parallel reports
+	// only its own few milliseconds.
+	r.timings = append(r.timings, timing{k, time.Duration(e.Elapsed * float64(time.Second))})
 }
 
 // flush prints what a test printed, without the run/pause/cont markers
@@ -146,7 +146,7 @@ func (r *report) handlePackage(e event) {
 	}
 }
 
-// summary prints the slowest top-level tests and the closing count line,
+// summary prints the slowest tests and the closing count line,
 // and reports whether everything passed.
 func (r *report) summary(slowest int) bool {
 	sort.SliceStable(r.timings, func(i, j int) bool { return r.timings[i].elapsed > r.timings[j].elapsed })

@@ -46,8 +46,8 @@ func TestReportPrintsFailuresSlowestAndCounts(t *testing.T) {
 	assert.NotContains(t, got, "=== RUN")
 	assert.Contains(t, got, "FAIL\tex/a\t2.6s\n")
 	assert.Contains(t, got, "ok  \tex/b\t41.3s\n")
-	slow := got[strings.Index(got, "The 3 slowest tests:"):]
-	assert.Regexp(t, `^The 3 slowest tests:\n\s+41\.2s  TestSlow  ex/b\n\s+2\.5s  TestBroken  ex/a\n\s+0\.1s  TestFast  ex/a\n`, slow)
+	slow := got[strings.Index(got, "The 4 slowest tests:"):]
+	assert.Regexp(t, `^The 4 slowest tests:\n\s+41\.2s  TestSlow  ex/b\n\s+40\.0s  TestSlow/sub  ex/b\n\s+2\.5s  TestBroken  ex/a\n\s+0\.1s  TestFast  ex/a\n`, slow)
 	assert.True(t, strings.HasSuffix(got, "\n3 passed, 1 failed, 1 skipped\n"), got)
 	assert.NotContains(t, got, "outside a test", "the package failed because of its test")
 }
