@@ -46,8 +46,15 @@ func TestMain(m *testing.M) {
 // environment variables, and returns the metrics it recorded.
 func runPipeline(t *testing.T, yaml string, env map[string]string) *captured {
 	t.Helper()
-	id := fmt.Sprint(captureRuns.Add(1))
+	return runStream(t, yaml, env)
+}
 
+// runStream is runPipeline for a pipeline whose output names its region and
+// credentials itself. (TestMain now sets the credentials for every test, so
+// both run in parallel; runPipeline stays for the callers that use it.)
+func runStream(t *testing.T, yaml string, env map[string]string) *captured {
+	t.Helper()
+	id := fmt.Sprint(captureRuns.Add(1))
 	b := service.NewStreamBuilder()
 	b.SetEnvVarLookupFunc(func(k string) (string, bool) {
 		v, ok := env[k]
