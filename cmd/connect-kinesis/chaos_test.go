@@ -39,13 +39,17 @@ func TestIntegrationChaosShort(t *testing.T) {
 		seed = v
 	}
 	for _, phase := range []struct {
-		name       string
-		emptyRedis bool
-	}{{"redis keeps its data", false}, {"redis comes back empty with latest", true}} {
+		name               string
+		emptyRedis, stalls bool
+	}{
+		{"redis keeps its data", false, false},
+		{"redis down past the lease comes back empty with latest", true, false},
+		{"redis stalls 2s three times", false, true},
+	} {
 		t.Run(phase.name, func(t *testing.T) {
 			t.Parallel() // each phase starts its own emulator, Redis and binaries
 			dir := t.TempDir()
-			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, Logf: t.Logf})
+			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, Logf: t.Logf})
 			testenv.Require(t, "running the chaos schedule", err)
 			t.Logf("chaos table (seed %d, %s):\n%s", seed, phase.name, table)
 			assert.Zero(t, table.InputLost, "stream records never delivered")

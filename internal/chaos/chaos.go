@@ -34,6 +34,10 @@ type Config struct {
 	// `start_position: latest`: they must notice, re-seed what they know and
 	// lose nothing written after the group started.
 	EmptyRedis bool
+	// RedisStalls replaces the one long Redis pause with three short ones
+	// (SIGSTOP for stallFor, stallGap apart): a stall is no lost lease, so
+	// readers go on after it without reading anything again.
+	RedisStalls bool
 	// Logf reports progress; nil is quiet.
 	Logf func(format string, args ...any)
 	// EFO makes the consumer instances read with enhanced fan-out, over

@@ -176,11 +176,17 @@ func (c *Consumer) Batches() <-chan *Batch { return c.out }
 // whose lease passed its local deadline while it waited for this call (the
 // process was paused) is not returned: it goes back to its reader, which
 // hands it over again once a renewal confirms the lease, or drops it when
-// the lease is lost.
+// the lease is lost. Nor is a batch whose lease was lost before its
+// deadline (an operator's reset, a recreated stream, a re-seed finding the
+// shard taken): a reader's send and its ending can both be ready at once.
 func (c *Consumer) Next(ctx context.Context) (*Batch, error) {
 	for {
 		select {
 		case b := <-c.out:
+			if b.reader.lost.Load() {
+				b.reader.bounce(b)
+				continue
+			}
 			if b.reader.leaseLive() {
 				return b, nil
 			}

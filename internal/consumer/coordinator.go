@@ -68,6 +68,8 @@ type coordinator struct {
 	lastRead sync.Map // shard id -> time.Time
 	// forgot wakes the renew goroutine to re-seed the store.
 	forgot chan struct{}
+	// takeAfter is when this instance may take its first shard (Join).
+	takeAfter time.Time
 
 	discoverNow chan struct{}
 	readerDone  chan *shardReader
@@ -137,6 +139,14 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 	}
 	co.store = forgetWatch{Store: c.stores(co.id), forgot: co.storeForgot}
 	co.log = c.log.With("stream", co.streamName)
+	wait, err := co.store.Join(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("joining the group's checkpoints of stream %s: %w", configured, err)
+	}
+	co.takeAfter = time.Now().Add(wait)
+	if wait > 0 {
+		co.log.Infof("The group's record in the checkpoint store is new and was not re-seeded: taking no shard for %v, so that instances still reading (if Redis just came back empty) write back where they got to first", wait.Round(time.Millisecond))
+	}
 	if err := co.useFanOut(ctx); err != nil {
 		return nil, err
 	}
@@ -165,6 +175,8 @@ func (co *coordinator) run(ctx context.Context) {
 	reb := time.NewTicker(cfg.RebalancePeriod)
 	defer reb.Stop()
 	go co.renewLoop()
+	joined := time.NewTimer(time.Until(co.takeAfter))
+	defer joined.Stop()
 	for {
 		select {
 		case <-co.stopReq:
@@ -178,6 +190,8 @@ func (co *coordinator) run(ctx context.Context) {
 			co.discover(co.runCtx)
 			co.bounded(co.rebalance)
 		case <-reb.C:
+			co.bounded(co.rebalance)
+		case <-joined.C:
 			co.bounded(co.rebalance)
 		case r := <-co.readerDone:
 			co.forgetReader(r)
@@ -270,10 +284,12 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]*shardRe
 		case err != nil:
 			log.Warnf("Lease no longer ours in the store (reading who holds it failed: %v); stopped the shard reader", err)
 		case holder.Owner != "" && holder.Owner != co.c.owner:
+			co.known.newerOwner(r.shard.ID)
 			log.Warnf("Lease taken by instance %s (token %d); stopped the shard reader", holder.Owner, holder.Token)
 		case holder.Owner == "" && holder.Token == 0:
 			log.Warn("Lease missing from the store (was it flushed or replaced?); stopped the shard reader")
 		default:
+			co.known.newerOwner(r.shard.ID)
 			log.Warn("Lease no longer ours in the store (it expired and was released or renewed under another token); stopped the shard reader")
 		}
 	}

@@ -78,7 +78,7 @@ func (co *coordinator) forgetIncarnation() {
 		}
 	}
 	co.known.mu.Lock()
-	co.known.closedSet, co.known.takenFrom = nil, nil
+	co.known.closedSet, co.known.committed = nil, nil
 	co.known.mu.Unlock()
 }
 

@@ -59,16 +59,16 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 	fmt.Fprintf(os.Stderr, "chaos: seed %d, files in %s\n", seed, dir)
 	failed := false
 	for _, phase := range []struct {
-		name       string
-		emptyRedis bool
-	}{{"redis-keeps-data", false}, {"redis-comes-back-empty", true}} {
+		name               string
+		emptyRedis, stalls bool
+	}{{"redis-keeps-data", false, false}, {"redis-down-past-the-lease-comes-back-empty", true, false}, {"redis-stalls", false, true}} {
 		phaseDir := filepath.Join(dir, phase.name)
 		if err := os.MkdirAll(phaseDir, 0o755); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "chaos: phase %s\n", phase.name)
 		t, err := chaos.Run(ctx, chaos.Config{
-			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, EFO: efo,
+			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, EFO: efo,
 			Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 		})
 		if err != nil {
