@@ -49,7 +49,10 @@ func TestIntegrationChaosShort(t *testing.T) {
 		t.Run(phase.name, func(t *testing.T) {
 			t.Parallel() // each phase starts its own emulator, Redis and binaries
 			dir := t.TempDir()
-			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, Logf: t.Logf})
+			var started startedPIDs
+			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, Logf: t.Logf,
+				Started: func(pid int) { started.add(pid) }})
+			started.assertGone(t)
 			testenv.Require(t, "running the chaos schedule", err)
 			t.Logf("chaos table (seed %d, %s):\n%s", seed, phase.name, table)
 			assert.Zero(t, table.InputLost, "stream records never delivered")

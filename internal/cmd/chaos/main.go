@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -67,10 +68,24 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "chaos: phase %s\n", phase.name)
+		var (
+			mu   sync.Mutex
+			pids []int
+		)
 		t, err := chaos.Run(ctx, chaos.Config{
 			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, EFO: efo,
-			Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+			Logf:    func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+			Started: func(pid int) { mu.Lock(); pids = append(pids, pid); mu.Unlock() },
 		})
+		// Every process a phase started must be gone when it returns.
+		mu.Lock()
+		for _, pid := range pids {
+			if syscall.Kill(pid, 0) == nil {
+				fmt.Printf("phase %s left process %d running\n", phase.name, pid)
+				failed = true
+			}
+		}
+		mu.Unlock()
 		if err != nil {
 			fmt.Printf("phase %s could not be carried out: %v\n\n", phase.name, err)
 			failed = true
@@ -80,7 +95,7 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 		failed = failed || !t.OK()
 	}
 	if failed {
-		return fmt.Errorf("records lost, out of order or duplicated beyond the bound (seed %d, files in %s)", seed, dir)
+		return fmt.Errorf("records lost, out of order or duplicated beyond the bound, or a process left running (see above; seed %d, files in %s)", seed, dir)
 	}
 	return nil
 }
