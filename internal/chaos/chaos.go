@@ -50,6 +50,10 @@ type Config struct {
 	// (the instances' incarnations and the producer) as it starts, so a
 	// caller can check that none outlives Run.
 	Started func(pid int)
+	// ShardParallelism, above 1, makes the consumer instances read each
+	// shard in that many lanes by partition key; the verdict's per-key
+	// order check is what they must keep.
+	ShardParallelism int
 }
 
 const (

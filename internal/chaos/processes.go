@@ -87,6 +87,9 @@ func (r *runner) start(name string) error {
 	if r.cutter != nil {
 		endpoint, efo = "https://"+r.cutter.Addr, "    enhanced_fan_out: { enabled: true }\n"
 	}
+	if r.cfg.ShardParallelism > 1 {
+		efo += fmt.Sprintf("    shard_parallelism: %d\n", r.cfg.ShardParallelism)
+	}
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML, streamName, startPosition, testenv.Region, endpoint,
 		testenv.AccessKey, testenv.SecretKey, r.red.URL(), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance, efo, inc, out)), 0o600); err != nil {
 		return err

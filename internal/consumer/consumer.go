@@ -18,10 +18,14 @@ import (
 
 // Config is the parsed behaviour of the consumer.
 type Config struct {
-	Streams           []string
-	StartPosition     string
-	StartTimestamp    time.Time
-	ShardMaxInFlight  int
+	Streams          []string
+	StartPosition    string
+	StartTimestamp   time.Time
+	ShardMaxInFlight int
+	// ShardParallelism spreads a shard's records over that many lanes by
+	// partition key, each with one batch in flight (lanes.go); 0 and 1
+	// mean one lane, the reader's own path.
+	ShardParallelism  int
 	Limit             int
 	PollInterval      time.Duration
 	IdlePollInterval  time.Duration
@@ -56,6 +60,10 @@ func (c Config) Validate() error {
 		return errors.New("field start_timestamp: required (RFC3339) when start_position is at_timestamp")
 	case c.ShardMaxInFlight < 1:
 		return fmt.Errorf("field shard_max_in_flight: %d must be at least 1", c.ShardMaxInFlight)
+	case c.ShardParallelism < 0 || c.ShardParallelism > MaxShardParallelism:
+		return fmt.Errorf("field shard_parallelism: %d must be within 1..%d", c.ShardParallelism, MaxShardParallelism)
+	case c.ShardParallelism > 1 && c.ShardMaxInFlight > 1:
+		return fmt.Errorf("fields shard_parallelism (%d) and shard_max_in_flight (%d): set shard_max_in_flight to 1 with shard_parallelism above 1; each lane keeps one batch in flight so that every partition key stays in order, and more batches per shard would give that order up", c.ShardParallelism, c.ShardMaxInFlight)
 	case c.Limit < 1 || c.Limit > kinesisx.MaxGetRecordsLimit:
 		return fmt.Errorf("field limit: %d must be within 1..%d", c.Limit, kinesisx.MaxGetRecordsLimit)
 	case c.PollInterval < kinesisx.MinPollInterval:
@@ -96,6 +104,9 @@ type Batch struct {
 
 	reader *shardReader
 	id     uint64
+	// ids are the tracker entries of a lane batch, one per record; a
+	// batch of the reader's own path has one entry, id.
+	ids []uint64
 	// redelivering is set while the reader sends the batch again after a
 	// nack and waits for the verdict on verdict.
 	redelivering atomic.Bool
@@ -107,7 +118,11 @@ type Batch struct {
 // the batch again.
 func (b *Batch) Ack(err error) {
 	if err == nil {
-		b.reader.tracker.ack(b.id)
+		if b.ids != nil {
+			b.reader.tracker.ackAll(b.ids)
+		} else {
+			b.reader.tracker.ack(b.id)
+		}
 	}
 	if b.redelivering.Load() {
 		select {

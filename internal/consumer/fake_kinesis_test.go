@@ -28,6 +28,9 @@ type fakeShard struct {
 	aggregate int
 	// behind is the MillisBehindLatest every response reports.
 	behind int64
+	// keys > 0 gives record i the partition key "k<i mod keys>"; without
+	// it every plain record has the key "k".
+	keys int
 }
 
 // fakeKinesis serves shards whose record i has sequence number
@@ -159,9 +162,13 @@ func (f *fakeKinesis) GetRecords(_ context.Context, in *kinesis.GetRecordsInput,
 			}
 			data = kpl.Encode(subs)
 		}
+		key := "k"
+		if s.keys > 0 {
+			key = fmt.Sprintf("k%d", next%s.keys)
+		}
 		out.Records = append(out.Records, types.Record{
 			SequenceNumber:              aws.String(seqOf(id, next)),
-			PartitionKey:                aws.String("k"),
+			PartitionKey:                aws.String(key),
 			Data:                        data,
 			ApproximateArrivalTimestamp: aws.Time(time.Now()),
 		})

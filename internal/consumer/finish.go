@@ -62,6 +62,10 @@ func (r *shardReader) storeMutation(fn func(ctx context.Context) error) error {
 // or the reader ends. Nacked batches waiting for redelivery will not be
 // acked now, so waiting for them is pointless.
 func (r *shardReader) waitAcked(timeout time.Duration) {
+	if r.lanes != nil {
+		r.lanes.waitIdle(timeout)
+		return
+	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for r.tracker.pending() > 0 && !r.hasRedeliver() {

@@ -38,10 +38,12 @@ import (
 //
 // The contract between the two:
 //   - The reader calls Next only when the shard has room for another batch
-//     (shard_max_in_flight), and delivers everything Next returned before
-//     calling it again. So "after the last record returned" is "after the
-//     last record delivered": that is where a source resumes when it must
-//     start over (an expired iterator, a subscription renewed or broken).
+//     (shard_max_in_flight; with lanes, while fewer than `limit` fetched
+//     records wait in them), and delivers everything Next returned before
+//     calling it again, or with lanes keeps it queued for delivery. So
+//     "after the last record returned" is "after the last record the
+//     reader holds": that is where a source resumes when it must start
+//     over (an expired iterator, a subscription renewed or broken).
 //   - Next blocks until it has a batch, or ctx ends; it retries its own
 //     trouble and returns an error only when ctx ends, or an error wrapping
 //     ErrShardNotFound when Kinesis says the shard or its stream does not

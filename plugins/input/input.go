@@ -21,6 +21,7 @@ const (
 	fieldStartPosition     = "start_position"
 	fieldStartTimestamp    = "start_timestamp"
 	fieldShardMaxInFlight  = "shard_max_in_flight"
+	fieldShardParallelism  = "shard_parallelism"
 	fieldLimit             = "limit"
 	fieldPollInterval      = "poll_interval"
 	fieldIdlePollInterval  = "idle_poll_interval"
@@ -72,6 +73,9 @@ func Spec() *service.ConfigSpec {
 	fields = append(fields,
 		service.NewIntField(fieldShardMaxInFlight).
 			Description("The most batches of one shard that may be unacknowledged at once. With 1, a shard's next batch is handed over only once the previous one is acknowledged, so records of one partition key are processed and written strictly in order, also across nacks. More raises throughput when the pipeline is slow, but gives up that order in normal running too: a pipeline with several threads, or an output with `max_in_flight` above 1, may finish a later batch of a shard before an earlier one, and a nacked batch is sent again after later ones. Checkpoints stay correct either way (they only pass contiguously acknowledged records).").
+			Default(1).Advanced(),
+		service.NewIntField(fieldShardParallelism).
+			Description(fmt.Sprintf("How many batches of one shard may be in the pipeline at once while every partition key stays in order (1..%d). A shard's records are spread over this many lanes by a hash of their partition key (for KPL aggregates, each user record's own key); a lane hands its next batch over only once its previous one is acknowledged, and sends a nacked batch again before anything later of its lane, while the other lanes go on. Use it when the pipeline, not Kinesis, is the bottleneck of a shard: a per-message call to a slow service, for instance, then runs on up to this many batches of the shard at once. The checkpoint still only passes records acknowledged together with every record before them. With 1 (the default) a shard is one lane. Above 1, `shard_max_in_flight` must be 1: lanes already give the parallelism, and more batches per lane would give up the order.", consumer.MaxShardParallelism)).
 			Default(1).Advanced(),
 		service.NewIntField(fieldLimit).
 			Description(fmt.Sprintf("The most records one GetRecords call returns (1..%d), and the most messages in one batch. A batch is one GetRecords response; when `deaggregate` splits KPL aggregates into more user records than this, the response is handed over in several batches of at most this many.", kinesisx.MaxGetRecordsLimit)).
@@ -167,6 +171,14 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	}
 	if cc.ShardMaxInFlight, err = conf.FieldInt(fieldShardMaxInFlight); err != nil {
 		return c, err
+	}
+	if cc.ShardParallelism, err = conf.FieldInt(fieldShardParallelism); err != nil {
+		return c, err
+	}
+	if cc.ShardParallelism < 1 {
+		// The consumer reads 0 as 1 for configurations built in code; in
+		// YAML it is a mistake.
+		return c, fmt.Errorf("field %s: %d must be within 1..%d", fieldShardParallelism, cc.ShardParallelism, consumer.MaxShardParallelism)
 	}
 	if cc.Limit, err = conf.FieldInt(fieldLimit); err != nil {
 		return c, err
