@@ -126,7 +126,7 @@ func startBinary(t *testing.T, dir, name, conf string, env []string) (*exec.Cmd,
 	require.NoError(t, err)
 	cmd := exec.Command(binary, "-c", conf)
 	cmd.Stdout, cmd.Stderr, cmd.Env = logf, logf, env
-	require.NoError(t, cmd.Start())
+	require.NoError(t, testenv.StartCommand("connect-kinesis", cmd))
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
@@ -278,6 +278,7 @@ func miSetup(t *testing.T, stream string, shards int) (*testenv.Kinesis, *testen
 // duplicates, and a SIGKILLed instance's shards resume elsewhere within
 // lease.period + rebalance_period with nothing lost.
 func TestIntegrationMultiInstanceProcesses(t *testing.T) {
+	t.Parallel()
 	const stream = "multi-instance"
 	k, r, store, dir := miSetup(t, stream, 6)
 	client := k.Client()
@@ -389,6 +390,7 @@ func allEqual(m map[string]int, n int) bool {
 // The other takes its shards over and resubscribes after their
 // checkpoints: nothing is lost and each key stays in order.
 func TestIntegrationMultiInstanceEnhancedFanOutSIGKILL(t *testing.T) {
+	t.Parallel()
 	const stream = "multi-efo"
 	k, r, store, dir := miSetup(t, stream, 4)
 	client := k.Client()
