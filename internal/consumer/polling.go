@@ -173,5 +173,16 @@ func (s *pollingSource) warnRetry(e failsafe.ExecutionScheduledEvent[*kinesis.Ge
 	if kinesisx.IsExpiredIterator(err) || !s.warn.due(kinesisx.Retryable(err), e.ElapsedTime()) {
 		return
 	}
+	if s.iter == "" && s.from.sequence != "" && kinesisx.ErrorCode(err) == kinesisx.CodeInvalidArgument {
+		// Kinesis has no such record in this shard ("Unable to find record
+		// with provided SequenceNumber"): a checkpoint of another stream
+		// (an import from the wrong source) or of a stream deleted and
+		// created again. Retrying never helps; the operator must act.
+		s.log.Errorf("Shard %s cannot be read: Kinesis has no record at its checkpoint %s in this shard, so the checkpoint belongs to another stream "+
+			"(imported from the wrong source?) or to a stream deleted and created again; the shard stays unread until the group's checkpoints are fixed: "+
+			"`connect-kinesis checkpoints import` again from the right source, or `connect-kinesis checkpoints reset`. Retrying in %v: %v",
+			s.shard, s.from.sequence, e.Delay.Round(time.Millisecond), err)
+		return
+	}
 	s.log.Warnf("Reading the shard failed; retrying in %v: %v", e.Delay.Round(time.Millisecond), err)
 }

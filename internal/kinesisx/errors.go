@@ -55,6 +55,7 @@ const (
 	CodeExpiredIterator               = "ExpiredIteratorException"
 	CodeResourceNotFound              = "ResourceNotFoundException"
 	CodeResourceInUse                 = "ResourceInUseException"
+	CodeInvalidArgument               = "InvalidArgumentException"
 )
 
 // kinesisCodes classifies what Kinesis says that the AWS SDK's retry package

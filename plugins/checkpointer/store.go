@@ -131,7 +131,32 @@ func (s *Store) Acquire(ctx context.Context, shard, owner string) (consumer.Take
 		}
 		t.Override = &o
 	}
+	if t.Checkpoint.IsZero() {
+		if t.ShardStart, err = s.shardStart(ctx, shard); err != nil {
+			return t, fmt.Errorf("%s: %w", what, err)
+		}
+	}
 	return t, nil
+}
+
+// shardStart reads the shard's own start (see shardStartPrefix); nil when
+// it has none. It is read apart from the take, and only for a shard without
+// a checkpoint, which leaves the acquire script and its reply as they were:
+// only an import or reset writes the field, and either fences the lease just
+// taken, so a reader that saw a newer value commits nothing from it.
+func (s *Store) shardStart(ctx context.Context, shard string) (*consumer.StartOverride, error) {
+	v, err := s.c.client.HGet(ctx, s.keys.Checkpoints, shardStartPrefix+shard).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the shard's own start: %w", err)
+	}
+	o, err := consumer.ParseStartOverride(v)
+	if err != nil {
+		return nil, fmt.Errorf("reading the shard's own start: %w", err)
+	}
+	return &o, nil
 }
 
 // newEpochID is a random id for a new group record.
@@ -368,7 +393,9 @@ func (s *Store) Checkpoints(ctx context.Context) (map[string]consumer.Position, 
 	}
 	out := make(map[string]consumer.Position, len(all))
 	for shard, v := range all {
-		if shard == startField {
+		// The start override and per-shard starts (fields beginning with
+		// '_', which no shard id does) are not checkpoints.
+		if strings.HasPrefix(shard, "_") {
 			continue
 		}
 		p, err := consumer.ParsePosition(v)

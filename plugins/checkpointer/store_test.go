@@ -133,7 +133,7 @@ func runStoreSuite(t *testing.T, b backend) {
 	t.Run("a recreated stream's state is cleared once, fencing its old readers and keeping the start", func(t *testing.T) {
 		s1, s2 := store(t), store(t)
 		start := consumer.StartOverride{Mode: consumer.StartAtTimestamp, Timestamp: time.UnixMilli(1_700_000_000_000).UTC()}
-		_, err := s1.Reset(t.Context(), &start, nil, false)
+		_, err := s1.Reset(t.Context(), &start, nil, nil, false)
 		require.NoError(t, err)
 		reading, err := leaseOf(s1.Acquire(t.Context(), "shard-0", "a"))
 		require.NoError(t, err)
