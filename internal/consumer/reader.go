@@ -238,8 +238,12 @@ func (r *shardReader) read() bool {
 				r.streamGone = true
 				r.co.requestDiscovery()
 				return false
-			default:
-				r.log.Warnf("Kinesis did not find the shard though it is still listed; trying again in %v: %v", cfg.Backoff.MaxInterval, err)
+			case shardStillListed:
+				if kinesisx.IsUnknownSequence(err) {
+					logUnknownCheckpoint(r.log, r.shard.ID, cfg.Backoff.MaxInterval, err)
+				} else {
+					r.log.Warnf("Kinesis did not find the shard though it is still listed; trying again in %v: %v", cfg.Backoff.MaxInterval, err)
+				}
 				t := time.NewTimer(cfg.Backoff.MaxInterval)
 				ok := r.wait(ctx, t.C)
 				t.Stop()

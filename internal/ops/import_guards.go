@@ -62,10 +62,9 @@ func checkPositionsInStream(ctx context.Context, api kinesisAPI, stream streamIn
 				ShardIteratorType: types.ShardIteratorTypeAtSequenceNumber, StartingSequenceNumber: aws.String(p.Sequence),
 			})
 		})
-		var invalid *types.InvalidArgumentException
 		switch {
-		case errors.As(err, &invalid):
-			foreign = append(foreign, fmt.Sprintf("%s: %s (%s)", id, p.Sequence, invalid.ErrorMessage()))
+		case kinesisx.IsUnknownSequence(err):
+			foreign = append(foreign, fmt.Sprintf("%s: %s", id, p.Sequence))
 		case err != nil:
 			return fmt.Errorf("checking the imported position of shard %s against stream %s: %w", id, stream.Name, err)
 		}
