@@ -41,8 +41,8 @@ type ShardRow struct {
 	Checkpoint     string   `json:"checkpoint,omitempty"`
 	// Start is where a shard without a checkpoint begins, as an import
 	// stored it: "trim_horizon" (its beginning) or "at_timestamp=<time>".
-	Start string `json:"start,omitempty"`
-	HandoffTo      string   `json:"handoff_requested_by,omitempty"`
+	Start     string `json:"start,omitempty"`
+	HandoffTo string `json:"handoff_requested_by,omitempty"`
 	// Unowned marks a ready shard no live lease covers: nobody reads it.
 	Unowned bool `json:"unowned,omitempty"`
 	// LagMillis and LastDelivered are what the shard's owner last
