@@ -40,7 +40,11 @@ func TestIntegrationOperatorCausesAreLogged(t *testing.T) {
 	t.Cleanup(func() { rc.Close() })
 	store := checkpointer.NewFromClient(rc, cfg, nil, nil).Stream(arn)
 	const shard = "shardId-000000000000"
-	_, err = store.Reset(t.Context(), nil, map[string]consumer.Position{shard: {Sequence: *put.SequenceNumber}}, nil, false)
+	// A KCL-style checkpoint (with a sub-sequence) resumes AT_SEQUENCE_NUMBER,
+	// which kinesis-mock checks against the shard's records, as AWS checks
+	// every sequence number (kinesis-mock accepts an unknown one with
+	// AFTER_SEQUENCE_NUMBER).
+	_, err = store.Reset(t.Context(), nil, map[string]consumer.Position{shard: {Sequence: *put.SequenceNumber, HasSub: true}}, nil, false)
 	require.NoError(t, err)
 
 	dir := t.TempDir()
