@@ -1,6 +1,8 @@
 package producer
 
 import (
+	"context"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -129,4 +131,27 @@ func plain(e *Entry) types.PutRecordsRequestEntry {
 		r.ExplicitHashKey = &e.ExplicitHashKey
 	}
 	return r
+}
+
+// misplaced reports whether record k, accepted on shard landed, is an
+// aggregate a KCL reader of that shard would drop: one with a member outside
+// the shard's hash range. That happens when the stream was resharded after
+// the map the aggregate was grouped by was read. A record on the shard it
+// was grouped for is never misplaced, and plain records are readable
+// wherever they land.
+func (p *Producer) misplaced(ctx context.Context, recs *records, k int, landed string) bool {
+	if recs.members == nil || recs.members[k] == nil || landed == "" || landed == recs.predicted(k) {
+		return false
+	}
+	m := p.refreshShardMapFrom(ctx, recs.shards)
+	for _, i := range recs.members[k] {
+		h, err := entryHashKey(recs.src[i])
+		if err != nil {
+			return true
+		}
+		if in, known := m.holds(landed, h); !in || !known {
+			return true
+		}
+	}
+	return false
 }

@@ -22,25 +22,7 @@ const streamCreatedField = "stream_created"
 // bumped (a reader still holding one is fenced out of its next commit or
 // renewal), current is recorded and 1 returned. An instance that comes
 // second finds current recorded and returns 0: one instance clears.
-var streamCreatedScript = newScript(`
-local recorded = redis.call('HGET', KEYS[1], '` + streamCreatedField + `') or ARGV[1]
-if recorded == ARGV[2] then
-  redis.call('HSET', KEYS[1], '` + streamCreatedField + `', ARGV[2])
-  return 0
-end
-local leases = redis.call('HGETALL', KEYS[4])
-for i = 1, #leases, 2 do
-  local _, _, tok = parse_lease(leases[i + 1])
-  redis.call('HSET', KEYS[4], leases[i], lease_value('', 0, tok + 1))
-end
-local ckpt = redis.call('HKEYS', KEYS[2])
-for _, f in ipairs(ckpt) do
-  if string.sub(f, 1, 1) ~= '_' then redis.call('HDEL', KEYS[2], f) end
-end
-redis.call('DEL', KEYS[3], KEYS[5])
-redis.call('HSET', KEYS[1], '` + streamCreatedField + `', ARGV[2])
-return 1
-`)
+var streamCreatedScript = newScript("stream_created")
 
 // StreamCreated compares the creation time of the stream as it exists now
 // with the one the group's checkpoints belong to: the one recorded in the

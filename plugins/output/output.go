@@ -3,10 +3,7 @@ package output
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -149,97 +146,6 @@ func init() {
 	}
 }
 
-// outputConfig is the parsed, validated configuration.
-type outputConfig struct {
-	Stream       string
-	PartitionKey *service.InterpolatedString
-	// partitionKeyMeta is the metadata key when partition_key is exactly
-	// `${! meta("<key>") }`, read without Bloblang (see keyOf).
-	partitionKeyMeta string
-	HashKey          *service.InterpolatedString // nil when unset
-	MaxInFlight      int
-	PreserveOrder    bool
-	Batching         service.BatchPolicy
-	MaxRecordSize    int
-	Aggregation      producer.Aggregation
-	Backoff          kinesisx.Backoff
-	AWS              awsconf.Settings
-}
-
-func outputConfigFromParsed(conf *service.ParsedConfig) (c outputConfig, err error) {
-	if c.Stream, err = conf.FieldString(fieldStream); err != nil {
-		return c, err
-	}
-	if strings.TrimSpace(c.Stream) == "" {
-		return c, fmt.Errorf("field %s: it is empty; give the stream's name or ARN", fieldStream)
-	}
-	if c.PartitionKey, err = conf.FieldInterpolatedString(fieldPartitionKey); err != nil {
-		return c, err
-	}
-	if raw, err := conf.FieldString(fieldPartitionKey); err == nil {
-		if m := metaKeyRef.FindStringSubmatch(raw); m != nil {
-			c.partitionKeyMeta = m[1]
-		}
-	}
-	if conf.Contains(fieldHashKey) {
-		if c.HashKey, err = conf.FieldInterpolatedString(fieldHashKey); err != nil {
-			return c, err
-		}
-	}
-	if c.MaxInFlight, err = conf.FieldMaxInFlight(); err != nil {
-		return c, err
-	}
-	if c.MaxInFlight < 1 {
-		return c, fmt.Errorf("field %s: %d must be at least 1", fieldMaxInFlight, c.MaxInFlight)
-	}
-	if c.PreserveOrder, err = conf.FieldBool(fieldPreserveOrder); err != nil {
-		return c, err
-	}
-	if c.Batching, err = conf.FieldBatchPolicy(fieldBatching); err != nil {
-		return c, err
-	}
-	if c.MaxRecordSize, err = conf.FieldInt(fieldMaxRecordSize); err != nil {
-		return c, err
-	}
-	if c.MaxRecordSize < 1 || c.MaxRecordSize > kinesisx.MaxRecordSizeLimit {
-		return c, fmt.Errorf("field %s: %d is out of range; accepted values are 1 to %d bytes (default %d)", fieldMaxRecordSize, c.MaxRecordSize, kinesisx.MaxRecordSizeLimit, kinesisx.DefaultMaxRecordSize)
-	}
-	agg := conf.Namespace(fieldAggregation)
-	if c.Aggregation.Enabled, err = agg.FieldBool(fieldAggEnabled); err != nil {
-		return c, err
-	}
-	if c.Aggregation.MaxBytes, err = agg.FieldInt(fieldAggMaxBytes); err != nil {
-		return c, err
-	}
-	if c.Aggregation.MaxRecords, err = agg.FieldInt(fieldAggMaxRecords); err != nil {
-		return c, err
-	}
-	if c.Aggregation.Enabled && (c.Aggregation.MaxBytes < minAggMaxBytes || c.Aggregation.MaxBytes > c.MaxRecordSize) {
-		return c, fmt.Errorf("field %s.%s: %d is out of range; accepted values are %d to %s (%d)", fieldAggregation, fieldAggMaxBytes, c.Aggregation.MaxBytes, minAggMaxBytes, fieldMaxRecordSize, c.MaxRecordSize)
-	}
-	if c.Aggregation.MaxRecords < 1 {
-		return c, fmt.Errorf("field %s.%s: %d must be at least 1", fieldAggregation, fieldAggMaxRecords, c.Aggregation.MaxRecords)
-	}
-	if c.Backoff, err = kinesisx.BackoffFromParsed(conf); err != nil {
-		return c, err
-	}
-	if c.AWS, err = awsconf.SettingsFromParsed(conf); err != nil {
-		return c, err
-	}
-	return c, nil
-}
-
-// batchesInFlight is how many WriteBatch calls Benthos may run at once.
-// Benthos gives concurrent batches no order (each is started on its own
-// goroutine), so an ordered output takes one at a time and keeps its
-// parallelism within the batch.
-func (c outputConfig) batchesInFlight() int {
-	if c.PreserveOrder {
-		return 1
-	}
-	return c.MaxInFlight
-}
-
 // kinesisAPI is the part of the Kinesis client the output uses.
 type kinesisAPI interface {
 	producer.API
@@ -261,11 +167,6 @@ type kinesisOutput struct {
 	// stopRefresh ends the shard map refresh of the current connection.
 	stopRefresh func()
 }
-
-// shardMapRefresh is how often the shard map is re-read, so that after a
-// reshard records are grouped by the new shards. The producer also re-reads
-// it at once when a record lands on a shard it did not predict.
-const shardMapRefresh = time.Minute
 
 func newOutputFromConfig(conf outputConfig, mgr *service.Resources) (*kinesisOutput, error) {
 	o := &kinesisOutput{
@@ -328,19 +229,6 @@ func (o *kinesisOutput) Connect(ctx context.Context) error {
 	return nil
 }
 
-// describeError turns a failed DescribeStreamSummary into one error that says
-// what is wrong with which stream where.
-func describeError(stream, region string, err error) error {
-	switch code := kinesisx.ErrorCode(err); {
-	case code == kinesisx.CodeResourceNotFound:
-		return fmt.Errorf("stream %s does not exist in region %s (check `stream`, `region` and `endpoint`): %w", stream, region, err)
-	case kinesisx.IsAccessDenied(err):
-		return fmt.Errorf("access to stream %s in region %s is denied (check `credentials` and the role's kinesis:PutRecords and kinesis:DescribeStreamSummary permissions): %w", stream, region, err)
-	default:
-		return fmt.Errorf("describing stream %s in region %s: %w", stream, region, err)
-	}
-}
-
 func (o *kinesisOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) error {
 	o.mu.RLock()
 	p := o.producer
@@ -393,107 +281,6 @@ func (o *kinesisOutput) WriteBatch(ctx context.Context, batch service.MessageBat
 		bErr.Failed(f.index, &messageError{err: f.err, batch: bErr})
 	}
 	return bErr
-}
-
-// messageError is the error of one message of a failed write: its text is
-// that message's own, and it also carries the write's BatchError.
-//
-// Both are needed because of Benthos' batching layer (an output batching
-// policy, which this output has by default): it answers each upstream
-// transaction with the error of the transaction's first failed message,
-// not with a BatchError. Were that a plain error, a fallback output,
-// switch or auto_replay_nacks upstream would fail the whole transaction
-// (every message of an input's batch) with one message's reason. Through
-// messageError they find the BatchError (errors.As), walk it by source as
-// they do any batch error, and get exactly their failed messages, each
-// with its own reason. Without a batching policy Benthos hands the
-// BatchError up as it is and the wrapper changes nothing.
-type messageError struct {
-	err   error
-	batch *service.BatchError
-}
-
-func (e *messageError) Error() string { return e.err.Error() }
-
-// Unwrap gives the message's own error first, so that errors.Is and
-// errors.As see its causes before the batch's.
-func (e *messageError) Unwrap() []error { return []error{e.err, e.batch} }
-
-// metaKeyRef matches a partition_key that is one metadata value:
-// `${! meta("key") }`.
-var metaKeyRef = regexp.MustCompile(`^\$\{!\s*meta\("([^"\\]+)"\)\s*\}$`)
-
-// keyOf gives each message's partition key. When the key is one metadata
-// value it reads it directly: Bloblang's interpolation costs three
-// allocations per message for the same string. A value that is empty or
-// missing goes through Bloblang, so the result is always what the
-// interpolation gives (meta() makes those null, written "null").
-type keyOf struct {
-	meta string
-	exec *service.MessageBatchInterpolationExecutor
-}
-
-func (k keyOf) TryString(i int, msg *service.Message) (string, error) {
-	if k.meta != "" {
-		if v, _ := msg.MetaGet(k.meta); v != "" {
-			return v, nil
-		}
-	}
-	return k.exec.TryString(i)
-}
-
-func entry(keys keyOf, hashKeys *service.MessageBatchInterpolationExecutor, i int, msg *service.Message) (producer.Entry, error) {
-	var (
-		e   producer.Entry
-		err error
-	)
-	if e.PartitionKey, err = keys.TryString(i, msg); err != nil {
-		return e, fmt.Errorf("interpolating %s: %w", fieldPartitionKey, err)
-	}
-	if hashKeys != nil {
-		if e.ExplicitHashKey, err = hashKeys.TryString(i); err != nil {
-			return e, fmt.Errorf("interpolating %s: %w", fieldHashKey, err)
-		}
-	}
-	if e.Data, err = msg.AsBytes(); err != nil {
-		return e, fmt.Errorf("reading message body: %w", err)
-	}
-	return e, nil
-}
-
-// refreshShardMap re-reads the shard map every shardMapRefresh until the
-// returned func is called; that func waits for the refresher to end.
-func (o *kinesisOutput) refreshShardMap(ctx context.Context, p *producer.Producer) func() {
-	// The refresher lives as long as the connection, not the Connect call.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(shardMapRefresh)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if err := p.RefreshShardMap(ctx); err != nil && ctx.Err() == nil {
-				o.log.With("stream", o.conf.Stream).Warnf("Refreshing the shard map, keeping the previous one: %v", err)
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
-}
-
-// stopLocked ends the current connection's background work; o.mu is held.
-func (o *kinesisOutput) stopLocked() {
-	if o.stopRefresh != nil {
-		o.stopRefresh()
-		o.stopRefresh = nil
-	}
 }
 
 func (o *kinesisOutput) Close(context.Context) error {

@@ -1,0 +1,99 @@
+package chaos
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// killRandom SIGKILLs one live instance and restarts it RestartAfter later.
+func (r *runner) killRandom(ctx context.Context) error {
+	names := []string{"a", "b", "c"}
+	r.mu.Lock()
+	name := names[r.rng.IntN(len(names))]
+	in := r.instances[name]
+	r.mu.Unlock()
+	if in == nil {
+		return nil
+	}
+	select {
+	case <-in.done:
+		return nil // already dead and about to be restarted
+	default:
+	}
+	// The shards it owns, for the failover gap; Redis may be paused, so do
+	// not wait for it long.
+	var owned []string
+	lctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	leases, err := r.store.Leases(lctx)
+	cancel()
+	if err == nil {
+		pid := "-" + strconv.Itoa(in.cmd.Process.Pid) + "-"
+		for shard, l := range leases {
+			if !l.Expired && strings.Contains(l.Owner, pid) {
+				owned = append(owned, shard)
+			}
+		}
+	}
+	now := time.Now()
+	_ = in.cmd.Process.Signal(syscall.SIGKILL)
+	<-in.done
+	r.mu.Lock()
+	r.kills = append(r.kills, Kill{Inst: in.name, At: now, Shards: owned})
+	// What it delivered since its last commit (a commit period, plus a
+	// batch in flight and a commit round trip) is delivered again. The slack
+	// covers commits delayed by a starved CPU or a Redis outage.
+	r.windows = append(r.windows, Window{What: "kill " + in.name, Inst: in.name, From: now.Add(-killWindow(r.plan)), To: now})
+	r.mu.Unlock()
+	r.logf("chaos: killed %s (owned %v)", in.name, owned)
+	select {
+	case <-time.After(r.plan.RestartAfter):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return r.start(name)
+}
+
+// restartName names the Redis restart event in the log.
+func (r *runner) restartName() string {
+	if r.cfg.EmptyRedis {
+		return "redis restart, empty"
+	}
+	return "redis restart"
+}
+
+func (r *runner) restartRedis(ctx context.Context) error {
+	now := time.Now()
+	if err := r.red.Restart(ctx); err != nil {
+		return err
+	}
+	// A commit in flight when Redis stopped may be lost with the connection
+	// (the AOF keeps every acknowledged write). Without the AOF, the
+	// instances re-seed the positions they acked.
+	r.mu.Lock()
+	r.windows = append(r.windows, Window{What: "redis restart", From: now.Add(-2 * r.plan.CommitPeriod), To: time.Now().Add(r.plan.LeasePeriod)})
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *runner) pauseRedis(ctx context.Context) error {
+	from := time.Now()
+	if err := r.red.Pause(); err != nil {
+		return err
+	}
+	select {
+	case <-time.After(r.plan.PauseFor):
+	case <-ctx.Done():
+	}
+	if err := r.red.Resume(); err != nil {
+		return err
+	}
+	// Leases expire during the pause: what was delivered but not committed
+	// from the last commit before it until the readers stop is read again.
+	r.mu.Lock()
+	r.windows = append(r.windows, Window{What: "redis pause", From: from.Add(-2 * r.plan.CommitPeriod), To: time.Now().Add(r.plan.LeasePeriod)})
+	r.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,160 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
+)
+
+// incarnation is one start of an instance: its process and a channel closed
+// once the process was waited for.
+type incarnation struct {
+	name string // e.g. "b3": instance b, third start
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// instanceYAML is a consumer instance: every record becomes a line with its
+// key, counter, shard, sequence number, incarnation and time.
+const instanceYAML = `
+http: { enabled: false }
+logger: { level: info, format: logfmt }
+input:
+  kinesis:
+    streams: [ %s ]
+    start_position: %s
+    region: %s
+    endpoint: %s
+    credentials: { id: %s, secret: %s }
+    checkpoint:
+      redis: { url: '%s' }
+      group: %s
+      commit_period: %s
+    lease: { period: %s, rebalance_period: %s, handoff_timeout: 5s }
+    shard_max_in_flight: 1
+    shard_discovery_interval: 1s
+    idle_poll_interval: 300ms
+%spipeline:
+  processors:
+    - mapping: |
+        root.k = this.k
+        root.c = this.c
+        root.shard = @kinesis_shard
+        root.seq = @kinesis_sequence_number
+        root.inst = "%s"
+        root.at = now()
+output:
+  file: { path: %s, codec: lines }
+shutdown_timeout: 15s
+`
+
+// start launches a new incarnation of instance name.
+func (r *runner) start(name string) error {
+	r.mu.Lock()
+	n := 1
+	for _, o := range r.outputs {
+		if strings.HasPrefix(filepath.Base(o), name) {
+			n++
+		}
+	}
+	inc := name + strconv.Itoa(n)
+	out := filepath.Join(r.cfg.Dir, inc+".jsonl")
+	r.outputs = append(r.outputs, out)
+	r.mu.Unlock()
+
+	p := r.plan
+	conf := filepath.Join(r.cfg.Dir, inc+".yaml")
+	startPosition := "trim_horizon"
+	if r.cfg.EmptyRedis {
+		startPosition = "latest"
+	}
+	endpoint, efo := r.front.URL, ""
+	if r.cutter != nil {
+		endpoint, efo = "https://"+r.cutter.Addr, "    enhanced_fan_out: { enabled: true }\n"
+	}
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML, streamName, startPosition, testenv.Region, endpoint,
+		testenv.AccessKey, testenv.SecretKey, r.red.URL(), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance, efo, inc, out)), 0o600); err != nil {
+		return err
+	}
+	cmd, err := r.launch(conf, filepath.Join(r.cfg.Dir, inc+".log"))
+	if err != nil {
+		return err
+	}
+	in := &incarnation{name: inc, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(in.done) }()
+	r.mu.Lock()
+	r.instances[name] = in
+	r.mu.Unlock()
+	return nil
+}
+
+// launch starts the binary with conf, its output going to logPath.
+func (r *runner) launch(conf, logPath string) (*exec.Cmd, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(r.cfg.Binary, "-c", conf)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if r.cutter != nil {
+		// Trust kinesis-mock's test CA; read its subscriptions without the
+		// initial-response event it omits.
+		cmd.Env = append(os.Environ(), "AWS_CA_BUNDLE="+r.kin.CAFile, consumer.EnvEmulatorNoInitialResponse+"=true")
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("starting %s: %w", r.cfg.Binary, err)
+	}
+	// The child has its own descriptor; ours is not needed.
+	logf.Close()
+	return cmd, nil
+}
+
+// ensureRunning starts instance name again unless it is running.
+func (r *runner) ensureRunning(name string) error {
+	r.mu.Lock()
+	in := r.instances[name]
+	r.mu.Unlock()
+	if in != nil {
+		select {
+		case <-in.done:
+		default:
+			return nil
+		}
+	}
+	return r.start(name)
+}
+
+// outputFiles lists the delivery file of every incarnation so far.
+func (r *runner) outputFiles() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.outputs...)
+}
+
+// stopAll stops every instance gracefully (SIGTERM: commit and release).
+func (r *runner) stopAll() {
+	r.mu.Lock()
+	insts := r.instances
+	r.instances = map[string]*incarnation{}
+	r.mu.Unlock()
+	for _, in := range insts {
+		_ = in.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, in := range insts {
+		select {
+		case <-in.done:
+		case <-time.After(30 * time.Second):
+			_ = in.cmd.Process.Kill()
+			<-in.done
+		}
+	}
+}

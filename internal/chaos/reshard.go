@@ -1,0 +1,88 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"sort"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+)
+
+// openShards lists the stream's open shards from the emulator, sorted by
+// their hash key ranges.
+func (r *runner) openShards(ctx context.Context) ([]types.Shard, error) {
+	all, err := kinesisx.ListAllShards(ctx, r.kc, streamName)
+	if err != nil {
+		return nil, err
+	}
+	var shards []types.Shard
+	for _, s := range all {
+		if s.SequenceNumberRange.EndingSequenceNumber == nil {
+			shards = append(shards, s)
+		}
+	}
+	sort.Slice(shards, func(i, j int) bool {
+		return bigOf(shards[i].HashKeyRange.StartingHashKey).Cmp(bigOf(shards[j].HashKeyRange.StartingHashKey)) < 0
+	})
+	return shards, nil
+}
+
+// bigOf parses a decimal hash key.
+func bigOf(s *string) *big.Int {
+	b, _ := new(big.Int).SetString(aws.ToString(s), 10)
+	return b
+}
+
+// split splits the widest open shard in two.
+func (r *runner) split(ctx context.Context) error {
+	shards, err := r.openShards(ctx)
+	if err != nil {
+		return err
+	}
+	var widest types.Shard
+	var width *big.Int
+	for _, s := range shards {
+		w := new(big.Int).Sub(bigOf(s.HashKeyRange.EndingHashKey), bigOf(s.HashKeyRange.StartingHashKey))
+		if width == nil || w.Cmp(width) > 0 {
+			widest, width = s, w
+		}
+	}
+	mid := new(big.Int).Add(bigOf(widest.HashKeyRange.StartingHashKey), new(big.Int).Rsh(width, 1))
+	if _, err := r.kc.SplitShard(ctx, &kinesis.SplitShardInput{
+		StreamName: aws.String(streamName), ShardToSplit: widest.ShardId, NewStartingHashKey: aws.String(mid.String()),
+	}); err != nil {
+		return fmt.Errorf("splitting shard %s: %w", aws.ToString(widest.ShardId), err)
+	}
+	r.logf("chaos: split %s", aws.ToString(widest.ShardId))
+	_, err = r.kin.WaitActive(ctx, streamName)
+	return err
+}
+
+// merge merges the first two adjacent open shards.
+func (r *runner) merge(ctx context.Context) error {
+	shards, err := r.openShards(ctx)
+	if err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(shards); i++ {
+		end := bigOf(shards[i].HashKeyRange.EndingHashKey)
+		if new(big.Int).Add(end, big.NewInt(1)).Cmp(bigOf(shards[i+1].HashKeyRange.StartingHashKey)) != 0 {
+			continue
+		}
+		if _, err := r.kc.MergeShards(ctx, &kinesis.MergeShardsInput{
+			StreamName: aws.String(streamName), ShardToMerge: shards[i].ShardId, AdjacentShardToMerge: shards[i+1].ShardId,
+		}); err != nil {
+			return fmt.Errorf("merging shards %s and %s: %w", aws.ToString(shards[i].ShardId), aws.ToString(shards[i+1].ShardId), err)
+		}
+		r.logf("chaos: merged %s and %s", aws.ToString(shards[i].ShardId), aws.ToString(shards[i+1].ShardId))
+		_, err = r.kin.WaitActive(ctx, streamName)
+		return err
+	}
+	return errors.New("no two adjacent open shards to merge")
+}

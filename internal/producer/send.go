@@ -1,0 +1,114 @@
+package producer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/failsafe-go/failsafe-go"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+)
+
+// putResult is what one PutRecords attempt leaves: how many entries are
+// still refused and their codes (for retry metrics and logs).
+type putResult struct {
+	failed int
+	codes  map[string]int
+	sample string // one refusal, for the log
+}
+
+// sent is what became of a request.
+type sent struct {
+	// failed holds the records that failed for good, and err the error of
+	// the first of them.
+	failed records
+	err    error
+	// resend is the entries of aggregates that landed on a shard holding
+	// only some of their members, to be sent again.
+	resend []int
+}
+
+// send writes one request, retrying refused entries and retryable errors
+// under the policy, and reports what failed for good through fail.
+func (p *Producer) send(ctx context.Context, req records, fail func(int, error)) (result sent) {
+	pending := req
+	attempts := 0
+
+	_, err := failsafe.With(p.policy).WithContext(ctx).Get(func() (putResult, error) {
+		attempts++
+		// The SDK only reads the entries, so the request shares them.
+		in := &kinesis.PutRecordsInput{Records: pending.entries}
+		if p.conf.StreamARN != "" {
+			in.StreamARN = aws.String(p.conf.StreamARN)
+		} else {
+			in.StreamName = aws.String(p.conf.StreamName)
+		}
+
+		start := time.Now()
+		out, err := p.api.PutRecords(ctx, in, kinesisx.WithRecordsCodec)
+		p.mLatency.Timing(time.Since(start).Nanoseconds(), p.streamLabel())
+		if err != nil {
+			return putResult{failed: pending.len(), codes: map[string]int{kinesisx.ErrorCode(err): pending.len()}, sample: err.Error()}, err
+		}
+		if len(out.Records) != pending.len() {
+			// Without one result per entry nothing can be matched up; do
+			// not guess which records landed.
+			return putResult{}, fmt.Errorf("PutRecords answered %d results for %d records", len(out.Records), pending.len())
+		}
+
+		var (
+			still           records
+			res             putResult
+			written, nbytes int
+		)
+		for k, r := range out.Records {
+			if r.ErrorCode == nil || *r.ErrorCode == "" {
+				if p.misplaced(ctx, &pending, k, aws.ToString(r.ShardId)) {
+					pending.each(k, func(i int) { result.resend = append(result.resend, i) })
+					continue
+				}
+				written += pending.count(k)
+				nbytes += pending.size(k)
+				continue
+			}
+			code, msg := aws.ToString(r.ErrorCode), aws.ToString(r.ErrorMessage)
+			still.add(&pending, k, &RecordError{Code: code, Message: msg})
+			if res.codes == nil {
+				res.codes = map[string]int{}
+				res.sample = code + ": " + msg
+			}
+			res.codes[code]++
+		}
+		p.mRecords.Incr(int64(written), p.streamLabel())
+		p.mBytes.Incr(int64(nbytes), p.streamLabel())
+		pending = still
+		res.failed = still.len()
+		return res, nil
+	})
+
+	if err != nil {
+		err = fmt.Errorf("writing %d records to stream %s after %d attempts: %w", pending.len(), p.streamID(), attempts, err)
+		p.log.With("stream", p.streamID(), "records", pending.len()).Errorf("Records failed for good: %v", err)
+		for k := range pending.len() {
+			pending.each(k, func(i int) { fail(i, err) })
+		}
+		result.failed, result.err = pending, err
+		return result
+	}
+	if pending.len() == 0 {
+		return result
+	}
+	first := pending.refusals[0]
+	p.log.With("stream", p.streamID(), "records", pending.len(), "attempts", attempts).
+		Errorf("Kinesis refused records until the retry budget ran out, last: %s: %s", first.Code, first.Message)
+	for k := range pending.len() {
+		re := pending.refusals[k]
+		re.Attempts = attempts
+		pending.each(k, func(i int) { fail(i, re) })
+	}
+	result.failed, result.err = pending, first
+	return result
+}

@@ -1,0 +1,117 @@
+package producer
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// maxAggregatingRounds bounds how often the records of one write are grouped
+// into aggregates: a write whose aggregates landed on shards the map did not
+// predict is grouped again with a fresh map, and if that happens again (the
+// stream is resharding under it) the rest go as plain records, which are
+// readable wherever they land.
+const maxAggregatingRounds = 2
+
+// Write writes entries and returns nil when all were written, or one error
+// per entry (nil for those written). Entries are validated first; an invalid
+// one fails alone and is not sent. Records Kinesis accepted are never sent
+// again, whatever happens to the others, with one exception: an aggregate
+// that landed on a shard holding only some of its members (the stream was
+// resharded) is sent again as its members, grouped by the new shards,
+// because KCL readers drop such an aggregate whole.
+//
+// An ordered producer keeps each partition key's records in the order of
+// entries. Order across writes holds when each Write returns before the next
+// begins; concurrent writes are not ordered against each other.
+func (p *Producer) Write(ctx context.Context, entries []Entry) []error {
+	var (
+		errs []error
+		mu   sync.Mutex
+	)
+	fail := func(i int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if errs == nil {
+			errs = make([]error, len(entries))
+		}
+		errs[i] = err
+	}
+
+	valid := make([]int, 0, len(entries))
+	for i, e := range entries {
+		if err := Validate(e, p.conf.MaxRecordSize); err != nil {
+			fail(i, err)
+			continue
+		}
+		valid = append(valid, i)
+	}
+
+	for round := 0; len(valid) > 0; round++ {
+		recs := p.records(entries, valid, p.conf.Aggregation.Enabled && round < maxAggregatingRounds)
+		if p.conf.Ordered {
+			valid = p.writeOrdered(ctx, &recs, fail)
+		} else {
+			valid = p.writeUnordered(ctx, &recs, fail)
+		}
+		if len(valid) > 0 {
+			// Entry order is the order each key's records must land in.
+			slices.Sort(valid)
+			p.log.With("stream", p.streamID(), "records", len(valid)).
+				Debug("Sending again the members of aggregates that landed on a shard other than their own")
+		}
+	}
+
+	if errs != nil {
+		n := 0
+		for _, err := range errs {
+			if err != nil {
+				n++
+			}
+		}
+		p.mFailed.Incr(int64(n), p.streamLabel())
+	}
+	return errs
+}
+
+// writeUnordered sends the requests of recs concurrently, up to MaxInFlight.
+// It returns the entries to send again (see Write).
+func (p *Producer) writeUnordered(ctx context.Context, recs *records, fail func(int, error)) []int {
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		resend []int
+	)
+	requests := pack(recs)
+	for n, req := range requests {
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			for k := range req.len() {
+				req.each(k, func(i int) { fail(i, ctx.Err()) })
+			}
+			continue
+		}
+		run := func() {
+			defer func() { <-p.slots }()
+			if again := p.send(ctx, req, fail).resend; len(again) > 0 {
+				mu.Lock()
+				resend = append(resend, again...)
+				mu.Unlock()
+			}
+		}
+		if n == len(requests)-1 {
+			// The last (usually the only) request goes out from this
+			// goroutine, whose stack is already grown for the SDK.
+			run()
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run()
+		}()
+	}
+	wg.Wait()
+	return resend
+}

@@ -1,0 +1,69 @@
+package checkpointer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// CloseShard marks the shard fully consumed: checkpoint SHARD_END, the shard
+// added to the closed set (which lets its children be read) and the lease
+// released. Without replicas to wait for, that is one script. With them it
+// is two steps, each acknowledged by the replicas before the next: first
+// the fenced SHARD_END checkpoint, then the closed set and the release. A
+// failover can then lose at most the second step, and the new owner of the
+// shard finds SHARD_END and closes it again without reading it. A step the
+// replicas did not acknowledge in time is an error, and the caller retries
+// the close. ErrLeaseLost when fenced.
+func (s *Store) CloseShard(ctx context.Context, l consumer.Lease) error {
+	if l.Owner == "" || l.Token == 0 {
+		return fmt.Errorf("closing shard %s: no lease held: %w", l.Shard, consumer.ErrLeaseLost)
+	}
+	what := "closing shard " + l.Shard
+	n, err := s.replicas.want(ctx, s)
+	if err == nil && n > 0 {
+		err = s.Commit(ctx, l, consumer.Position{ShardEnd: true})
+	}
+	if err == nil {
+		err = s.replicated(ctx, what, func(c redis.Scripter) error {
+			n, err := closeScript.Run(ctx, c, []string{s.keys.Leases, s.keys.Checkpoints, s.keys.Closed, s.keys.Handoff, s.keys.Epoch},
+				l.Shard, l.Owner, l.Token, s.knownEpoch()).Int64()
+			if err != nil {
+				return storeErr(what, err)
+			}
+			if n != 1 {
+				return fmt.Errorf("%s (token %d): %w", what, l.Token, consumer.ErrLeaseLost)
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		if errors.Is(err, ErrNotReplicated) {
+			s.log.With("shard", l.Shard).Warnf("Closing the shard is not acknowledged by a replica yet; retrying: %v", err)
+		}
+		s.c.errors.Incr(1)
+		return err
+	}
+	s.c.commits.Incr(1)
+	s.log.With("shard", l.Shard).Debug("Shard closed")
+	return nil
+}
+
+// ClosedShards reads the set of shards fully consumed and committed. Once
+// this store took a shard, a store that forgot the group gives
+// ErrStoreForgot rather than its empty set.
+func (s *Store) ClosedShards(ctx context.Context) (map[string]bool, error) {
+	ms, err := closedScript.Run(ctx, s.c.client, []string{s.keys.Closed, s.keys.Epoch}, s.knownEpoch()).StringSlice()
+	if err != nil {
+		return nil, storeErr("reading closed shards", err)
+	}
+	out := make(map[string]bool, len(ms))
+	for _, m := range ms {
+		out[m] = true
+	}
+	return out, nil
+}

@@ -1,0 +1,31 @@
+package checkpointer
+
+import (
+	"context"
+	"fmt"
+)
+
+// RequestHandoff asks the holder of shard to hand it over to requester. The
+// request lasts until the lease is released or taken, or the requester stops
+// heartbeating; a newer request replaces it.
+func (s *Store) RequestHandoff(ctx context.Context, shard, requester string) error {
+	if err := requestHandoffScript.Run(ctx, s.c.client, []string{s.keys.Handoff}, shard, requester).Err(); err != nil {
+		return fmt.Errorf("requesting hand-off of shard %s: %w", shard, err)
+	}
+	return nil
+}
+
+// HandoffRequests returns shard -> requester for the live leases owner holds
+// that a live member asked for.
+func (s *Store) HandoffRequests(ctx context.Context, owner string) (map[string]string, error) {
+	res, err := handoffRequestsScript.Run(ctx, s.c.client,
+		[]string{s.keys.Handoff, s.keys.Leases, s.keys.Members}, owner, s.periodMillis()).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("reading hand-off requests for %s: %w", owner, err)
+	}
+	out := make(map[string]string, len(res)/2)
+	for i := 0; i+1 < len(res); i += 2 {
+		out[res[i]] = res[i+1]
+	}
+	return out, nil
+}

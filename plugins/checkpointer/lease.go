@@ -1,0 +1,133 @@
+package checkpointer
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// Renew extends l by a lease period. ErrLeaseLost when another owner took
+// it or it was released; an expired lease nobody took is renewed.
+func (s *Store) Renew(ctx context.Context, l consumer.Lease) (consumer.Lease, error) {
+	if l.Owner == "" || l.Token == 0 {
+		return l, fmt.Errorf("renewing lease for shard %s: no lease held: %w", l.Shard, consumer.ErrLeaseLost)
+	}
+	sent := time.Now()
+	res, err := renewScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Epoch}, l.Shard, l.Owner, l.Token, s.periodMillis(), s.knownEpoch()).Int64Slice()
+	if err != nil {
+		return l, storeErr("renewing lease for shard "+l.Shard, err)
+	}
+	if len(res) != 3 || res[0] != 1 {
+		return l, fmt.Errorf("renewing lease for shard %s (token %d): %w", l.Shard, l.Token, consumer.ErrLeaseLost)
+	}
+	l.ExpiresAt = time.UnixMilli(res[1])
+	l.Deadline = sent.Add(time.Duration(res[1]-res[2]) * time.Millisecond)
+	return l, nil
+}
+
+// RenewAll renews all of owner's leases in one script call, so the cost in
+// Redis is per instance, not per shard. It returns the renewed leases and
+// the shards whose lease was lost; err is a Redis error, in which case no
+// lease is known to be renewed.
+func (s *Store) RenewAll(ctx context.Context, owner string, ls []consumer.Lease) (renewed []consumer.Lease, lost []string, err error) {
+	if len(ls) == 0 {
+		return nil, nil, nil
+	}
+	args := make([]any, 0, 3+2*len(ls))
+	args = append(args, owner, s.periodMillis(), s.knownEpoch())
+	for _, l := range ls {
+		args = append(args, l.Shard, l.Token)
+	}
+	sent := time.Now()
+	res, err := renewAllScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Epoch}, args...).Slice()
+	if err != nil {
+		return nil, nil, storeErr(fmt.Sprintf("renewing %d leases of %s", len(ls), owner), err)
+	}
+	if len(res) < 2 {
+		return nil, nil, fmt.Errorf("renewing %d leases of %s: unexpected script reply %v", len(ls), owner, res)
+	}
+	exp, now := toInt(res[0]), toInt(res[1])
+	lostSet := make(map[string]bool, len(res)-2)
+	for _, v := range res[2:] {
+		lostSet[toString(v)] = true
+		lost = append(lost, toString(v))
+	}
+	for _, l := range ls {
+		if lostSet[l.Shard] || l.Owner != owner {
+			continue
+		}
+		l.ExpiresAt = time.UnixMilli(exp)
+		l.Deadline = sent.Add(time.Duration(exp-now) * time.Millisecond)
+		renewed = append(renewed, l)
+	}
+	return renewed, lost, nil
+}
+
+// Release gives l up and clears any hand-off request for its shard.
+// Releasing a lease already released is not an error; one taken by another
+// owner is ErrLeaseLost.
+func (s *Store) Release(ctx context.Context, l consumer.Lease) error {
+	n, err := releaseScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Handoff, s.keys.Epoch}, l.Shard, l.Owner, l.Token, s.knownEpoch()).Int64()
+	if err != nil {
+		return storeErr("releasing lease for shard "+l.Shard, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("releasing lease for shard %s (token %d): %w", l.Shard, l.Token, consumer.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Leases reads every lease, judged against Redis TIME. Released leases are
+// included with Owner "" and Expired true.
+func (s *Store) Leases(ctx context.Context) (map[string]consumer.LeaseState, error) {
+	sent := time.Now()
+	res, err := leasesScript.Run(ctx, s.c.client, []string{s.keys.Leases}).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("reading leases: %w", err)
+	}
+	if len(res) < 1 {
+		return nil, fmt.Errorf("reading leases: unexpected script reply %v", res)
+	}
+	now := toInt(res[0])
+	out := make(map[string]consumer.LeaseState, (len(res)-1)/2)
+	for i := 1; i+1 < len(res); i += 2 {
+		shard := toString(res[i])
+		owner, exp, tok, ok := parseLeaseValue(toString(res[i+1]))
+		if !ok {
+			return nil, fmt.Errorf("reading lease of shard %s: malformed value %q", shard, toString(res[i+1]))
+		}
+		st := consumer.LeaseState{Lease: consumer.Lease{Shard: shard, Owner: owner, Token: tok, ExpiresAt: time.UnixMilli(exp)}}
+		if owner == "" || exp <= now {
+			st.Expired = true
+		} else {
+			st.ExpiresIn = time.Duration(exp-now) * time.Millisecond
+			st.Deadline = sent.Add(st.ExpiresIn)
+		}
+		out[shard] = st
+	}
+	return out, nil
+}
+
+// parseLeaseValue reads "<owner>|<expiresAtMillis>|<token>", taking the
+// numbers from the right as the scripts do.
+func parseLeaseValue(v string) (owner string, exp, tok int64, ok bool) {
+	i := strings.LastIndexByte(v, '|')
+	if i < 0 {
+		return "", 0, 0, false
+	}
+	j := strings.LastIndexByte(v[:i], '|')
+	if j < 0 {
+		return "", 0, 0, false
+	}
+	var err1, err2 error
+	exp, err1 = strconv.ParseInt(v[j+1:i], 10, 64)
+	tok, err2 = strconv.ParseInt(v[i+1:], 10, 64)
+	if err1 != nil || err2 != nil {
+		return "", 0, 0, false
+	}
+	return v[:j], exp, tok, true
+}

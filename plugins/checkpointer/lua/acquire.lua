@@ -1,0 +1,38 @@
+local now = now_ms()
+local eid = redis.call('HGET', KEYS[4], 'id')
+if ARGV[4] == '' then
+  if not eid then
+    eid = ARGV[5]
+    redis.call('HSET', KEYS[4], 'id', eid, 'start', now)
+  end
+elseif eid ~= ARGV[4] then
+  return forgot(KEYS[4])
+end
+local gstart = tonumber(redis.call('HGET', KEYS[4], 'start')) or 0
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+local owner, exp, tok = parse_lease(raw)
+local period = tonumber(ARGV[3])
+-- How long ago the previous holder's lease ended (it expired, or was
+-- released at that time), or -1 when unknown.
+local quiet = -1
+if live(owner, exp, now) then
+  if owner ~= ARGV[2] then return {0, owner, exp, tok, now, eid, gstart, '', '', -1} end
+  -- The caller holds it already: a renewal, same token.
+  exp = now + period
+  redis.call('HSET', KEYS[1], ARGV[1], lease_value(owner, exp, tok))
+else
+  local reseeded = tonumber(redis.call('HGET', KEYS[4], 'reseeded')) or 0
+  if not raw and now < reseeded + period then
+    return {0, '', reseeded + period, 0, now, eid, gstart, '', '', -1}
+  end
+  if raw and exp > 0 then quiet = now - exp end
+  owner = ARGV[2]
+  tok = tok + 1
+  exp = now + period
+  redis.call('HSET', KEYS[1], ARGV[1], lease_value(owner, exp, tok))
+  -- A request to hand the shard over was meant for the previous holder.
+  redis.call('HDEL', KEYS[2], ARGV[1])
+end
+local ck = redis.call('HGET', KEYS[3], ARGV[1]) or ''
+local start = redis.call('HGET', KEYS[3], '{{startField}}') or ''
+return {1, owner, exp, tok, now, eid, gstart, ck, start, quiet}

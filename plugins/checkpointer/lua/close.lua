@@ -1,0 +1,11 @@
+local gone, owner, _, tok = known_lease(KEYS[1], ARGV[1], KEYS[5], ARGV[4])
+if gone then return gone end
+if tok == tonumber(ARGV[3]) and owner == '' and redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then
+  return 1
+end
+if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], 'SHARD_END')
+redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('HSET', KEYS[1], ARGV[1], lease_value('', 0, tok))
+redis.call('HDEL', KEYS[4], ARGV[1])
+return 1

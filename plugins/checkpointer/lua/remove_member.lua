@@ -1,0 +1,1 @@
+return redis.call('ZREM', KEYS[1], ARGV[1])

@@ -1,0 +1,16 @@
+if not epoch_ok(KEYS[2], ARGV[3]) then return forgot(KEYS[2]) end
+for i = 4, #ARGV, 2 do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then return forgot(KEYS[2]) end
+end
+local now = now_ms()
+local exp = now + tonumber(ARGV[2])
+local out = {exp, now}
+for i = 4, #ARGV, 2 do
+  local owner, _, tok = parse_lease(redis.call('HGET', KEYS[1], ARGV[i]))
+  if owner == ARGV[1] and tok == tonumber(ARGV[i + 1]) then
+    redis.call('HSET', KEYS[1], ARGV[i], lease_value(owner, exp, tok))
+  else
+    table.insert(out, ARGV[i])
+  end
+end
+return out

@@ -1,0 +1,42 @@
+local now = now_ms()
+local found = redis.call('HGET', KEYS[1], 'id') or ''
+local fstart = tonumber(redis.call('HGET', KEYS[1], 'start'))
+local mine = tonumber(ARGV[2])
+if found == '' or (found ~= ARGV[1] and fstart ~= nil and fstart > mine) then
+  redis.call('HSET', KEYS[1], 'id', ARGV[1], 'start', ARGV[2])
+end
+redis.call('HSET', KEYS[1], 'reseeded', now)
+local i = 7
+for _ = 1, tonumber(ARGV[5]) do
+  local cur = redis.call('HGET', KEYS[2], ARGV[i])
+  local ok = true
+  if cur then
+    local _, _, _, valid = parse_pos(cur)
+    ok = not valid or cmp_pos(ARGV[i + 1], cur) > 0
+  end
+  if ok then redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+  i = i + 2
+end
+if ARGV[6] ~= '' then redis.call('HSETNX', KEYS[2], '{{startField}}', ARGV[6]) end
+local nclosed = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, nclosed do
+  redis.call('SADD', KEYS[3], ARGV[i])
+  redis.call('HSET', KEYS[2], ARGV[i], 'SHARD_END')
+  i = i + 1
+end
+local exp = now + tonumber(ARGV[4])
+local out = {redis.call('HGET', KEYS[1], 'id'), tonumber(redis.call('HGET', KEYS[1], 'start')), found, exp, now}
+for j = i, #ARGV, 2 do
+  local raw = redis.call('HGET', KEYS[4], ARGV[j])
+  local owner, lexp, tok = parse_lease(raw)
+  local want = tonumber(ARGV[j + 1])
+  local free = not live(owner, lexp, now)
+  if not raw or (owner == ARGV[3] and tok == want) or
+     (free and (tok < want or (tok == want and owner == ''))) then
+    redis.call('HSET', KEYS[4], ARGV[j], lease_value(ARGV[3], exp, want))
+  else
+    table.insert(out, ARGV[j])
+  end
+end
+return out

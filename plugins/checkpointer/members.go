@@ -1,0 +1,55 @@
+package checkpointer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Heartbeat records member as alive now, by Redis TIME.
+func (s *Store) Heartbeat(ctx context.Context, member string) error {
+	if err := heartbeatScript.Run(ctx, s.c.client, []string{s.keys.Members}, member).Err(); err != nil {
+		return fmt.Errorf("heartbeating member %s: %w", member, err)
+	}
+	return nil
+}
+
+// LiveMembers lists, sorted, the members that heartbeat within the lease
+// period, and removes the others.
+func (s *Store) LiveMembers(ctx context.Context) ([]string, error) {
+	ms, err := liveMembersScript.Run(ctx, s.c.client, []string{s.keys.Members}, s.periodMillis()).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("listing live members: %w", err)
+	}
+	slices.Sort(ms)
+	return ms, nil
+}
+
+// RemoveMember removes member at once (on graceful shutdown), so others
+// rebalance without waiting for its heartbeat to age out.
+func (s *Store) RemoveMember(ctx context.Context, member string) error {
+	if err := removeMemberScript.Run(ctx, s.c.client, []string{s.keys.Members}, member).Err(); err != nil {
+		return fmt.Errorf("removing member %s: %w", member, err)
+	}
+	return nil
+}
+
+// LiveMembersReadOnly lists, sorted, the members that heartbeat within the
+// lease period without pruning the others (for inspection).
+func (s *Store) LiveMembersReadOnly(ctx context.Context) ([]string, error) {
+	res, err := nowScript.Run(ctx, s.c.client, []string{s.keys.Members}).Int64()
+	if err != nil {
+		return nil, fmt.Errorf("listing live members: %w", err)
+	}
+	ms, err := s.c.client.ZRangeByScore(ctx, s.keys.Members, &redis.ZRangeBy{
+		Min: strconv.FormatInt(res-s.periodMillis(), 10), Max: "+inf",
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("listing live members: %w", err)
+	}
+	slices.Sort(ms)
+	return ms, nil
+}

@@ -1,0 +1,69 @@
+package checkpointer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// Reseed writes back what one instance knows into a store that forgot the
+// group: the group record this store knows (of two records the one with the
+// earlier start wins, so instances that disagree converge), checkpoints
+// (only forwards), the start override, closed shards and the instance's
+// leases with their tokens. The store then presents the record stored.
+func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
+	s.epochMu.Lock()
+	epoch, start := s.epoch, s.groupStart
+	s.epochMu.Unlock()
+	if epoch == "" {
+		return consumer.Reseeded{}, errors.New("re-seeding the checkpoint store: no group record known yet (take a shard first)")
+	}
+	override := ""
+	if seed.Override != nil {
+		override = seed.Override.String()
+	}
+	args := []any{epoch, start.UnixMilli(), seed.Owner, s.periodMillis(), len(seed.Checkpoints), override}
+	for _, shard := range slices.Sorted(maps.Keys(seed.Checkpoints)) {
+		args = append(args, shard, seed.Checkpoints[shard].String())
+	}
+	args = append(args, len(seed.Closed))
+	for _, shard := range seed.Closed {
+		args = append(args, shard)
+	}
+	for _, l := range seed.Leases {
+		args = append(args, l.Shard, l.Token)
+	}
+	sent := time.Now()
+	res, err := reseedScript.Run(ctx, s.c.client, []string{s.keys.Epoch, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases}, args...).Slice()
+	if err != nil {
+		return consumer.Reseeded{}, fmt.Errorf("re-seeding the checkpoint store: %w", err)
+	}
+	if len(res) < 5 {
+		return consumer.Reseeded{}, fmt.Errorf("re-seeding the checkpoint store: unexpected script reply %v", res)
+	}
+	out := consumer.Reseeded{Epoch: toString(res[0]), GroupStart: time.UnixMilli(toInt(res[1])), FoundEpoch: toString(res[2])}
+	s.epochMu.Lock()
+	s.epoch, s.groupStart = out.Epoch, out.GroupStart
+	s.epochMu.Unlock()
+	exp, now := toInt(res[3]), toInt(res[4])
+	lost := map[string]bool{}
+	for _, v := range res[5:] {
+		lost[toString(v)] = true
+		out.Lost = append(out.Lost, toString(v))
+	}
+	for _, l := range seed.Leases {
+		if lost[l.Shard] {
+			continue
+		}
+		l.Owner = seed.Owner
+		l.ExpiresAt = time.UnixMilli(exp)
+		l.Deadline = sent.Add(time.Duration(exp-now) * time.Millisecond)
+		out.Renewed = append(out.Renewed, l)
+	}
+	return out, nil
+}

@@ -1,0 +1,105 @@
+package output
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/awsconf"
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+	"github.com/connect-kinesis/connect-kinesis/internal/producer"
+)
+
+// outputConfig is the parsed, validated configuration.
+type outputConfig struct {
+	Stream       string
+	PartitionKey *service.InterpolatedString
+	// partitionKeyMeta is the metadata key when partition_key is exactly
+	// `${! meta("<key>") }`, read without Bloblang (see keyOf).
+	partitionKeyMeta string
+	HashKey          *service.InterpolatedString // nil when unset
+	MaxInFlight      int
+	PreserveOrder    bool
+	Batching         service.BatchPolicy
+	MaxRecordSize    int
+	Aggregation      producer.Aggregation
+	Backoff          kinesisx.Backoff
+	AWS              awsconf.Settings
+}
+
+// outputConfigFromParsed reads and checks the fields; a value out of range
+// fails with an error naming the field and the accepted values.
+func outputConfigFromParsed(conf *service.ParsedConfig) (c outputConfig, err error) {
+	if c.Stream, err = conf.FieldString(fieldStream); err != nil {
+		return c, err
+	}
+	if strings.TrimSpace(c.Stream) == "" {
+		return c, fmt.Errorf("field %s: it is empty; give the stream's name or ARN", fieldStream)
+	}
+	if c.PartitionKey, err = conf.FieldInterpolatedString(fieldPartitionKey); err != nil {
+		return c, err
+	}
+	if raw, err := conf.FieldString(fieldPartitionKey); err == nil {
+		if m := metaKeyRef.FindStringSubmatch(raw); m != nil {
+			c.partitionKeyMeta = m[1]
+		}
+	}
+	if conf.Contains(fieldHashKey) {
+		if c.HashKey, err = conf.FieldInterpolatedString(fieldHashKey); err != nil {
+			return c, err
+		}
+	}
+	if c.MaxInFlight, err = conf.FieldMaxInFlight(); err != nil {
+		return c, err
+	}
+	if c.MaxInFlight < 1 {
+		return c, fmt.Errorf("field %s: %d must be at least 1", fieldMaxInFlight, c.MaxInFlight)
+	}
+	if c.PreserveOrder, err = conf.FieldBool(fieldPreserveOrder); err != nil {
+		return c, err
+	}
+	if c.Batching, err = conf.FieldBatchPolicy(fieldBatching); err != nil {
+		return c, err
+	}
+	if c.MaxRecordSize, err = conf.FieldInt(fieldMaxRecordSize); err != nil {
+		return c, err
+	}
+	if c.MaxRecordSize < 1 || c.MaxRecordSize > kinesisx.MaxRecordSizeLimit {
+		return c, fmt.Errorf("field %s: %d is out of range; accepted values are 1 to %d bytes (default %d)", fieldMaxRecordSize, c.MaxRecordSize, kinesisx.MaxRecordSizeLimit, kinesisx.DefaultMaxRecordSize)
+	}
+	agg := conf.Namespace(fieldAggregation)
+	if c.Aggregation.Enabled, err = agg.FieldBool(fieldAggEnabled); err != nil {
+		return c, err
+	}
+	if c.Aggregation.MaxBytes, err = agg.FieldInt(fieldAggMaxBytes); err != nil {
+		return c, err
+	}
+	if c.Aggregation.MaxRecords, err = agg.FieldInt(fieldAggMaxRecords); err != nil {
+		return c, err
+	}
+	if c.Aggregation.Enabled && (c.Aggregation.MaxBytes < minAggMaxBytes || c.Aggregation.MaxBytes > c.MaxRecordSize) {
+		return c, fmt.Errorf("field %s.%s: %d is out of range; accepted values are %d to %s (%d)", fieldAggregation, fieldAggMaxBytes, c.Aggregation.MaxBytes, minAggMaxBytes, fieldMaxRecordSize, c.MaxRecordSize)
+	}
+	if c.Aggregation.MaxRecords < 1 {
+		return c, fmt.Errorf("field %s.%s: %d must be at least 1", fieldAggregation, fieldAggMaxRecords, c.Aggregation.MaxRecords)
+	}
+	if c.Backoff, err = kinesisx.BackoffFromParsed(conf); err != nil {
+		return c, err
+	}
+	if c.AWS, err = awsconf.SettingsFromParsed(conf); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// batchesInFlight is how many WriteBatch calls Benthos may run at once.
+// Benthos gives concurrent batches no order (each is started on its own
+// goroutine), so an ordered output takes one at a time and keeps its
+// parallelism within the batch.
+func (c outputConfig) batchesInFlight() int {
+	if c.PreserveOrder {
+		return 1
+	}
+	return c.MaxInFlight
+}
