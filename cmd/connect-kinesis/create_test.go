@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,7 +81,7 @@ func TestIntegrationCreatedConfigRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, aws.ToInt32(put.FailedRecordCount))
 
-	startBinary(t, t.TempDir(), "created", writeFile(t, "created.yaml", string(conf)), nil)
+	cmd, logf := startBinary(t, t.TempDir(), "created", writeFile(t, "created.yaml", string(conf)), nil)
 
 	cfg := checkpointer.DefaultConfig()
 	cfg.Group = group
@@ -93,6 +95,16 @@ func TestIntegrationCreatedConfigRuns(t *testing.T) {
 		require.NoError(t, err)
 		return len(ck) == 2
 	}, 60*time.Second, 200*time.Millisecond, "the input commits a checkpoint on both shards")
+
+	// A commit that waits for a replica the server does not have writes
+	// the checkpoint and then fails: the log tells, and the stop's final
+	// commit fails the same way.
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	assert.NoError(t, cmd.Wait(), "a graceful stop")
+	log, err := os.ReadFile(logf.Name())
+	require.NoError(t, err)
+	assert.NotContains(t, string(log), "replicas acknowledged", "no commit waits for replicas a plain Redis does not have")
+	assert.NotContains(t, string(log), "level=error")
 }
 
 // countRecords reads a stream from its start and counts its records.

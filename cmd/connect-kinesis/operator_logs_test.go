@@ -30,6 +30,11 @@ func TestIntegrationOperatorCausesAreLogged(t *testing.T) {
 	const stream = "operator-logs"
 	arn := k.MustCreateStream(t, stream, 1)
 	k.MustCreateStream(t, "operator-logs-other", 1)
+	// kinesis-mock checks a sequence number only against a shard that holds
+	// records.
+	_, err := k.Client().PutRecord(t.Context(), &kinesis.PutRecordInput{StreamName: aws.String(stream),
+		PartitionKey: aws.String("k"), Data: []byte("y")})
+	require.NoError(t, err)
 	put, err := k.Client().PutRecord(t.Context(), &kinesis.PutRecordInput{StreamName: aws.String("operator-logs-other"),
 		PartitionKey: aws.String("k"), Data: []byte("x")})
 	require.NoError(t, err)
