@@ -59,7 +59,9 @@ func TestIntegrationRollingUpgrade(t *testing.T) {
 	t.Parallel()
 	old := buildRelease(t, upgradeFrom)
 	const stream = "rolling-upgrade"
-	k, r, store, dir := miSetup(t, stream, 4)
+	// Six shards over three instances: two each, so each new instance
+	// joining two old ones that hold three each is handed its share.
+	k, r, store, dir := miSetup(t, stream, 6)
 	client := k.Client()
 	p := &producer{counter: map[string]int{}}
 
@@ -79,14 +81,16 @@ func TestIntegrationRollingUpgrade(t *testing.T) {
 		}
 	})
 	stopLoad := sync.OnceFunc(func() { close(stop); wg.Wait() })
-	t.Cleanup(stopLoad)
+	// Deferred, not a cleanup: the load must end before the test's context
+	// is cancelled.
+	defer stopLoad()
 
 	var all []*instance
 	names := []string{"old-a", "old-b", "old-c"}
 	for _, name := range names {
 		all = append(all, startInstanceOf(t, old, dir, name, k, r, stream, false))
 	}
-	require.Eventually(t, func() bool { return len(owners(t, store)) == 3 }, 60*time.Second, 200*time.Millisecond,
+	require.Eventually(t, func() bool { o := owners(t, store); return len(o) == 3 && allEqual(o, 2) }, 60*time.Second, 200*time.Millisecond,
 		"the old instances share the shards: %v", func() string { return ownerSummary(owners(t, store)) })
 
 	for i, name := range names {
