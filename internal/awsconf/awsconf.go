@@ -214,6 +214,17 @@ func (s Settings) KinesisClient(cfg aws.Config) *kinesis.Client {
 	})
 }
 
+// idleConnTimeout is how long an unused connection is kept for the next
+// request. It must be shorter than the server's own keep-alive, or a request
+// can be sent on a connection at the instant the server closes it: the
+// request then fails (EOF, connection reset) and costs a retry. Servers
+// close idle connections after 5 s (Node's default, kinesalite's) to 60 s
+// (kinesis-mock, load balancers); the SDK's 90 s outlived both, so the
+// output's shard map refresh (every minute) met kinesis-mock's close about
+// every other time. Under load a connection never idles this long, so the
+// price is one new connection after a pause.
+const idleConnTimeout = 4 * time.Second
+
 // httpClient keeps enough idle connections per host for the output's
 // concurrent PutRecords and the input's per-shard readers; the SDK default
 // transport keeps few, and reconnecting costs more than the request.
@@ -223,6 +234,6 @@ func httpClient() *awshttp.BuildableClient {
 		WithTransportOptions(func(t *http.Transport) {
 			t.MaxIdleConns = 512
 			t.MaxIdleConnsPerHost = 256
-			t.IdleConnTimeout = 90 * time.Second
+			t.IdleConnTimeout = idleConnTimeout
 		})
 }

@@ -102,7 +102,7 @@ func Start(target string, seed uint64) (*Proxy, error) {
 	p := &Proxy{
 		URL:    "http://" + ln.Addr().String(),
 		target: u,
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second}},
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 4 * time.Second}}, // under the emulators' keep-alive (5 s, 60 s)
 		ln:     ln,
 		rules:  map[string]Rule{},
 		rng:    rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),

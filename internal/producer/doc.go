@@ -12,5 +12,8 @@
 // records are grouped by shard and sent in rounds; a round takes each
 // shard's next records, holding a key at most once, packs them into as few
 // requests as the limits allow (several shards per request), sends those in
-// parallel, and retries refused records before the next round.
+// parallel, and retries refused records before the next round. Ordered
+// writes may overlap: each takes its place when it begins (Reserve), and a
+// record whose key an earlier write in flight holds waits for that write to
+// end (sequence.go).
 package producer

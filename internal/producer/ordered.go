@@ -36,12 +36,31 @@ var ErrEarlierRecordFailed = errors.New("not sent: an earlier message with the s
 // lane's shard was split or merged: the aggregate's members and everything
 // not sent yet are returned, to be grouped anew by the fresh map and sent
 // after what has landed.
-func (p *Producer) writeOrdered(ctx context.Context, recs *records, fail func(int, error)) []int {
-	w := &orderedWrite{remaining: recs.len(), recs: recs, fail: fail, lanes: lanesOf(recs), seen: make(map[string]bool, min(recs.len(), kinesisx.MaxPutRecordsCount))}
+//
+// Records whose key an earlier write still holds (seq, see sequence.go) are
+// passed over like a clash until that write ends; when nothing else is left
+// to send, the write waits for it.
+func (p *Producer) writeOrdered(ctx context.Context, recs *records, seq *sequenced, fail func(int, error)) []int {
+	w := &orderedWrite{remaining: recs.len(), recs: recs, seq: seq, fail: fail, lanes: lanesOf(recs), seen: make(map[string]bool, min(recs.len(), kinesisx.MaxPutRecordsCount))}
+	defer func() { seq.noteFailed(w.failed) }()
 	for {
 		requests := w.round()
 		if len(requests) == 0 {
-			return nil
+			if len(w.lanes) == 0 {
+				return nil
+			}
+			// Every record left waits for an earlier write.
+			select {
+			case <-w.wait:
+				continue
+			case <-ctx.Done():
+				for _, q := range w.lanes {
+					for _, k := range q {
+						recs.each(k, func(i int) { fail(i, ctx.Err()) })
+					}
+				}
+				return nil
+			}
 		}
 		results, sentAll := p.sendAll(ctx, requests, fail)
 		var resend []int
@@ -162,6 +181,11 @@ type orderedWrite struct {
 	// failed maps the partition keys whose records failed for good to why.
 	failed map[string]error
 	fail   func(int, error)
+	// seq is the write's place among overlapping ordered writes; wait is,
+	// after a round, the end of an earlier write one of the records passed
+	// over waits for (nil if none).
+	seq  *sequenced
+	wait <-chan struct{}
 	// seen marks the partition keys a round has taken (false) or passed
 	// over (true); it is cleared and reused every round. A key belongs to
 	// one lane, so the lanes share it.
@@ -221,12 +245,14 @@ func (w *orderedWrite) markFailed(r *records, k int, err error) {
 }
 
 // round takes the next records of every lane and packs them into requests.
-// A lane gives the records, in order, that fit one request and share no
+// A lane gives the records, in order, that fit one request, share no
 // partition key with a record taken or passed over before them, so no key
-// overtakes itself; the rest stay in the lane. The lanes' records are then
+// overtakes itself, and have no key an earlier write still holds; the rest
+// stay in the lane. The lanes' records are then
 // packed in lane order, a lane's records never split between requests.
 func (w *orderedWrite) round() []records {
 	clear(w.seen)
+	w.wait = nil
 	var (
 		requests []records
 		req      records
@@ -246,6 +272,13 @@ func (w *orderedWrite) round() []records {
 			if len(take) == kinesisx.MaxPutRecordsCount || (len(take) > 0 && takenBytes+size > kinesisx.MaxPutRecordsBytes) {
 				rest = append(rest, queue[n:]...)
 				break
+			}
+			switch w.held(k) {
+			case heldBack:
+				rest = append(rest, k)
+				continue
+			case failedUnsent:
+				continue
 			}
 			if w.clashes(k) {
 				rest = append(rest, k)
@@ -295,4 +328,49 @@ func (w *orderedWrite) clashes(k int) bool {
 	})
 	keys(w.recs, k, func(pk string) bool { w.seen[pk] = clash; return true })
 	return clash
+}
+
+// What held found of a record's keys.
+const (
+	free         = iota // no earlier write holds them
+	heldBack            // an earlier write in flight holds one
+	failedUnsent        // an earlier write's record of one failed for good
+)
+
+// held tells whether record k has a key an earlier write still holds: its
+// keys are then marked passed over, so that no later record of them is
+// taken this round, and the round notes what to wait for. If the earlier
+// write's record of a key failed for good, record k fails unsent, as after
+// an earlier failure in this write.
+func (w *orderedWrite) held(k int) int {
+	if w.seq == nil || w.seq.after == nil {
+		return free
+	}
+	var (
+		wait   <-chan struct{}
+		failed error
+	)
+	keys(w.recs, k, func(pk string) bool {
+		wait, failed = w.seq.waitingFor(pk)
+		if failed != nil {
+			if w.failed == nil {
+				w.failed = map[string]error{}
+			}
+			if _, ok := w.failed[pk]; !ok {
+				w.failed[pk] = failed
+			}
+		}
+		return wait == nil && failed == nil
+	})
+	if failed != nil && w.failAfter(k) {
+		return failedUnsent
+	}
+	if wait == nil {
+		return free
+	}
+	if w.wait == nil {
+		w.wait = wait
+	}
+	keys(w.recs, k, func(pk string) bool { w.seen[pk] = true; return true })
+	return heldBack
 }

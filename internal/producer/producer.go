@@ -42,9 +42,10 @@ type Config struct {
 	// writes.
 	MaxInFlight int
 	// Ordered keeps the records of each partition key in the order of the
-	// entries: per shard one request at a time, a partition key at most once
-	// per request, and a refused record retried before any later record of
-	// its shard is sent. Writes must not overlap (see Write).
+	// entries, and across writes in the order the writes began (see
+	// Reserve): a partition key at most once per request and in at most one
+	// request in flight, and a refused record retried before any later
+	// record of its key is sent. Writes may overlap.
 	Ordered     bool
 	Backoff     kinesisx.Backoff
 	Aggregation Aggregation
@@ -84,6 +85,8 @@ type Producer struct {
 	// on an unexpected shard at once cost one listing.
 	refreshing sync.Mutex
 	warn       *rateLimitedLogger
+	// order sequences overlapping ordered writes by partition key.
+	order keyOrder
 
 	mRecords, mBytes, mFailed *service.MetricCounter
 	mRetries                  *service.MetricCounter

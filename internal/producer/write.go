@@ -22,9 +22,16 @@ const maxAggregatingRounds = 2
 // because KCL readers drop such an aggregate whole.
 //
 // An ordered producer keeps each partition key's records in the order of
-// entries. Order across writes holds when each Write returns before the next
-// begins; concurrent writes are not ordered against each other.
+// entries, and across writes in the order the writes began: Write is
+// Reserve().Write. Writes may overlap; a later write's records of a key an
+// earlier write holds wait for that write to end (see sequence.go).
 func (p *Producer) Write(ctx context.Context, entries []Entry) []error {
+	return p.Reserve().Write(ctx, entries)
+}
+
+// write is Write in the place seq holds among ordered writes (nil when
+// unordered).
+func (p *Producer) write(ctx context.Context, entries []Entry, seq *sequenced) []error {
 	var (
 		errs []error
 		mu   sync.Mutex
@@ -50,7 +57,7 @@ func (p *Producer) Write(ctx context.Context, entries []Entry) []error {
 	for round := 0; len(valid) > 0; round++ {
 		recs := p.records(entries, valid, p.conf.Aggregation.Enabled && round < maxAggregatingRounds)
 		if p.conf.Ordered {
-			valid = p.writeOrdered(ctx, &recs, fail)
+			valid = p.writeOrdered(ctx, &recs, seq, fail)
 		} else {
 			valid = p.writeUnordered(ctx, &recs, fail)
 		}

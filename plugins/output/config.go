@@ -93,13 +93,9 @@ func outputConfigFromParsed(conf *service.ParsedConfig) (c outputConfig, err err
 	return c, nil
 }
 
-// batchesInFlight is how many WriteBatch calls Benthos may run at once.
-// Benthos gives concurrent batches no order (each is started on its own
-// goroutine), so an ordered output takes one at a time and keeps its
-// parallelism within the batch.
+// batchesInFlight is how many WriteBatch calls Benthos may run at once:
+// max_in_flight in both modes. Ordered, overlapping batches are sequenced by
+// partition key in the order they reach the output (producer.Reserve).
 func (c outputConfig) batchesInFlight() int {
-	if c.PreserveOrder {
-		return 1
-	}
 	return c.MaxInFlight
 }

@@ -36,7 +36,14 @@ func runPipeline(t *testing.T, yaml string, env map[string]string) *captured {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", testenv.SecretKey)
 	t.Setenv("AWS_REGION", testenv.Region)
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	return runStream(t, yaml, env)
+}
 
+// runStream is runPipeline for a pipeline whose output names its region and
+// credentials itself, so that the test may run in parallel (t.Setenv may
+// not).
+func runStream(t *testing.T, yaml string, env map[string]string) *captured {
+	t.Helper()
 	b := service.NewStreamBuilder()
 	b.SetEnvVarLookupFunc(func(k string) (string, bool) {
 		v, ok := env[k]

@@ -60,8 +60,9 @@ func seqOf(data []byte) (int, error) {
 
 // readOrdered reads a stream back the way a KCL reader does (every shard in
 // sequence order, parents before children, aggregates checked against their
-// shard's range) and checks each of the n messages is there once.
-func readOrdered(t *testing.T, emu *testenv.Kinesis, stream string, n int) producertest.KCLView {
+// shard's range) and checks each of the n messages is there, and at most
+// maxDup of them more than once.
+func readOrdered(t *testing.T, emu *testenv.Kinesis, stream string, n, maxDup int) producertest.KCLView {
 	t.Helper()
 	got, err := producertest.ReadStream(t.Context(), emu.Client(), stream)
 	require.NoError(t, err)
@@ -84,16 +85,13 @@ func readOrdered(t *testing.T, emu *testenv.Kinesis, stream string, n int) produ
 		}
 	}
 	assert.Zero(t, missing, "messages lost")
-	// A PutRecords answer lost on its way back (a connection closed while
-	// the body is read) is retried, and what Kinesis had stored lands twice:
-	// at least once, as docs/decisions.md says for cut connections. It was
-	// seen here on a loaded machine without any fault injected (40 of
-	// 20,000 once), so a few duplicates are tolerated; losses and order are
-	// what these tests hold to exactly.
+	// A request whose connection is cut after Kinesis stored it is retried
+	// and lands twice (at least once, docs/decisions.md): only the tests
+	// that cut connections allow it.
 	if dup > 0 {
 		t.Logf("%d messages read more than once", dup)
 	}
-	assert.LessOrEqual(t, dup, n/100+1, "messages read more than once")
+	assert.LessOrEqual(t, dup, maxDup, "messages read more than once")
 	return view
 }
 
@@ -132,7 +130,7 @@ func testOrderWithDefaults(t *testing.T, emu *testenv.Kinesis) {
 			start := time.Now()
 			runPipeline(t, orderPipeline(c.fields...), env)
 			t.Logf("wrote %d messages in %v", n, time.Since(start).Round(time.Millisecond))
-			view := readOrdered(t, emu, stream, n)
+			view := readOrdered(t, emu, stream, n, 0)
 			inv := inversions(t, view)
 			t.Logf("per-key inversions: %d", inv)
 			assert.Zero(t, inv, "per-key inversions")
@@ -163,7 +161,9 @@ func testOrderThroughFaults(t *testing.T, emu *testenv.Kinesis) {
 			t.Logf("proxy: %+v", st)
 			assert.Positive(t, st.EntriesRefused)
 			assert.Positive(t, st.Cut)
-			view := readOrdered(t, emu, stream, n)
+			// The proxy cuts connections, some after the emulator stored
+			// the request: those records land twice.
+			view := readOrdered(t, emu, stream, n, n/100+1)
 			inv := inversions(t, view)
 			t.Logf("per-key inversions: %d, aggregates %d", inv, view.Aggregates)
 			assert.Zero(t, inv, "per-key inversions")
@@ -198,7 +198,7 @@ func TestIntegrationAggregationAcrossSplits(t *testing.T) {
 	}
 	<-done
 
-	view := readOrdered(t, emu, stream, n)
+	view := readOrdered(t, emu, stream, n, 0)
 	t.Logf("aggregates %d; stray copies a KCL reader drops (their messages were sent again) %d", view.Aggregates, view.Dropped)
 	assert.Positive(t, view.Aggregates)
 	assert.Zero(t, inversions(t, view), "per-key inversions")
@@ -227,4 +227,53 @@ func splitShard(t *testing.T, c *kinesis.Client, emu *testenv.Kinesis, stream, s
 	_, err = emu.WaitActive(ctx, stream)
 	require.NoError(t, err)
 	t.Logf("split %s", shard)
+}
+
+// TestIntegrationOrderAcrossConcurrentBatches writes through a proxy that
+// refuses entries, throttles and fails requests, with 16 batches in flight,
+// while a shard splits under the load, then reads the stream like a KCL
+// reader: no message lost, none twice (nothing is cut after the emulator
+// stored it), none out of order.
+func TestIntegrationOrderAcrossConcurrentBatches(t *testing.T) {
+	t.Parallel()
+	emu := testenv.NewEmulator(t, testenv.KindKinesalite)
+	for i, output := range []string{
+		"aggregation: {enabled: false}",
+		"aggregation: {enabled: true, max_bytes: 2048}",
+	} {
+		t.Run(output, func(t *testing.T) {
+			t.Parallel()
+			const n, keys = 3000, 40
+			stream := fmt.Sprintf("ordered-concurrent-%d", i)
+			emu.MustCreateStream(t, stream, 2)
+			proxy, err := faultproxy.Start(emu.Endpoint, uint64(21+i))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = proxy.Close() })
+			proxy.Set("PutRecords", faultproxy.Rule{EntryFailRate: 0.1, ThrottleRate: 0.02, ErrorRate: 0.02})
+
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				runStream(t, orderPipeline(output, "batching: {count: 100, period: 20ms}", "max_in_flight: 16",
+					"backoff: {initial_interval: 5ms, max_interval: 100ms, max_elapsed_time: 2m}",
+					"region: "+testenv.Region, fmt.Sprintf("credentials: {id: %s, secret: %s}", testenv.AccessKey, testenv.SecretKey),
+				), map[string]string{"COUNT": fmt.Sprint(n), "KEYS": fmt.Sprint(keys), "STREAM": stream, "ENDPOINT": proxy.URL, "INTERVAL": "1ms"})
+			}()
+			select {
+			case <-time.After(time.Second):
+			case <-done:
+				t.Fatal("the pipeline finished before the split; the load is too short for this machine")
+			}
+			splitShard(t, emu.Client(), emu, stream, "shardId-000000000000")
+			<-done
+
+			st := proxy.Stats("PutRecords")
+			t.Logf("proxy: %+v", st)
+			assert.Positive(t, st.EntriesRefused)
+			view := readOrdered(t, emu, stream, n, 0)
+			inv := inversions(t, view)
+			t.Logf("per-key inversions: %d, aggregates %d, dropped stray copies %d", inv, view.Aggregates, view.Dropped)
+			assert.Zero(t, inv, "per-key inversions")
+		})
+	}
 }

@@ -35,7 +35,7 @@ partition_key: ${! json("id") }
 		assert.Equal(t, "s", c.Stream)
 		assert.Equal(t, 64, c.MaxInFlight)
 		assert.True(t, c.PreserveOrder)
-		assert.Equal(t, 1, c.batchesInFlight(), "ordered: Benthos hands over one batch at a time")
+		assert.Equal(t, 64, c.batchesInFlight(), "ordered: max_in_flight batches, sequenced by key")
 		assert.Equal(t, service.BatchPolicy{Count: defaultBatchCount, Period: defaultBatchPeriod}, c.Batching, "batches of a full request by default")
 		assert.Equal(t, kinesisx.DefaultMaxRecordSize, c.MaxRecordSize)
 		assert.Nil(t, c.HashKey)

@@ -200,7 +200,7 @@ func (m measurement) cpuPer100k() float64 { return m.cpu.Seconds() * 100000 / fl
 
 // printComparison prints records/s, CPU per 100k records and peak heap of
 // a baseline and of ours, and the ratios against the targets (none when
-// both are 0).
+// both are 0, no CPU target when maxCPU is 0).
 func printComparison(title, baselineName, oursName string, baseline, ours measurement, minRate, maxCPU float64) {
 	fmt.Println(title)
 	fmt.Printf("%-22s %12s %14s %10s %14s\n", "", "records/s", "CPU-s/100k", "wall", "peak heap MiB")
@@ -212,6 +212,12 @@ func printComparison(title, baselineName, oursName string, baseline, ours measur
 	fmt.Printf("%-22s %11.2fx %13.2fx\n", "ratio "+oursName+"/"+baselineName, rate, cpu)
 	if minRate == 0 && maxCPU == 0 {
 		return // for information: no target
+	}
+	if maxCPU == 0 {
+		// A throughput target alone.
+		fmt.Printf("%-22s %12s\n", "target", fmt.Sprintf(">= %.2fx", minRate))
+		fmt.Printf("%-22s %12s\n", "", verdict(rate >= minRate))
+		return
 	}
 	fmt.Printf("%-22s %12s %14s\n", "target", fmt.Sprintf(">= %.2fx", minRate), fmt.Sprintf("<= %.2fx", maxCPU))
 	fmt.Printf("%-22s %12s %14s\n", "", verdict(rate >= minRate), verdict(cpu <= maxCPU))
