@@ -75,7 +75,7 @@ demo: deps build
 	$(GO) run ./internal/cmd/demo -bin $(BIN)
 
 bench: deps
-	@for part in $(or $(PART),output ordered input); do $(GO) run ./internal/cmd/bench $$part || exit 1; done
+	@for part in $(or $(PART),output ordered input lanes); do $(GO) run ./internal/cmd/bench $$part || exit 1; done
 
 chaos: deps build
 	$(GO) run ./internal/cmd/chaos -bin $(BIN)

@@ -23,7 +23,7 @@ import (
 // for longer than the lease period. Nothing may be lost, each key's records
 // must first arrive in order, and duplicates must stay within the bound of
 // the events that cause them. It runs twice: with a Redis that keeps its
-// data (AOF) and `trim_horizon`, and with a Redis that comes back empty and
+// data (AOF), `trim_horizon` and `shard_parallelism: 4`, and with a Redis that comes back empty and
 // `latest`. CHAOS_SEED replays a run.
 func TestIntegrationChaosShort(t *testing.T) {
 	if testing.Short() {
@@ -37,13 +37,22 @@ func TestIntegrationChaosShort(t *testing.T) {
 		}
 		seed = v
 	}
+	// As in `make chaos`, the first phase reads each shard in four lanes.
 	for _, phase := range []struct {
-		name       string
-		emptyRedis bool
-	}{{"redis keeps its data", false}, {"redis comes back empty with latest", true}} {
+		name               string
+		emptyRedis, stalls bool
+		lanes              int
+	}{
+		{"redis keeps its data with shard_parallelism 4", false, false, 4},
+		{"redis down past the lease comes back empty with latest", true, false, 1},
+		{"redis stalls 2s three times", false, true, 1},
+	} {
 		t.Run(phase.name, func(t *testing.T) {
 			dir := t.TempDir()
-			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, Logf: t.Logf})
+			var started startedPIDs
+			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls,
+				ShardParallelism: phase.lanes, Logf: t.Logf, Started: func(pid int) { started.add(pid) }})
+			started.assertGone(t)
 			testenv.Require(t, "running the chaos schedule", err)
 			t.Logf("chaos table (seed %d, %s):\n%s", seed, phase.name, table)
 			assert.Zero(t, table.InputLost, "stream records never delivered")

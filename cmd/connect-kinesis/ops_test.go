@@ -84,6 +84,7 @@ func TestDocsCommonConfigLints(t *testing.T) {
 func TestLintCatchesCrossFieldMistakes(t *testing.T) {
 	for name, tc := range map[string]struct{ conf, want string }{
 		"start_timestamp without at_timestamp": {badInputConfig(map[string]string{"start_timestamp": "2024-05-01T12:00:00Z"}), "field start_timestamp: only used with start_position: at_timestamp"},
+		"no stream":                            {badInputConfig(map[string]string{"streams": "[]"}), "field streams: list at least one stream name or ARN"},
 		"stream by name and ARN":               {badInputConfig(map[string]string{"streams": "[ orders, 'arn:aws:kinesis:us-east-1:123456789012:stream/orders' ]"}), "field streams: one stream is listed by name and by ARN"},
 		"output aggregate above record size":   {badOutputConfig(map[string]string{"max_record_size": "1000", "aggregation": "{ enabled: true, max_bytes: 2000 }"}), "field aggregation.max_bytes"},
 	} {

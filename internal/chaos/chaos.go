@@ -34,6 +34,10 @@ type Config struct {
 	// `start_position: latest`: they must notice, re-seed what they know and
 	// lose nothing written after the group started.
 	EmptyRedis bool
+	// RedisStalls replaces the one long Redis pause with three short ones
+	// (SIGSTOP for stallFor, stallGap apart): a stall is no lost lease, so
+	// readers go on after it without reading anything again.
+	RedisStalls bool
 	// Logf reports progress; nil is quiet.
 	Logf func(format string, args ...any)
 	// EFO makes the consumer instances read with enhanced fan-out, over
@@ -42,6 +46,14 @@ type Config struct {
 	// TLS port cuts every connection (every live subscription) between the
 	// kills. Writes still go through the fault proxy.
 	EFO bool
+	// Started, if set, is given the PID of every process the run starts
+	// (the instances' incarnations and the producer) as it starts, so a
+	// caller can check that none outlives Run.
+	Started func(pid int)
+	// ShardParallelism, above 1, makes the consumer instances read each
+	// shard in that many lanes by partition key; the verdict's per-key
+	// order check is what they must keep.
+	ShardParallelism int
 }
 
 const (
@@ -69,6 +81,7 @@ type runner struct {
 
 	mu        sync.Mutex
 	instances map[string]*incarnation // live incarnation per instance name
+	children  []*child                // every process started, live or not
 	outputs   []string
 	windows   []Window
 	kills     []Kill
@@ -126,17 +139,15 @@ func (r *runner) setUp(ctx context.Context) error {
 	return nil
 }
 
-// cleanup kills what is still running and stops the servers.
+// cleanup kills every child still running and waits for each, then stops
+// the servers. It runs after the schedule ended, so no child starts later.
 func (r *runner) cleanup() {
 	r.mu.Lock()
-	insts := make([]*incarnation, 0, len(r.instances))
-	for _, in := range r.instances {
-		insts = append(insts, in)
-	}
+	children := r.children
 	r.mu.Unlock()
-	for _, in := range insts {
-		_ = in.cmd.Process.Kill()
-		<-in.done
+	for _, c := range children {
+		_ = c.cmd.Process.Kill() // an exited child's error is of no interest
+		<-c.done
 	}
 	if r.cutter != nil {
 		r.cutter.Close()
@@ -190,18 +201,15 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 	go func() { defer schedDone.Done(); schedErr <- r.schedule(schedCtx, loadStart) }()
 	defer func() { cancelSched(); schedDone.Wait() }()
 
-	prodDone := make(chan error, 1)
-	go func() { prodDone <- producer.Wait() }()
+	// On the early returns cleanup kills the producer and waits for it.
 	select {
-	case err := <-prodDone:
-		if err != nil {
-			return Table{}, fmt.Errorf("the producer process failed (see %s): %w", filepath.Join(r.cfg.Dir, "producer.log"), err)
+	case <-producer.done:
+		if producer.err != nil {
+			return Table{}, fmt.Errorf("the producer process failed (see %s): %w", filepath.Join(r.cfg.Dir, "producer.log"), producer.err)
 		}
 	case <-time.After(producerDeadline(p)):
-		_ = producer.Process.Kill()
 		return Table{}, fmt.Errorf("the producer did not finish %d batches within %v (see producer.log)", batches, producerDeadline(p))
 	case <-ctx.Done():
-		_ = producer.Process.Kill()
 		return Table{}, ctx.Err()
 	}
 	if err := <-schedErr; err != nil {

@@ -66,7 +66,18 @@ func (r *runner) restartName() string {
 
 func (r *runner) restartRedis(ctx context.Context) error {
 	now := time.Now()
-	if err := r.red.Restart(ctx); err != nil {
+	if r.cfg.EmptyRedis {
+		// Down for twice the lease period, past every lease's local
+		// deadline, before it comes back empty.
+		r.red.Stop()
+		select {
+		case <-time.After(2 * r.plan.LeasePeriod):
+		case <-ctx.Done():
+		}
+		if err := r.red.Start(ctx); err != nil {
+			return err
+		}
+	} else if err := r.red.Restart(ctx); err != nil {
 		return err
 	}
 	// A commit in flight when Redis stopped may be lost with the connection
@@ -75,6 +86,43 @@ func (r *runner) restartRedis(ctx context.Context) error {
 	r.mu.Lock()
 	r.windows = append(r.windows, Window{What: "redis restart", From: now.Add(-2 * r.plan.CommitPeriod), To: time.Now().Add(r.plan.LeasePeriod)})
 	r.mu.Unlock()
+	return nil
+}
+
+// stallFor and stallGap shape the stalls of the RedisStalls phase.
+const (
+	stallFor = 2 * time.Second
+	stallGap = 3 * time.Second
+)
+
+// stallRedis freezes Redis three times for stallFor. Each stall gets a
+// window: with a 3 s lease a 2 s stall can still let a lease run out by
+// Redis' clock and be taken, which reads again what its reader had not
+// committed.
+func (r *runner) stallRedis(ctx context.Context) error {
+	for i := range 3 {
+		if i > 0 {
+			select {
+			case <-time.After(stallGap):
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		from := time.Now()
+		if err := r.red.Pause(); err != nil {
+			return err
+		}
+		select {
+		case <-time.After(stallFor):
+		case <-ctx.Done():
+		}
+		if err := r.red.Resume(); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.windows = append(r.windows, Window{What: "redis stall", From: from.Add(-2 * r.plan.CommitPeriod), To: time.Now().Add(r.plan.LeasePeriod)})
+		r.mu.Unlock()
+	}
 	return nil
 }
 

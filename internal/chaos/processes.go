@@ -14,12 +14,19 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
-// incarnation is one start of an instance: its process and a channel closed
-// once the process was waited for.
+// child is a process the run started: an instance's incarnation or the
+// producer. Every child is in runner.children from its start on, so cleanup
+// kills and waits for each one, whichever way the run ends.
+type child struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once cmd was waited for
+	err  error         // what Wait returned, read after done
+}
+
+// incarnation is one start of an instance.
 type incarnation struct {
 	name string // e.g. "b3": instance b, third start
-	cmd  *exec.Cmd
-	done chan struct{}
+	*child
 }
 
 // instanceYAML is a consumer instance: every record becomes a line with its
@@ -80,30 +87,38 @@ func (r *runner) start(name string) error {
 	if r.cutter != nil {
 		endpoint, efo = "https://"+r.cutter.Addr, "    enhanced_fan_out: { enabled: true }\n"
 	}
+	if r.cfg.ShardParallelism > 1 {
+		efo += fmt.Sprintf("    shard_parallelism: %d\n", r.cfg.ShardParallelism)
+	}
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML, streamName, startPosition, testenv.Region, endpoint,
 		testenv.AccessKey, testenv.SecretKey, r.red.URL(), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance, efo, inc, out)), 0o600); err != nil {
 		return err
 	}
-	cmd, err := r.launch(conf, filepath.Join(r.cfg.Dir, inc+".log"))
+	c, err := r.launch(conf, filepath.Join(r.cfg.Dir, inc+".log"))
 	if err != nil {
 		return err
 	}
-	in := &incarnation{name: inc, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(in.done) }()
+	in := &incarnation{name: inc, child: c}
 	r.mu.Lock()
 	r.instances[name] = in
 	r.mu.Unlock()
 	return nil
 }
 
-// launch starts the binary with conf, its output going to logPath.
-func (r *runner) launch(conf, logPath string) (*exec.Cmd, error) {
+// launch starts the binary with conf, its output going to logPath, and
+// registers the child before anything else can fail.
+func (r *runner) launch(conf, logPath string) (*child, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(r.cfg.Binary, "-c", conf)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// Should this process die without running cleanup (a test binary
+	// killed at its timeout, make chaos interrupted twice), the kernel
+	// kills the child. See diesWithParent for why the thread that forks
+	// does not matter here.
+	cmd.SysProcAttr = diesWithParent()
 	if r.cutter != nil {
 		// Trust kinesis-mock's test CA; read its subscriptions without the
 		// initial-response event it omits.
@@ -115,7 +130,15 @@ func (r *runner) launch(conf, logPath string) (*exec.Cmd, error) {
 	}
 	// The child has its own descriptor; ours is not needed.
 	logf.Close()
-	return cmd, nil
+	c := &child{cmd: cmd, done: make(chan struct{})}
+	go func() { c.err = cmd.Wait(); close(c.done) }()
+	r.mu.Lock()
+	r.children = append(r.children, c)
+	r.mu.Unlock()
+	if r.cfg.Started != nil {
+		r.cfg.Started(cmd.Process.Pid)
+	}
+	return c, nil
 }
 
 // ensureRunning starts instance name again unless it is running.

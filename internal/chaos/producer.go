@@ -3,7 +3,6 @@ package chaos
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
@@ -44,7 +43,7 @@ output:
 const recordsPerKeyPerBatch = 4
 
 // startProducer launches the producer process writing batches batches.
-func (r *runner) startProducer(batches int) (*exec.Cmd, error) {
+func (r *runner) startProducer(batches int) (*child, error) {
 	p := r.plan
 	conf := filepath.Join(r.cfg.Dir, "producer.yaml")
 	// The same records per second as one record per key per BatchInterval.

@@ -21,7 +21,7 @@ func (r *runner) schedule(ctx context.Context, start time.Time) error {
 		// A dead instance cannot re-seed what it held: its shards would be
 		// read again from the group's start (duplicates beyond the bound,
 		// never a loss). Kills stay clear of an empty restart.
-		if r.cfg.EmptyRedis && (at-p.RedisRestart).Abs() < p.LeasePeriod+p.RestartAfter+2*time.Second {
+		if r.cfg.EmptyRedis && (at-p.RedisRestart).Abs() < 3*p.LeasePeriod+p.RestartAfter+2*time.Second {
 			continue
 		}
 		evs = append(evs, event{at, "kill", r.killRandom})
@@ -40,8 +40,12 @@ func (r *runner) schedule(ctx context.Context, start time.Time) error {
 	evs = append(evs,
 		event{p.Merge, "merge", r.merge},
 		event{p.RedisRestart, r.restartName(), r.restartRedis},
-		event{p.RedisPause, "redis pause", r.pauseRedis},
 	)
+	if r.cfg.RedisStalls {
+		evs = append(evs, event{p.RedisPause, "redis stalls", r.stallRedis})
+	} else {
+		evs = append(evs, event{p.RedisPause, "redis pause", r.pauseRedis})
+	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
 	var wg sync.WaitGroup
 	errs := make(chan error, len(evs))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 )
 
 // rebalance runs one balancing round: it takes free ready shards up to
@@ -11,7 +12,7 @@ import (
 // to members below their share that asked for them, and, when nothing is
 // free, asks the members above their share for the shards it lacks.
 func (co *coordinator) rebalance(ctx context.Context) {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || time.Now().Before(co.takeAfter) {
 		return
 	}
 	members, err := co.liveMembers(ctx)

@@ -46,5 +46,6 @@ func (r *shardReader) commit(ctx context.Context) error {
 		return err
 	}
 	r.committedGen = gen
+	r.co.known.committedTo(r.shard.ID, pos)
 	return nil
 }

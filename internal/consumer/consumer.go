@@ -18,10 +18,14 @@ import (
 
 // Config is the parsed behaviour of the consumer.
 type Config struct {
-	Streams           []string
-	StartPosition     string
-	StartTimestamp    time.Time
-	ShardMaxInFlight  int
+	Streams          []string
+	StartPosition    string
+	StartTimestamp   time.Time
+	ShardMaxInFlight int
+	// ShardParallelism spreads a shard's records over that many lanes by
+	// partition key, each with one batch in flight (lanes.go); 0 and 1
+	// mean one lane, the reader's own path.
+	ShardParallelism  int
 	Limit             int
 	PollInterval      time.Duration
 	IdlePollInterval  time.Duration
@@ -39,7 +43,7 @@ type Config struct {
 	HandoffTimeout  time.Duration
 
 	// EnhancedFanOut, when enabled, reads shards with SubscribeToShard
-	// instead of GetRecords (subscription.go).
+	// instead of GetRecords polling (subscription.go, efo_resolve.go).
 	EnhancedFanOut EnhancedFanOut
 
 	Backoff kinesisx.Backoff
@@ -56,6 +60,10 @@ func (c Config) Validate() error {
 		return errors.New("field start_timestamp: required (RFC3339) when start_position is at_timestamp")
 	case c.ShardMaxInFlight < 1:
 		return fmt.Errorf("field shard_max_in_flight: %d must be at least 1", c.ShardMaxInFlight)
+	case c.ShardParallelism < 0 || c.ShardParallelism > MaxShardParallelism:
+		return fmt.Errorf("field shard_parallelism: %d must be within 1..%d", c.ShardParallelism, MaxShardParallelism)
+	case c.ShardParallelism > 1 && c.ShardMaxInFlight > 1:
+		return fmt.Errorf("fields shard_parallelism (%d) and shard_max_in_flight (%d): set shard_max_in_flight to 1 with shard_parallelism above 1; each lane keeps one batch in flight so that every partition key stays in order, and more batches per shard would give that order up", c.ShardParallelism, c.ShardMaxInFlight)
 	case c.Limit < 1 || c.Limit > kinesisx.MaxGetRecordsLimit:
 		return fmt.Errorf("field limit: %d must be within 1..%d", c.Limit, kinesisx.MaxGetRecordsLimit)
 	case c.PollInterval < kinesisx.MinPollInterval:
@@ -86,8 +94,10 @@ type Record struct {
 	lastOfAggregate bool
 }
 
-// Batch is the records of one GetRecords response of one shard. Exactly one
-// of its Ack calls with a nil error marks it processed.
+// Batch is the records of one answer of a shard's record source (a
+// GetRecords response or a subscription event), or at most `limit` of them
+// when de-aggregation made the answer longer. Exactly one of its Ack calls
+// with a nil error marks it processed.
 type Batch struct {
 	Stream       string
 	Shard        string
@@ -96,6 +106,9 @@ type Batch struct {
 
 	reader *shardReader
 	id     uint64
+	// ids are the tracker entries of a lane batch, one per record; a
+	// batch of the reader's own path has one entry, id.
+	ids []uint64
 	// redelivering is set while the reader sends the batch again after a
 	// nack and waits for the verdict on verdict.
 	redelivering atomic.Bool
@@ -107,7 +120,11 @@ type Batch struct {
 // the batch again.
 func (b *Batch) Ack(err error) {
 	if err == nil {
-		b.reader.tracker.ack(b.id)
+		if b.ids != nil {
+			b.reader.tracker.ackAll(b.ids)
+		} else {
+			b.reader.tracker.ack(b.id)
+		}
 	}
 	if b.redelivering.Load() {
 		select {
@@ -176,11 +193,17 @@ func (c *Consumer) Batches() <-chan *Batch { return c.out }
 // whose lease passed its local deadline while it waited for this call (the
 // process was paused) is not returned: it goes back to its reader, which
 // hands it over again once a renewal confirms the lease, or drops it when
-// the lease is lost.
+// the lease is lost. Nor is a batch whose lease was lost before its
+// deadline (an operator's reset, a recreated stream, a re-seed finding the
+// shard taken): a reader's send and its ending can both be ready at once.
 func (c *Consumer) Next(ctx context.Context) (*Batch, error) {
 	for {
 		select {
 		case b := <-c.out:
+			if b.reader.lost.Load() {
+				b.reader.bounce(b)
+				continue
+			}
 			if b.reader.leaseLive() {
 				return b, nil
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -30,9 +31,9 @@ type coordinator struct {
 	lagWarn    time.Duration
 	store      Store
 	log        *service.Logger
-	// consumerARN is the stream consumer shards are read through with
-	// enhanced fan-out (efo_consumer.go); empty when polling.
-	consumerARN string
+	// fanOut is the stream consumer shards are read through with enhanced
+	// fan-out (efo_resolve.go); nil when polling.
+	fanOut *streamConsumer
 	// listRetry retries each ListShards page; built once.
 	listRetry failsafe.Policy[*kinesis.ListShardsOutput]
 
@@ -58,6 +59,10 @@ type coordinator struct {
 	// (recreated.go).
 	created                  time.Time
 	createdRecorded, recheck bool
+	// createdSeen mirrors created (Unix nanoseconds, 0 when unknown) for
+	// the readers, which re-check it when Kinesis does not find a shard
+	// that is still listed (recreatedSince).
+	createdSeen atomic.Int64
 
 	// known is what this instance knows of the group's state, to re-seed
 	// a store that forgot it (reseed.go).
@@ -68,6 +73,8 @@ type coordinator struct {
 	lastRead sync.Map // shard id -> time.Time
 	// forgot wakes the renew goroutine to re-seed the store.
 	forgot chan struct{}
+	// takeAfter is when this instance may take its first shard (Join).
+	takeAfter time.Time
 
 	discoverNow chan struct{}
 	readerDone  chan *shardReader
@@ -130,6 +137,9 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 		co.id = co.streamName
 	}
 	co.created = aws.ToTime(sum.StreamCreationTimestamp)
+	if !co.created.IsZero() {
+		co.createdSeen.Store(co.created.UnixNano())
+	}
 	co.retention = time.Duration(aws.ToInt32(sum.RetentionPeriodHours)) * time.Hour
 	co.lagWarn = c.cfg.LagWarnThreshold
 	if co.lagWarn == 0 {
@@ -137,6 +147,14 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 	}
 	co.store = forgetWatch{Store: c.stores(co.id), forgot: co.storeForgot}
 	co.log = c.log.With("stream", co.streamName)
+	wait, err := co.store.Join(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("joining the group's checkpoints of stream %s: %w", configured, err)
+	}
+	co.takeAfter = time.Now().Add(wait)
+	if wait > 0 {
+		co.log.Infof("The group's record in the checkpoint store is new and was not re-seeded: taking no shard for %v, so that instances still reading (if Redis just came back empty) write back where they got to first", wait.Round(time.Millisecond))
+	}
 	if err := co.useFanOut(ctx); err != nil {
 		return nil, err
 	}
@@ -165,6 +183,8 @@ func (co *coordinator) run(ctx context.Context) {
 	reb := time.NewTicker(cfg.RebalancePeriod)
 	defer reb.Stop()
 	go co.renewLoop()
+	joined := time.NewTimer(time.Until(co.takeAfter))
+	defer joined.Stop()
 	for {
 		select {
 		case <-co.stopReq:
@@ -178,6 +198,8 @@ func (co *coordinator) run(ctx context.Context) {
 			co.discover(co.runCtx)
 			co.bounded(co.rebalance)
 		case <-reb.C:
+			co.bounded(co.rebalance)
+		case <-joined.C:
 			co.bounded(co.rebalance)
 		case r := <-co.readerDone:
 			co.forgetReader(r)
@@ -270,6 +292,7 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]*shardRe
 		case err != nil:
 			log.Warnf("Lease no longer ours in the store (reading who holds it failed: %v); stopped the shard reader", err)
 		case holder.Owner != "" && holder.Owner != co.c.owner:
+			co.known.newerOwner(r.shard.ID)
 			log.Warnf("Lease taken by instance %s (token %d); stopped the shard reader", holder.Owner, holder.Token)
 		case holder.Owner == "" && holder.Token == 0:
 			log.Warn("Lease missing from the store (was it flushed or replaced, or the group deleted with `checkpoints delete`?); stopped the shard reader")
@@ -279,6 +302,7 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]*shardRe
 			// expiry keeps a real time.
 			log.Warnf("Lease fenced by an operator: `checkpoints reset` or `checkpoints import` replaced the group's checkpoints and freed every lease (token now %d); stopped the shard reader, and the shard is taken again from the new checkpoints", holder.Token)
 		default:
+			co.known.newerOwner(r.shard.ID)
 			log.Warn("Lease no longer ours in the store (it expired and was released or renewed under another token); stopped the shard reader")
 		}
 	}

@@ -21,32 +21,46 @@ const lagLogInterval = time.Minute
 func (r *shardReader) deliver(ctx context.Context, recs []Record, behind int64) bool {
 	b := &Batch{Stream: r.co.streamName, Shard: r.shard.ID, Records: recs, MillisBehind: behind, reader: r}
 	b.id = r.tracker.add(batchEnd(recs))
+	if !r.handOver(ctx, b) {
+		r.tracker.drop(b.id)
+		return false
+	}
+	r.countDelivered(recs)
+	return true
+}
+
+// handOver passes b to Consumer.Next, never past the lease's local
+// deadline: it waits for a renewal first. It returns false when ctx ends
+// first.
+func (r *shardReader) handOver(ctx context.Context, b *Batch) bool {
 	for {
 		if !r.awaitLease(ctx) {
-			r.tracker.drop(b.id)
 			return false
 		}
 		expired, stop := r.deadlineTimer()
 		select {
 		case r.co.c.out <- b:
 			stop()
-			r.progress.observeDelivery(time.Now())
-			var n int64
-			for _, rec := range recs {
-				n += int64(len(rec.Data))
-			}
-			r.co.c.metrics.records.Incr(int64(len(recs)), r.co.streamName)
-			r.co.c.metrics.bytes.Incr(n, r.co.streamName)
 			return true
 		case <-expired:
 			// The pipeline was busy until the lease's deadline passed:
 			// wait for a renewal before handing the batch over.
 		case <-ctx.Done():
 			stop()
-			r.tracker.drop(b.id)
 			return false
 		}
 	}
+}
+
+// countDelivered records a first delivery in the metrics and progress.
+func (r *shardReader) countDelivered(recs []Record) {
+	r.progress.observeDelivery(time.Now())
+	var n int64
+	for _, rec := range recs {
+		n += int64(len(rec.Data))
+	}
+	r.co.c.metrics.records.Incr(int64(len(recs)), r.co.streamName)
+	r.co.c.metrics.bytes.Incr(n, r.co.streamName)
 }
 
 // deadlineTimer fires at the lease's local deadline; without a deadline it
@@ -79,7 +93,8 @@ func batchEnd(recs []Record) Position {
 }
 
 // convert turns Kinesis records into user records, splitting KPL
-// aggregates when configured.
+// aggregates when configured and dropping an aggregate with a user record
+// outside the shard's hash key range (hashrange.go).
 //
 // A checkpoint inside an aggregate resumes AT its sequence number; the
 // sub-records up to the checkpoint are dropped. That sequence number occurs
@@ -96,6 +111,10 @@ func (r *shardReader) convert(in []types.Record) []Record {
 		if r.co.c.cfg.Deaggregate && kpl.IsAggregated(kr.Data) {
 			subs, err := kpl.Decode(kr.Data)
 			if err == nil {
+				if stray := r.strayMember(subs); stray >= 0 {
+					r.dropStray(seq, subs, stray)
+					continue
+				}
 				for i, s := range subs {
 					if r.start.hasSkipSub && seq == r.start.sequence && int64(i) <= r.start.skipSub {
 						continue

@@ -69,9 +69,10 @@ func (co *coordinator) streamMissing(err error) {
 
 func shardFrom(s types.Shard) Shard {
 	sh := Shard{
-		ID:       aws.ToString(s.ShardId),
-		Parent:   aws.ToString(s.ParentShardId),
-		Adjacent: aws.ToString(s.AdjacentParentShardId),
+		ID:        aws.ToString(s.ShardId),
+		Parent:    aws.ToString(s.ParentShardId),
+		Adjacent:  aws.ToString(s.AdjacentParentShardId),
+		HashRange: hashRangeOf(s.HashKeyRange),
 	}
 	if s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil {
 		sh.Closed = true

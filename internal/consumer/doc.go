@@ -1,6 +1,7 @@
 // Package consumer reads Kinesis shards for the `kinesis` input: it discovers
 // shards and their lineage, reads a child shard only after its parents are
-// closed, paces GetRecords per shard, tracks Benthos acks so a checkpoint
+// closed, reads each shard with paced GetRecords polling or enhanced fan-out
+// (SubscribeToShard), tracks Benthos acks so a checkpoint
 // only ever moves to the highest contiguously acked record, and shares the
 // shards of a stream between instances through leases held in a Store.
 //
@@ -17,7 +18,9 @@
 // store that forgot the group). Each shard it holds is read by a shardReader
 // (reader.go) from a RecordSource: source.go describes that seam and holds
 // what the sources share, polling.go is the GetRecords source,
-// subscription.go (with subscription_endcheck.go) the enhanced fan-out one;
+// subscription.go (with subscription_endcheck.go) the enhanced fan-out one,
+// reading through the stream consumer of efo_consumer.go and
+// efo_resolve.go; hashrange.go is KCL's range rule for stray aggregates;
 // delivery.go, redeliver.go, commit.go and tracker.go are the path from a
 // record to its committed checkpoint that every source shares, and finish.go
 // how a reader ends: the shard closed, or its lease handed back.

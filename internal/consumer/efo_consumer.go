@@ -95,10 +95,10 @@ const consumerPollInterval = 500 * time.Millisecond
 var errConsumerNotActive = errors.New("stream consumer is not ACTIVE yet")
 
 // useFanOut finds the stream consumer of this stream (registering it if
-// the name is new), waits until it is ACTIVE and keeps its ARN for the
-// readers. A consumer is never deregistered here: other instances of the
-// group read through the same one. `connect-kinesis consumers deregister`
-// removes it when the application is retired.
+// the name is new), waits until it is ACTIVE and keeps it for the readers
+// (efo_resolve.go). A consumer is never deregistered here: other instances
+// of the group read through the same one. `connect-kinesis consumers
+// deregister` removes it when the application is retired.
 func (co *coordinator) useFanOut(ctx context.Context) error {
 	efo := co.c.cfg.EnhancedFanOut
 	if !efo.Enabled {
@@ -112,11 +112,12 @@ func (co *coordinator) useFanOut(ctx context.Context) error {
 	if !kinesisx.IsARN(streamARN) {
 		return fmt.Errorf("field enhanced_fan_out.enabled: stream %s has no ARN here, and enhanced fan-out needs one (this endpoint does not support it)", co.configured)
 	}
-	arn, err := EnsureStreamConsumer(ctx, api, streamARN, efo.ConsumerName, efo.ConsumerARN, co.c.cfg.Backoff)
+	sc := newStreamConsumer(api, streamARN, efo, co.c.cfg.Backoff, co.log)
+	arn, err := sc.resolve(ctx)
 	if err != nil {
 		return err
 	}
-	co.consumerARN = arn
+	co.fanOut = sc
 	co.log.Debugf("Reading with enhanced fan-out through stream consumer %s", arn)
 	return nil
 }

@@ -28,6 +28,14 @@ type fakeShard struct {
 	aggregate int
 	// behind is the MillisBehindLatest every response reports.
 	behind int64
+	// keys > 0 gives record i the partition key "k<i mod keys>"; without
+	// it every plain record has the key "k".
+	keys int
+	// hashRange is listed as the shard's HashKeyRange when set.
+	hashRange *types.HashKeyRange
+	// memberKey, when set, is the partition key of user record j of
+	// aggregate i (else "k<j>").
+	memberKey func(i, j int) string
 }
 
 // fakeKinesis serves shards whose record i has sequence number
@@ -43,6 +51,9 @@ type fakeKinesis struct {
 	// throttle makes the next n GetRecords calls of a shard fail with
 	// ProvisionedThroughputExceeded.
 	throttle map[string]int
+	// created is the stream's creation time DescribeStreamSummary gives
+	// (none when zero).
+	created time.Time
 }
 
 func newFakeKinesis() *fakeKinesis {
@@ -65,6 +76,9 @@ func seqOf(shard string, i int) string { return strconv.Itoa(shardNum(shard)*100
 const fakeARNPrefix = "arn:aws:kinesis:us-east-1:000000000000:stream/"
 
 func (f *fakeKinesis) DescribeStreamSummary(_ context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	f.mu.Lock()
+	created := f.created
+	f.mu.Unlock()
 	name := aws.ToString(in.StreamName)
 	if in.StreamARN != nil {
 		name = strings.TrimPrefix(aws.ToString(in.StreamARN), fakeARNPrefix)
@@ -73,6 +87,12 @@ func (f *fakeKinesis) DescribeStreamSummary(_ context.Context, in *kinesis.Descr
 		StreamName:           aws.String(name),
 		StreamARN:            aws.String(fakeARNPrefix + name),
 		RetentionPeriodHours: aws.Int32(24),
+		StreamCreationTimestamp: func() *time.Time {
+			if created.IsZero() {
+				return nil
+			}
+			return aws.Time(created)
+		}(),
 	}}, nil
 }
 
@@ -100,6 +120,7 @@ func (f *fakeKinesis) ListShards(_ context.Context, in *kinesis.ListShardsInput,
 		if s.adjacent != "" {
 			sh.AdjacentParentShardId = aws.String(s.adjacent)
 		}
+		sh.HashKeyRange = s.hashRange
 		if s.closed {
 			sh.SequenceNumberRange.EndingSequenceNumber = aws.String(seqOf(id, s.records))
 		}
@@ -155,13 +176,21 @@ func (f *fakeKinesis) GetRecords(_ context.Context, in *kinesis.GetRecordsInput,
 		if s.aggregate > 0 {
 			var subs []kpl.Record
 			for j := range s.aggregate {
-				subs = append(subs, kpl.Record{PartitionKey: fmt.Sprintf("k%d", j), Data: []byte(fmt.Sprintf("%s/%d.%d", id, next, j))})
+				key := fmt.Sprintf("k%d", j)
+				if s.memberKey != nil {
+					key = s.memberKey(next, j)
+				}
+				subs = append(subs, kpl.Record{PartitionKey: key, Data: []byte(fmt.Sprintf("%s/%d.%d", id, next, j))})
 			}
 			data = kpl.Encode(subs)
 		}
+		key := "k"
+		if s.keys > 0 {
+			key = fmt.Sprintf("k%d", next%s.keys)
+		}
 		out.Records = append(out.Records, types.Record{
 			SequenceNumber:              aws.String(seqOf(id, next)),
-			PartitionKey:                aws.String("k"),
+			PartitionKey:                aws.String(key),
 			Data:                        data,
 			ApproximateArrivalTimestamp: aws.Time(time.Now()),
 		})

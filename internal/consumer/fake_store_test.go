@@ -47,6 +47,9 @@ func (s *fakeStore) live(l Lease, ok bool) bool {
 	return ok && l.Owner != "" && time.Now().Before(l.ExpiresAt)
 }
 
+// Join lets the instance take at once: the fake store never forgets.
+func (s *fakeStore) Join(context.Context) (time.Duration, error) { return 0, nil }
+
 func (s *fakeStore) Acquire(_ context.Context, shard, owner string) (Take, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

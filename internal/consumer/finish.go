@@ -25,14 +25,24 @@ func (r *shardReader) closeShard() {
 
 // handBack runs when the reader stops for a hand-off or shutdown: it waits
 // for in-flight batches, then commits and releases so the next owner
-// starts right after them.
+// starts right after them. The final commit is retried until it lands, the
+// lease is lost, or the reader is ended (the shutdown's time is up); the
+// lease is released only after the commit landed, so a store that cannot
+// be reached never makes the next owner start before records acked here.
+// Unreleased, the lease frees itself after lease.period.
 func (r *shardReader) handBack() {
 	r.waitAcked(r.co.c.cfg.HandoffTimeout)
-	if err := r.commit(r.ctx); errors.Is(err, ErrLeaseLost) {
+	err := r.storeMutation(r.commit)
+	if errors.Is(err, ErrLeaseLost) {
+		return
+	}
+	if err != nil {
+		pos, _, _ := r.tracker.checkpoint()
+		r.log.Errorf("Could not commit the final checkpoint %s before the reader had to stop; the records acked since the last commit will be read again by the shard's next owner, after lease.period: %v", pos, err)
 		return
 	}
 	r.releasing.Store(true)
-	err := r.storeMutation(func(ctx context.Context) error { return r.co.store.Release(ctx, *r.lease.Load()) })
+	err = r.storeMutation(func(ctx context.Context) error { return r.co.store.Release(ctx, *r.lease.Load()) })
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
 		r.log.Warnf("Releasing the lease failed; it frees itself after lease.period: %v", err)
 	}
@@ -52,6 +62,10 @@ func (r *shardReader) storeMutation(fn func(ctx context.Context) error) error {
 // or the reader ends. Nacked batches waiting for redelivery will not be
 // acked now, so waiting for them is pointless.
 func (r *shardReader) waitAcked(timeout time.Duration) {
+	if r.lanes != nil {
+		r.lanes.waitIdle(timeout)
+		return
+	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for r.tracker.pending() > 0 && !r.hasRedeliver() {

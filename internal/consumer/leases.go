@@ -76,10 +76,11 @@ func later(a, b time.Time) time.Time {
 
 // renewLoop renews on its own goroutine, every third of the lease period,
 // so slow discovery or balancing never delays it. Each attempt is bounded by
-// a sixth of the period; with mustStop this guarantees that when Redis is
-// unreachable the readers stop before the leases' local deadline. It runs
-// until shutdown has seen every reader done (renewStop), not only until
-// the run loop ends.
+// a sixth of the period. A renewal that fails stops no reader: past its
+// lease's local deadline a reader neither fetches nor delivers (awaitLease)
+// until a renewal confirms the lease, so a Redis that stalls or is away
+// costs no re-read. It runs until shutdown has seen every reader done
+// (renewStop), not only until the run loop ends.
 func (co *coordinator) renewLoop() {
 	defer close(co.renewDone)
 	t := time.NewTicker(co.c.cfg.LeasePeriod / 3)
@@ -105,11 +106,13 @@ func (co *coordinator) renewLoop() {
 	}
 }
 
-// renew heartbeats and renews every held lease in one call. When Redis
-// stays unreachable for half a lease period, every reader stops before its
-// lease could expire and be taken by another instance. A store that forgot
-// the group is re-seeded (reseed.go); forgot says a call already found it
-// so, for an instance that holds no lease to renew.
+// renew heartbeats and renews every held lease in one call. A lease whose
+// local deadline passed while Redis could not be reached is renewed like
+// any other when nobody took it meanwhile (same owner, same token): its
+// reader goes on from what it tracks, delivered and acked, with nothing
+// read again. A store that forgot the group is re-seeded (reseed.go);
+// forgot says a call already found it so, for an instance that holds no
+// lease to renew.
 func (co *coordinator) renew(ctx context.Context, forgot bool) {
 	defer co.heartbeat(ctx)
 	attempt := time.Now()
@@ -149,34 +152,23 @@ func (co *coordinator) renew(ctx context.Context, forgot bool) {
 }
 
 // renewalFailed handles a renewal or re-seed (doing says which) that
-// failed: nothing while the run ends; when the leases could run out before
-// the next attempt, every reader in byShard stops; otherwise the next
-// attempt retries.
+// failed: the next attempt retries. The readers keep their leases: those
+// whose local deadline passes wait in awaitLease for a renewal that
+// confirms the lease, or for one that finds it lost (stopLost).
 func (co *coordinator) renewalFailed(doing string, byShard map[string]*shardReader, err error) {
 	if co.runCtx.Err() != nil {
 		return
 	}
-	if co.mustStop(byShard) {
-		co.log.Errorf("%s failed for %v; stopping %d shard readers before their leases expire: %v", doing, time.Since(co.lastRenewOK).Round(time.Millisecond), len(byShard), err)
-		for _, r := range byShard {
-			r.markLost()
+	waiting := 0
+	for _, r := range byShard {
+		if !r.leaseLive() {
+			waiting++
 		}
+	}
+	if waiting == 0 {
+		co.log.Warnf("%s failed; retrying: %v", doing, err)
 		return
 	}
-	co.log.Warnf("%s failed; retrying: %v", doing, err)
-}
-
-// mustStop reports whether the leases could run out before the next
-// renewal: the earliest local deadline is within half a lease period.
-func (co *coordinator) mustStop(rs map[string]*shardReader) bool {
-	var earliest time.Time
-	for _, r := range rs {
-		if d := r.lease.Load().Deadline; !d.IsZero() && (earliest.IsZero() || d.Before(earliest)) {
-			earliest = d
-		}
-	}
-	if earliest.IsZero() {
-		earliest = co.lastRenewOK.Add(co.c.cfg.LeasePeriod)
-	}
-	return time.Until(earliest) <= co.c.cfg.LeasePeriod/2
+	co.log.Errorf("%s failed for %v; %d of %d shard readers are past their lease's local deadline and read nothing until a renewal confirms the lease (retrying): %v",
+		doing, time.Since(co.lastRenewOK).Round(time.Millisecond), waiting, len(byShard), err)
 }

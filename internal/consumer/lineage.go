@@ -10,6 +10,9 @@ type Shard struct {
 	// Closed is true when the shard has an ending sequence number: it takes
 	// no more writes and reading it reaches an end.
 	Closed bool
+	// HashRange is the shard's hash key range, nil when the listing gives
+	// none: user records of aggregates outside it are dropped (hashrange.go).
+	HashRange *hashRange
 }
 
 // parents returns the shard's parents, without empty ids.

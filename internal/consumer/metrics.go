@@ -18,11 +18,15 @@ const (
 	MetricIteratorExpired = "kinesis_input_iterator_expired_total"
 	MetricLeasesTaken     = "kinesis_input_leases_taken_total"
 	MetricLeasesLost      = "kinesis_input_leases_lost_total"
+	// MetricRecordsDropped counts user records not delivered, by reason:
+	// only DropOutsideHashRange today (hashrange.go).
+	MetricRecordsDropped = "kinesis_input_records_dropped_total"
 )
 
 // metrics is nil-safe: every Benthos metric is a no-op on a nil receiver.
 type metrics struct {
 	records, bytes, throttled, expired, taken, lost *service.MetricCounter
+	dropped                                         *service.MetricCounter
 	behind, owned, unowned                          *service.MetricGauge
 }
 
@@ -34,6 +38,7 @@ func newMetrics(m *service.Metrics) *metrics {
 		expired:   m.NewCounter(MetricIteratorExpired, "stream"),
 		taken:     m.NewCounter(MetricLeasesTaken, "stream"),
 		lost:      m.NewCounter(MetricLeasesLost, "stream"),
+		dropped:   m.NewCounter(MetricRecordsDropped, "stream", "reason"),
 		behind:    m.NewGauge(MetricMillisBehind, "stream", "shard"),
 		owned:     m.NewGauge(MetricShardsOwned, "stream"),
 		unowned:   m.NewGauge(MetricShardsUnowned, "stream"),

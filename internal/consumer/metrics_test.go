@@ -13,13 +13,26 @@ import (
 )
 
 // gaugeExporter is a Benthos metrics exporter that keeps the last value of
-// every gauge, keyed "name{v1,v2}" by label values.
+// every gauge and the sum of every counter, keyed "name{v1,v2}" by label
+// values.
 type gaugeExporter struct {
 	mu     sync.Mutex
 	gauges map[string]int64
 }
 
 var testGauges = &gaugeExporter{gauges: map[string]int64{}}
+
+// testCounter adds into the exporter's map under its key.
+type testCounter struct {
+	e   *gaugeExporter
+	key string
+}
+
+func (c testCounter) Incr(n int64) {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	c.e.gauges[c.key] += n
+}
 
 func init() {
 	err := service.RegisterMetricsExporter("consumer_test_gauges", service.NewConfigSpec(),
@@ -45,8 +58,10 @@ func (g testGauge) Set(v int64) {
 	g.e.gauges[g.key] = v
 }
 
-func (e *gaugeExporter) NewCounterCtor(string, ...string) service.MetricsExporterCounterCtor {
-	return func(...string) service.MetricsExporterCounter { return nopCounter{} }
+func (e *gaugeExporter) NewCounterCtor(name string, _ ...string) service.MetricsExporterCounterCtor {
+	return func(values ...string) service.MetricsExporterCounter {
+		return testCounter{e: e, key: name + "{" + strings.Join(values, ",") + "}"}
+	}
 }
 
 func (e *gaugeExporter) NewTimerCtor(string, ...string) service.MetricsExporterTimerCtor {

@@ -102,6 +102,9 @@ func (s *pollingSource) Next(ctx context.Context) (SourceBatch, error) {
 	out, err := s.exec.WithContext(ctx).Get(func() (*kinesis.GetRecordsOutput, error) { return s.fetch(ctx) })
 	if err != nil {
 		if kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound {
+			// If the reader calls again (the shard is still listed), it
+			// starts from a new iterator after the last record returned.
+			s.iter = ""
 			return SourceBatch{}, fmt.Errorf("reading shard %s: %w: %w", s.shard, ErrShardNotFound, err)
 		}
 		return SourceBatch{}, err

@@ -3,13 +3,10 @@ package consumer
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/failsafe-go/failsafe-go"
 	"github.com/redpanda-data/benthos/v4/public/service"
 
@@ -60,6 +57,11 @@ type shardReader struct {
 
 	lastLagLog time.Time
 	progress   readerProgress
+	// lanes is set when the shard is read in lanes (lanes.go).
+	lanes *laneSet
+	// rangeUnknownLogged is set once the reader said its shard's hash key
+	// range is unknown (hashrange.go).
+	rangeUnknownLogged bool
 }
 
 func newShardReader(co *coordinator, shard Shard, l Lease, start startSpec) *shardReader {
@@ -174,6 +176,9 @@ func (r *shardReader) read() bool {
 	if r.start.closeUnread {
 		return true
 	}
+	if r.co.c.cfg.ShardParallelism > 1 {
+		return r.readLanes()
+	}
 	cfg := &r.co.c.cfg
 	ctx := r.fetchCtx
 	src := r.openSource()
@@ -229,28 +234,11 @@ func (r *shardReader) read() bool {
 		}
 		sb, err := src.Next(ctx)
 		if errors.Is(err, ErrShardNotFound) {
-			switch r.notFound(ctx) {
-			case shardTrimmed:
-				r.log.Warn("The shard is no longer listed (trimmed past the retention period); it counts as closed once its delivered records are acked")
-				ended = true
-			case streamDeleted:
-				// The coordinator reports it and stops every reader.
-				r.streamGone = true
-				r.co.requestDiscovery()
+			gone, stop := r.sourceNotFound(ctx, err)
+			if stop {
 				return false
-			case shardStillListed:
-				if kinesisx.IsUnknownSequence(err) {
-					logUnknownCheckpoint(r.log, r.shard.ID, cfg.Backoff.MaxInterval, err)
-				} else {
-					r.log.Warnf("Kinesis did not find the shard though it is still listed; trying again in %v: %v", cfg.Backoff.MaxInterval, err)
-				}
-				t := time.NewTimer(cfg.Backoff.MaxInterval)
-				ok := r.wait(ctx, t.C)
-				t.Stop()
-				if !ok {
-					return false
-				}
 			}
+			ended = ended || gone
 			continue
 		}
 		if err != nil {
@@ -263,30 +251,6 @@ func (r *shardReader) read() bool {
 			r.co.requestDiscovery()
 		}
 	}
-}
-
-// notFoundCause is what a shard that Kinesis did not find has become.
-type notFoundCause int
-
-const (
-	shardStillListed notFoundCause = iota // or the listing failed: try again
-	shardTrimmed
-	streamDeleted
-)
-
-// notFound lists the stream to tell a trimmed shard (no longer listed) from
-// a deleted stream.
-func (r *shardReader) notFound(ctx context.Context) notFoundCause {
-	shards, err := kinesisx.ListAllShards(ctx, r.co.api, r.co.configured, r.co.listRetry)
-	switch {
-	case kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound:
-		return streamDeleted
-	case err != nil:
-		return shardStillListed
-	case slices.ContainsFunc(shards, func(s types.Shard) bool { return aws.ToString(s.ShardId) == r.shard.ID }):
-		return shardStillListed
-	}
-	return shardTrimmed
 }
 
 // wait blocks until an ack or nack arrives, the optional timer fires, or

@@ -18,11 +18,14 @@ import (
 // the two apart. The group record holds the creation time of the stream its
 // state belongs to; when the stream exists with another one, the state of
 // the deleted stream is cleared (Store.StreamCreated, once for the group)
-// and the new stream's shards start at the group's start position.
+// and the new stream's shards start at the group's start position. With
+// enhanced fan-out the stream's consumer went with the deleted stream; it is
+// resolved again (registered anew) before the next subscription.
 
 // sameStream reports whether the shards just listed may be taken with the
 // group's state. The stream is described again (one DescribeStreamSummary)
-// only after discovery found it missing or a reader found it deleted; the
+// only after discovery found it missing or a reader found it deleted or
+// recreated (reader.go, notFound); the
 // comparison in the store otherwise just records the creation time seen at
 // start, once, which also catches a stream recreated while no instance ran.
 // false means "not yet": the listing is not used and the check is made
@@ -63,9 +66,28 @@ func (co *coordinator) sameStream(ctx context.Context) bool {
 	}
 	if !current.Equal(co.created) || cleared {
 		co.forgetIncarnation()
+		if co.fanOut != nil {
+			// Deleting the stream deleted its consumers.
+			co.fanOut.markStale()
+		}
 	}
 	co.created = current
+	co.createdSeen.Store(current.UnixNano())
 	return true
+}
+
+// recreatedSince reports, from any goroutine, whether the stream's creation
+// time differs from the one the coordinator last compared: a stream
+// deleted and created again between two listings, which discovery never
+// saw missing. A failed describe, or an endpoint without creation times,
+// reports false.
+func (co *coordinator) recreatedSince(ctx context.Context) bool {
+	known := co.createdSeen.Load()
+	if known == 0 {
+		return false
+	}
+	c, err := co.describeCreated(ctx)
+	return err == nil && !c.IsZero() && c.UnixNano() != known
 }
 
 // forgetIncarnation drops what this instance knows of the deleted stream:
@@ -78,7 +100,7 @@ func (co *coordinator) forgetIncarnation() {
 		}
 	}
 	co.known.mu.Lock()
-	co.known.closedSet, co.known.takenFrom = nil, nil
+	co.known.closedSet, co.known.committed = nil, nil
 	co.known.mu.Unlock()
 }
 

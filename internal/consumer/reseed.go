@@ -16,7 +16,14 @@ import (
 // reading what it holds and writes back what it knows: the group record
 // (so `latest` keeps its start), the positions its readers reached, the
 // closed shards and the start override it last saw, and its leases with
-// their tokens. The store hands no shard it does not know to anyone for a
+// their tokens.
+//
+// The positions are each shard's last *committed* one, kept per shard for
+// as long as no newer owner is known, and for the shards read here now the
+// acked one: so a store that forgets during an outage of any length costs
+// at most one commit period of reading plus what was in flight, and a
+// reader that took a shard without a checkpoint counts as soon as it
+// commits. The store hands no shard it does not know to anyone for a
 // lease period after a re-seed, so every instance has time to re-seed its
 // own shards before another could take them and start them over.
 
@@ -26,7 +33,9 @@ type known struct {
 	mu        sync.Mutex
 	closedSet map[string]bool
 	override  *StartOverride
-	takenFrom map[string]Position // the checkpoint a reader started after
+	// committed is, per shard, the last checkpoint this instance took a
+	// shard from or committed, until a newer owner is known.
+	committed map[string]Position
 }
 
 // closed records a shard read to its end and closed by this instance.
@@ -37,22 +46,43 @@ func (k *known) closed(id string) {
 		k.closedSet = map[string]bool{}
 	}
 	k.closedSet[id] = true
-	delete(k.takenFrom, id)
+	delete(k.committed, id)
 }
 
 // take records where a taken shard starts and the override the store gave.
+// The store's checkpoint replaces what was known, also when it is older or
+// none: only an operator's reset moves a checkpoint back.
 func (k *known) take(t Take) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.override = t.Override
-	if k.takenFrom == nil {
-		k.takenFrom = map[string]Position{}
-	}
 	if t.Checkpoint.IsZero() {
-		delete(k.takenFrom, t.Shard)
-	} else {
-		k.takenFrom[t.Shard] = t.Checkpoint
+		delete(k.committed, t.Shard)
+		return
 	}
+	k.commit(t.Shard, t.Checkpoint)
+}
+
+// committedTo records a checkpoint a reader of this instance committed.
+func (k *known) committedTo(id string, p Position) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.commit(id, p)
+}
+
+func (k *known) commit(id string, p Position) {
+	if k.committed == nil {
+		k.committed = map[string]Position{}
+	}
+	k.committed[id] = p
+}
+
+// newerOwner forgets a shard's position once another owner (or an
+// operator's reset) is known to hold the shard: what it commits is newer.
+func (k *known) newerOwner(id string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.committed, id)
 }
 
 // noteClosed replaces the known closed set with one read from the store.
@@ -117,7 +147,7 @@ func (co *coordinator) reseed(ctx context.Context) {
 	co.known.mu.Lock()
 	seed.Closed = slices.Sorted(maps.Keys(co.known.closedSet))
 	seed.Override = co.known.override
-	for id, p := range co.known.takenFrom {
+	for id, p := range co.known.committed {
 		seed.Checkpoints[id] = p
 	}
 	co.known.mu.Unlock()

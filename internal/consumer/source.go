@@ -25,29 +25,36 @@ import (
 // that shard: pacing, retries with backoff (failsafe-go), and resuming after
 // trouble. Polling (pollingSource: GetShardIterator, then GetRecords at most
 // once per poll_interval, renewing an expired iterator) is one source.
-// Enhanced fan-out is meant to be the second: SubscribeToShard from the
-// same start, each event a SourceBatch, the subscription renewed every five
-// minutes (and after an error) from its continuation sequence, ChildShards
+// Enhanced fan-out (subscriptionSource) is the other: SubscribeToShard
+// through the stream's consumer from the same start, each event a
+// SourceBatch, the subscription renewed every five minutes (and after an
+// error, a silence or a pause) from its continuation sequence, ChildShards
 // taken from the last event.
 //
 // The shardReader is the path every source shares: it turns records into
 // user records (KPL de-aggregation, skipping what a checkpoint inside an
-// aggregate already covers), hands them to Benthos, follows acks in the
+// aggregate already covers, dropping stray aggregates outside the shard's
+// hash key range), hands them to Benthos, follows acks in the
 // tracker, redelivers nacked batches, commits the contiguously acked
 // position, and at the end closes the shard or releases its lease.
 //
 // The contract between the two:
 //   - The reader calls Next only when the shard has room for another batch
-//     (shard_max_in_flight), and delivers everything Next returned before
-//     calling it again. So "after the last record returned" is "after the
-//     last record delivered": that is where a source resumes when it must
-//     start over (an expired iterator, a subscription renewed or broken).
+//     (shard_max_in_flight; with lanes, while fewer than `limit` fetched
+//     records wait in them), and delivers everything Next returned before
+//     calling it again, or with lanes keeps it queued for delivery. So
+//     "after the last record returned" is "after the last record the
+//     reader holds": that is where a source resumes when it must start
+//     over (an expired iterator, a subscription renewed or broken).
 //   - Next blocks until it has a batch, or ctx ends; it retries its own
 //     trouble and returns an error only when ctx ends, or an error wrapping
 //     ErrShardNotFound when Kinesis says the shard or its stream does not
-//     exist. The reader then tells a trimmed shard (no longer listed: it
-//     counts as closed) from a deleted stream (its readers stop) and may
-//     call Next again when the shard is still listed.
+//     exist (for a subscription: when its stream consumer is there; a
+//     consumer gone is registered again by the source). The reader then
+//     tells a trimmed shard (no longer listed: it counts as closed) from a
+//     deleted stream (its readers stop) and from a stream recreated since
+//     the last listing (its readers stop, and its state is cleared), and
+//     may call Next again when the shard is still listed.
 //   - NextAt says when a pulling source will next call Kinesis. The reader
 //     waits for that moment itself, so that acks and redeliveries are served
 //     while it waits; a pushing source returns the zero time.
@@ -62,8 +69,9 @@ type RecordSource interface {
 }
 
 // ErrShardNotFound is wrapped by the error of a Next that Kinesis answered
-// with ResourceNotFound: the shard was trimmed past the retention period,
-// or the stream was deleted.
+// with ResourceNotFound (and, for a subscription, whose stream consumer
+// exists): the shard was trimmed past the retention period, or the stream
+// was deleted.
 var ErrShardNotFound = errors.New("shard or stream not found")
 
 // SourceBatch is what one Next yields: one GetRecords response, or one
@@ -131,7 +139,7 @@ func after(sequence string) startSpec {
 // newSource opens the record source of a shard: a subscription with
 // enhanced fan-out, else GetRecords polling.
 func (co *coordinator) newSource(shard string, from startSpec, log *service.Logger) RecordSource {
-	if co.consumerARN == "" {
+	if co.fanOut == nil {
 		return newPollingSource(co, shard, from, log)
 	}
 	api := co.api.(FanOutAPI)

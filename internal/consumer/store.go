@@ -111,6 +111,14 @@ type Store interface {
 	// record if there is none; every later mutation returns ErrStoreForgot
 	// when that record is gone or replaced.
 	Acquire(ctx context.Context, shard, owner string) (Take, error)
+	// Join runs before an instance's first take: it creates the group
+	// record if there is none and returns how long to wait before taking
+	// anything. A record a take created less than a lease period ago, and
+	// that no re-seed has marked, may belong to a store that just forgot
+	// the group while other instances still read their shards; they
+	// re-seed within a lease period. An error refuses the store (e.g. one
+	// written in a newer format).
+	Join(ctx context.Context) (wait time.Duration, err error)
 	// RenewAll renews owner's leases in one call and names the lost ones;
 	// err means no lease is known to be renewed.
 	RenewAll(ctx context.Context, owner string, ls []Lease) (renewed []Lease, lost []string, err error)

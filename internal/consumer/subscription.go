@@ -53,7 +53,10 @@ type subscribeFunc func(ctx context.Context, in *kinesis.SubscribeToShardInput) 
 // ends: the five-minute session is over, the stream failed or went silent,
 // or the reader left it unread for pausedLimit. Subscribing is retried by
 // one failsafe-go policy; ResourceInUse (the previous subscription of the
-// shard is still held for a few seconds) waits like throttling.
+// shard is still held for a few seconds) waits like throttling, and
+// ResourceNotFound is told apart: a stream consumer gone (registered again
+// at once, efo_resolve.go) or a shard or stream gone (ErrShardNotFound, for
+// the reader to judge).
 //
 // A shard's end comes as an event with ChildShards. An emulator that never
 // sends them (kinesis-mock) is covered by a check with GetRecords, at most
@@ -61,16 +64,16 @@ type subscribeFunc func(ctx context.Context, in *kinesis.SubscribeToShardInput) 
 // caught up and quiet: a closed shard read to its end answers with no
 // next iterator and its children.
 type subscriptionSource struct {
-	subscribe   subscribeFunc
-	api         KinesisAPI // for the end-of-shard check
-	stream      string
-	consumerARN string
-	shard       string
-	log         *service.Logger
-	exec        failsafe.Executor[eventStream]
-	warn        warnPacer
-	checkEvery  time.Duration
-	lastCheck   time.Time
+	subscribe  subscribeFunc
+	api        KinesisAPI // for the end-of-shard check
+	stream     string
+	consumer   *streamConsumer
+	shard      string
+	log        *service.Logger
+	exec       failsafe.Executor[eventStream]
+	warn       warnPacer
+	checkEvery time.Duration
+	lastCheck  time.Time
 
 	from         startSpec // where the next subscription starts
 	subscribedAt time.Time // when the last SubscribeToShard was sent
@@ -89,7 +92,7 @@ func newSubscriptionSource(co *coordinator, subscribe subscribeFunc, shard strin
 		subscribe:   subscribe,
 		api:         co.api,
 		stream:      co.configured,
-		consumerARN: co.consumerARN,
+		consumer:    co.fanOut,
 		shard:       shard,
 		log:         log,
 		warn:        newWarnPacer(cfg.Backoff),
@@ -98,13 +101,20 @@ func newSubscriptionSource(co *coordinator, subscribe subscribeFunc, shard strin
 		hungAfter:   2 * eventInterval,
 		pausedAfter: pausedLimit,
 	}
-	s.exec = failsafe.With(sourceRetry(cfg.Backoff, subscribeInterval, subscribeDelay, s.warnRetry).Build())
+	s.exec = failsafe.With(sourceRetry(cfg.Backoff, subscribeInterval, subscribeDelay, s.warnRetry).
+		// A shard or stream that does not exist is the reader's to judge
+		// (trimmed, or deleted), not a failure to retry blindly.
+		AbortIf(func(_ eventStream, err error) bool { return errors.Is(err, ErrShardNotFound) }).
+		Build())
 	return s
 }
 
 // subscribeDelay is the wait before subscribing again after err (-1: the
 // backoff).
 func subscribeDelay(err error, slowest time.Duration) time.Duration {
+	if errors.Is(err, errConsumerGone) {
+		return -1 // the consumer is resolved again at once
+	}
 	if !kinesisx.Retryable(err) && kinesisx.ErrorCode(err) != kinesisx.CodeResourceInUse {
 		// A deleted consumer or a denied role is looked at again at the
 		// slowest pace.
@@ -220,20 +230,42 @@ func (s *subscriptionSource) events(ctx context.Context) (<-chan types.Subscribe
 	return es.Events(), nil
 }
 
-// open sends one SubscribeToShard in its pacing slot.
+// open sends one SubscribeToShard in its pacing slot, through the stream
+// consumer as last resolved. A ResourceNotFound answer is told apart: the
+// consumer gone (resolved again by the next attempt) or the shard or stream
+// (ErrShardNotFound, the reader's to judge).
 func (s *subscriptionSource) open(ctx context.Context) (eventStream, error) {
 	if err := sleepUntil(ctx, s.subscribedAt.Add(subscribeInterval)); err != nil {
 		return nil, err
 	}
+	arn, err := s.consumer.current(ctx)
+	if kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound {
+		// Registering the consumer found no stream.
+		return nil, fmt.Errorf("registering the stream consumer again: %w: %w", ErrShardNotFound, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resolving the stream consumer: %w", err)
+	}
 	s.subscribedAt = time.Now()
 	es, err := s.subscribe(ctx, &kinesis.SubscribeToShardInput{
-		ConsumerARN: aws.String(s.consumerARN), ShardId: aws.String(s.shard), StartingPosition: s.from.startingPosition(),
+		ConsumerARN: aws.String(arn), ShardId: aws.String(s.shard), StartingPosition: s.from.startingPosition(),
 	})
-	if err != nil {
-		return nil, fmt.Errorf("subscribing to the shard at %s: %w", s.from.iterType, err)
+	if err == nil {
+		s.log.Tracef("Subscribed to the shard at %s %s", s.from.iterType, s.from.sequence)
+		return es, nil
 	}
-	s.log.Tracef("Subscribed to the shard at %s %s", s.from.iterType, s.from.sequence)
-	return es, nil
+	err = fmt.Errorf("subscribing to the shard at %s: %w", s.from.iterType, err)
+	if kinesisx.ErrorCode(err) != kinesisx.CodeResourceNotFound {
+		return nil, err
+	}
+	gone, derr := s.consumer.gone(ctx, arn)
+	switch {
+	case derr != nil:
+		return nil, fmt.Errorf("%w (and %w)", err, derr)
+	case gone:
+		return nil, fmt.Errorf("%w: %w", errConsumerGone, err)
+	}
+	return nil, fmt.Errorf("%w: %w", ErrShardNotFound, err)
 }
 
 // ended handles a subscription whose events stopped: the session ran its
@@ -285,7 +317,7 @@ func (s *subscriptionSource) batch(e *types.SubscribeToShardEvent) SourceBatch {
 // (the previous subscription still held) counts as trouble known to pass.
 func (s *subscriptionSource) warnRetry(e failsafe.ExecutionScheduledEvent[eventStream]) {
 	err := e.LastError()
-	known := kinesisx.Retryable(err) || kinesisx.ErrorCode(err) == kinesisx.CodeResourceInUse
+	known := kinesisx.Retryable(err) || kinesisx.ErrorCode(err) == kinesisx.CodeResourceInUse || errors.Is(err, errConsumerGone)
 	if !s.warn.due(known, e.ElapsedTime()) {
 		return
 	}

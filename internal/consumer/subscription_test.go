@@ -56,12 +56,14 @@ type fakeSubscriptions struct {
 	mu      sync.Mutex
 	answers []func() (eventStream, error)
 	starts  []types.StartingPosition
+	arns    []string // the consumer of each call
 }
 
 func (f *fakeSubscriptions) subscribe(_ context.Context, in *kinesis.SubscribeToShardInput) (eventStream, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.starts = append(f.starts, *in.StartingPosition)
+	f.arns = append(f.arns, aws.ToString(in.ConsumerARN))
 	if len(f.answers) == 0 {
 		return newFakeStream(nil, false, nil), nil // silence
 	}
@@ -96,15 +98,22 @@ func apiErr(status int, err error) error {
 	return &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}}, Err: err}
 }
 
+// testConsumerARN is the stream consumer a test subscription starts with.
+const testConsumerARN = fakeStreamARN + "/consumer/c:1"
+
 func newTestSubscription(f *fakeSubscriptions, from startSpec) *subscriptionSource {
+	return newTestSubscriptionWith(f, newFakeConsumers(testConsumerARN), from)
+}
+
+func newTestSubscriptionWith(f *fakeSubscriptions, consumers *fakeConsumers, from startSpec) *subscriptionSource {
+	bo := kinesisx.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 20 * time.Millisecond}
+	sc := newStreamConsumer(consumers, fakeStreamARN, EnhancedFanOut{Enabled: true, ConsumerName: "c"}, bo, nil)
+	sc.arn, sc.stale = testConsumerARN, false
 	co := &coordinator{
-		c: &Consumer{cfg: Config{
-			DiscoveryInterval: time.Hour,
-			Backoff:           kinesisx.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 20 * time.Millisecond},
-		}},
-		api:         newFakeKinesis(),
-		configured:  "s",
-		consumerARN: "arn:aws:kinesis:us-east-1:1:stream/s/consumer/c:1",
+		c:          &Consumer{cfg: Config{DiscoveryInterval: time.Hour, Backoff: bo}},
+		api:        newFakeKinesis(),
+		configured: "s",
+		fanOut:     sc,
 	}
 	return newSubscriptionSource(co, f.subscribe, "shardId-000000000001", from, nil)
 }
@@ -196,7 +205,7 @@ func TestSubscriptionLeftUnreadIsCancelled(t *testing.T) {
 func TestSubscriptionGivesUpOnlyWhenTheReaderStops(t *testing.T) {
 	f := &fakeSubscriptions{}
 	for range 100 {
-		f.answers = append(f.answers, func() (eventStream, error) { return nil, apiErr(400, &types.ResourceNotFoundException{}) })
+		f.answers = append(f.answers, func() (eventStream, error) { return nil, apiErr(400, &types.AccessDeniedException{}) })
 	}
 	s := newTestSubscription(f, after("1"))
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)

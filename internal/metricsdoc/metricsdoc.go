@@ -50,6 +50,8 @@ func (m Metric) PrometheusType() string {
 var Input = []Metric{
 	{Name: "kinesis_input_records_total", Type: Counter, Labels: []string{"stream"}, Unit: "records",
 		Help: "User records delivered to the pipeline, after KPL de-aggregation."},
+	{Name: "kinesis_input_records_dropped_total", Type: Counter, Labels: []string{"stream", "reason"}, Unit: "records",
+		Help: "User records read but not delivered, by reason. `outside_hash_range`: the user records of a KPL aggregate that held one whose hash key lies outside its shard's range, a stray copy a producer wrote before it saw a reshard and sent again to the right shards; it is dropped whole, as KCL drops it."},
 	{Name: "kinesis_input_bytes_total", Type: Counter, Labels: []string{"stream"}, Unit: "bytes",
 		Help: "Bytes of record data delivered to the pipeline."},
 	{Name: "kinesis_input_millis_behind_latest", Type: Gauge, Labels: []string{"stream", "shard"}, Unit: "milliseconds",

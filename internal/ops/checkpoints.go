@@ -118,7 +118,7 @@ func CheckpointsCommand() *cli.Command {
 				Usage: "Delete every key of the group on the stream",
 				Flags: common(
 					&cli.BoolFlag{Name: flagYes, Usage: "confirm the deletion"},
-					&cli.BoolFlag{Name: flagForce, Usage: "delete even while pipelines hold live leases"},
+					&cli.BoolFlag{Name: flagForce, Usage: "delete even while leases are live (never while instances of the group run: they would write their state back)"},
 				),
 				Action: runDelete,
 			},

@@ -247,10 +247,21 @@ func TestIntegrationCLI(t *testing.T) {
 		assert.True(t, all["shardId-000000000000"].ShardEnd)
 	})
 
-	t.Run("delete needs --yes", func(t *testing.T) {
+	t.Run("delete needs --yes, and refuses while instances run, even with --force", func(t *testing.T) {
 		_, err := runCLI(ctx, with("delete")...)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "--yes")
+		// A running instance would take the deletion for a store that
+		// forgot and write its state back at once: refused, naming it.
+		require.NoError(t, s.Heartbeat(ctx, "host-a-1234"))
+		_, err = runCLI(ctx, with("delete", "--yes", "--force")...)
+		require.Error(t, err)
+		assert.ErrorIs(t, err, checkpointer.ErrLiveMembers)
+		assert.Contains(t, err.Error(), "host-a-1234")
+		all, err := s.Checkpoints(ctx)
+		require.NoError(t, err)
+		assert.Len(t, all, 2, "a refused delete changes nothing")
+		require.NoError(t, s.RemoveMember(ctx, "host-a-1234"))
 		out, err := runCLI(ctx, with("delete", "--yes")...)
 		require.NoError(t, err, out)
 		assert.Contains(t, out, "2 checkpoints, 1 closed shards")

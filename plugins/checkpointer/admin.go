@@ -71,6 +71,8 @@ type ResetResult struct {
 	// LiveLeases are the shards that had a live lease (refused unless
 	// forced; with force their owners are fenced out).
 	LiveLeases []string
+	// LiveMembers are the running instances a delete was refused for.
+	LiveMembers []string
 	// Checkpoints and Closed are the state before the change.
 	Checkpoints map[string]consumer.Position
 	Closed      map[string]bool
@@ -131,11 +133,14 @@ func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positi
 }
 
 // Delete removes every key of the group+stream: checkpoints, closed set,
-// leases, members, hand-off requests and published progress. Refused with ErrLiveLeases while
-// leases are live unless force.
+// leases, members, hand-off requests and published progress. Refused with
+// ErrLiveMembers while instances of the group heartbeat within the lease
+// period, force or not: a running instance takes the deletion for a store
+// that forgot the group and writes back what it knows, undoing it. Refused
+// with ErrLiveLeases while leases are live unless force.
 func (s *Store) Delete(ctx context.Context, force bool) (ResetResult, error) {
 	return s.runAdmin(ctx, "deleting checkpoints", deleteScript,
-		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff, s.keys.Progress, s.keys.Epoch}, boolArg(force))
+		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff, s.keys.Progress, s.keys.Epoch}, boolArg(force), s.periodMillis())
 }
 
 // runAdmin reads the state a reset or delete is about to change, then runs
@@ -160,6 +165,14 @@ func (s *Store) runAdmin(ctx context.Context, what string, script *redis.Script,
 func (s *Store) adminOutcome(what string, out []any, res *ResetResult) error {
 	if len(out) < 1 {
 		return fmt.Errorf("%s: unexpected script reply %v", what, out)
+	}
+	if toInt(out[0]) == -1 {
+		for _, v := range out[1:] {
+			res.LiveMembers = append(res.LiveMembers, toString(v))
+		}
+		slices.Sort(res.LiveMembers)
+		return fmt.Errorf("%s: instances %s of the group are running and would write back what they know at once (--force does not override this): stop them first, or wait one lease period after a crash: %w",
+			what, strings.Join(res.LiveMembers, ", "), ErrLiveMembers)
 	}
 	for _, v := range out[1:] {
 		res.LiveLeases = append(res.LiveLeases, toString(v))

@@ -203,6 +203,11 @@ func (c *Checkpointer) Stream(streamID string) *Store {
 // the store are the consumer's (consumer.ErrLeaseHeld, consumer.ErrLeaseLost).
 var ErrLiveLeases = errors.New("live leases exist")
 
+// ErrLiveMembers is returned, matched with errors.Is, when `delete` refused
+// because instances of the group are running: they would re-seed the
+// deleted state at once.
+var ErrLiveMembers = errors.New("instances of the group are running")
+
 // redactErr removes the URL's password from an error text that may quote it.
 func redactErr(err error, rawURL string) string {
 	msg := strings.ReplaceAll(err.Error(), rawURL, RedactURL(rawURL))

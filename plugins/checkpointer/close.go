@@ -24,6 +24,10 @@ func (s *Store) CloseShard(ctx context.Context, l consumer.Lease) error {
 		return fmt.Errorf("closing shard %s: no lease held: %w", l.Shard, consumer.ErrLeaseLost)
 	}
 	what := "closing shard " + l.Shard
+	// A close opens the gate for the shard's children: whether the master
+	// has a replica to wait for is asked anew, not taken from the cache,
+	// so a replica that reconnected is waited for at once.
+	s.replicas.forget()
 	n, err := s.replicas.want(ctx, s)
 	if err == nil && n > 0 {
 		err = s.Commit(ctx, l, consumer.Position{ShardEnd: true})

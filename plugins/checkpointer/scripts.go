@@ -38,6 +38,9 @@ var luaPrelude = readLua("prelude")
 var luaFields = strings.NewReplacer(
 	"{{startField}}", startField,
 	"{{streamCreatedField}}", streamCreatedField,
+	"{{formatField}}", formatField,
+	"{{createdField}}", createdField,
+	"{{reseededField}}", reseededField,
 )
 
 // embeddedScript is one script with the source it was made from.
@@ -73,7 +76,9 @@ func readLua(name string) string {
 
 // acquireScript: KEYS lease, handoff, ckpt, epoch; ARGV shard, owner,
 // periodMillis, knownEpoch, newEpoch. A caller that knows no epoch yet joins
-// the group, creating its record (id newEpoch, start now) if there is none.
+// the group, creating its record (id newEpoch, start and created now) if
+// there is none (the input joins first, join.go, and waits while a record
+// is young and not re-seeded).
 // Returns {1|0, owner, expiresAt, token, now, epoch, groupStart, checkpoint,
 // startOverride}: 1 when the caller holds the lease, 0 with the live holder
 // otherwise. The checkpoint and the override (” when none) come with the
@@ -99,12 +104,18 @@ var releaseScript = newScript("release")
 
 // commitScript: KEYS lease, ckpt, epoch; ARGV shard, owner, token,
 // position, epoch. Returns 1 written, 2 not written because the stored one
-// is not older, 0 fenced.
+// is not older, 0 fenced. A commit already done writes the stored value
+// again: with replicas to wait for, the WAIT that follows on the same
+// connection then counts from this write, which comes after every earlier
+// one (a retry may run on another pooled connection, whose own last write
+// could be older than the one the replicas must hold).
 var commitScript = newScript("commit")
 
 // closeScript: KEYS lease, ckpt, closed, handoff, epoch; ARGV shard, owner,
 // token, epoch. Returns 1, or 0 when fenced. Running it again after it
-// succeeded returns 1 (the close waits for replicas and may be retried).
+// succeeded returns 1 (the close waits for replicas and may be retried),
+// and writes SHARD_END again so that the WAIT after it covers the close
+// (see commitScript).
 var closeScript = newScript("close")
 
 // closedScript: KEYS closed, epoch; ARGV epoch (” to skip the check).
@@ -159,9 +170,11 @@ var handoffRequestsScript = newScript("handoff_requests")
 var resetScript = newScript("reset")
 
 // deleteScript: KEYS ckpt, closed, lease, members, handoff, progress,
-// epoch; ARGV force. Same refusal as resetScript; then deletes every key of
-// the group+stream, the group record included: the next take starts a new
-// one.
+// epoch; ARGV force, member window (ms). Refuses with {-1, member...} while
+// members heartbeat within the window, forced or not (they would re-seed
+// what they know at once); then the same refusal as resetScript; then
+// deletes every key of the group+stream, the group record included: the
+// next take starts a new one.
 var deleteScript = newScript("delete")
 
 // publishProgressScript: KEYS progress, lease; ARGV owner, then shard,

@@ -111,3 +111,47 @@ func TestIntegrationSentinelFailoverKeepsTheGate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "43", v)
 }
+
+// A close retried after its WAIT fell short is replicated only when the
+// replica holds it: the retry's scripts are no-ops, and on another pooled
+// connection a WAIT would count from that connection's own last write. The
+// retry writes again, so its WAIT covers the close.
+func TestIntegrationRetriedCloseWaitsForItsOwnWrite(t *testing.T) {
+	t.Parallel()
+	master := testenv.NewRedis(t)
+	replica := testenv.NewReplica(t, master)
+	cfg := DefaultConfig()
+	cfg.RedisURL, cfg.Group, cfg.MinReplicasToAck = master.URL(), "retried-close", 1
+	cfg.ReplicaAckTimeout = 300 * time.Millisecond
+	c, err := New(t.Context(), cfg, nil, nil)
+	require.NoError(t, err)
+	defer c.Close()
+	s := c.Stream("orders")
+	ctx := t.Context()
+	l, err := leaseOf(s.Acquire(ctx, "shardId-000000000000", "a"))
+	require.NoError(t, err)
+	require.NoError(t, s.Commit(ctx, l, consumer.Position{Sequence: "41"}))
+	// The close's first step (the fenced SHARD_END) is on the replica
+	// already; its second (closed set, release) is what the replica misses.
+	require.NoError(t, s.Commit(ctx, l, consumer.Position{ShardEnd: true}))
+
+	require.NoError(t, replica.Pause())
+	defer func() { _ = replica.Resume() }()
+	require.ErrorIs(t, s.CloseShard(ctx, l), ErrNotReplicated)
+	// The retry on a connection that wrote nothing yet: a second client
+	// with the same group record known, as a pool's new connection is.
+	c2, err := New(ctx, cfg, nil, nil)
+	require.NoError(t, err)
+	defer c2.Close()
+	s2 := c2.Stream("orders")
+	s2.learnEpoch(s.knownEpoch(), time.Now())
+	require.ErrorIs(t, s2.CloseShard(ctx, l), ErrNotReplicated, "the retried close was reported replicated while the replica was stopped")
+
+	require.NoError(t, replica.Resume())
+	require.NoError(t, s.CloseShard(ctx, l))
+	rc := replica.Client()
+	defer rc.Close()
+	member, err := rc.SIsMember(ctx, s.Keys().Closed, "shardId-000000000000").Result()
+	require.NoError(t, err)
+	assert.True(t, member, "the replica holds the close")
+}

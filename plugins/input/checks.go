@@ -32,6 +32,16 @@ func lintRule() string {
 			Message: `"field ` + fieldStartTimestamp + `: %q is not an RFC3339 time, e.g. 2024-05-01T12:00:00Z".format(this.` + fieldStartTimestamp + `)`,
 		},
 		{
+			// An empty list passes the spec (the field is set); the
+			// constructor refuses it, so lint does too.
+			When:    `this.` + fieldStreams + `.or([]).length() == 0`,
+			Message: `"field ` + fieldStreams + `: list at least one stream name or ARN"`,
+		},
+		{
+			When:    `this.` + fieldStreams + `.or([]).any(s -> s == "")`,
+			Message: `"field ` + fieldStreams + `: an entry is empty; list stream names or ARNs"`,
+		},
+		{
 			When:    `this.` + fieldStreams + `.unique().length() < this.` + fieldStreams + `.length()`,
 			Message: `"field ` + fieldStreams + `: a stream is listed twice; list each stream once"`,
 		},

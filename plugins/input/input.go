@@ -21,6 +21,7 @@ const (
 	fieldStartPosition     = "start_position"
 	fieldStartTimestamp    = "start_timestamp"
 	fieldShardMaxInFlight  = "shard_max_in_flight"
+	fieldShardParallelism  = "shard_parallelism"
 	fieldLimit             = "limit"
 	fieldPollInterval      = "poll_interval"
 	fieldIdlePollInterval  = "idle_poll_interval"
@@ -73,6 +74,9 @@ func Spec() *service.ConfigSpec {
 		service.NewIntField(fieldShardMaxInFlight).
 			Description("The most batches of one shard that may be unacknowledged at once. With 1, a shard's next batch is handed over only once the previous one is acknowledged, so records of one partition key are processed and written strictly in order, also across nacks. More raises throughput when the pipeline is slow, but gives up that order in normal running too: a pipeline with several threads, or an output with `max_in_flight` above 1, may finish a later batch of a shard before an earlier one, and a nacked batch is sent again after later ones. Checkpoints stay correct either way (they only pass contiguously acknowledged records).").
 			Default(1).Advanced(),
+		service.NewIntField(fieldShardParallelism).
+			Description(fmt.Sprintf("How many batches of one shard may be in the pipeline at once while every partition key stays in order (1..%d). A shard's records are spread over this many lanes by a hash of their partition key (for KPL aggregates, each user record's own key); a lane hands its next batch over only once its previous one is acknowledged, and sends a nacked batch again before anything later of its lane, while the other lanes go on. Use it when the pipeline, not Kinesis, is the bottleneck of a shard: a per-message call to a slow service, for instance, then runs on up to this many batches of the shard at once. The checkpoint still only passes records acknowledged together with every record before them. With 1 (the default) a shard is one lane. Above 1, `shard_max_in_flight` must be 1: lanes already give the parallelism, and more batches per lane would give up the order.", consumer.MaxShardParallelism)).
+			Default(1).Advanced(),
 		service.NewIntField(fieldLimit).
 			Description(fmt.Sprintf("The most records one GetRecords call returns (1..%d), and the most messages in one batch. A batch is one GetRecords response; when `deaggregate` splits KPL aggregates into more user records than this, the response is handed over in several batches of at most this many.", kinesisx.MaxGetRecordsLimit)).
 			Default(kinesisx.MaxGetRecordsLimit).Advanced(),
@@ -86,7 +90,7 @@ func Spec() *service.ConfigSpec {
 			Description("How often shards are listed to find new ones after a reshard. A shard that ends triggers a listing at once.").
 			Default("10s").Advanced(),
 		service.NewBoolField(fieldDeaggregate).
-			Description("Split KPL aggregated records into their user records (checked against their MD5). A batch that ends inside an aggregate commits a sub-sequence checkpoint (`<sequence>/<sub-sequence>`), so a restart resumes inside the aggregate after the last acknowledged user record. With `false` an aggregate is one message; a sub-sequence checkpoint (from an earlier run with `true`) then resumes at that aggregate and delivers it whole again, as a record is never skipped.").
+			Description("Split KPL aggregated records into their user records (checked against their MD5). A batch that ends inside an aggregate commits a sub-sequence checkpoint (`<sequence>/<sub-sequence>`), so a restart resumes inside the aggregate after the last acknowledged user record. An aggregate holding a user record whose hash key (its explicit hash key, else the MD5 of its partition key) lies outside its shard's hash key range is a stray copy, written before the producer saw a reshard and sent again to the right shards: as KCL does, it is dropped whole and counted in `kinesis_input_records_dropped_total{reason=\"outside_hash_range\"}`. With `false` an aggregate is one message; a sub-sequence checkpoint (from an earlier run with `true`) then resumes at that aggregate and delivers it whole again, as a record is never skipped.").
 			Default(true).Advanced(),
 		service.NewDurationField(fieldLagWarnThreshold).
 			Description("Log a warning when a shard is further behind than this. `0s` uses half the stream's retention period. An error is logged past 90% of the retention period, when records are about to expire unread.").
@@ -167,6 +171,14 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	}
 	if cc.ShardMaxInFlight, err = conf.FieldInt(fieldShardMaxInFlight); err != nil {
 		return c, err
+	}
+	if cc.ShardParallelism, err = conf.FieldInt(fieldShardParallelism); err != nil {
+		return c, err
+	}
+	if cc.ShardParallelism < 1 {
+		// The consumer reads 0 as 1 for configurations built in code; in
+		// YAML it is a mistake.
+		return c, fmt.Errorf("field %s: %d must be within 1..%d", fieldShardParallelism, cc.ShardParallelism, consumer.MaxShardParallelism)
 	}
 	if cc.Limit, err = conf.FieldInt(fieldLimit); err != nil {
 		return c, err

@@ -27,6 +27,7 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, []string{"orders"}, cc.Streams)
 	assert.Equal(t, consumer.StartTrimHorizon, cc.StartPosition)
 	assert.Equal(t, 1, cc.ShardMaxInFlight)
+	assert.Equal(t, 1, cc.ShardParallelism)
 	assert.Equal(t, 10000, cc.Limit)
 	assert.Equal(t, 200*time.Millisecond, cc.PollInterval)
 	assert.Equal(t, time.Second, cc.IdlePollInterval)
@@ -48,6 +49,9 @@ func TestConfigRejectsInvalidValuesNamingTheField(t *testing.T) {
 		{"idle faster than busy", "poll_interval: 500ms\nidle_poll_interval: 200ms\n", "idle_poll_interval"},
 		{"limit above the service's", "limit: 20000\n", "limit"},
 		{"zero in flight", "shard_max_in_flight: 0\n", "shard_max_in_flight"},
+		{"zero lanes", "shard_parallelism: 0\n", "shard_parallelism"},
+		{"too many lanes", "shard_parallelism: 65\n", "shard_parallelism"},
+		{"lanes with several batches in flight", "shard_parallelism: 4\nshard_max_in_flight: 2\n", "shard_max_in_flight"},
 		{"empty stream", "streams: [ \"\" ]\n", "streams"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -32,6 +32,8 @@ func TestLintRejectsWhatTheConstructorRejects(t *testing.T) {
 		"timestamp without at_timestamp": {"  start_timestamp: 2024-05-01T12:00:00Z\n", "field start_timestamp: only used with start_position: at_timestamp"},
 		"at_timestamp without timestamp": {"  start_position: at_timestamp\n", "field start_timestamp: required with start_position: at_timestamp"},
 		"timestamp not RFC3339":          {"  start_position: at_timestamp\n  start_timestamp: yesterday\n", `field start_timestamp: "yesterday" is not an RFC3339 time`},
+		"no stream":                      {"  streams: []\n", "field streams: list at least one stream name or ARN"},
+		"an empty stream":                {"  streams: [ orders, '' ]\n", "field streams: an entry is empty"},
 		"stream listed twice":            {"  streams: [ orders, orders ]\n", "field streams: a stream is listed twice"},
 		"stream by name and ARN":         {"  streams: [ orders, 'arn:aws:kinesis:us-east-1:123456789012:stream/orders' ]\n", "field streams: one stream is listed by name and by ARN"},
 		"same name and ARN, same region": {"  region: us-east-1\n  streams: [ orders, 'arn:aws:kinesis:us-east-1:123456789012:stream/orders' ]\n", "field streams: one stream is listed by name and by ARN"},
@@ -121,4 +123,25 @@ func TestInstanceID(t *testing.T) {
 	_, err = parse("lease: { instance_id: 'pod|1' }")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "field lease.instance_id")
+}
+
+// Lint's stream rules say what the constructor says: a config `lint` passes
+// does not fail at start over its streams (streams: [] used to lint clean).
+func TestEmptyStreamsFailLintAndConstructor(t *testing.T) {
+	for name, tc := range map[string]struct{ streams, want string }{
+		"no stream":      {"[]", "field streams: list at least one stream name or ARN"},
+		"an empty entry": {"[ orders, '' ]", "field streams: an entry is empty"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			lints := lintInput(t, "  streams: "+tc.streams+"\n")
+			require.Len(t, lints, 1, "exactly one message: %v", lints)
+			assert.Contains(t, lints[0], tc.want)
+
+			conf, err := Spec().ParseYAML("streams: "+tc.streams+"\ncheckpoint: { redis: { url: 'redis://localhost:6379' }, group: g }\n", nil)
+			require.NoError(t, err)
+			_, err = ConfigFromParsed(conf)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
 }

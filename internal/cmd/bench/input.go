@@ -58,16 +58,12 @@ func runInput(ctx context.Context, args []string) error {
 		return fmt.Errorf("-rounds %d: must be at least 1", f.rounds)
 	}
 
-	emu, err := testenv.StartKinesalite(ctx)
+	env, err := startEnv(ctx, envOptions{redis: true})
 	if err != nil {
-		return fmt.Errorf("starting kinesalite: %w", err)
+		return err
 	}
-	defer emu.Close()
-	red, err := testenv.StartRedis(ctx, testenv.RedisOptions{})
-	if err != nil {
-		return fmt.Errorf("starting redis-server: %w", err)
-	}
-	defer red.Close()
+	defer env.Close()
+	emu, red := env.emu, env.red
 
 	const stream = "bench-input"
 	if _, err := emu.CreateStream(ctx, stream, f.shards); err != nil {

@@ -45,16 +45,12 @@ func runLatency(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	emu, err := testenv.StartKinesisMock(ctx)
+	env, err := startEnv(ctx, envOptions{mock: true, redis: true})
 	if err != nil {
-		return fmt.Errorf("starting kinesis-mock: %w", err)
+		return err
 	}
-	defer emu.Close()
-	red, err := testenv.StartRedis(ctx, testenv.RedisOptions{})
-	if err != nil {
-		return fmt.Errorf("starting redis-server: %w", err)
-	}
-	defer red.Close()
+	defer env.Close()
+	emu, red := env.emu, env.red
 	// Enhanced fan-out runs over kinesis-mock's TLS port (HTTP/2): trust
 	// its test CA and read its subscriptions without the initial-response
 	// event it omits.

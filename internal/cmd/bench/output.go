@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -54,11 +53,12 @@ func runOutput(ctx context.Context, args []string) error {
 		return fmt.Errorf("-rounds %d: must be at least 1 and at most -n (%d)", f.rounds, f.records)
 	}
 
-	emu, err := testenv.StartKinesalite(ctx)
+	env, err := startEnv(ctx, envOptions{})
 	if err != nil {
-		return fmt.Errorf("starting kinesalite: %w", err)
+		return err
 	}
-	defer emu.Close()
+	defer env.Close()
+	emu := env.emu
 	// The plugin's sides: unordered (the raw loop's match) and ordered (the
 	// default), each plain and aggregated.
 	modes := []pluginMode{
@@ -78,12 +78,7 @@ func runOutput(ctx context.Context, args []string) error {
 		}
 	}
 	// The plugin reads credentials from the default chain.
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID": testenv.AccessKey, "AWS_SECRET_ACCESS_KEY": testenv.SecretKey,
-		"AWS_REGION": testenv.Region, "AWS_EC2_METADATA_DISABLED": "true",
-	} {
-		_ = os.Setenv(k, v)
-	}
+	setAWSEnv()
 
 	// A short warm-up of every path so none pays for first connections and
 	// code paths in its measurement.

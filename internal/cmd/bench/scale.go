@@ -79,16 +79,12 @@ func runScale(ctx context.Context, args []string) error {
 		}
 	}
 
-	emu, err := testenv.StartKinesaliteWith(ctx, testenv.KinesaliteOptions{ShardLimit: f.shards + 100})
+	env, err := startEnv(ctx, envOptions{shardLimit: f.shards + 100, redis: true})
 	if err != nil {
-		return fmt.Errorf("starting kinesalite: %w", err)
+		return err
 	}
-	defer emu.Close()
-	red, err := testenv.StartRedis(ctx, testenv.RedisOptions{})
-	if err != nil {
-		return fmt.Errorf("starting redis-server: %w", err)
-	}
-	defer red.Close()
+	defer env.Close()
+	emu, red := env.emu, env.red
 	rc := red.Client()
 	defer rc.Close()
 	fmt.Fprintf(os.Stderr, "bench scale: creating a stream of %d shards...\n", f.shards)

@@ -15,7 +15,6 @@ import (
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
-	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
 func init() {
@@ -75,26 +74,17 @@ func runSoak(ctx context.Context, args []string) error {
 		return fmt.Errorf("-steps %d: must be at least 2 and at most -n (%d)", f.steps, f.records)
 	}
 
-	emu, err := testenv.StartKinesalite(ctx)
+	env, err := startEnv(ctx, envOptions{redis: true})
 	if err != nil {
-		return fmt.Errorf("starting kinesalite: %w", err)
+		return err
 	}
-	defer emu.Close()
-	red, err := testenv.StartRedis(ctx, testenv.RedisOptions{})
-	if err != nil {
-		return fmt.Errorf("starting redis-server: %w", err)
-	}
-	defer red.Close()
+	defer env.Close()
+	emu, red := env.emu, env.red
 	const stream = "bench-soak"
 	if _, err := emu.CreateStream(ctx, stream, f.shards); err != nil {
 		return err
 	}
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID": testenv.AccessKey, "AWS_SECRET_ACCESS_KEY": testenv.SecretKey,
-		"AWS_REGION": testenv.Region, "AWS_EC2_METADATA_DISABLED": "true",
-	} {
-		_ = os.Setenv(k, v)
-	}
+	setAWSEnv()
 
 	// The output fills the stream the input then reads, so the two sides
 	// run one after the other and each has the process to itself.

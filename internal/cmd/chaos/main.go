@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -58,29 +59,46 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 	}
 	fmt.Fprintf(os.Stderr, "chaos: seed %d, files in %s\n", seed, dir)
 	failed := false
+	// The first phase reads each shard in four lanes (shard_parallelism),
+	// so per-key order and nothing lost are checked with lanes too.
 	for _, phase := range []struct {
-		name       string
-		emptyRedis bool
-	}{{"redis-keeps-data", false}, {"redis-comes-back-empty", true}} {
+		name               string
+		emptyRedis, stalls bool
+		lanes              int
+	}{{"redis-keeps-data", false, false, 4}, {"redis-down-past-the-lease-comes-back-empty", true, false, 1}, {"redis-stalls", false, true, 1}} {
 		phaseDir := filepath.Join(dir, phase.name)
 		if err := os.MkdirAll(phaseDir, 0o755); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "chaos: phase %s\n", phase.name)
+		fmt.Fprintf(os.Stderr, "chaos: phase %s (shard_parallelism %d)\n", phase.name, phase.lanes)
+		var (
+			mu   sync.Mutex
+			pids []int
+		)
 		t, err := chaos.Run(ctx, chaos.Config{
-			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, EFO: efo,
-			Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, EFO: efo, ShardParallelism: phase.lanes,
+			Logf:    func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+			Started: func(pid int) { mu.Lock(); pids = append(pids, pid); mu.Unlock() },
 		})
+		// Every process a phase started must be gone when it returns.
+		mu.Lock()
+		for _, pid := range pids {
+			if syscall.Kill(pid, 0) == nil {
+				fmt.Printf("phase %s left process %d running\n", phase.name, pid)
+				failed = true
+			}
+		}
+		mu.Unlock()
 		if err != nil {
 			fmt.Printf("phase %s could not be carried out: %v\n\n", phase.name, err)
 			failed = true
 			continue
 		}
-		fmt.Printf("phase %s\n%s\n", phase.name, t.String())
+		fmt.Printf("phase %s (shard_parallelism %d)\n%s\n", phase.name, phase.lanes, t.String())
 		failed = failed || !t.OK()
 	}
 	if failed {
-		return fmt.Errorf("records lost, out of order or duplicated beyond the bound (seed %d, files in %s)", seed, dir)
+		return fmt.Errorf("records lost, out of order or duplicated beyond the bound, or a process left running (see above; seed %d, files in %s)", seed, dir)
 	}
 	return nil
 }

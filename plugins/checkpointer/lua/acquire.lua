@@ -3,7 +3,7 @@ local eid = redis.call('HGET', KEYS[4], 'id')
 if ARGV[4] == '' then
   if not eid then
     eid = ARGV[5]
-    redis.call('HSET', KEYS[4], 'id', eid, 'start', now)
+    redis.call('HSET', KEYS[4], 'id', eid, 'start', now, '{{createdField}}', now)
   end
 elseif eid ~= ARGV[4] then
   return forgot(KEYS[4])

@@ -1,6 +1,8 @@
 local gone, owner, _, tok = known_lease(KEYS[1], ARGV[1], KEYS[5], ARGV[4])
 if gone then return gone end
 if tok == tonumber(ARGV[3]) and owner == '' and redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then
+  -- Written again, so a WAIT after it on this connection covers the close.
+  redis.call('HSET', KEYS[2], ARGV[1], 'SHARD_END')
   return 1
 end
 if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then return 0 end

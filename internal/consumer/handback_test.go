@@ -1,0 +1,122 @@
+package consumer
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// commitDownStore is a fakeStore whose commits fail while down is set, and
+// which counts releases.
+type commitDownStore struct {
+	*fakeStore
+	down     atomic.Bool
+	releases atomic.Int64
+}
+
+func (s *commitDownStore) Commit(ctx context.Context, l Lease, p Position) error {
+	if s.down.Load() {
+		return errDown
+	}
+	return s.fakeStore.Commit(ctx, l, p)
+}
+
+func (s *commitDownStore) Release(ctx context.Context, l Lease) error {
+	s.releases.Add(1)
+	return s.fakeStore.Release(ctx, l)
+}
+
+// A hand-back whose final commit fails is retried within the shutdown's
+// time and releases only once the commit landed: releasing first would let
+// the next owner start before the records acked since the last commit.
+func TestHandBackRetriesTheFinalCommitBeforeReleasing(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 5})
+	cfg := testConfig()
+	st := &commitDownStore{fakeStore: newFakeStore(cfg.LeasePeriod)}
+	a := startConsumer(t, cfg, api, st)
+	var b *Batch
+	select {
+	case b = <-a.Batches():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no batch delivered")
+	}
+	st.down.Store(true)
+	b.Ack(nil)
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		closed <- a.Close(ctx)
+	}()
+	// The store answers again a while after the final commit first failed.
+	time.Sleep(300 * time.Millisecond)
+	assert.Zero(t, st.releases.Load(), "released before the final commit landed")
+	st.down.Store(false)
+	require.NoError(t, <-closed)
+
+	p, ok, err := st.Checkpoint(t.Context(), shard)
+	require.NoError(t, err)
+	require.True(t, ok, "the final commit never landed")
+	assert.Equal(t, seqOf(shard, 5), p.Sequence)
+	assert.EqualValues(t, 1, st.releases.Load(), "released once the commit landed")
+}
+
+// With the store unreachable at shutdown, the stop ends within its time and
+// the lease is left to expire rather than released over an uncommitted
+// position.
+func TestShutdownWithTheStoreGoneEndsInTimeAndReleasesNothing(t *testing.T) {
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 5})
+	cfg := testConfig()
+	cfg.Backoff.MaxElapsedTime = time.Minute
+	st := &commitDownStore{fakeStore: newFakeStore(cfg.LeasePeriod)}
+	a := startConsumer(t, cfg, api, st)
+	var b *Batch
+	select {
+	case b = <-a.Batches():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no batch delivered")
+	}
+	st.down.Store(true)
+	b.Ack(nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	_ = a.Close(ctx)
+	assert.Less(t, time.Since(began), 3*time.Second, "Close outlived its time")
+	assert.Zero(t, st.releases.Load(), "released a lease whose final commit never landed")
+	_, ok, err := st.Checkpoint(t.Context(), shard)
+	require.NoError(t, err)
+	assert.False(t, ok)
+}
+
+// Next hands over no batch of a reader whose lease was lost while its
+// deadline was still ahead (an operator's reset, a recreated stream, a
+// re-seed that found the shard taken): the reader's send and its ending
+// can both be ready.
+func TestNextDropsABatchOfALostReader(t *testing.T) {
+	co := &coordinator{c: &Consumer{out: make(chan *Batch), metrics: newMetrics(nil)}}
+	co.runCtx = t.Context()
+	r := &shardReader{co: co, tracker: newTracker()}
+	r.lease.Store(&Lease{Shard: "s", Deadline: time.Now().Add(time.Hour)})
+	r.ctx, r.cancel = context.WithCancel(t.Context())
+	r.markLost()
+	go func() {
+		select {
+		case co.c.out <- &Batch{reader: r, Records: []Record{{Sequence: "1"}}}:
+		case <-t.Context().Done():
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	b, err := co.c.Next(ctx)
+	assert.Nil(t, b, "a batch of a lost lease was handed over")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}

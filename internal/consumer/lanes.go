@@ -1,0 +1,265 @@
+package consumer
+
+import (
+	"errors"
+	"sync"
+	"time"
+)
+
+// MaxShardParallelism bounds shard_parallelism: past a few dozen lanes a
+// shard's records are split into batches too small to be worth a round
+// through the pipeline.
+const MaxShardParallelism = 64
+
+// Reading a shard in lanes (shard_parallelism above 1).
+//
+// The reader fetches as on its own path, but hands a shard's records to
+// the pipeline through N lanes: a record goes to the lane its partition key
+// hashes to (for a de-aggregated KPL record, the user record's own key), so
+// all records of one key go through one lane, in sequence order. Each lane
+// keeps one batch in flight: its next batch is handed over only once the
+// previous one is acked; a nacked batch is sent again (with backoff, for as
+// long as it takes) before anything later of its lane, while the other
+// lanes go on. Every record is a tracker entry of its own (lane_tracker.go),
+// so the checkpoint only moves to the highest record acked together with
+// every record before it, whatever order the lanes finish in.
+//
+// The fetcher reads the next answer while the records queued in the lanes
+// (fetched, not yet handed over) are fewer than `limit`, so a shard holds
+// at most about `limit` queued records plus one batch per lane.
+
+// laneEntry is a fetched record waiting in its lane.
+type laneEntry struct {
+	rec    Record
+	id     uint64 // its tracker entry
+	behind int64  // MillisBehindLatest of the answer it came in
+}
+
+// laneSet is the lanes of one shard reader.
+type laneSet struct {
+	r    *shardReader
+	wake []chan struct{} // one per lane, signalled when records are queued
+
+	mu     sync.Mutex
+	queues [][]laneEntry
+	queued int
+
+	wg   sync.WaitGroup
+	idle chan struct{} // closed once every lane has returned
+}
+
+func newLaneSet(r *shardReader, n int) *laneSet {
+	ls := &laneSet{r: r, wake: make([]chan struct{}, n), queues: make([][]laneEntry, n), idle: make(chan struct{})}
+	for i := range ls.wake {
+		ls.wake[i] = make(chan struct{}, 1)
+	}
+	return ls
+}
+
+// start runs one goroutine per lane. They stop taking records once the
+// reader stops fetching, but a lane whose batch is in the pipeline waits
+// for its verdict (until the reader ends), so a hand-off can wait for it.
+func (ls *laneSet) start() {
+	for i := range ls.queues {
+		ls.wg.Add(1)
+		go ls.run(i)
+	}
+	go func() {
+		ls.wg.Wait()
+		close(ls.idle)
+	}()
+}
+
+// laneOf is the lane of a partition key: FNV-1a, which spreads the keys of
+// one shard evenly although they share a range of MD5 hashes.
+func laneOf(key string, n int) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= 16777619
+	}
+	return int(h % uint32(n))
+}
+
+// push registers the records of one answer with the tracker, in sequence
+// order, and queues each in its key's lane.
+func (ls *laneSet) push(recs []Record, behind int64) {
+	if len(recs) == 0 {
+		return
+	}
+	id := ls.r.tracker.addRecords(recs)
+	n := len(ls.queues)
+	ls.mu.Lock()
+	for _, rec := range recs {
+		l := laneOf(rec.PartitionKey, n)
+		ls.queues[l] = append(ls.queues[l], laneEntry{rec: rec, id: id, behind: behind})
+		id++
+	}
+	ls.queued += len(recs)
+	ls.mu.Unlock()
+	for _, w := range ls.wake {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// queuedRecords is how many fetched records wait in the lanes.
+func (ls *laneSet) queuedRecords() int {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.queued
+}
+
+// take removes up to limit records from the head of lane i, waiting for
+// some; false once the reader stops fetching.
+func (ls *laneSet) take(i, limit int) ([]Record, []uint64, int64, bool) {
+	for {
+		ls.mu.Lock()
+		if q := ls.queues[i]; len(q) > 0 {
+			n := min(len(q), limit)
+			recs, ids := make([]Record, n), make([]uint64, n)
+			for j, e := range q[:n] {
+				recs[j], ids[j] = e.rec, e.id
+			}
+			behind := q[n-1].behind
+			clear(q[:n]) // the lane no longer holds these records
+			if ls.queues[i] = q[n:]; len(ls.queues[i]) == 0 {
+				ls.queues[i] = nil
+			}
+			ls.queued -= n
+			ls.mu.Unlock()
+			ls.r.tracker.signal() // room for the fetcher
+			return recs, ids, behind, true
+		}
+		ls.mu.Unlock()
+		select {
+		case <-ls.wake[i]:
+		case <-ls.r.fetchCtx.Done():
+			return nil, nil, 0, false
+		}
+	}
+}
+
+// run is lane i: one batch in flight at a time, each sent until acked.
+func (ls *laneSet) run(i int) {
+	defer ls.wg.Done()
+	r := ls.r
+	for {
+		recs, ids, behind, ok := ls.take(i, r.co.c.cfg.Limit)
+		if !ok {
+			return
+		}
+		b := &Batch{Stream: r.co.streamName, Shard: r.shard.ID, Records: recs, MillisBehind: behind, reader: r, ids: ids, verdict: make(chan error, 1)}
+		// A lane batch always reports its verdict to its lane (Ack and
+		// Consumer.Next's refusal past the lease's deadline alike).
+		b.redelivering.Store(true)
+		if !ls.send(b) {
+			return
+		}
+	}
+}
+
+// send hands b to the pipeline and waits for its verdict; after a nack (or
+// a refusal past the lease's deadline) it sends b again with backoff,
+// until it is acked (true) or the reader stops fetching (false). Once b is
+// in the pipeline its verdict is awaited even after fetching stops, so
+// that a hand-off waits for it; only the reader's end stops that wait.
+func (ls *laneSet) send(b *Batch) bool {
+	r := ls.r
+	first := true
+	err := r.redeliverRetry.Run(func() error {
+		select {
+		case <-b.verdict: // drop a stale verdict
+		default:
+		}
+		if !r.handOver(r.fetchCtx, b) {
+			return r.fetchCtx.Err()
+		}
+		if first {
+			first = false
+			r.countDelivered(b.Records)
+		}
+		select {
+		case err := <-b.verdict:
+			return err
+		case <-r.ctx.Done():
+			return r.ctx.Err()
+		}
+	})
+	return err == nil
+}
+
+// waitIdle waits until no lane has a batch in the pipeline (every lane has
+// returned, the reader having stopped fetching), the timeout passes or the
+// reader ends.
+func (ls *laneSet) waitIdle(timeout time.Duration) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-ls.idle:
+	case <-t.C:
+		ls.r.log.Warnf("Stopped waiting for the lanes' in-flight batches after %v; they may be delivered again", timeout)
+	case <-ls.r.ctx.Done():
+	}
+}
+
+// readLanes is read (reader.go) with shard_parallelism above 1: the same
+// fetching, pacing and end of shard, with the records handed over through
+// the lanes.
+func (r *shardReader) readLanes() bool {
+	cfg := &r.co.c.cfg
+	ctx := r.fetchCtx
+	src := r.openSource()
+	defer src.Close()
+	ls := newLaneSet(r, cfg.ShardParallelism)
+	r.lanes = ls
+	ls.start()
+	ended := false
+	for {
+		if ctx.Err() != nil {
+			return false
+		}
+		queued := ls.queuedRecords()
+		switch {
+		case ended && queued == 0 && r.tracker.pending() == 0:
+			return true
+		case ended || queued >= cfg.Limit:
+			if !r.wait(ctx, nil) {
+				return false
+			}
+			continue
+		}
+		if d := time.Until(src.NextAt()); d > 0 {
+			t := time.NewTimer(d)
+			ok := r.wait(ctx, t.C)
+			t.Stop()
+			if !ok {
+				return false
+			}
+			continue
+		}
+		if !r.awaitLease(ctx) {
+			return false
+		}
+		sb, err := src.Next(ctx)
+		if errors.Is(err, ErrShardNotFound) {
+			gone, stop := r.sourceNotFound(ctx, err)
+			if stop {
+				return false
+			}
+			ended = ended || gone
+			continue
+		}
+		if err != nil {
+			return false // the source gives up only when ctx ends
+		}
+		r.lag(sb.MillisBehindLatest)
+		ls.push(r.convert(sb.Records), sb.MillisBehindLatest)
+		if sb.End {
+			ended = true
+			r.co.requestDiscovery()
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package checkpointer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// FormatVersion is the format of the group's keys this release writes and
+// reads, kept in the group record's `format` field. 1 is the first
+// release's (no field); 2 adds the record's `created` time, which tells a
+// group record that a take created after Redis came back empty from one a
+// re-seed restored. Every change of a format is additive: a release reads
+// and keeps the fields of the formats before its own, so adjacent releases
+// run side by side on one group; an instance refuses a store written in a
+// newer format than it knows.
+const FormatVersion = 2
+
+// Fields of the group record (the epoch hash) beyond id and start.
+const (
+	formatField   = "format"
+	createdField  = "created"
+	reseededField = "reseeded"
+)
+
+// joinScript: KEYS epoch; ARGV newEpoch, format. Creates the group record
+// (id newEpoch, start and created now, the format) when there is none, and
+// marks an older record with the format if it has none. Returns {now,
+// created, reseeded} (0 for a field the record lacks), or an error reply
+// "FORMAT <n>" when the record was written in a newer format than the
+// caller's.
+var joinScript = newScript("join")
+
+// ErrFormatTooNew means the group's keys were written by a newer release
+// in a format this one does not know.
+var ErrFormatTooNew = errors.New("checkpoint store written in a newer format")
+
+// Join reads the group record before the instance's first take, creating
+// it when there is none, and returns how long to wait before taking any
+// shard. A record created by a take less than a lease period ago, which no
+// re-seed has marked, may be one a newcomer created in a Redis that just
+// came back empty while the group's other instances still read their
+// shards: they re-seed within a lease period (their renewals find the
+// store forgot), and taking before then could start a shard later than
+// where its reader got to. A brand-new group cannot be told apart from
+// that, so its first instance waits one lease period too. A record written
+// in a newer format than FormatVersion is refused.
+func (s *Store) Join(ctx context.Context) (time.Duration, error) {
+	res, err := joinScript.Run(ctx, s.c.client, []string{s.keys.Epoch}, newEpochID(), FormatVersion).Int64Slice()
+	if err != nil {
+		var re redis.Error
+		if errors.As(err, &re) && strings.HasPrefix(re.Error(), "FORMAT ") {
+			theirs, _ := strconv.Atoi(strings.TrimPrefix(re.Error(), "FORMAT "))
+			return 0, fmt.Errorf("joining group %s: its checkpoint store (%s) was written in format %d, newer than format %d that this release knows; upgrade this instance to the release the other instances run, or use another checkpoint.group or key_prefix: %w",
+				s.c.cfg.Group, s.keys.Epoch, theirs, FormatVersion, ErrFormatTooNew)
+		}
+		return 0, fmt.Errorf("joining group %s: %w", s.c.cfg.Group, err)
+	}
+	if len(res) != 3 {
+		return 0, fmt.Errorf("joining group %s: unexpected script reply %v", s.c.cfg.Group, res)
+	}
+	now, created, reseeded := res[0], res[1], res[2]
+	if created == 0 || reseeded != 0 {
+		return 0, nil
+	}
+	return max(0, time.Duration(created+s.periodMillis()-now)*time.Millisecond), nil
+}
