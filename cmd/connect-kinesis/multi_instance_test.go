@@ -99,6 +99,12 @@ func startInstance(t *testing.T, dir, name string, k *testenv.Kinesis, r *testen
 // event kinesis-mock omits.
 func startInstanceReading(t *testing.T, dir, name string, k *testenv.Kinesis, r *testenv.Redis, stream string, efo bool) *instance {
 	t.Helper()
+	return startInstanceOf(t, binary, dir, name, k, r, stream, efo)
+}
+
+// startInstanceOf is startInstanceReading with the binary to run.
+func startInstanceOf(t *testing.T, bin, dir, name string, k *testenv.Kinesis, r *testenv.Redis, stream string, efo bool) *instance {
+	t.Helper()
 	out := filepath.Join(dir, name+".jsonl")
 	conf := filepath.Join(dir, name+".yaml")
 	endpoint, efoYAML := k.Endpoint, ""
@@ -112,7 +118,7 @@ func startInstanceReading(t *testing.T, dir, name string, k *testenv.Kinesis, r 
 	if efo {
 		env = append(os.Environ(), "AWS_CA_BUNDLE="+k.CAFile, consumer.EnvEmulatorNoInitialResponse+"=true")
 	}
-	cmd, logf := startBinary(t, dir, name, conf, env)
+	cmd, logf := startBinaryAt(t, bin, dir, name, conf, env)
 	return &instance{name: name, cmd: cmd, out: out, log: logf}
 }
 
@@ -122,9 +128,15 @@ func startInstanceReading(t *testing.T, dir, name string, k *testenv.Kinesis, r 
 // test failed.
 func startBinary(t *testing.T, dir, name, conf string, env []string) (*exec.Cmd, *os.File) {
 	t.Helper()
+	return startBinaryAt(t, binary, dir, name, conf, env)
+}
+
+// startBinaryAt is startBinary running the binary at bin.
+func startBinaryAt(t *testing.T, bin, dir, name, conf string, env []string) (*exec.Cmd, *os.File) {
+	t.Helper()
 	logf, err := os.Create(filepath.Join(dir, name+".log"))
 	require.NoError(t, err)
-	cmd := exec.Command(binary, "-c", conf)
+	cmd := exec.Command(bin, "-c", conf)
 	cmd.Stdout, cmd.Stderr, cmd.Env = logf, logf, env
 	require.NoError(t, testenv.StartCommand("connect-kinesis", cmd))
 	t.Cleanup(func() {
