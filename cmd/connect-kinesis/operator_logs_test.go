@@ -35,9 +35,15 @@ func TestIntegrationOperatorCausesAreLogged(t *testing.T) {
 	_, err := k.Client().PutRecord(t.Context(), &kinesis.PutRecordInput{StreamName: aws.String(stream),
 		PartitionKey: aws.String("k"), Data: []byte("y")})
 	require.NoError(t, err)
-	put, err := k.Client().PutRecord(t.Context(), &kinesis.PutRecordInput{StreamName: aws.String("operator-logs-other"),
-		PartitionKey: aws.String("k"), Data: []byte("x")})
-	require.NoError(t, err)
+	// The other stream's fifth record: its sequence number cannot be the
+	// one record this stream's shard holds (both streams' first records may
+	// share a number when written in the same instant).
+	var put *kinesis.PutRecordOutput
+	for range 5 {
+		put, err = k.Client().PutRecord(t.Context(), &kinesis.PutRecordInput{StreamName: aws.String("operator-logs-other"),
+			PartitionKey: aws.String("k"), Data: []byte("x")})
+		require.NoError(t, err)
+	}
 
 	cfg := checkpointer.DefaultConfig()
 	cfg.Group = "g" // fileInputConfig's group
