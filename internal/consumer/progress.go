@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -16,6 +17,10 @@ type Progress struct {
 	// LastDelivered is when the reader last handed a batch to the pipeline
 	// (zero if it has not yet).
 	LastDelivered time.Time
+	// BytesPerSecond is the rate of record data first delivered from the
+	// shard since the previous publish: the shard's load, which balancing
+	// by load (lease.balance: load) weighs shards by.
+	BytesPerSecond int64
 }
 
 // readerProgress is what a reader knows of its own progress; the reader
@@ -24,6 +29,13 @@ type readerProgress struct {
 	known         atomic.Bool
 	lagMillis     atomic.Int64
 	lastDelivered atomic.Int64 // Unix milliseconds; 0 before the first delivery
+	bytes         atomic.Int64 // record data first delivered, in all
+
+	// rateMu guards where the previous rate measurement ended; only the
+	// publisher measures, but a test may too.
+	rateMu    sync.Mutex
+	rateBytes int64
+	rateAt    time.Time
 }
 
 func (p *readerProgress) observeLag(behind int64) {
@@ -31,7 +43,35 @@ func (p *readerProgress) observeLag(behind int64) {
 	p.known.Store(true)
 }
 
-func (p *readerProgress) observeDelivery(at time.Time) { p.lastDelivered.Store(at.UnixMilli()) }
+func (p *readerProgress) observeDelivery(at time.Time, bytes int64) {
+	p.lastDelivered.Store(at.UnixMilli())
+	p.bytes.Add(bytes)
+}
+
+// startRate starts the first rate measurement at the reader's start.
+func (p *readerProgress) startRate(at time.Time) {
+	p.rateMu.Lock()
+	defer p.rateMu.Unlock()
+	p.rateAt = at
+}
+
+// rate returns the bytes per second first delivered since the previous
+// call (or since the reader started), and starts the next measurement.
+// Publishes come every lease_period / 3, so the rate is an average over
+// that window: a single large batch does not make a shard look hot.
+func (p *readerProgress) rate(now time.Time) int64 {
+	p.rateMu.Lock()
+	defer p.rateMu.Unlock()
+	total := p.bytes.Load()
+	elapsed := now.Sub(p.rateAt)
+	if p.rateAt.IsZero() || elapsed <= 0 {
+		p.rateBytes, p.rateAt = total, now
+		return 0
+	}
+	r := int64(float64(total-p.rateBytes) / elapsed.Seconds())
+	p.rateBytes, p.rateAt = total, now
+	return r
+}
 
 // snapshot returns the progress, ok false before the first GetRecords answer.
 func (p *readerProgress) snapshot() (Progress, bool) {
@@ -56,6 +96,7 @@ func (co *coordinator) publishProgress() {
 			continue
 		}
 		if p, ok := r.progress.snapshot(); ok {
+			p.BytesPerSecond = r.progress.rate(time.Now())
 			ps[id] = p
 		}
 	}

@@ -143,4 +143,7 @@ type Store interface {
 	// PublishProgress records, for operators, the progress of the shards
 	// owner reads, in one call; only shards owner holds are written.
 	PublishProgress(ctx context.Context, owner string, ps map[string]Progress) error
+	// ShardLoads reads, in one call, the load every owner last published
+	// per shard; shards nobody published for are absent.
+	ShardLoads(ctx context.Context) (map[string]ShardLoad, error)
 }

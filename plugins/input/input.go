@@ -206,6 +206,7 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	cc.RebalancePeriod = c.Checkpointer.RebalancePeriod
 	cc.HandoffTimeout = c.Checkpointer.HandoffTimeout
 	cc.InstanceID = c.Checkpointer.InstanceID
+	cc.Balance = consumer.BalanceMode(c.Checkpointer.Balance)
 	cc.Backoff = kinesisx.DefaultBackoff
 	if cc.EnhancedFanOut, err = enhancedFanOutFromParsed(conf.Namespace(fieldEnhancedFanOut), c.Checkpointer.Group); err != nil {
 		return c, err
