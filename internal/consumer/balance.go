@@ -41,13 +41,15 @@ func (co *coordinator) rebalance(ctx context.Context) {
 	view, byLoad := co.loadView(ctx, members, ready, leases)
 	mine := co.readingCount()
 	spare := mine - floor
+	var allow func(shard, requester string) bool
 	if byLoad {
-		// The asking member weighed the move by load: the count floor
-		// would refuse the hand-off of a hot shard between two members
-		// with even counts.
-		spare = mine
+		// Balancing by load hands over what the move evens out, checked
+		// against this instance's view too (a request may be older than
+		// the loads); the count floor would refuse the hand-off of a hot
+		// shard between two members with even counts.
+		spare, allow = mine, view.givingEvensOut(co.c.owner)
 	}
-	mine -= co.handOverRequested(ctx, spare)
+	mine -= co.handOverRequested(ctx, spare, allow)
 	co.forgetOldHandOffs()
 	took := co.takeFree(ctx, ready, leases, share-mine)
 	took += co.takeAsked(ctx, leases)

@@ -33,8 +33,11 @@ const (
 	// by it. Measured rates wobble; a band this wide keeps two members
 	// that are nearly even from trading shards back and forth.
 	loadThreshold = 1.25
-	// loadCoolDownRounds is how many balancing rounds a shard that changed
-	// hands is left where it is before load may move it again.
+	// loadCoolDownRounds is how many balancing rounds (and at least two
+	// lease periods, so two load publishes) the group is left to settle
+	// after a shard changed hands, before load moves anything again: a
+	// shard's new owner first reads what piled up during the hand-off, and
+	// its rate needs a window or two to show the steady load.
 	loadCoolDownRounds = 6
 )
 
@@ -49,8 +52,9 @@ type loadView struct {
 // of the members even out; none when they are within the hysteresis band
 // (loadThreshold). It works greedily on the view: each pick is a shard of
 // the busiest other member whose move best closes the gap between that
-// member and self, never one whose move would leave self busier than the
-// giver was, nor one still cooling down from its last move. Only a member
+// member and self, never one whose move would leave self busier than
+// loadThreshold times the giver (so the move is not one the giver would
+// want reversed), nor one cooling down from its last move. Only a member
 // below the fair load (total / members) asks, so the busiest member is the
 // one that gives.
 func planLoadHandOffs(v loadView, self string, cooling func(shard string) bool) []string {
@@ -89,7 +93,7 @@ func planLoadHandOffs(v loadView, self string, cooling func(shard string) bool) 
 		best, bestGap := "", theirs-mine
 		for _, shard := range shards {
 			x := v.rates[shard]
-			if owners[shard] != busiest || cooling(shard) || x <= 0 || x >= theirs-mine {
+			if owners[shard] != busiest || cooling(shard) || x <= 0 || float64(mine+x) > loadThreshold*float64(theirs-x) {
 				continue
 			}
 			if gap := abs64(theirs - mine - 2*x); gap < bestGap {
@@ -105,6 +109,27 @@ func planLoadHandOffs(v loadView, self string, cooling func(shard string) bool) 
 		loads[self] += v.rates[best]
 	}
 	return asked
+}
+
+// givingEvensOut returns whether giver handing shard to requester evens
+// out their loads as planLoadHandOffs would have it: the requester reads
+// less than the giver and does not end up busier than loadThreshold times
+// the giver.
+func (v loadView) givingEvensOut(giver string) func(shard, requester string) bool {
+	loads := map[string]int64{}
+	for shard, o := range v.owners {
+		loads[o] += v.rates[shard]
+	}
+	return func(shard, requester string) bool {
+		x := v.rates[shard]
+		mine, theirs := loads[giver], loads[requester]
+		ok := theirs < mine && float64(theirs+x) <= loadThreshold*float64(mine-x)
+		if ok {
+			loads[giver] -= x
+			loads[requester] += x
+		}
+		return ok
+	}
 }
 
 func abs64(x int64) int64 {
@@ -163,15 +188,24 @@ func (co *coordinator) noteMoves(owners map[string]string) {
 		}
 		co.lastOwner[id] = o
 	}
-	coolDown := loadCoolDownRounds * co.c.cfg.RebalancePeriod
+	coolDown := co.loadCoolDown()
 	maps.DeleteFunc(co.moved, func(_ string, at time.Time) bool { return now.Sub(at) > coolDown })
+}
+
+func (co *coordinator) loadCoolDown() time.Duration {
+	return max(loadCoolDownRounds*co.c.cfg.RebalancePeriod, 2*co.c.cfg.LeasePeriod)
 }
 
 // askByLoad asks the busiest members for the shards planLoadHandOffs
 // picks, and remembers them so that this instance takes them once they are
-// released, whatever its share by count.
+// released, whatever its share by count. While a shard that changed hands
+// cools down, the whole group settles: nothing is asked for, since the
+// loads of the members that traded it are not yet measured anew.
 func (co *coordinator) askByLoad(ctx context.Context, v loadView) {
-	cooling := func(id string) bool { _, moved := co.moved[id]; return moved }
+	if len(co.moved) > 0 || len(co.asked) > 0 {
+		return
+	}
+	cooling := func(string) bool { return false }
 	for _, id := range planLoadHandOffs(v, co.c.owner, cooling) {
 		if err := co.store.RequestHandoff(ctx, id, co.c.owner); err != nil {
 			co.log.Warnf("Requesting hand-off of shard %s failed: %v", id, err)

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,8 @@ type readerProgress struct {
 	rateMu    sync.Mutex
 	rateBytes int64
 	rateAt    time.Time
+	rateAvg   int64
+	rateSeen  bool
 }
 
 func (p *readerProgress) observeLag(behind int64) {
@@ -55,22 +58,35 @@ func (p *readerProgress) startRate(at time.Time) {
 	p.rateAt = at
 }
 
-// rate returns the bytes per second first delivered since the previous
-// call (or since the reader started), and starts the next measurement.
-// Publishes come every lease_period / 3, so the rate is an average over
-// that window: a single large batch does not make a shard look hot.
-func (p *readerProgress) rate(now time.Time) int64 {
+// rateSmoothing is the time constant of the published rate's moving
+// average, in publish periods (lease_period / 3 each): batches arrive in
+// bursts (one GetRecords answer may hold seconds of a quiet shard's
+// records), so a single period's rate swings between zero and several
+// times the shard's load.
+const rateSmoothing = 3
+
+// rate returns the bytes per second first delivered, as an exponentially
+// weighted moving average over about rateSmoothing publish periods of
+// length period, and starts the next measurement. The first measurement
+// (since the reader started) is taken as it is.
+func (p *readerProgress) rate(now time.Time, period time.Duration) int64 {
 	p.rateMu.Lock()
 	defer p.rateMu.Unlock()
 	total := p.bytes.Load()
 	elapsed := now.Sub(p.rateAt)
 	if p.rateAt.IsZero() || elapsed <= 0 {
 		p.rateBytes, p.rateAt = total, now
-		return 0
+		return p.rateAvg
 	}
-	r := int64(float64(total-p.rateBytes) / elapsed.Seconds())
+	window := float64(total-p.rateBytes) / elapsed.Seconds()
+	if !p.rateSeen {
+		p.rateAvg, p.rateSeen = int64(window), true
+	} else {
+		alpha := 1 - math.Exp(-elapsed.Seconds()/(rateSmoothing*period.Seconds()))
+		p.rateAvg = int64(float64(p.rateAvg) + alpha*(window-float64(p.rateAvg)))
+	}
 	p.rateBytes, p.rateAt = total, now
-	return r
+	return p.rateAvg
 }
 
 // snapshot returns the progress, ok false before the first GetRecords answer.
@@ -96,7 +112,7 @@ func (co *coordinator) publishProgress() {
 			continue
 		}
 		if p, ok := r.progress.snapshot(); ok {
-			p.BytesPerSecond = r.progress.rate(time.Now())
+			p.BytesPerSecond = r.progress.rate(time.Now(), co.c.cfg.LeasePeriod/3)
 			ps[id] = p
 		}
 	}
