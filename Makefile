@@ -14,8 +14,14 @@ VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 
 DATE        := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS     := -X main.version=$(VERSION) -X main.dateBuilt=$(DATE)
 NPM_DIR     := .deps/npm
-TEST_FLAGS  ?= -race -count=1 -timeout 45m
+# -parallel: most integration tests wait on lease and commit periods rather
+# than compute, and call t.Parallel(); the default (GOMAXPROCS, 2 here) would
+# run them two at a time.
+TEST_FLAGS  ?= -race -count=1 -timeout 45m -parallel 4
 PKGS        ?= ./...
+# Every process internal/testenv starts during `make unit` is recorded here;
+# the run fails if one of them is still alive after the tests.
+PIDS_DIR    := bin/test-pids
 
 .PHONY: all deps build test vet fmt-check unit docs docs-check lint-examples alerts-check demo bench chaos clean
 
@@ -51,8 +57,20 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-unit:
-	$(GO) test $(TEST_FLAGS) $(PKGS)
+# The tests use the binary `build` made (CONNECT_KINESIS_BIN) instead of
+# linking their own. testreport prints go test's usual output, then the ten
+# slowest tests and "N passed, N failed"; bin/test.json keeps the raw events.
+# leftovers fails the run if a process the tests started is still alive.
+unit: build
+	@rm -rf $(PIDS_DIR) && mkdir -p $(PIDS_DIR)
+	@$(GO) build -o bin/testreport ./internal/cmd/testreport && $(GO) build -o bin/leftovers ./internal/cmd/leftovers
+	@set -o pipefail; status=0; \
+	CONNECT_KINESIS_PIDS_DIR=$(abspath $(PIDS_DIR)) \
+	CONNECT_KINESIS_BIN=$(abspath $(BIN)) \
+	CONNECT_KINESIS_BIN_VERSION=$(VERSION) CONNECT_KINESIS_BIN_DATE=$(DATE) \
+	  $(GO) test -json $(TEST_FLAGS) $(PKGS) 2>&1 | bin/testreport -o bin/test.json || status=1; \
+	bin/leftovers $(PIDS_DIR) || status=1; \
+	exit $$status
 
 docs:
 	$(GO) run ./internal/cmd/docgen

@@ -104,6 +104,7 @@ shutdown_timeout: 10s
 // live member for its own period, so it stays at its fair share (half the
 // shards) while the dead copy's leases have long expired.
 func TestIntegrationAlertsFireOnRealPrometheus(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ports := [2]int{}
 	for i := range ports {

@@ -96,6 +96,7 @@ func runConfig(t *testing.T, conf string, deadline time.Duration, args ...string
 // field and what it accepts. `lint` does not type-check plugin fields, so the
 // config is run, not linted.
 func TestBadConfigFailsAtStart(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		conf string
@@ -182,7 +183,8 @@ func TestBadConfigFailsAtStart(t *testing.T) {
 // TestIntegrationStreamMissing: a stream that does not exist is reported by
 // name and region, and nothing is read or written.
 func TestIntegrationStreamMissing(t *testing.T) {
-	k := testenv.NewKinesisMock(t)
+	t.Parallel()
+	k := testenv.SharedKinesisMock(t)
 	r := testenv.NewRedis(t)
 	creds := fmt.Sprintf("{ id: %s, secret: %s }", testenv.AccessKey, testenv.SecretKey)
 
@@ -216,7 +218,7 @@ func runUntilLogged(t *testing.T, conf, want string) string {
 	defer logf.Close()
 	cmd := exec.Command(binary, "-c", path)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	require.NoError(t, cmd.Start())
+	require.NoError(t, testenv.StartCommand("connect-kinesis", cmd))
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	defer func() {
@@ -263,7 +265,8 @@ input:
 // retrying its connection and reads nothing, never guessing a start
 // position; once Redis is back it starts from trim_horizon and loses nothing.
 func TestIntegrationRedisDownAtStart(t *testing.T) {
-	k := testenv.NewKinesisMock(t)
+	t.Parallel()
+	k := testenv.SharedKinesisMock(t)
 	r := testenv.NewRedis(t)
 	const stream = "redis-down"
 	k.MustCreateStream(t, stream, 2)
@@ -281,7 +284,7 @@ func TestIntegrationRedisDownAtStart(t *testing.T) {
 	defer logf.Close()
 	cmd := exec.Command(binary, "-c", path)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	require.NoError(t, cmd.Start())
+	require.NoError(t, testenv.StartCommand("connect-kinesis", cmd))
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 
 	// Two failed connection attempts prove it retries rather than gives up.
@@ -335,6 +338,7 @@ func readLines(t *testing.T, path string) []string {
 // with an error naming why, through a fallback output; every other message
 // of the batch lands exactly once.
 func TestIntegrationOutputBadRecords(t *testing.T) {
+	t.Parallel()
 	outputBadRecords(t, map[int]string{3: "too large", 6: "257 characters", 12: "hash key"})
 }
 
@@ -343,6 +347,7 @@ func TestIntegrationOutputBadRecords(t *testing.T) {
 // than be rewritten into another key, which would land on another shard and
 // merge two keys' records.
 func TestIntegrationOutputInvalidUTF8Key(t *testing.T) {
+	t.Parallel()
 	outputBadRecords(t, map[int]string{9: "UTF-8"})
 }
 
@@ -350,8 +355,8 @@ func TestIntegrationOutputInvalidUTF8Key(t *testing.T) {
 // bad (n -> expected error text) are made invalid, and checks that exactly
 // those fail and every other message lands once.
 func outputBadRecords(t *testing.T, bad map[int]string) {
-	k := testenv.NewKinesisMock(t)
-	const stream = "bad-records"
+	k := testenv.SharedKinesisMock(t)
+	stream := testenv.StreamName(t) // two tests share this helper and the emulator
 	k.MustCreateStream(t, stream, 2)
 	dir := t.TempDir()
 	failed := filepath.Join(dir, "failed.jsonl")
@@ -456,7 +461,8 @@ func readStream(t *testing.T, c *kinesis.Client, stream string) []types.Record {
 // a running input, the input reports it by name and does not crash; what it
 // had read stays delivered.
 func TestIntegrationStreamDeletedWhileReading(t *testing.T) {
-	k := testenv.NewKinesisMock(t)
+	t.Parallel()
+	k := testenv.SharedKinesisMock(t)
 	r := testenv.NewRedis(t)
 	const stream = "deleted-later"
 	k.MustCreateStream(t, stream, 1)

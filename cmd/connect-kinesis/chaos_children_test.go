@@ -44,6 +44,7 @@ func (s *startedPIDs) assertGone(t *testing.T) {
 // An instance left heartbeating a Redis that no longer existed is what issue
 // 20 saw after `make chaos`.
 func TestIntegrationChaosCancelledLeavesNoProcess(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var started startedPIDs

@@ -26,6 +26,7 @@ import (
 // data (AOF), `trim_horizon` and `shard_parallelism: 4`, and with a Redis that comes back empty and
 // `latest`. CHAOS_SEED replays a run.
 func TestIntegrationChaosShort(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("chaos takes about three minutes; skipped with -short")
 	}
@@ -48,6 +49,7 @@ func TestIntegrationChaosShort(t *testing.T) {
 		{"redis stalls 2s three times", false, true, 1},
 	} {
 		t.Run(phase.name, func(t *testing.T) {
+			t.Parallel() // each phase starts its own emulator, Redis and binaries
 			dir := t.TempDir()
 			var started startedPIDs
 			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls,
@@ -70,6 +72,7 @@ func TestIntegrationChaosShort(t *testing.T) {
 // times out and the reader carries on. The proxy holds the hung call for 10
 // minutes, so only the client's own timeout can end it.
 func TestIntegrationInputRecoversFromHungGetRecords(t *testing.T) {
+	t.Parallel()
 	k := testenv.NewKinesisMock(t)
 	r := testenv.NewRedis(t)
 	const stream = "hung"

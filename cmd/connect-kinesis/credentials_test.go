@@ -17,7 +17,8 @@ import (
 // (UnrecognizedClientException). Both plugins must say so once, clearly, and
 // point at the credentials fields, rather than retry as if it were a fault.
 func TestIntegrationWrongCredentials(t *testing.T) {
-	k := testenv.NewKinesisMock(t)
+	t.Parallel()
+	k := testenv.SharedKinesisMock(t)
 	r := testenv.NewRedis(t)
 	k.MustCreateStream(t, "orders", 1)
 	p, err := faultproxy.Start(k.Endpoint, 1)

@@ -61,6 +61,7 @@ func policyActions(t *testing.T, file, service string) []string {
 // would be denied in production, an action it lists but nothing calls is
 // more than needed.
 func TestIntegrationIAMPolicyMatchesCalls(t *testing.T) {
+	t.Parallel()
 	k := testenv.NewKinesisMock(t)
 	r := testenv.NewRedis(t)
 	const stream, n = "iam-policy", 200
@@ -91,7 +92,7 @@ output:
 	cmd := exec.Command(binary, "-c", writeFile(t, "in.yaml", fileInputConfig(stream, inProxy.URL, r.URL(), lines)))
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
-	require.NoError(t, cmd.Start())
+	require.NoError(t, testenv.StartCommand("connect-kinesis", cmd))
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	require.Eventually(t, func() bool { return len(readLines(t, lines)) >= n }, 90*time.Second, 200*time.Millisecond,
 		"the input reads what the output wrote")
@@ -148,6 +149,7 @@ func dig(v any, path ...any) any {
 // The Kubernetes manifests are valid YAML with the objects docs/deploy.md
 // describes, wired to each other, and the pipeline they mount lints clean.
 func TestDeployManifests(t *testing.T) {
+	t.Parallel()
 	docs := yamlDocs(t, filepath.Join(deployDir, "kubernetes.yaml"))
 	byKind := map[string]map[string]any{}
 	for _, d := range docs {

@@ -17,24 +17,41 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
-var binary string
+// binary is the connect-kinesis under test; wantVersion and wantDate are
+// what its --version must print.
+var binary, wantVersion, wantDate = "", "v9.9.9-test", "2026-01-02"
 
 // TestMain builds the real binary once, with version flags, so the tests
-// exercise what users run.
+// exercise what users run. `make test` has just built bin/connect-kinesis
+// with its own flags and names it in CONNECT_KINESIS_BIN (with the version
+// and date it stamped), so the tests use that one instead of linking another.
 func TestMain(m *testing.M) {
+	if bin := os.Getenv("CONNECT_KINESIS_BIN"); bin != "" {
+		binary = bin
+		wantVersion, wantDate = os.Getenv("CONNECT_KINESIS_BIN_VERSION"), os.Getenv("CONNECT_KINESIS_BIN_DATE")
+		if wantVersion == "" || wantDate == "" {
+			fmt.Fprintln(os.Stderr, "CONNECT_KINESIS_BIN needs CONNECT_KINESIS_BIN_VERSION and CONNECT_KINESIS_BIN_DATE")
+			os.Exit(1)
+		}
+		code := m.Run()
+		testenv.CloseShared()
+		os.Exit(code)
+	}
 	dir, err := os.MkdirTemp("", "connect-kinesis-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "connect-kinesis")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9-test -X main.dateBuilt=2026-01-02", "-o", binary, ".")
+	ldflags := "-X main.version=" + wantVersion + " -X main.dateBuilt=" + wantDate
+	build := exec.Command("go", "build", "-ldflags", ldflags, "-o", binary, ".")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building connect-kinesis:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
+	testenv.CloseShared()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -47,12 +64,14 @@ func run(t *testing.T, args ...string) string {
 }
 
 func TestVersionFromLdflags(t *testing.T) {
+	t.Parallel()
 	out := run(t, "--version")
-	assert.Contains(t, out, "v9.9.9-test")
-	assert.Contains(t, out, "2026-01-02")
+	assert.Contains(t, out, wantVersion)
+	assert.Contains(t, out, wantDate)
 }
 
 func TestListShowsThisProjectsPlugins(t *testing.T) {
+	t.Parallel()
 	out := run(t, "list", "--format", "json", "inputs", "outputs", "metrics")
 	for _, want := range []string{`"kinesis"`, `"prometheus"`, `"kinesis_prometheus"`, `"generate"`, `"stdout"`} {
 		assert.Contains(t, out, want)
@@ -61,6 +80,7 @@ func TestListShowsThisProjectsPlugins(t *testing.T) {
 }
 
 func TestCheckpointsCommandIsWired(t *testing.T) {
+	t.Parallel()
 	out := run(t, "checkpoints", "--help")
 	for _, sub := range []string{"show", "reset", "delete"} {
 		assert.Contains(t, out, sub)
@@ -74,6 +94,7 @@ func TestCheckpointsCommandIsWired(t *testing.T) {
 // The binary serves Prometheus text at the HTTP server's /metrics with
 // counters, gauges and timers and their labels.
 func TestPrometheusScrape(t *testing.T) {
+	t.Parallel()
 	port, err := testenv.FreePort()
 	require.NoError(t, err)
 	config := filepath.Join(t.TempDir(), "scrape.yaml")
@@ -100,7 +121,7 @@ metrics:
   prometheus: {}
 `, port)), 0o600))
 	cmd := exec.CommandContext(t.Context(), binary, "-c", config)
-	require.NoError(t, cmd.Start())
+	require.NoError(t, testenv.StartCommand("connect-kinesis", cmd))
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 
 	var body string
@@ -123,6 +144,7 @@ metrics:
 }
 
 func TestLintRejectsUnknownField(t *testing.T) {
+	t.Parallel()
 	config := filepath.Join(t.TempDir(), "bad.yaml")
 	require.NoError(t, os.WriteFile(config, []byte("input:\n  generate:\n    mapping: 'root = 1'\n    nope: true\noutput:\n  drop: {}\n"), 0o600))
 	out, err := exec.CommandContext(t.Context(), binary, "lint", config).CombinedOutput()

@@ -99,6 +99,12 @@ func startInstance(t *testing.T, dir, name string, k *testenv.Kinesis, r *testen
 // event kinesis-mock omits.
 func startInstanceReading(t *testing.T, dir, name string, k *testenv.Kinesis, r *testenv.Redis, stream string, efo bool) *instance {
 	t.Helper()
+	return startInstanceOf(t, binary, dir, name, k, r, stream, efo)
+}
+
+// startInstanceOf is startInstanceReading with the binary to run.
+func startInstanceOf(t *testing.T, bin, dir, name string, k *testenv.Kinesis, r *testenv.Redis, stream string, efo bool) *instance {
+	t.Helper()
 	out := filepath.Join(dir, name+".jsonl")
 	conf := filepath.Join(dir, name+".yaml")
 	endpoint, efoYAML := k.Endpoint, ""
@@ -112,7 +118,7 @@ func startInstanceReading(t *testing.T, dir, name string, k *testenv.Kinesis, r 
 	if efo {
 		env = append(os.Environ(), "AWS_CA_BUNDLE="+k.CAFile, consumer.EnvEmulatorNoInitialResponse+"=true")
 	}
-	cmd, logf := startBinary(t, dir, name, conf, env)
+	cmd, logf := startBinaryAt(t, bin, dir, name, conf, env)
 	return &instance{name: name, cmd: cmd, out: out, log: logf}
 }
 
@@ -122,11 +128,17 @@ func startInstanceReading(t *testing.T, dir, name string, k *testenv.Kinesis, r 
 // test failed.
 func startBinary(t *testing.T, dir, name, conf string, env []string) (*exec.Cmd, *os.File) {
 	t.Helper()
+	return startBinaryAt(t, binary, dir, name, conf, env)
+}
+
+// startBinaryAt is startBinary running the binary at bin.
+func startBinaryAt(t *testing.T, bin, dir, name, conf string, env []string) (*exec.Cmd, *os.File) {
+	t.Helper()
 	logf, err := os.Create(filepath.Join(dir, name+".log"))
 	require.NoError(t, err)
-	cmd := exec.Command(binary, "-c", conf)
+	cmd := exec.Command(bin, "-c", conf)
 	cmd.Stdout, cmd.Stderr, cmd.Env = logf, logf, env
-	require.NoError(t, cmd.Start())
+	require.NoError(t, testenv.StartCommand("connect-kinesis", cmd))
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
@@ -278,6 +290,7 @@ func miSetup(t *testing.T, stream string, shards int) (*testenv.Kinesis, *testen
 // duplicates, and a SIGKILLed instance's shards resume elsewhere within
 // lease.period + rebalance_period with nothing lost.
 func TestIntegrationMultiInstanceProcesses(t *testing.T) {
+	t.Parallel()
 	const stream = "multi-instance"
 	k, r, store, dir := miSetup(t, stream, 6)
 	client := k.Client()
@@ -389,6 +402,7 @@ func allEqual(m map[string]int, n int) bool {
 // The other takes its shards over and resubscribes after their
 // checkpoints: nothing is lost and each key stays in order.
 func TestIntegrationMultiInstanceEnhancedFanOutSIGKILL(t *testing.T) {
+	t.Parallel()
 	const stream = "multi-efo"
 	k, r, store, dir := miSetup(t, stream, 4)
 	client := k.Client()

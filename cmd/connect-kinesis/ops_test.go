@@ -14,6 +14,7 @@ import (
 
 // The top-level help names this binary and suggests commands that work here.
 func TestHelpNamesThisBinaryAndItsComponents(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--help"}, {"help"}} {
 		out := run(t, args...)
 		assert.Contains(t, out, "connect-kinesis - Amazon Kinesis Data Streams pipelines")
@@ -39,6 +40,7 @@ func writeFile(t *testing.T, name, text string) string {
 // A config from `create`, with only its required fields filled, lints clean
 // and starts: it gets as far as connecting to Redis.
 func TestCreatedConfigStartsOnceRequiredFieldsAreFilled(t *testing.T) {
+	t.Parallel()
 	conf := run(t, "create", "kinesis//drop")
 	require.Contains(t, conf, "streams: [] # No default (required)")
 	conf = strings.Replace(conf, "streams: []", "streams: [ orders ]", 1)
@@ -58,6 +60,7 @@ func TestCreatedConfigStartsOnceRequiredFieldsAreFilled(t *testing.T) {
 // The "Common config" of each plugin's docs, with its required fields filled,
 // lints clean.
 func TestDocsCommonConfigLints(t *testing.T) {
+	t.Parallel()
 	for page, fill := range map[string]func(string) string{
 		"inputs/kinesis.md": func(c string) string {
 			return strings.Replace(c, "streams: []", "streams: [ orders ]", 1) + "output:\n  drop: {}\n"
@@ -82,6 +85,7 @@ func TestDocsCommonConfigLints(t *testing.T) {
 // `lint` rejects the cross-field mistakes the plugins reject at start, and
 // names the field.
 func TestLintCatchesCrossFieldMistakes(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct{ conf, want string }{
 		"start_timestamp without at_timestamp": {badInputConfig(map[string]string{"start_timestamp": "2024-05-01T12:00:00Z"}), "field start_timestamp: only used with start_position: at_timestamp"},
 		"no stream":                            {badInputConfig(map[string]string{"streams": "[]"}), "field streams: list at least one stream name or ARN"},
@@ -99,6 +103,7 @@ func TestLintCatchesCrossFieldMistakes(t *testing.T) {
 // An unreachable Redis is reported as the field to fix, without the URL's
 // password and without go-redis' own connection-pool lines.
 func TestRedisUnreachableNamesTheField(t *testing.T) {
+	t.Parallel()
 	conf := badInputConfig(map[string]string{"checkpoint": "{ redis: { url: 'redis://:pw-must-not-leak@127.0.0.1:1' }, group: g }"})
 	log := runUntilLogged(t, conf, "checkpoint store")
 	assert.Contains(t, log, "field checkpoint.redis.url: reaching Redis: dial tcp 127.0.0.1:1")

@@ -66,6 +66,7 @@ func assertNoSecrets(t *testing.T, what, text string, secrets ...string) {
 // the default user, at TRACE level; neither the ACL password nor the AWS
 // secret appears in the log, and the checkpoints are in Redis.
 func TestIntegrationRedisTLSACLEndToEnd(t *testing.T) {
+	t.Parallel()
 	k := testenv.NewKinesisMock(t)
 	r := testenv.NewRedis(t, testenv.RedisOptions{TLS: true, ACLUser: secACLUser, ACLPassword: secRedisPassword})
 	const stream = "secure"
@@ -107,7 +108,8 @@ func TestIntegrationRedisTLSACLEndToEnd(t *testing.T) {
 // connection errors are logged over and over; neither the password nor the
 // AWS secret may appear.
 func TestIntegrationSecretsNeverLogged(t *testing.T) {
-	k := testenv.NewKinesisMock(t)
+	t.Parallel()
+	k := testenv.SharedKinesisMock(t)
 	r := testenv.NewRedis(t, testenv.RedisOptions{Password: "the-right-one"})
 	const stream = "secrets"
 	k.MustCreateStream(t, stream, 1)
@@ -141,7 +143,8 @@ func TestIntegrationSecretsNeverLogged(t *testing.T) {
 // with the proxy-free emulator, then against a stream that does not exist so
 // that errors are logged too; the AWS secret never appears.
 func TestIntegrationOutputSecretsNeverLogged(t *testing.T) {
-	k := testenv.NewKinesisMock(t)
+	t.Parallel()
+	k := testenv.SharedKinesisMock(t)
 	k.MustCreateStream(t, "secrets-out", 1)
 	for stream, until := range map[string]string{"secrets-out": "Pipeline has terminated", "no-such-stream": "does not exist in region"} {
 		t.Run(stream, func(t *testing.T) {
@@ -168,6 +171,7 @@ output:
 // TestEchoRedactsSecrets: `connect-kinesis echo` prints the config back
 // without the AWS secret, the session token or the Redis password.
 func TestEchoRedactsSecrets(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	conf := fmt.Sprintf(`
 input:

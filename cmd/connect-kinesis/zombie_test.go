@@ -18,6 +18,7 @@ import (
 // for a renewal, which finds the leases taken. It reads again only shards
 // it takes afresh, and nothing is lost.
 func TestIntegrationPausedInstanceDeliversNothingAfterWaking(t *testing.T) {
+	t.Parallel()
 	const stream = "zombie"
 	k, r, store, dir := miSetup(t, stream, 4)
 	client := k.Client()

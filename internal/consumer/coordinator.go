@@ -303,7 +303,12 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]*shardRe
 			co.known.newerOwner(r.shard.ID)
 			log.Warnf("Lease taken by instance %s (token %d); stopped the shard reader", holder.Owner, holder.Token)
 		case holder.Owner == "" && holder.Token == 0:
-			log.Warn("Lease missing from the store (was it flushed or replaced?); stopped the shard reader")
+			log.Warn("Lease missing from the store (was it flushed or replaced, or the group deleted with `checkpoints delete`?); stopped the shard reader")
+		case holder.Owner == "" && holder.ExpiresAt.UnixMilli() == 0:
+			// Only an operator's reset or import frees a lease this way
+			// (released at time 0 with its token bumped); a release or an
+			// expiry keeps a real time.
+			log.Warnf("Lease fenced by an operator: `checkpoints reset` or `checkpoints import` replaced the group's checkpoints and freed every lease (token now %d); stopped the shard reader, and the shard is taken again from the new checkpoints", holder.Token)
 		default:
 			co.known.newerOwner(r.shard.ID)
 			log.Warn("Lease no longer ours in the store (it expired and was released or renewed under another token); stopped the shard reader")

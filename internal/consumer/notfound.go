@@ -34,7 +34,11 @@ func (r *shardReader) sourceNotFound(ctx context.Context, err error) (gone, stop
 		return false, true
 	}
 	wait := r.co.c.cfg.Backoff.MaxInterval
-	r.log.Warnf("Kinesis did not find the shard though it is still listed; trying again in %v: %v", wait, err)
+	if kinesisx.IsUnknownSequence(err) {
+		logUnknownCheckpoint(r.log, r.shard.ID, wait, err)
+	} else {
+		r.log.Warnf("Kinesis did not find the shard though it is still listed; trying again in %v: %v", wait, err)
+	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	return false, !r.wait(ctx, t.C)

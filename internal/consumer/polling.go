@@ -176,5 +176,20 @@ func (s *pollingSource) warnRetry(e failsafe.ExecutionScheduledEvent[*kinesis.Ge
 	if kinesisx.IsExpiredIterator(err) || !s.warn.due(kinesisx.Retryable(err), e.ElapsedTime()) {
 		return
 	}
+	if s.iter == "" && s.from.sequence != "" && kinesisx.IsUnknownSequence(err) {
+		logUnknownCheckpoint(s.log, s.shard, e.Delay, err)
+		return
+	}
 	s.log.Warnf("Reading the shard failed; retrying in %v: %v", e.Delay.Round(time.Millisecond), err)
+}
+
+// logUnknownCheckpoint says, as an ERROR naming the shard and the fix, that
+// Kinesis has no record at the position a shard starts from: a checkpoint
+// of another stream (an import from the wrong source) or of a stream
+// deleted and created again. Retrying never helps; the operator must act.
+func logUnknownCheckpoint(log *service.Logger, shard string, retryIn time.Duration, err error) {
+	log.Errorf("Shard %s cannot be read: Kinesis has no record at its checkpoint in this shard, so the checkpoint belongs to another stream "+
+		"(imported from the wrong source?) or to a stream deleted and created again. The shard stays unread until the group's checkpoints are fixed: "+
+		"`connect-kinesis checkpoints import` again from the right source, or `connect-kinesis checkpoints reset`. Retrying in %v: %v",
+		shard, retryIn.Round(time.Millisecond), err)
 }

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -56,8 +57,9 @@ func ParseStartOverride(s string) (StartOverride, error) {
 const LatestSkewMargin = 5 * time.Second
 
 // resolveStart decides where a newly taken shard starts, from what the take
-// read with its lease: after its checkpoint, else at the operator's start
-// override, else at the configured start_position. Every position here is
+// read with its lease: after its checkpoint, else at the shard's own start
+// (from an import), else at the operator's start override, else at the
+// configured start_position. Every position here is
 // the same on every take and every instance: `latest` is the group's start
 // as stored with its first take (AT_TIMESTAMP, less LatestSkewMargin), so a
 // shard without a checkpoint that changes hands skips nothing written
@@ -68,8 +70,8 @@ func (co *coordinator) resolveStart(t Take) startSpec {
 		return startAfter(t.Checkpoint)
 	}
 	start, ts := co.c.cfg.StartPosition, co.c.cfg.StartTimestamp
-	if t.Override != nil {
-		start, ts = t.Override.Mode, t.Override.Timestamp
+	if o := cmp.Or(t.ShardStart, t.Override); o != nil {
+		start, ts = o.Mode, o.Timestamp
 	}
 	switch start {
 	case StartAtTimestamp:

@@ -68,3 +68,17 @@ func TestAtTimestampUsesTheTimeForShardsWithoutCheckpoint(t *testing.T) {
 	assert.Equal(t, types.ShardIteratorTypeAtTimestamp, api.iterReqs[0].ShardIteratorType)
 	assert.Equal(t, cfg.StartTimestamp, aws.ToTime(api.iterReqs[0].Timestamp))
 }
+
+// A shard's own start (an import of a KCL lease at TRIM_HORIZON) comes
+// before the group's override and the configured start_position, and a
+// checkpoint before all of them.
+func TestResolveStartShardStartFirst(t *testing.T) {
+	co := &coordinator{c: &Consumer{cfg: Config{StartPosition: StartLatest}}}
+	ts := time.UnixMilli(1_700_000_000_000)
+	group := &StartOverride{Mode: StartAtTimestamp, Timestamp: ts}
+	own := &StartOverride{Mode: StartTrimHorizon}
+
+	assert.Equal(t, types.ShardIteratorTypeTrimHorizon, co.resolveStart(Take{Override: group, ShardStart: own}).iterType)
+	assert.Equal(t, startSpec{iterType: types.ShardIteratorTypeAtTimestamp, timestamp: ts}, co.resolveStart(Take{Override: group}))
+	assert.Equal(t, after("7"), co.resolveStart(Take{Checkpoint: Position{Sequence: "7"}, ShardStart: own}))
+}

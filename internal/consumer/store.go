@@ -24,7 +24,7 @@ var (
 
 // Take is a lease just acquired, with what its reader starts from, read in
 // the same call: the shard's checkpoint, the operator's start override and
-// the group's start.
+// the group's start (and, for a shard without a checkpoint, its own start).
 type Take struct {
 	Lease
 	// Checkpoint is the shard's stored position; zero when it has none.
@@ -32,6 +32,11 @@ type Take struct {
 	// Override is the start an operator reset the group to; nil when none,
 	// and the configured start_position applies.
 	Override *StartOverride
+	// ShardStart is where this shard begins while it has no checkpoint, as
+	// an import stored it for a shard its source had not started (at its
+	// beginning, or at a timestamp); it comes before Override. nil when
+	// none.
+	ShardStart *StartOverride
 	// GroupStart is when the group first took a shard of the stream, by the
 	// store's clock: `latest` means "written since then".
 	GroupStart time.Time

@@ -55,6 +55,7 @@ const (
 	CodeExpiredIterator               = "ExpiredIteratorException"
 	CodeResourceNotFound              = "ResourceNotFoundException"
 	CodeResourceInUse                 = "ResourceInUseException"
+	CodeInvalidArgument               = "InvalidArgumentException"
 )
 
 // kinesisCodes classifies what Kinesis says that the AWS SDK's retry package
@@ -144,6 +145,23 @@ func IsThrottle(err error) bool { return Classify(err) == Throttled }
 
 // IsExpiredIterator reports whether err says the shard iterator expired.
 func IsExpiredIterator(err error) bool { return Classify(err) == ExpiredIterator }
+
+// IsUnknownSequence reports whether err is Kinesis saying that a sequence
+// number given to GetShardIterator is not a record of the shard: an
+// InvalidArgumentException on AWS ("... is invalid because it did not come
+// from this stream"), a ResourceNotFoundException on kinesis-mock ("Unable
+// to find record with provided SequenceNumber").
+func IsUnknownSequence(err error) bool {
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode() {
+	case CodeInvalidArgument, CodeResourceNotFound:
+		return strings.Contains(apiErr.ErrorMessage(), "SequenceNumber")
+	}
+	return false
+}
 
 // ErrorCode returns the service's error code for err, a short name for a
 // network failure, or "unknown". It is meant for metric labels and logs.

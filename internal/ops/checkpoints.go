@@ -41,6 +41,8 @@ const (
 	flagDryRun         = "dry-run"
 	flagOutput         = "output"
 	flagWatch          = "watch"
+	flagAtTimestamp    = "at-timestamp"
+	flagAllowRewind    = "allow-rewind"
 )
 
 // CheckpointsCommand is `connect-kinesis checkpoints`: inspect, reset and delete a
@@ -97,6 +99,8 @@ func CheckpointsCommand() *cli.Command {
 					&cli.StringFlag{Name: flagDynamoEndpoint, Usage: "DynamoDB endpoint URL, e.g. an emulator (default: the region's)"},
 					&cli.StringFlag{Name: flagSourceStream, Usage: "the source's key of the stream: Connect's StreamID, or a KCL multi-stream identifier <account>:<name>:<epoch> (default: found from --stream)"},
 					&cli.BoolFlag{Name: flagDryRun, Usage: "print what would be written and change nothing"},
+					&cli.StringFlag{Name: flagAtTimestamp, Usage: "the KCL application's initial position timestamp (RFC3339), where its leases at AT_TIMESTAMP start: the table does not hold it"},
+					&cli.BoolFlag{Name: flagAllowRewind, Usage: "import even when it moves the group's checkpoints back (what was read since is read again)"},
 					&cli.BoolFlag{Name: flagForce, Usage: "import even while pipelines of the group hold live leases (they are fenced out), or the source's do"},
 				),
 				Action: runImport,
@@ -131,6 +135,8 @@ type opened struct {
 	listed bool
 	// relist lists the stream's shards again (nil with --stream-id).
 	relist func(ctx context.Context) (streamInfo, error)
+	// api is the Kinesis client (nil with --stream-id).
+	api kinesisAPI
 }
 
 func openFromFlags(c *cli.Context) (*opened, error) {
@@ -177,7 +183,7 @@ func openFromFlags(c *cli.Context) (*opened, error) {
 			}
 			return nil, err
 		}
-		o.stream, o.listed = info, true
+		o.stream, o.listed, o.api = info, true, api
 		o.relist = func(ctx context.Context) (streamInfo, error) { return describeStream(ctx, api, c.String(flagStream)) }
 	}
 

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -67,9 +68,13 @@ type foreignShard struct {
 	Sentinel string
 	// Owner is who the source says holds the shard, if anyone.
 	Owner string
-	// Live is true when the source's own lease is still running (only
-	// sources that store an expiry can tell).
+	// Live is true when the source's own lease may still be running: its
+	// expiry is ahead (Connect), or it names an owner (the KCL, whose
+	// leases carry no expiry).
 	Live bool
+	// LiveUntil is when a live lease expires, zero when the source does
+	// not store it.
+	LiveUntil time.Time
 }
 
 // foreignTable is what a source reader found for one stream.
@@ -84,6 +89,9 @@ type foreignTable struct {
 // importPlan is what an import writes, and why, per shard.
 type importPlan struct {
 	Positions map[string]consumer.Position
+	// Starts are where shards the source had not started begin: at their
+	// beginning (KCL TRIM_HORIZON) or at a timestamp (KCL AT_TIMESTAMP).
+	Starts map[string]consumer.StartOverride
 	// Notes say, per shard, why it gets (or does not get) a checkpoint.
 	Notes map[string]string
 }
@@ -97,8 +105,14 @@ type importPlan struct {
 // (or never creates leases for closed ancestors when it starts at LATEST).
 // A closed shard below an unfinished one is left without a checkpoint, so
 // this project reads it after its parents, as its gate always does.
-func planImport(src foreignTable, stream streamInfo, listed bool) importPlan {
-	plan := importPlan{Positions: map[string]consumer.Position{}, Notes: map[string]string{}}
+//
+// A KCL lease at TRIM_HORIZON (how the KCL creates a child shard's lease
+// while its parent is read) becomes a start at the shard's beginning, and
+// one at AT_TIMESTAMP a start at atTimestamp, the KCL application's
+// configured timestamp, which its table does not hold (zero: refused).
+func planImport(src foreignTable, stream streamInfo, listed bool, atTimestamp time.Time) (importPlan, error) {
+	plan := importPlan{Positions: map[string]consumer.Position{}, Starts: map[string]consumer.StartOverride{}, Notes: map[string]string{}}
+	var needTimestamp []string
 	for id, sh := range src.Shards {
 		switch {
 		case !sh.Position.IsZero():
@@ -106,14 +120,28 @@ func planImport(src foreignTable, stream streamInfo, listed bool) importPlan {
 			if sh.Position.ShardEnd {
 				plan.Notes[id] = "finished in the source"
 			}
+		case sh.Sentinel == kclTrimHorizon:
+			plan.Starts[id] = consumer.StartOverride{Mode: consumer.StartTrimHorizon}
+			plan.Notes[id] = "TRIM_HORIZON in the source (not started): starts at the shard's beginning"
+		case sh.Sentinel == kclAtTimestamp && atTimestamp.IsZero():
+			needTimestamp = append(needTimestamp, id)
+		case sh.Sentinel == kclAtTimestamp:
+			o := consumer.StartOverride{Mode: consumer.StartAtTimestamp, Timestamp: atTimestamp}
+			plan.Starts[id] = o
+			plan.Notes[id] = "AT_TIMESTAMP in the source (not started): starts at " + o.Timestamp.UTC().Format(time.RFC3339Nano)
 		case sh.Sentinel != "":
 			plan.Notes[id] = sh.Sentinel + " in the source (not started): starts like a new shard"
 		default:
 			plan.Notes[id] = "no checkpoint in the source's entry: starts like a new shard"
 		}
 	}
+	if len(needTimestamp) > 0 {
+		slices.Sort(needTimestamp)
+		return plan, fmt.Errorf("leases of %s are at AT_TIMESTAMP: the KCL keeps that timestamp in the application's configuration (InitialPositionInStreamExtended), not in the table; pass it with --%s <RFC3339>",
+			strings.Join(needTimestamp, ", "), flagAtTimestamp)
+	}
 	if !listed {
-		return plan
+		return plan, nil
 	}
 	byID := make(map[string]streamShard, len(stream.Shards))
 	for _, sh := range stream.shards() {
@@ -154,7 +182,7 @@ func planImport(src foreignTable, stream streamInfo, listed bool) importPlan {
 			plan.Notes[sh.ID] = "closed, no entry in the source, a parent is unfinished: read after its parents"
 		}
 	}
-	return plan
+	return plan, nil
 }
 
 func runImport(c *cli.Context) error {
@@ -198,18 +226,23 @@ func runImport(c *cli.Context) error {
 	if !o.listed {
 		src.Warnings = append(src.Warnings, fmt.Sprintf("with --%s the stream's shards are unknown: closed shards the source has no entry for are not marked finished", flagStreamID))
 	}
-	plan := planImport(src, o.stream, o.listed)
+	var atTimestamp time.Time
+	if v := c.String(flagAtTimestamp); v != "" {
+		if atTimestamp, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return fmt.Errorf("flag --%s: %q is not an RFC3339 time, e.g. 2024-05-01T12:00:00Z", flagAtTimestamp, v)
+		}
+	}
+	plan, err := planImport(src, o.stream, o.listed, atTimestamp)
+	if err != nil {
+		return err
+	}
 
 	w := c.App.Writer
 	fmt.Fprintf(w, "importing %s into group %s on %s\n", src.Describe, o.cp.Config().Group, o.stream.ID)
-	var live []string
-	for _, id := range slices.Sorted(maps.Keys(src.Shards)) {
-		if src.Shards[id].Live {
-			live = append(live, fmt.Sprintf("%s (%s)", id, src.Shards[id].Owner))
-		}
-	}
+	live := liveSourceLeases(src)
 	if len(live) > 0 && !c.Bool(flagForce) && !c.Bool(flagDryRun) {
-		return fmt.Errorf("the source still holds live leases on %s: stop the old consumer first (its checkpoints are still moving), or pass --%s", strings.Join(live, ", "), flagForce)
+		return fmt.Errorf("the source still holds live leases: %s; stop the old consumer first (stopped, not paused: a paused consumer resumes and moves its checkpoints on), or pass --%s",
+			strings.Join(live, ", "), flagForce)
 	}
 	for _, warn := range src.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
@@ -221,24 +254,36 @@ func runImport(c *cli.Context) error {
 				fmt.Fprintf(w, "warning: %s is not a shard the stream lists (trimmed?); its checkpoint is written anyway\n", id)
 			}
 		}
+		if err := checkPositionsInStream(ctx, o.api, o.stream, plan.Positions); err != nil {
+			return err
+		}
+	}
+	before, err := o.store.Checkpoints(ctx)
+	if err != nil {
+		return err
+	}
+	rewinds := findRewinds(ctx, o.api, o.stream, before, plan)
+	if len(rewinds) > 0 && !c.Bool(flagAllowRewind) && !c.Bool(flagDryRun) {
+		return fmt.Errorf("the import would move %d checkpoints of group %s back, so what the group already read would be read again:\n  %s\npass --%s to import anyway",
+			len(rewinds), o.cp.Config().Group, strings.Join(rewinds, "\n  "), flagAllowRewind)
 	}
 
 	if c.Bool(flagDryRun) {
-		return printDryRun(ctx, w, o, plan, live)
+		return printDryRun(ctx, w, o, plan, live, rewinds)
 	}
-	res, err := o.store.Reset(ctx, nil, plan.Positions, c.Bool(flagForce))
+	res, err := o.store.Reset(ctx, nil, plan.Positions, plan.Starts, c.Bool(flagForce))
 	if err != nil {
 		return err
 	}
 	printChanges(w, res, plan.Positions)
 	printNotes(w, plan)
-	fmt.Fprintln(w, "shards without a checkpoint start at the pipelines' start_position (a child of a finished shard at its beginning)")
+	fmt.Fprintln(w, "other shards without a checkpoint start at the pipelines' start_position (a child of a finished shard at its beginning)")
 	return nil
 }
 
 // printDryRun shows what an import would write over the group's current
 // checkpoints, and whether it would be refused, without changing anything.
-func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, sourceLive []string) error {
+func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, sourceLive, rewinds []string) error {
 	before, err := o.store.Checkpoints(ctx)
 	if err != nil {
 		return err
@@ -248,7 +293,7 @@ func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, s
 		return err
 	}
 	fmt.Fprintln(w, "dry run: nothing is written; the import would replace the group's checkpoints with:")
-	ids := slices.AppendSeq(slices.Collect(maps.Keys(before)), maps.Keys(plan.Positions))
+	ids := slices.AppendSeq(slices.AppendSeq(slices.Collect(maps.Keys(before)), maps.Keys(plan.Positions)), maps.Keys(plan.Starts))
 	slices.Sort(ids)
 	for _, id := range slices.Compact(ids) {
 		from, to := "(none)", "(none)"
@@ -257,6 +302,8 @@ func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, s
 		}
 		if p, ok := plan.Positions[id]; ok {
 			to = p.String()
+		} else if st, ok := plan.Starts[id]; ok {
+			to = "(none; starts at " + st.String() + ")"
 		}
 		fmt.Fprintf(w, "  %s: %s -> %s\n", id, from, to)
 	}
@@ -272,7 +319,10 @@ func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, s
 		fmt.Fprintf(w, "would be refused without --%s: the group holds live leases on %s\n", flagForce, strings.Join(held, ", "))
 	}
 	if len(sourceLive) > 0 {
-		fmt.Fprintf(w, "would be refused without --%s: the source holds live leases on %s\n", flagForce, strings.Join(sourceLive, ", "))
+		fmt.Fprintf(w, "would be refused without --%s: the source holds live leases: %s\n", flagForce, strings.Join(sourceLive, ", "))
+	}
+	if len(rewinds) > 0 {
+		fmt.Fprintf(w, "would be refused without --%s: checkpoints would move back:\n  %s\n", flagAllowRewind, strings.Join(rewinds, "\n  "))
 	}
 	return nil
 }

@@ -77,7 +77,7 @@ func readConnectTable(items []item, table string, stream streamInfo, sourceStrea
 		}
 		if sh.Owner != "" {
 			if until, err := time.Parse(time.RFC3339Nano, attrS(it, connectAttrLease)); err == nil && until.After(now) {
-				sh.Live = true
+				sh.Live, sh.LiveUntil = true, until
 			}
 		}
 		src.Shards[sh.Shard] = sh

@@ -151,6 +151,12 @@ func (rs reshardedStream) find(t *testing.T, shard, data string) userRecord {
 // delivered payloads in delivery order.
 func readGroup(t *testing.T, k *testenv.Kinesis, redisURL, stream, group string) map[string][]string {
 	t.Helper()
+	return readGroupFrom(t, k, redisURL, stream, group, "trim_horizon")
+}
+
+// readGroupFrom is readGroup with the input's start_position.
+func readGroupFrom(t *testing.T, k *testenv.Kinesis, redisURL, stream, group, startPosition string) map[string][]string {
+	t.Helper()
 	var mu sync.Mutex
 	got := map[string][]string{}
 	ends := map[string]bool{}
@@ -171,7 +177,8 @@ kinesis:
   poll_interval: 200ms
   idle_poll_interval: 200ms
   shard_discovery_interval: 1s
-`, stream, testenv.Region, k.Endpoint, testenv.AccessKey, testenv.SecretKey, redisURL, group)))
+  start_position: %s
+`, stream, testenv.Region, k.Endpoint, testenv.AccessKey, testenv.SecretKey, redisURL, group, startPosition)))
 	require.NoError(t, sb.AddBatchConsumerFunc(func(_ context.Context, b service.MessageBatch) error {
 		mu.Lock()
 		defer mu.Unlock()

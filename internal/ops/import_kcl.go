@@ -122,20 +122,16 @@ func readKCLTable(items []item, table string, stream streamInfo, sourceStream st
 		src.Describe = fmt.Sprintf("KCL lease table %s (stream %s)", table, key)
 	}
 
-	var owned []string
 	for _, l := range byStream[key] {
 		sh, err := kclShard(l)
 		if err != nil {
 			return src, fmt.Errorf("table %s, lease %s: %w", table, attrS(l.it, kclAttrLeaseKey), err)
 		}
-		if sh.Owner != "" {
-			owned = append(owned, sh.Shard)
-		}
+		// A KCL lease carries no expiry (workers judge liveness by its
+		// counter changing over time), and a stopped worker clears its
+		// owner: a lease that names one is taken as live.
+		sh.Live = sh.Owner != ""
 		src.Shards[sh.Shard] = sh
-	}
-	if len(owned) > 0 {
-		slices.Sort(owned)
-		src.Warnings = append(src.Warnings, fmt.Sprintf("leases of %s name an owner; KCL leases carry no expiry to check, so make sure the KCL application is stopped", strings.Join(owned, ", ")))
 	}
 	if key == "" && len(stream.Shards) > 0 {
 		listed := stream.listed()

@@ -46,7 +46,8 @@ func TestPlanImportMarksClosedShardsWithoutEntries(t *testing.T) {
 			map[string]consumer.Position{"a": end}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := planImport(foreignTable{Shards: tc.source}, stream, true)
+			plan, err := planImport(foreignTable{Shards: tc.source}, stream, true, time.Time{})
+			require.NoError(t, err)
 			assert.Equal(t, tc.want, plan.Positions)
 			assert.Contains(t, plan.Notes, "d", "every shard is explained")
 		})

@@ -45,7 +45,7 @@ func runReset(c *cli.Context) error {
 			}
 		}
 	}
-	res, err := o.store.Reset(c.Context, start, positions, c.Bool(flagForce))
+	res, err := o.store.Reset(c.Context, start, positions, nil, c.Bool(flagForce))
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,10 @@ type ShardRow struct {
 	LeaseExpiresIn string   `json:"lease_expires_in,omitempty"`
 	Token          int64    `json:"fencing_token,omitempty"`
 	Checkpoint     string   `json:"checkpoint,omitempty"`
-	HandoffTo      string   `json:"handoff_requested_by,omitempty"`
+	// Start is where a shard without a checkpoint begins, as an import
+	// stored it: "trim_horizon" (its beginning) or "at_timestamp=<time>".
+	Start     string `json:"start,omitempty"`
+	HandoffTo string `json:"handoff_requested_by,omitempty"`
 	// Unowned marks a ready shard no live lease covers: nobody reads it.
 	Unowned bool `json:"unowned,omitempty"`
 	// LagMillis and LastDelivered are what the shard's owner last
@@ -182,6 +185,10 @@ func buildShow(ctx context.Context, o *opened) (ShowReport, error) {
 	if rep.LiveMembers, err = s.LiveMembersReadOnly(ctx); err != nil {
 		return rep, err
 	}
+	starts, err := s.ShardStarts(ctx)
+	if err != nil {
+		return rep, err
+	}
 	if so, ok, err := s.StartOverride(ctx); err != nil {
 		return rep, err
 	} else if ok {
@@ -193,6 +200,8 @@ func buildShow(ctx context.Context, o *opened) (ShowReport, error) {
 		r := ShardRow{Shard: id}
 		if p, ok := ckpts[id]; ok {
 			r.Checkpoint = p.String()
+		} else if st, ok := starts[id]; ok {
+			r.Start = st.String()
 		}
 		if l, ok := leases[id]; ok {
 			r.Token = l.Token
@@ -317,8 +326,12 @@ func printShow(w io.Writer, rep ShowReport) {
 		if r.LastDelivered != nil {
 			last = roundForHumans(rep.At.Sub(*r.LastDelivered)) + " ago"
 		}
+		ckpt := r.Checkpoint
+		if ckpt == "" && r.Start != "" {
+			ckpt = "(none; starts at " + r.Start + ")"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Shard, r.State, dash(strings.Join(r.Parents, ",")),
-			dash(owner), dash(r.LeaseExpiresIn), token, dash(r.Checkpoint), lag, last, dash(r.HandoffTo))
+			dash(owner), dash(r.LeaseExpiresIn), token, dash(ckpt), lag, last, dash(r.HandoffTo))
 	}
 	_ = tw.Flush()
 	if len(unowned) > 0 {

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -111,4 +112,40 @@ func (p *Producer) send(ctx context.Context, req records, fail func(int, error))
 	}
 	result.failed, result.err = pending, first
 	return result
+}
+
+// sendAll sends requests in parallel, up to MaxInFlight across the
+// producer, and returns what became of each. When ctx ends while it waits
+// for a slot, the requests not sent yet fail with ctx's error and sentAll is
+// false.
+func (p *Producer) sendAll(ctx context.Context, requests []records, fail func(int, error)) (results []sent, sentAll bool) {
+	results = make([]sent, len(requests))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for n, req := range requests {
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			for _, r := range requests[n:] {
+				for k := range r.len() {
+					r.each(k, func(i int) { fail(i, ctx.Err()) })
+				}
+			}
+			return results, false
+		}
+		if n == len(requests)-1 {
+			// The last (usually the only) request goes out from this
+			// goroutine, whose stack is already grown for the SDK.
+			results[n] = p.send(ctx, req, fail)
+			<-p.slots
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-p.slots }()
+			results[n] = p.send(ctx, req, fail)
+		}()
+	}
+	return results, true
 }

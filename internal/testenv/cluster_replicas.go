@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,7 +38,7 @@ func startRedisClusterWithReplicas(ctx context.Context) (*RedisCluster, error) {
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
-	out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput()
+	out, err := runRedisCLI(ctx, args...)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("creating the cluster: %w: %s", err, out)

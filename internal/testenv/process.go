@@ -1,7 +1,9 @@
 // Package testenv starts the real services the project's tests, demo and
 // benchmarks run against: kinesis-mock and kinesalite (npm packages installed
 // by `make deps` under .deps/npm) and redis-server, each a child process on a
-// free 127.0.0.1 port, stopped by its own PID.
+// free 127.0.0.1 port, stopped by its own PID. Every child dies with the
+// process that started it (see startChild) and is recorded where `make test`
+// checks that none outlived the run (see PIDsDirEnv).
 //
 // Functions taking a testing.TB register cleanup and, when a service is not
 // installed, skip the test with a message naming `make deps` — except under
@@ -163,10 +165,7 @@ func startProcess(name string, env []string, dir string, prog string, args ...st
 	out := &syncBuffer{}
 	cmd.Stdout = out
 	cmd.Stderr = out
-	// Its own process group, so a signal to the test binary's group (Ctrl-C)
-	// does not race our orderly stop, and Stop reaches node's children too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if err := startChild(name, cmd); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &Process{Name: name, cmd: cmd, out: out, done: make(chan struct{})}

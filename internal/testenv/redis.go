@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -265,7 +266,7 @@ func StartRedisCluster(ctx context.Context) (*RedisCluster, error) {
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput()
+	out, err := runRedisCLI(ctx, args...)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("creating the cluster: %w: %s", err, out)
@@ -308,4 +309,17 @@ func (c *Certs) ClientTLS() (*tls.Config, error) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// runRedisCLI runs redis-cli to its end, started like every other child
+// (it dies with the test binary), and returns what it printed.
+func runRedisCLI(ctx context.Context, args ...string) ([]byte, error) {
+	var out bytes.Buffer
+	cli := exec.CommandContext(ctx, "redis-cli", args...)
+	cli.Stdout, cli.Stderr = &out, &out
+	err := StartCommand("redis-cli", cli)
+	if err == nil {
+		err = cli.Wait()
+	}
+	return out.Bytes(), err
 }

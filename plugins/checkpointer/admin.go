@@ -17,6 +17,16 @@ import (
 // position an operator reset to. Kinesis shard ids never start with '_'.
 const startField = "_start"
 
+// shardStartPrefix begins a field "_start:<shardId>" of the checkpoint hash:
+// where that one shard begins while it has no checkpoint, in the form of
+// startField ("trim_horizon" or "at_timestamp=<RFC3339Nano>"). An import
+// writes it for a shard the source had not started (a KCL lease at
+// TRIM_HORIZON or AT_TIMESTAMP). It is its own field, not a value of the
+// shard's field, so no reader takes it for a sequence number: a take reads
+// it only when the shard has no checkpoint, and releases before it ignore
+// it (they start such a shard at the group's start).
+const shardStartPrefix = startField + ":"
+
 // StartOverride reads the start position set by the last reset. ok is false
 // when there is none: shards without a checkpoint then start at the input's
 // configured start_position.
@@ -33,6 +43,27 @@ func (s *Store) StartOverride(ctx context.Context) (consumer.StartOverride, bool
 		return consumer.StartOverride{}, false, fmt.Errorf("reading start override: %w", err)
 	}
 	return o, true, nil
+}
+
+// ShardStarts reads the per-shard starts an import stored, by shard.
+func (s *Store) ShardStarts(ctx context.Context) (map[string]consumer.StartOverride, error) {
+	all, err := s.c.client.HGetAll(ctx, s.keys.Checkpoints).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading per-shard starts: %w", err)
+	}
+	out := map[string]consumer.StartOverride{}
+	for field, v := range all {
+		shard, ok := strings.CutPrefix(field, shardStartPrefix)
+		if !ok {
+			continue
+		}
+		o, err := consumer.ParseStartOverride(v)
+		if err != nil {
+			return nil, fmt.Errorf("reading the start of shard %s: %w", shard, err)
+		}
+		out[shard] = o
+	}
+	return out, nil
 }
 
 // ResetResult says what a reset or delete changed.
@@ -56,10 +87,12 @@ type ResetResult struct {
 // is fenced out of its next commit or renewal). Then start, if given, is
 // stored as the start override (shards without a checkpoint begin there),
 // and exactly the given positions are written as checkpoints (SHARD_END ones
-// also mark the shard closed); an import passes positions only, restoring an
-// export may pass both. Refused with ErrLiveLeases while leases are live
+// also mark the shard closed), and starts as per-shard starts (where a shard
+// without a checkpoint begins, ahead of the start override; trim_horizon or
+// at_timestamp only); an import passes positions and starts, restoring an
+// export may pass all. Refused with ErrLiveLeases while leases are live
 // unless force.
-func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positions map[string]consumer.Position, force bool) (ResetResult, error) {
+func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positions map[string]consumer.Position, starts map[string]consumer.StartOverride, force bool) (ResetResult, error) {
 	marker := ""
 	if start != nil {
 		if start.Mode == consumer.StartLatest {
@@ -80,6 +113,18 @@ func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positi
 			return ResetResult{}, fmt.Errorf("resetting checkpoints: %q is not a shard id", shard)
 		}
 		args = append(args, shard, positions[shard].String())
+	}
+	// The reset script writes each pair as a field of the checkpoint hash,
+	// so per-shard starts ride along as "_start:<shard>" fields.
+	for _, shard := range slices.Sorted(maps.Keys(starts)) {
+		o := starts[shard]
+		if shard == "" || strings.HasPrefix(shard, "_") {
+			return ResetResult{}, fmt.Errorf("resetting checkpoints: %q is not a shard id", shard)
+		}
+		if o.Mode != consumer.StartTrimHorizon && o.Mode != consumer.StartAtTimestamp {
+			return ResetResult{}, fmt.Errorf("resetting checkpoints: the start of shard %s must be %s or %s, not %q", shard, consumer.StartTrimHorizon, consumer.StartAtTimestamp, o.Mode)
+		}
+		args = append(args, shardStartPrefix+shard, o.String())
 	}
 	res, err := s.runAdmin(ctx, "resetting checkpoints", resetScript,
 		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Handoff}, args...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -66,7 +67,9 @@ func (s *Store) Checkpoints(ctx context.Context) (map[string]consumer.Position, 
 	}
 	out := make(map[string]consumer.Position, len(all))
 	for shard, v := range all {
-		if shard == startField {
+		// The start override and per-shard starts (fields beginning with
+		// '_', which no shard id does) are not checkpoints.
+		if strings.HasPrefix(shard, "_") {
 			continue
 		}
 		p, err := consumer.ParsePosition(v)

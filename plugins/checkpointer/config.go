@@ -62,8 +62,8 @@ const (
 	DefaultBalance         = string(consumer.BalanceLoad)
 	// DefaultReplicaAckTimeout bounds each WAIT for replicas.
 	DefaultReplicaAckTimeout = time.Second
-	// AutoReplicas is MinReplicasToAck when the field is unset: 1 with kind
-	// failover or cluster when the master has replicas, else 0.
+	// AutoReplicas is MinReplicasToAck's default, the automatic choice: 1
+	// with kind failover or cluster when the master has replicas, else 0.
 	AutoReplicas = -1
 )
 
@@ -90,8 +90,12 @@ func Fields() []*service.ConfigField {
 				service.NewTLSToggledField(FieldRedisTLS).
 					Description("Custom TLS settings. When disabled, a `rediss://` URL still uses TLS with the system's roots."),
 				service.NewIntField(FieldMinReplicasToAck).
-					Description("How many replicas must acknowledge (Redis `WAIT`) each checkpoint commit and each shard close before it counts as done, so that a failover to a replica cannot lose the closed shard that lets a child shard be read, nor move a checkpoint back. A write not acknowledged within `replica_ack_timeout` is retried. When unset: 1 with `kind: failover` or `cluster` if the master has a connected replica (asked again every 30s and after a write falls short), 0 otherwise. 0 never waits.").
-					Example(1).Optional().Advanced(),
+					Description("How many replicas must acknowledge (Redis `WAIT`) each checkpoint commit and each shard close before it counts as done, so that a failover to a replica cannot lose the closed shard that lets a child shard be read, nor move a checkpoint back. A write not acknowledged within `replica_ack_timeout` is retried. -1 (the default) chooses automatically: 1 with `kind: failover` or `cluster` if the master has a connected replica (asked again every 30s and after a write falls short), 0 otherwise. 0 never waits.").
+					// A default rather than an optional field with an example:
+					// `create` writes an optional field's first example, and a
+					// written 1 made every commit against a Redis without
+					// replicas fail.
+					Default(AutoReplicas).Advanced(),
 				service.NewDurationField(FieldReplicaAckTimeout).
 					Description("How long a commit or a shard close waits for `min_replicas_to_ack` replicas before it is retried.").
 					Default(DefaultReplicaAckTimeout.String()).Advanced(),
@@ -136,7 +140,7 @@ type Config struct {
 	Group, KeyPrefix string
 	// InstanceID names this instance in the group; empty means generated.
 	InstanceID string
-	// MinReplicasToAck is AutoReplicas (-1) when unset.
+	// MinReplicasToAck is AutoReplicas (-1) for the automatic choice.
 	MinReplicasToAck  int
 	ReplicaAckTimeout time.Duration
 
@@ -184,14 +188,8 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	if enabled {
 		c.TLS = tlsConf
 	}
-	c.MinReplicasToAck = AutoReplicas
-	if rc.Contains(FieldMinReplicasToAck) {
-		if c.MinReplicasToAck, err = rc.FieldInt(FieldMinReplicasToAck); err != nil {
-			return c, err
-		}
-		if c.MinReplicasToAck < 0 {
-			return c, fmt.Errorf("field %s: %d must be 0 or more (leave it unset for the automatic choice)", fieldPathMinReplicas, c.MinReplicasToAck)
-		}
+	if c.MinReplicasToAck, err = rc.FieldInt(FieldMinReplicasToAck); err != nil {
+		return c, err
 	}
 	if c.ReplicaAckTimeout, err = rc.FieldDuration(FieldReplicaAckTimeout); err != nil {
 		return c, err
@@ -274,7 +272,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("field %s: %v must be a positive duration, e.g. 10s", fieldPathRebalance, c.RebalancePeriod)
 	}
 	if c.MinReplicasToAck < AutoReplicas {
-		return fmt.Errorf("field %s: %d must be 0 or more", fieldPathMinReplicas, c.MinReplicasToAck)
+		return fmt.Errorf("field %s: %d must be 0 or more, or -1 for the automatic choice", fieldPathMinReplicas, c.MinReplicasToAck)
 	}
 	if c.MinReplicasToAck != 0 && c.ReplicaAckTimeout <= 0 {
 		return fmt.Errorf("field %s: %v must be a positive duration, e.g. 1s", fieldPathReplicaTimeout, c.ReplicaAckTimeout)

@@ -32,7 +32,7 @@ type replicaGate struct {
 }
 
 // want returns how many replicas must acknowledge a write now: the
-// configured min_replicas_to_ack, or, when it is unset, 1 for kind failover
+// configured min_replicas_to_ack, or, when it is -1 (automatic), 1 for kind failover
 // or cluster if the master has a connected replica, else 0.
 func (g *replicaGate) want(ctx context.Context, s *Store) (int, error) {
 	cfg := s.c.cfg

@@ -66,6 +66,35 @@ func runStoreSuite(t *testing.T, b backend) {
 		return newTestCheckpointer(t, b, t.Name(), func(c *Config) { c.LeasePeriod = time.Second }).Stream(stream)
 	}
 
+	t.Run("a shard's own start comes with its take until it has a checkpoint", func(t *testing.T) {
+		s := store(t)
+		group := consumer.StartOverride{Mode: consumer.StartAtTimestamp, Timestamp: time.UnixMilli(1_700_000_000_000).UTC()}
+		own := consumer.StartOverride{Mode: consumer.StartTrimHorizon}
+		_, err := s.Reset(t.Context(), &group, map[string]consumer.Position{"shard-0": {Sequence: "5"}},
+			map[string]consumer.StartOverride{"shard-1": own}, false)
+		require.NoError(t, err)
+
+		ck, err := s.Checkpoints(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, map[string]consumer.Position{"shard-0": {Sequence: "5"}}, ck, "starts are not checkpoints")
+		starts, err := s.ShardStarts(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, map[string]consumer.StartOverride{"shard-1": own}, starts)
+
+		take, err := s.Acquire(t.Context(), "shard-1", "a")
+		require.NoError(t, err)
+		require.NotNil(t, take.ShardStart)
+		assert.Equal(t, own, *take.ShardStart)
+		require.NotNil(t, take.Override)
+		assert.Equal(t, group, *take.Override, "the group's override is kept apart")
+		take, err = s.Acquire(t.Context(), "shard-2", "a")
+		require.NoError(t, err)
+		assert.Nil(t, take.ShardStart, "another shard has none")
+
+		_, err = s.Reset(t.Context(), nil, nil, map[string]consumer.StartOverride{"shard-1": {Mode: consumer.StartLatest}}, true)
+		assert.ErrorContains(t, err, "must be trim_horizon or at_timestamp")
+	})
+
 	t.Run("racing acquirers: exactly one wins", func(t *testing.T) {
 		s := store(t)
 		const n = 16
@@ -133,7 +162,7 @@ func runStoreSuite(t *testing.T, b backend) {
 	t.Run("a recreated stream's state is cleared once, fencing its old readers and keeping the start", func(t *testing.T) {
 		s1, s2 := store(t), store(t)
 		start := consumer.StartOverride{Mode: consumer.StartAtTimestamp, Timestamp: time.UnixMilli(1_700_000_000_000).UTC()}
-		_, err := s1.Reset(t.Context(), &start, nil, false)
+		_, err := s1.Reset(t.Context(), &start, nil, nil, false)
 		require.NoError(t, err)
 		reading, err := leaseOf(s1.Acquire(t.Context(), "shard-0", "a"))
 		require.NoError(t, err)

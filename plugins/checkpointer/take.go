@@ -4,15 +4,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
 // Acquire takes a free or expired lease for owner, bumping its fencing
 // token, and returns it with the shard's checkpoint, the start override and
-// the group's start, in one round trip. The store's first take joins the
+// the group's start, in one round trip (and a second, only for a shard
+// without a checkpoint, for its own start). The store's first take joins the
 // group, creating its record if there is none. A live lease of another
 // owner gives ErrLeaseHeld; one the owner already holds is renewed with its
 // token unchanged.
@@ -56,7 +60,32 @@ func (s *Store) Acquire(ctx context.Context, shard, owner string) (consumer.Take
 		}
 		t.Override = &o
 	}
+	if t.Checkpoint.IsZero() {
+		if t.ShardStart, err = s.shardStart(ctx, shard); err != nil {
+			return t, fmt.Errorf("%s: %w", what, err)
+		}
+	}
 	return t, nil
+}
+
+// shardStart reads the shard's own start (see shardStartPrefix); nil when
+// it has none. It is read apart from the take, and only for a shard without
+// a checkpoint, which leaves the acquire script and its reply as they were:
+// only an import or reset writes the field, and either fences the lease just
+// taken, so a reader that saw a newer value commits nothing from it.
+func (s *Store) shardStart(ctx context.Context, shard string) (*consumer.StartOverride, error) {
+	v, err := s.c.client.HGet(ctx, s.keys.Checkpoints, shardStartPrefix+shard).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the shard's own start: %w", err)
+	}
+	o, err := consumer.ParseStartOverride(v)
+	if err != nil {
+		return nil, fmt.Errorf("reading the shard's own start: %w", err)
+	}
+	return &o, nil
 }
 
 // newEpochID is a random id for a new group record.

@@ -27,6 +27,7 @@ func owners(t *testing.T, st *checkpointer.Store) map[string]int {
 }
 
 func TestIntegrationTwoInstancesBalanceAndHandOff(t *testing.T) {
+	t.Parallel()
 	emu := testenv.NewKinesisMock(t)
 	red := testenv.NewRedis(t)
 	const stream = "balance"

@@ -28,11 +28,9 @@ func countPrefixed(col *collector, p string) int {
 // A stream deleted and created again under a fan-out input loses its
 // stream consumer with it: the input registers the consumer again and
 // reads the new stream's records.
-//
-// Not parallel: useEmulatorTLS sets the environment.
 func TestIntegrationEnhancedFanOutStreamRecreated(t *testing.T) {
+	t.Parallel()
 	emu := testenv.NewKinesisMock(t)
-	useEmulatorTLS(t, emu)
 	red := testenv.NewRedis(t)
 	const stream = "efo-recreated"
 	emu.MustCreateStream(t, stream, 1)

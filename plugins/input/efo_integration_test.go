@@ -27,14 +27,6 @@ const efoYAML = `
     enabled: true
 `
 
-// useEmulatorTLS makes the input trust kinesis-mock's TLS port (the AWS
-// SDK's AWS_CA_BUNDLE) and read its subscriptions without the
-// initial-response event it omits.
-func useEmulatorTLS(t *testing.T, emu *testenv.Kinesis) {
-	t.Setenv("AWS_CA_BUNDLE", emu.CAFile)
-	t.Setenv(EnvEmulatorNoInitialResponse, "true")
-}
-
 // perKey returns each key's payload counters in first-delivery order.
 func perKey(ds []delivery) map[string][]int {
 	seen := map[string]bool{}
@@ -112,8 +104,8 @@ func assertParentsFirst(t *testing.T, c *kinesis.Client, stream string, ds []del
 // a merge, as two applications: both deliver every record, each key's
 // records in the order they were written, children after their parents.
 func TestIntegrationEnhancedFanOutMatchesPolling(t *testing.T) {
+	t.Parallel()
 	emu := testenv.NewKinesisMock(t)
-	useEmulatorTLS(t, emu)
 	red := testenv.NewRedis(t)
 	const stream = "efo-vs-polling"
 	arn := emu.MustCreateStream(t, stream, 1)
@@ -164,8 +156,8 @@ func TestIntegrationEnhancedFanOutMatchesPolling(t *testing.T) {
 // are written, lose nothing: each subscription resumes after the last
 // record delivered.
 func TestIntegrationEnhancedFanOutCutSubscription(t *testing.T) {
+	t.Parallel()
 	emu := testenv.NewKinesisMock(t)
-	useEmulatorTLS(t, emu)
 	red := testenv.NewRedis(t)
 	const stream = "efo-cut"
 	emu.MustCreateStream(t, stream, 2)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,24 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
+
+// TestMain makes every test trust kinesis-mock's TLS port (the AWS SDK's
+// AWS_CA_BUNDLE: one test CA signs every kinesis-mock's certificate) and
+// read enhanced fan-out subscriptions without the initial-response event
+// kinesis-mock omits. Set once here rather than with t.Setenv, which
+// parallel tests cannot call. It stops the shared emulators at the end.
+func TestMain(m *testing.M) {
+	ca, err := testenv.EmulatorCA()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "making the emulator CA:", err)
+		os.Exit(1)
+	}
+	os.Setenv("AWS_CA_BUNDLE", ca.CA)
+	os.Setenv(EnvEmulatorNoInitialResponse, "true")
+	code := m.Run()
+	testenv.CloseShared()
+	os.Exit(code)
+}
 
 // delivery is one message as a test consumer saw it.
 type delivery struct {

@@ -86,9 +86,11 @@ func dataOf(ds []delivery) []string {
 }
 
 func TestIntegrationSingleInstanceKinesisMock(t *testing.T) {
+	t.Parallel()
 	singleInstance(t, testenv.KindKinesisMock)
 }
 
 func TestIntegrationSingleInstanceKinesalite(t *testing.T) {
+	t.Parallel()
 	singleInstance(t, testenv.KindKinesalite)
 }

@@ -17,7 +17,8 @@ import (
 )
 
 func TestIntegrationAggregatedRecordsAreSplit(t *testing.T) {
-	emu := testenv.NewKinesisMock(t)
+	t.Parallel()
+	emu := testenv.SharedKinesisMock(t)
 	red := testenv.NewRedis(t)
 	const stream = "kpl"
 	emu.MustCreateStream(t, stream, 1)

@@ -15,7 +15,8 @@ import (
 )
 
 func TestIntegrationMessageMetadata(t *testing.T) {
-	emu := testenv.NewKinesisMock(t)
+	t.Parallel()
+	emu := testenv.SharedKinesisMock(t)
 	red := testenv.NewRedis(t)
 	const stream = "meta"
 	emu.MustCreateStream(t, stream, 1)

@@ -16,6 +16,7 @@ import (
 )
 
 func TestIntegrationNackedBatchesAreRedeliveredInOrder(t *testing.T) {
+	t.Parallel()
 	emu := testenv.NewKinesisMock(t)
 	red := testenv.NewRedis(t)
 	for _, tc := range []struct {

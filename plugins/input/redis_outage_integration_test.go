@@ -15,6 +15,7 @@ import (
 // no longer prove they own their shards); once Redis is back they resume
 // from the checkpoints and nothing is lost.
 func TestIntegrationRedisOutageLosesNothing(t *testing.T) {
+	t.Parallel()
 	emu := testenv.NewKinesisMock(t)
 	red := testenv.NewRedis(t)
 	const stream = "outage"

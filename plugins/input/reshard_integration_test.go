@@ -46,6 +46,7 @@ func openShards(t *testing.T, c *kinesis.Client, stream string) []string {
 }
 
 func TestIntegrationReshardKeepsPerKeyOrder(t *testing.T) {
+	t.Parallel()
 	emu := testenv.NewKinesisMock(t)
 	red := testenv.NewRedis(t)
 	const stream = "reshard"

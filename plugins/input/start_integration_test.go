@@ -34,6 +34,7 @@ func hasPrefix(ds []delivery, prefix string) int {
 }
 
 func TestIntegrationStartPositions(t *testing.T) {
+	t.Parallel()
 	emu := testenv.NewKinesisMock(t)
 	red := testenv.NewRedis(t)
 

@@ -66,10 +66,12 @@ func (c *counting) tally(prefix string) (distinct, duplicates int) {
 // write it back, so nothing is lost, and shards are not read again from
 // start_position.
 func TestIntegrationRedisComesBackEmpty(t *testing.T) {
+	t.Parallel()
 	emu := testenv.NewKinesisMock(t)
-	red := testenv.NewRedis(t)
 	for _, start := range []string{"latest", "trim_horizon"} {
 		t.Run(start, func(t *testing.T) {
+			t.Parallel()
+			red := testenv.NewRedis(t) // its own: the test empties it
 			stream := "forget-" + start
 			group := "g-" + start
 			arn := emu.MustCreateStream(t, stream, 4)

@@ -83,7 +83,8 @@ func splitAndClose(t *testing.T, emu *testenv.Kinesis, stream, shard string, sto
 // the group's start, whatever the deleted one's checkpoints and closed
 // shards were, and none of the deleted stream's records again.
 func TestIntegrationDeletedStreamStopsAndResumes(t *testing.T) {
-	emu := testenv.NewKinesisMock(t)
+	t.Parallel()
+	emu := testenv.SharedKinesisMock(t)
 	red := testenv.NewRedis(t)
 	const stream, shard = "comes-and-goes", "shardId-000000000000"
 	arn := emu.MustCreateStream(t, stream, 1)
@@ -169,7 +170,8 @@ func TestIntegrationDeletedStreamStopsAndResumes(t *testing.T) {
 
 // A stream listed by name and by ARN is refused at connect, naming both.
 func TestIntegrationStreamListedByNameAndARNIsRejected(t *testing.T) {
-	emu := testenv.NewKinesisMock(t)
+	t.Parallel()
+	emu := testenv.SharedKinesisMock(t)
 	red := testenv.NewRedis(t)
 	arn := emu.MustCreateStream(t, "twice", 1)
 	conf, err := Spec().ParseYAML(strings.Replace(inputYAML("twice", emu.Endpoint, red.URL(), "g", ""), `streams: [ "twice" ]`, fmt.Sprintf(`streams: [ "twice", %q ]`, arn), 1)[len("\nkinesis:\n"):], nil)
@@ -199,7 +201,8 @@ func TestIntegrationStreamListedByNameAndARNIsRejected(t *testing.T) {
 // at start: the group's state of the deleted stream is cleared, with one
 // error, and the new stream is read from the group's start.
 func TestIntegrationStreamRecreatedWhileStopped(t *testing.T) {
-	emu := testenv.NewKinesisMock(t)
+	t.Parallel()
+	emu := testenv.SharedKinesisMock(t)
 	red := testenv.NewRedis(t)
 	const stream, shard = "recreated-offline", "shardId-000000000000"
 	arn := emu.MustCreateStream(t, stream, 1)

@@ -69,7 +69,22 @@ func matchKey(key, name string, labels []string) bool {
 	return true
 }
 
-var lastCaptured atomic.Pointer[captured]
+// capturedByRun holds each pipeline's metrics under the id runPipeline gave
+// its `test_capture` exporter, so pipelines of parallel tests do not mix.
+var (
+	capturedMu    sync.Mutex
+	capturedByRun = map[string]*captured{}
+	captureRuns   atomic.Int64
+)
+
+// takeCaptured returns and forgets the metrics of the run with id.
+func takeCaptured(id string) *captured {
+	capturedMu.Lock()
+	defer capturedMu.Unlock()
+	c := capturedByRun[id]
+	delete(capturedByRun, id)
+	return c
+}
 
 type captureExporter struct{ c *captured }
 
@@ -125,10 +140,16 @@ func (e captureExporter) NewGaugeCtor(string, ...string) service.MetricsExporter
 func (captureExporter) Close(context.Context) error { return nil }
 
 func init() {
-	service.MustRegisterMetricsExporter("test_capture", service.NewConfigSpec(),
-		func(*service.ParsedConfig, *service.Logger) (service.MetricsExporter, error) {
+	service.MustRegisterMetricsExporter("test_capture", service.NewConfigSpec().Field(service.NewStringField("id")),
+		func(conf *service.ParsedConfig, _ *service.Logger) (service.MetricsExporter, error) {
+			id, err := conf.FieldString("id")
+			if err != nil {
+				return nil, err
+			}
 			c := &captured{counters: map[string]int64{}, timings: map[string]int{}}
-			lastCaptured.Store(c)
+			capturedMu.Lock()
+			capturedByRun[id] = c
+			capturedMu.Unlock()
 			return captureExporter{c}, nil
 		})
 }

@@ -27,23 +27,34 @@ import (
 // emulators are the two the output must work on.
 var emulators = []string{testenv.KindKinesisMock, testenv.KindKinesalite}
 
+// TestMain gives the AWS SDK the test credentials through the process
+// environment, where it reads them: once here, because parallel tests cannot
+// call t.Setenv. It stops the shared emulators at the end.
+func TestMain(m *testing.M) {
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": testenv.AccessKey, "AWS_SECRET_ACCESS_KEY": testenv.SecretKey,
+		"AWS_REGION": testenv.Region, "AWS_EC2_METADATA_DISABLED": "true",
+	} {
+		os.Setenv(k, v)
+	}
+	code := m.Run()
+	testenv.CloseShared()
+	os.Exit(code)
+}
+
 // runPipeline runs a YAML pipeline to completion with env as its only
-// environment variables, and returns the metrics it recorded. The AWS SDK
-// reads test credentials from the process environment.
+// environment variables, and returns the metrics it recorded.
 func runPipeline(t *testing.T, yaml string, env map[string]string) *captured {
 	t.Helper()
-	t.Setenv("AWS_ACCESS_KEY_ID", testenv.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", testenv.SecretKey)
-	t.Setenv("AWS_REGION", testenv.Region)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	return runStream(t, yaml, env)
 }
 
 // runStream is runPipeline for a pipeline whose output names its region and
-// credentials itself, so that the test may run in parallel (t.Setenv may
-// not).
+// credentials itself. (TestMain now sets the credentials for every test, so
+// both run in parallel; runPipeline stays for the callers that use it.)
 func runStream(t *testing.T, yaml string, env map[string]string) *captured {
 	t.Helper()
+	id := fmt.Sprint(captureRuns.Add(1))
 	b := service.NewStreamBuilder()
 	b.SetEnvVarLookupFunc(func(k string) (string, bool) {
 		v, ok := env[k]
@@ -52,13 +63,13 @@ func runStream(t *testing.T, yaml string, env map[string]string) *captured {
 	require.NoError(t, b.SetYAML(yaml))
 	// After SetYAML, which would reset the logger to the config's default.
 	require.NoError(t, b.SetLoggerYAML("level: warn"))
-	require.NoError(t, b.SetMetricsYAML("test_capture: {}"))
+	require.NoError(t, b.SetMetricsYAML("test_capture: { id: \""+id+"\" }"))
 	stream, err := b.Build()
 	require.NoError(t, err)
 	ctx, cancel := contextWithTimeout(t, 2*time.Minute)
 	defer cancel()
 	require.NoError(t, stream.Run(ctx))
-	return lastCaptured.Load()
+	return takeCaptured(id)
 }
 
 const generatePipeline = `
@@ -133,8 +144,10 @@ func assertLandedOnce(t *testing.T, emu *testenv.Kinesis, stream string, want ma
 // TestIntegrationOutput runs the output against each emulator: one emulator
 // per kind, one stream per case.
 func TestIntegrationOutput(t *testing.T) {
+	t.Parallel()
 	for _, kind := range emulators {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			emu := testenv.NewEmulator(t, kind)
 			t.Run("pipeline writes every record", func(t *testing.T) { testPipelineWritesEveryRecord(t, emu) })
 			t.Run("exactly once through faults", func(t *testing.T) { testExactlyOnceThroughFaults(t, emu) })

@@ -175,6 +175,7 @@ func testOrderThroughFaults(t *testing.T, emu *testenv.Kinesis) {
 // load while both shards of a stream split, then reads the stream like a KCL
 // reader: no message may be lost, none read twice, none out of order.
 func TestIntegrationAggregationAcrossSplits(t *testing.T) {
+	t.Parallel()
 	emu := testenv.NewKinesisMock(t)
 	const stream, n, keys = "splitting", 8000, 200
 	emu.MustCreateStream(t, stream, 2)

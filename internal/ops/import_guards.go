@@ -1,0 +1,136 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/failsafe-go/failsafe-go"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+)
+
+// The guard rails of `checkpoints import`: what it refuses before it writes
+// anything, and what it says so the operator can decide.
+
+// liveSourceLeases names the source's live leases, with their owner and
+// when they expire (or that the source cannot tell), sorted by shard.
+func liveSourceLeases(src foreignTable) []string {
+	var live []string
+	for _, id := range slices.Sorted(maps.Keys(src.Shards)) {
+		sh := src.Shards[id]
+		switch {
+		case !sh.Live:
+		case sh.LiveUntil.IsZero():
+			live = append(live, fmt.Sprintf("%s (owner %s; the table stores no expiry: the lease is live while its owner renews it)", id, sh.Owner))
+		default:
+			live = append(live, fmt.Sprintf("%s (owner %s, expires %s, in %v, unless renewed)", id, sh.Owner,
+				sh.LiveUntil.UTC().Format(time.RFC3339), time.Until(sh.LiveUntil).Round(time.Second)))
+		}
+	}
+	return live
+}
+
+// checkPositionsInStream asks Kinesis for an iterator at each imported
+// sequence number: a position that is not a record of the shard (another
+// stream's, or of a stream deleted and created again under the same name)
+// is refused, since a reader would stall on it forever. One request per
+// shard with a position.
+func checkPositionsInStream(ctx context.Context, api kinesisAPI, stream streamInfo, positions map[string]consumer.Position) error {
+	if api == nil {
+		return nil
+	}
+	listed := stream.listed()
+	retry := failsafe.With(kinesisx.RetryBuilder[*kinesis.GetShardIteratorOutput](operatorBackoff).Build()).WithContext(ctx)
+	var foreign []string
+	for _, id := range slices.Sorted(maps.Keys(positions)) {
+		p := positions[id]
+		if p.ShardEnd || !listed[id] {
+			continue
+		}
+		_, err := retry.Get(func() (*kinesis.GetShardIteratorOutput, error) {
+			return api.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{
+				StreamARN: aws.String(stream.ID), ShardId: aws.String(id),
+				ShardIteratorType: types.ShardIteratorTypeAtSequenceNumber, StartingSequenceNumber: aws.String(p.Sequence),
+			})
+		})
+		switch {
+		case kinesisx.IsUnknownSequence(err):
+			foreign = append(foreign, fmt.Sprintf("%s: %s", id, p.Sequence))
+		case err != nil:
+			return fmt.Errorf("checking the imported position of shard %s against stream %s: %w", id, stream.Name, err)
+		}
+	}
+	if len(foreign) > 0 {
+		return fmt.Errorf("the source's positions of %d shards are not records of stream %s, so a reader would stall on them; "+
+			"is the source the checkpoints of another stream (check --%s and --%s)?\n  %s",
+			len(foreign), stream.Name, flagStream, flagSourceStream, strings.Join(foreign, "\n  "))
+	}
+	return nil
+}
+
+// findRewinds lists the shards whose checkpoint the import would move back
+// (to an earlier position, or away: a shard without an imported position
+// loses its checkpoint and starts again), with both positions and, when
+// Kinesis still holds both records, how much time of records lies between.
+func findRewinds(ctx context.Context, api kinesisAPI, stream streamInfo, before map[string]consumer.Position, plan importPlan) []string {
+	var out []string
+	for _, id := range slices.Sorted(maps.Keys(before)) {
+		cur := before[id]
+		next, ok := plan.Positions[id]
+		switch {
+		case !ok:
+			to := "the pipelines' start_position"
+			if st, has := plan.Starts[id]; has {
+				to = st.String()
+			}
+			out = append(out, fmt.Sprintf("%s: %s -> none (starts again at %s)", id, cur, to))
+		case next.Compare(cur) < 0:
+			out = append(out, fmt.Sprintf("%s: %s -> %s%s", id, cur, next, rewindSpan(ctx, api, stream, id, cur, next)))
+		}
+	}
+	return out
+}
+
+// rewindSpan says how far back a checkpoint moves in time: the arrival
+// times of the two records. Empty when Kinesis cannot tell (a finished
+// shard, records trimmed, no stream lookup).
+func rewindSpan(ctx context.Context, api kinesisAPI, stream streamInfo, shard string, cur, next consumer.Position) string {
+	if api == nil || cur.ShardEnd {
+		return ""
+	}
+	from, err1 := arrivalOf(ctx, api, stream, shard, next.Sequence)
+	to, err2 := arrivalOf(ctx, api, stream, shard, cur.Sequence)
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (back %v: records that arrived from %s to %s are read again)",
+		to.Sub(from).Round(time.Second), from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+}
+
+// arrivalOf reads the arrival time of the record at seq.
+func arrivalOf(ctx context.Context, api kinesisAPI, stream streamInfo, shard, seq string) (time.Time, error) {
+	it, err := api.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{
+		StreamARN: aws.String(stream.ID), ShardId: aws.String(shard),
+		ShardIteratorType: types.ShardIteratorTypeAtSequenceNumber, StartingSequenceNumber: aws.String(seq),
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	recs, err := api.GetRecords(ctx, &kinesis.GetRecordsInput{StreamARN: aws.String(stream.ID), ShardIterator: it.ShardIterator, Limit: aws.Int32(1)})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if len(recs.Records) == 0 || recs.Records[0].ApproximateArrivalTimestamp == nil {
+		return time.Time{}, errors.New("no record")
+	}
+	return *recs.Records[0].ApproximateArrivalTimestamp, nil
+}
