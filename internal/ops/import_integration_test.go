@@ -115,8 +115,11 @@ func buildReshardedStream(t *testing.T, k *testenv.Kinesis, name string) reshard
 		for i := range 20 {
 			if shard == shard2 && i == 10 {
 				var subs []kpl.Record
+				// Each user record carries the shard's hash key: a reader
+				// drops an aggregate with a member outside its shard's
+				// range, as KCL does.
 				for j := range 4 {
-					subs = append(subs, kpl.Record{PartitionKey: "u", Data: []byte(fmt.Sprintf("%s-agg-%d", shard, j))})
+					subs = append(subs, kpl.Record{PartitionKey: "u", ExplicitHashKey: keys[shard], Data: []byte(fmt.Sprintf("%s-agg-%d", shard, j))})
 				}
 				put(shard, keys[shard], "", subs)
 			}

@@ -21,11 +21,13 @@ type outputConfig struct {
 	HashKey          *service.InterpolatedString // nil when unset
 	MaxInFlight      int
 	PreserveOrder    bool
-	Batching         service.BatchPolicy
-	MaxRecordSize    int
-	Aggregation      producer.Aggregation
-	Backoff          kinesisx.Backoff
-	AWS              awsconf.Settings
+	// OrderedBatches is how many batches an ordered output writes at once.
+	OrderedBatches int
+	Batching       service.BatchPolicy
+	MaxRecordSize  int
+	Aggregation    producer.Aggregation
+	Backoff        kinesisx.Backoff
+	AWS            awsconf.Settings
 }
 
 // outputConfigFromParsed reads and checks the fields; a value out of range
@@ -58,6 +60,12 @@ func outputConfigFromParsed(conf *service.ParsedConfig) (c outputConfig, err err
 	}
 	if c.PreserveOrder, err = conf.FieldBool(fieldPreserveOrder); err != nil {
 		return c, err
+	}
+	if c.OrderedBatches, err = conf.FieldInt(fieldOrderedBatches); err != nil {
+		return c, err
+	}
+	if c.OrderedBatches < 1 || c.OrderedBatches > c.MaxInFlight {
+		return c, fmt.Errorf("field %s: %d is out of range; accepted values are 1 (the default: one batch at a time) to %s (%d)", fieldOrderedBatches, c.OrderedBatches, fieldMaxInFlight, c.MaxInFlight)
 	}
 	if c.Batching, err = conf.FieldBatchPolicy(fieldBatching); err != nil {
 		return c, err
@@ -93,9 +101,15 @@ func outputConfigFromParsed(conf *service.ParsedConfig) (c outputConfig, err err
 	return c, nil
 }
 
-// batchesInFlight is how many WriteBatch calls Benthos may run at once:
-// max_in_flight in both modes. Ordered, overlapping batches are sequenced by
-// partition key in the order they reach the output (producer.Reserve).
+// batchesInFlight is how many WriteBatch calls Benthos may run at once.
+// Benthos starts each on its own goroutine, so batches handed over together
+// reach the output in no set order: an ordered output takes one at a time
+// unless ordered_batches_in_flight accepts that, and then sequences the
+// overlapping batches by partition key in the order they reach it
+// (producer.Reserve).
 func (c outputConfig) batchesInFlight() int {
+	if c.PreserveOrder {
+		return c.OrderedBatches
+	}
 	return c.MaxInFlight
 }

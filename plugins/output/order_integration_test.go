@@ -255,7 +255,7 @@ func TestIntegrationOrderAcrossConcurrentBatches(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				runStream(t, orderPipeline(output, "batching: {count: 100, period: 20ms}", "max_in_flight: 16",
+				runStream(t, orderPipeline(output, "batching: {count: 100, period: 20ms}", "max_in_flight: 16", "ordered_batches_in_flight: 16",
 					"backoff: {initial_interval: 5ms, max_interval: 100ms, max_elapsed_time: 2m}",
 					"region: "+testenv.Region, fmt.Sprintf("credentials: {id: %s, secret: %s}", testenv.AccessKey, testenv.SecretKey),
 				), map[string]string{"COUNT": fmt.Sprint(n), "KEYS": fmt.Sprint(keys), "STREAM": stream, "ENDPOINT": proxy.URL, "INTERVAL": "1ms"})

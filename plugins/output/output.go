@@ -22,12 +22,15 @@ const (
 	fieldHashKey       = "hash_key"
 	fieldMaxInFlight   = "max_in_flight"
 	fieldPreserveOrder = "preserve_order"
-	fieldBatching      = "batching"
-	fieldMaxRecordSize = "max_record_size"
-	fieldAggregation   = "aggregation"
-	fieldAggEnabled    = "enabled"
-	fieldAggMaxBytes   = "max_bytes"
-	fieldAggMaxRecords = "max_records"
+	// fieldOrderedBatches is how many batches an ordered output writes at
+	// once (see batchesInFlight).
+	fieldOrderedBatches = "ordered_batches_in_flight"
+	fieldBatching       = "batching"
+	fieldMaxRecordSize  = "max_record_size"
+	fieldAggregation    = "aggregation"
+	fieldAggEnabled     = "enabled"
+	fieldAggMaxBytes    = "max_bytes"
+	fieldAggMaxRecords  = "max_records"
 )
 
 // The default batching policy: up to 500 messages (one full PutRecords
@@ -62,16 +65,16 @@ Each batch is packed into PutRecords requests of at most 500 records and 5 MiB (
 
 With `+"`preserve_order: true`"+` (the default), the records of one partition key land in the order the pipeline emitted them, even when Kinesis throttles or refuses some records, answers with a 5xx, a connection is cut, or the stream is resharded. A reader that follows shard lineage (this project's `+"`kinesis`"+` input, the KCL) reads them in that order. How:
 
-- Up to `+"`max_in_flight`"+` batches are written at once, and they take their place in the order as they reach the output. A record whose partition key an earlier batch still being written also holds waits until that batch is done (every record of it written or failed for good); records of other keys go at once. So consecutive batches share round trips, and two requests in flight never hold the same key.
+- Batches are written one at a time by default (`+"`ordered_batches_in_flight: 1`"+`), so the order of batches is exactly the order Benthos hands them over. With `+"`ordered_batches_in_flight`"+` above 1, up to that many batches are written at once, and they take their place in the order as they reach the output: a record whose partition key an earlier batch still being written also holds waits until that batch is done (every record of it written or failed for good); records of other keys go at once. So consecutive batches share round trips, and two requests in flight never hold the same key.
 - A batch's records are grouped by the shard they map to (the stream's shard map, read at connect) and sent in rounds: each round takes every shard's next records, packs them into as few PutRecords requests as the limits allow (records of several shards share a request), sends those in parallel, up to `+"`max_in_flight`"+`, and waits for them.
 - A request holds each partition key at most once (as a plain record or inside one aggregated record), so a partial failure never lets a key's later record land before an earlier one. Many records of few keys therefore take several requests; aggregation packs them into one record per request instead.
 - Records Kinesis refused are retried before the next round is sent.
 - A message that fails for good (after `+"`max_retries`"+` or `+"`backoff.max_elapsed_time`"+`) fails the later messages of its partition key in the batch too, unsent, and those of the batches that were waiting for it, so that a replay (a `+"`fallback`"+` output, `+"`auto_replay_nacks`"+`) keeps them in order. Batches that reach the output after its batch has ended are not held back: order across a message that failed for good is then up to how the pipeline replays it.
 - A batch is acknowledged only when all its own records are written, whatever the batches around it do.
 
-Order across batches is the order in which they reach the output. Benthos hands the batches it forms, in order, to up to `+"`max_in_flight`"+` writers; two batches handed over within the same instant may reach the output in either order. Where even that must not happen, set `+"`max_in_flight: 1`"+`: batches are then written one at a time, and only the shards of one batch share a round trip.
+Why one batch at a time by default: Benthos hands the batches it forms, in order, to as many writers as batches may be in flight, each on its own goroutine, so two batches handed over within the same instant may reach the output in either order. With one batch in flight that cannot happen. `+"`ordered_batches_in_flight`"+` above 1 accepts that rare swap of two batches handed over together (a pipeline with several processor threads already gives batches no order) for round trips that overlap: at 30 to 100 ms per PutRecords it writes as fast as `+"`preserve_order: false`"+` (see the performance guide), where one batch at a time writes one batch per round trip.
 
-Throughput comes from batches in flight, so that the round trips of consecutive batches overlap and each batch spans many shards and fills its requests. Keys shared by consecutive batches cost a round trip each: a key that is in every batch lands at most one record (or, with aggregation, one aggregated record) per round trip. `+"`batching`"+` therefore defaults to `+"`count: 500`"+` and `+"`period: 50ms`"+`: under load a batch is one full PutRecords request; Benthos measures the period from the previous flush, so a message arriving after a quiet spell is written at once, and at moderate rates a message waits at most 50ms. If you set your own `+"`period`"+`, make it longer than one write takes: a shorter one yields batches of a single message while the output is busy. Setting `+"`batching`"+` replaces the whole default; `+"`batching: {}`"+` turns batching off, which suits an input that already emits batches (they are then written as they come, without the period's wait). Either way a message that fails is reported alone: a `+"`fallback`"+` output gets exactly the failed messages of an input's batch, each with its own reason.
+Throughput comes from full batches that span many shards and fill their requests, and, with `+"`ordered_batches_in_flight`"+` above 1, from batches in flight whose round trips overlap. Keys shared by consecutive batches cost a round trip each: a key that is in every batch lands at most one record (or, with aggregation, one aggregated record) per round trip. `+"`batching`"+` therefore defaults to `+"`count: 500`"+` and `+"`period: 50ms`"+`: under load a batch is one full PutRecords request; Benthos measures the period from the previous flush, so a message arriving after a quiet spell is written at once, and at moderate rates a message waits at most 50ms. If you set your own `+"`period`"+`, make it longer than one write takes: a shorter one yields batches of a single message while the output is busy. Setting `+"`batching`"+` replaces the whole default; `+"`batching: {}`"+` turns batching off, which suits an input that already emits batches (they are then written as they come, without the period's wait). Either way a message that fails is reported alone: a `+"`fallback`"+` output gets exactly the failed messages of an input's batch, each with its own reason.
 
 With `+"`preserve_order: false`"+`, up to `+"`max_in_flight`"+` batches are written at once and a batch's requests are sent concurrently; records of one key can then land in any order (Kinesis itself does not keep the order of a PutRecords request's records when some are refused).
 
@@ -96,10 +99,13 @@ An aggregated record never holds messages of two current shards. After a split o
 				Description("An explicit hash key, a decimal integer in [0, 2^128), that picks the shard instead of the partition key's hash.").
 				Optional().Advanced(),
 			service.NewOutputMaxInFlightField().
-				Description("The most PutRecords requests in flight, and the most batches written at once. With `"+fieldPreserveOrder+": true` a batch's record waits for the earlier batches in flight that hold its partition key (see Order above); `1` writes one batch at a time, which also keeps the order of batches handed over at the same instant."),
+				Description("The most PutRecords requests in flight, and with `"+fieldPreserveOrder+": false` the most batches written at once (with `"+fieldPreserveOrder+": true` that is `"+fieldOrderedBatches+"`)."),
 			service.NewBoolField(fieldPreserveOrder).
-				Description("Keep the records of each partition key in the order they reached the output, through retries, partial failures and reshards, across up to `"+fieldMaxInFlight+"` batches in flight (see Order above). Set `false` for the most throughput when order does not matter: a key's records then never wait for each other.").
+				Description("Keep the records of each partition key in the order they reached the output, through retries, partial failures and reshards (see Order above). Set `false` for the most throughput when order does not matter: a key's records then never wait for each other.").
 				Default(true),
+			service.NewIntField(fieldOrderedBatches).
+				Description("With `"+fieldPreserveOrder+": true`, how many batches are written at once, at most `"+fieldMaxInFlight+"`. `1` (the default) keeps the order of every batch Benthos hands over. Above 1, consecutive batches share round trips and each partition key still waits for an earlier batch in flight that holds it, but two batches Benthos hands over within the same instant may be written in either order (see Order above). Raise it when PutRecords round trips are long (another region, 30 ms or more) and batches of one key handed over together need no order between them.").
+				Default(1).Advanced(),
 			service.NewBatchPolicyField(fieldBatching).
 				Description(fmt.Sprintf("How messages are gathered into batches before they are written (see Order above). By default up to %d messages or what arrives within %s of the previous batch, whichever comes first: a full PutRecords request per batch under load, up to `max_in_flight` batches in flight, no wait when messages are sparse. Setting the field replaces the whole default; `batching: {}` turns batching off (each message, or each batch the input emits, is written as it comes). Batching or not, a message that fails is reported alone, with its own reason.", defaultBatchCount, defaultBatchPeriod)).
 				Default(map[string]any{"count": defaultBatchCount, "byte_size": 0, "period": defaultBatchPeriod, "check": "", "processors": []any{}}),

@@ -35,7 +35,7 @@ partition_key: ${! json("id") }
 		assert.Equal(t, "s", c.Stream)
 		assert.Equal(t, 64, c.MaxInFlight)
 		assert.True(t, c.PreserveOrder)
-		assert.Equal(t, 64, c.batchesInFlight(), "ordered: max_in_flight batches, sequenced by key")
+		assert.Equal(t, 1, c.batchesInFlight(), "ordered: Benthos hands over one batch at a time")
 		assert.Equal(t, service.BatchPolicy{Count: defaultBatchCount, Period: defaultBatchPeriod}, c.Batching, "batches of a full request by default")
 		assert.Equal(t, kinesisx.DefaultMaxRecordSize, c.MaxRecordSize)
 		assert.Nil(t, c.HashKey)
@@ -59,10 +59,24 @@ partition_key: ${! json("id") }
 		assert.Equal(t, 16, c.batchesInFlight())
 	})
 
+	// Benthos hands concurrent batches to its writers in no set order, so
+	// an ordered output takes one at a time unless the user accepts that.
+	t.Run("ordered writes one batch at a time by default", func(t *testing.T) {
+		c, err := parse(t, "stream: s\npartition_key: k\nmax_in_flight: 16")
+		require.NoError(t, err)
+		assert.True(t, c.PreserveOrder)
+		assert.Equal(t, 1, c.batchesInFlight())
+		c, err = parse(t, "stream: s\npartition_key: k\nmax_in_flight: 16\nordered_batches_in_flight: 8")
+		require.NoError(t, err)
+		assert.Equal(t, 8, c.batchesInFlight())
+	})
+
 	tests := []struct {
 		name, yaml, wantField string
 	}{
 		{"empty stream", "stream: ' '\npartition_key: k", "field stream"},
+		{"ordered_batches_in_flight zero", "stream: s\npartition_key: k\nordered_batches_in_flight: 0", "field ordered_batches_in_flight"},
+		{"ordered_batches_in_flight over max_in_flight", "stream: s\npartition_key: k\nmax_in_flight: 4\nordered_batches_in_flight: 5", "field ordered_batches_in_flight"},
 		{"max_in_flight zero", "stream: s\npartition_key: k\nmax_in_flight: 0", "field max_in_flight"},
 		{"max_record_size over 10 MiB", "stream: s\npartition_key: k\nmax_record_size: 10485761", "field max_record_size"},
 		{"max_record_size zero", "stream: s\npartition_key: k\nmax_record_size: 0", "field max_record_size"},

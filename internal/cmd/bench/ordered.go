@@ -37,8 +37,9 @@ type orderedFlags struct {
 // takes as long as it does against Kinesis: kinesalite answers in
 // microseconds, so the fault proxy holds every request for a fixed time
 // before forwarding it. Each latency and aggregation setting compares the
-// output with `preserve_order: false` (the baseline) and with the default
-// `preserve_order: true`, in rounds that alternate which goes first.
+// output with `preserve_order: false` (the baseline) and with
+// `preserve_order: true` with `ordered_batches_in_flight` at the same
+// concurrency, in rounds that alternate which goes first.
 func runOrdered(ctx context.Context, args []string) error {
 	var f orderedFlags
 	fs := flag.NewFlagSet("ordered", flag.ContinueOnError)
@@ -99,7 +100,7 @@ func runOrdered(ctx context.Context, args []string) error {
 		for _, agg := range []bool{false, true} {
 			modes := []pluginMode{
 				{name: "unordered", fields: "preserve_order: false"},
-				{name: "ordered", fields: "preserve_order: true"},
+				{name: "ordered", fields: fmt.Sprintf("preserve_order: true\nordered_batches_in_flight: %d", f.concurrency)},
 			}
 			title := fmt.Sprintf("%v per request, plain records:", lat)
 			if agg {
