@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// Progress is how far a shard's reader has come, as its owner publishes it
-// with each lease renewal for `checkpoints show`: never per record, so it
+// Progress is how far a shard's reader has come and how busy the shard is,
+// as its owner publishes it with each lease renewal for `checkpoints show`
+// and balancing by load: never per record, so it
 // costs one store call per instance per renewal.
 type Progress struct {
 	// LagMillis is the MillisBehindLatest of the shard's latest GetRecords
