@@ -48,9 +48,19 @@ func TestIntegrationEnhancedFanOutStreamRecreated(t *testing.T) {
 		_, err := client.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
 		return kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound
 	}, 10*time.Second, 100*time.Millisecond)
+	// kinesis-mock keeps a live subscription open across the delete (AWS
+	// ends it with ResourceNotFound), so here the input learns of the
+	// deletion from its next listing: the stream stays deleted until then.
+	require.Eventually(t, func() bool { return logs.count("The stream does not exist") > 0 }, 30*time.Second, 100*time.Millisecond,
+		"the input never noticed the deleted stream")
 	arn := emu.MustCreateStream(t, stream, 1)
 	putNumbered(t, client, stream, "new", 5)
 
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("input log:\n%s", logs.String())
+		}
+	})
 	require.Eventually(t, func() bool { return countPrefixed(col, "new-") == 5 }, 60*time.Second, 100*time.Millisecond,
 		"the recreated stream's records are not delivered (%d of 5)", countPrefixed(col, "new-"))
 	out, err := client.ListStreamConsumers(t.Context(), &kinesis.ListStreamConsumersInput{StreamARN: aws.String(arn)})

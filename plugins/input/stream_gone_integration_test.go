@@ -249,3 +249,10 @@ func putNumbered(t *testing.T, client *kinesis.Client, stream, prefix string, n 
 	}
 	putRecords(t, client, stream, keys, payloads)
 }
+
+// String returns everything logged so far.
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
