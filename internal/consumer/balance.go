@@ -8,9 +8,11 @@ import (
 )
 
 // rebalance runs one balancing round: it takes free ready shards up to
-// this instance's fair share (ceil(ready / live members)), hands shards over
-// to members below their share that asked for them, and, when nothing is
-// free, asks the members above their share for the shards it lacks.
+// this instance's fair share by count (ceil(ready / live members)), hands
+// shards over to members that asked for them, and asks other members for
+// shards. Balancing by load (load.go) decides the asking by bytes/s;
+// balancing by count (and a round where loads are not known) asks the
+// members above their share for the shards this instance lacks.
 func (co *coordinator) rebalance(ctx context.Context) {
 	if ctx.Err() != nil || time.Now().Before(co.takeAfter) {
 		return
@@ -34,32 +36,48 @@ func (co *coordinator) rebalance(ctx context.Context) {
 		return
 	}
 	ready := readyShards(co.listed, closed)
-	share := (len(ready) + members - 1) / members
-	floor := len(ready) / members
+	share := (len(ready) + len(members) - 1) / len(members)
+	floor := len(ready) / len(members)
+	view, byLoad := co.loadView(ctx, members, ready, leases)
 	mine := co.readingCount()
-	mine -= co.handOverRequested(ctx, mine-floor)
+	spare := mine - floor
+	var allow func(shard, requester string) bool
+	if byLoad {
+		// Balancing by load hands over what the move evens out, checked
+		// against this instance's view too (a request may be older than
+		// the loads); the count floor would refuse the hand-off of a hot
+		// shard between two members with even counts.
+		spare, allow = mine, view.givingEvensOut(co.c.owner)
+	}
+	mine -= co.handOverRequested(ctx, spare, allow)
 	co.forgetOldHandOffs()
 	took := co.takeFree(ctx, ready, leases, share-mine)
+	took += co.takeAsked(ctx, leases)
 	mine += took
 	co.c.metrics.owned.Set(int64(len(co.readers)), co.streamName)
 	co.reportUnowned(ready, leases)
+	if byLoad {
+		co.askByLoad(ctx, view)
+		return
+	}
 	if took > 0 || mine >= share {
 		return
 	}
 	co.askForHandOff(ctx, ready, leases, mine, share)
 }
 
-// liveMembers counts the live members of the group, this instance
+// liveMembers lists the live members of the group, sorted, this instance
 // included even before its first heartbeat lands.
-func (co *coordinator) liveMembers(ctx context.Context) (int, error) {
+func (co *coordinator) liveMembers(ctx context.Context) ([]string, error) {
 	live, err := co.store.LiveMembers(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if !slices.Contains(live, co.c.owner) {
-		return len(live) + 1, nil
+		live = append(live, co.c.owner)
 	}
-	return len(live), nil
+	slices.Sort(live)
+	return live, nil
 }
 
 // readingCount is the number of shards this instance reads and is not

@@ -23,6 +23,9 @@ func balancingCoordinator(st Store, owner string, shards []string) *coordinator 
 		listed:     map[string]Shard{},
 		readers:    map[string]*shardReader{},
 		handedOff:  map[string]time.Time{},
+		asked:      map[string]time.Time{},
+		moved:      map[string]time.Time{},
+		lastOwner:  map[string]string{},
 	}
 	for _, id := range shards {
 		co.listed[id] = Shard{ID: id}

@@ -41,6 +41,9 @@ type Config struct {
 	LeasePeriod     time.Duration
 	RebalancePeriod time.Duration
 	HandoffTimeout  time.Duration
+	// Balance is what balancing evens out between members: BalanceLoad
+	// (bytes/s, the default when empty) or BalanceCount (shards).
+	Balance BalanceMode
 
 	// EnhancedFanOut, when enabled, reads shards with SubscribeToShard
 	// instead of GetRecords polling (subscription.go, efo_resolve.go).
@@ -76,6 +79,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("field lag_warn_threshold: %v is negative; use 0s for half the stream's retention or a positive duration", c.LagWarnThreshold)
 	case c.CommitPeriod <= 0 || c.LeasePeriod <= 0 || c.RebalancePeriod <= 0:
 		return errors.New("fields checkpoint.commit_period, lease.period and lease.rebalance_period must be positive")
+	case c.Balance != "" && c.Balance != BalanceLoad && c.Balance != BalanceCount:
+		return fmt.Errorf("field lease.balance: %q is not one of %s, %s", c.Balance, BalanceLoad, BalanceCount)
 	}
 	return c.EnhancedFanOut.validate(c.Streams)
 }

@@ -47,8 +47,13 @@ type coordinator struct {
 	readersMu sync.Mutex
 	// handedOff remembers when this instance gave a shard away, so it does
 	// not take it straight back before the requester could.
-	handedOff   map[string]time.Time
-	lastRenewOK time.Time // written by the renew goroutine (and before it starts)
+	handedOff map[string]time.Time
+	// asked, moved and lastOwner are balancing by load's memory (load.go):
+	// the shards this instance asked for and when, when each shard was
+	// last seen changing hands (its cool-down), and who held it.
+	asked, moved map[string]time.Time
+	lastOwner    map[string]string
+	lastRenewOK  time.Time // written by the renew goroutine (and before it starts)
 	// missingSince is when discovery first found the stream deleted (zero
 	// while it exists); missingLogged when that was last logged.
 	missingSince, missingLogged time.Time
@@ -97,6 +102,9 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 		listed:      map[string]Shard{},
 		readers:     map[string]*shardReader{},
 		handedOff:   map[string]time.Time{},
+		asked:       map[string]time.Time{},
+		moved:       map[string]time.Time{},
+		lastOwner:   map[string]string{},
 		discoverNow: make(chan struct{}, 1),
 		forgot:      make(chan struct{}, 1),
 		readerDone:  make(chan *shardReader),

@@ -54,11 +54,11 @@ func (r *shardReader) handOver(ctx context.Context, b *Batch) bool {
 
 // countDelivered records a first delivery in the metrics and progress.
 func (r *shardReader) countDelivered(recs []Record) {
-	r.progress.observeDelivery(time.Now())
 	var n int64
 	for _, rec := range recs {
 		n += int64(len(rec.Data))
 	}
+	r.progress.observeDelivery(time.Now(), n)
 	r.co.c.metrics.records.Incr(int64(len(recs)), r.co.streamName)
 	r.co.c.metrics.bytes.Incr(n, r.co.streamName)
 }

@@ -27,6 +27,9 @@ type fakeStore struct {
 	// progress and publishes record PublishProgress calls.
 	progress  map[string]Progress
 	publishes int
+	// oldLoads are progress entries as a release without bytes/s wrote
+	// them (Known false).
+	oldLoads map[string]ShardLoad
 	// start is the group's start, as the store would record it at the
 	// first take.
 	start time.Time
@@ -271,6 +274,19 @@ func (s *fakeStore) PublishProgress(_ context.Context, owner string, ps map[stri
 		}
 	}
 	return nil
+}
+
+func (s *fakeStore) ShardLoads(context.Context) (map[string]ShardLoad, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]ShardLoad{}
+	for shard, p := range s.progress {
+		out[shard] = ShardLoad{BytesPerSecond: p.BytesPerSecond, Known: true}
+	}
+	for shard, l := range s.oldLoads {
+		out[shard] = l
+	}
+	return out, nil
 }
 
 // published returns the last progress published per shard and how many

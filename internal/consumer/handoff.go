@@ -10,9 +10,10 @@ import (
 
 // handOverRequested stops the readers of shards that other members asked
 // for, at most spare of them, so this instance keeps at least its floor
-// share. A stopped reader commits and releases; the requester then takes
-// the shard. It returns how many it handed over.
-func (co *coordinator) handOverRequested(ctx context.Context, spare int) int {
+// share, and only those allow lets go (nil: all). A stopped reader commits
+// and releases; the requester then takes the shard. It returns how many it
+// handed over.
+func (co *coordinator) handOverRequested(ctx context.Context, spare int, allow func(shard, requester string) bool) int {
 	reqs, err := co.store.HandoffRequests(ctx, co.c.owner)
 	if err != nil {
 		co.log.Warnf("Reading hand-off requests failed: %v", err)
@@ -21,7 +22,7 @@ func (co *coordinator) handOverRequested(ctx context.Context, spare int) int {
 	n := 0
 	for _, id := range slices.Sorted(maps.Keys(reqs)) {
 		r := co.readers[id]
-		if r == nil || r.stopping.Load() || n >= spare {
+		if r == nil || r.stopping.Load() || n >= spare || (allow != nil && !allow(id, reqs[id])) {
 			continue
 		}
 		co.log.With("shard", id).Debugf("Handing the shard over to %s", reqs[id])

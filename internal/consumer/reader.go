@@ -83,6 +83,7 @@ func newShardReader(co *coordinator, shard Shard, l Lease, start startSpec) *sha
 			return err != nil && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLeaseHeld)
 		}).Build()).WithContext(r.ctx)
 	r.redeliverRetry = newRedeliverRetry(r.fetchCtx, co.c.cfg.Backoff)
+	r.progress.startRate(time.Now())
 	return r
 }
 

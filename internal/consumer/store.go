@@ -145,7 +145,11 @@ type Store interface {
 	RemoveMember(ctx context.Context, member string) error
 	RequestHandoff(ctx context.Context, shard, requester string) error
 	HandoffRequests(ctx context.Context, owner string) (map[string]string, error)
-	// PublishProgress records, for operators, the progress of the shards
-	// owner reads, in one call; only shards owner holds are written.
+	// PublishProgress records, for operators and for balancing by load,
+	// the progress of the shards owner reads, in one call; only shards
+	// owner holds are written.
 	PublishProgress(ctx context.Context, owner string, ps map[string]Progress) error
+	// ShardLoads reads, in one call, the load every owner last published
+	// per shard; shards nobody published for are absent.
+	ShardLoads(ctx context.Context) (map[string]ShardLoad, error)
 }

@@ -127,7 +127,7 @@ func TestIntegrationCLI(t *testing.T) {
 
 	t.Run("show: lag and last read as the owner published them; unowned ready shards", func(t *testing.T) {
 		require.NoError(t, s.PublishProgress(ctx, "host-a-1234", map[string]consumer.Progress{
-			"shardId-000000000001": {LagMillis: 2500, LastDelivered: time.Now().Add(-3 * time.Second)},
+			"shardId-000000000001": {LagMillis: 2500, LastDelivered: time.Now().Add(-3 * time.Second), BytesPerSecond: 64000},
 		}))
 		out, err := runCLI(ctx, with("show")...)
 		require.NoError(t, err, out)
@@ -145,6 +145,10 @@ func TestIntegrationCLI(t *testing.T) {
 				require.NotNil(t, row.LagMillis)
 				assert.Equal(t, int64(2500), *row.LagMillis)
 				assert.NotNil(t, row.LastDelivered)
+				if assert.NotNil(t, row.BytesPerSecond) {
+					assert.Equal(t, int64(64000), *row.BytesPerSecond)
+				}
+				assert.Equal(t, "host-a-1234", row.ProgressBy, "the load field is not part of the owner")
 				assert.False(t, row.Unowned)
 			case "shardId-000000000002":
 				assert.True(t, row.Unowned)

@@ -49,6 +49,9 @@ type ShardRow struct {
 	LagMillis     *int64     `json:"lag_millis,omitempty"`
 	LastDelivered *time.Time `json:"last_delivered_at,omitempty"`
 	ProgressBy    string     `json:"progress_published_by,omitempty"`
+	// BytesPerSecond is the shard's load as its owner last published it
+	// (absent from owners of a release that publishes none).
+	BytesPerSecond *int64 `json:"bytes_per_second,omitempty"`
 }
 
 // ShowReport is the `show --json` document; `reset --to sequences=FILE`
@@ -208,6 +211,9 @@ func buildShow(ctx context.Context, o *opened) (ShowReport, error) {
 		r.HandoffTo = handoff[id]
 		if p, ok := progress[id]; ok {
 			r.LagMillis, r.ProgressBy = &p.LagMillis, p.Owner
+			if p.LoadKnown {
+				r.BytesPerSecond = &p.BytesPerSecond
+			}
 			if !p.LastDelivered.IsZero() {
 				r.LastDelivered = &p.LastDelivered
 			}
@@ -219,7 +225,7 @@ func buildShow(ctx context.Context, o *opened) (ShowReport, error) {
 	finish := func(r ShardRow) ShardRow {
 		switch r.State {
 		case StateClosed, StateTrimmed:
-			r.LagMillis, r.LastDelivered, r.ProgressBy = nil, nil, ""
+			r.LagMillis, r.LastDelivered, r.ProgressBy, r.BytesPerSecond = nil, nil, "", nil
 		case StateReady:
 			r.Unowned = r.Owner == ""
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/redpanda-data/benthos/v4/public/service"
 )
 
@@ -28,6 +29,7 @@ const (
 	FieldRebalancePeriod    = "rebalance_period"
 	FieldHandoffTimeout     = "handoff_timeout"
 	FieldInstanceID         = "instance_id"
+	FieldBalance            = "balance"
 	fieldPathRedisURL       = FieldCheckpoint + "." + FieldRedis + "." + FieldRedisURL
 	fieldPathRedisKind      = FieldCheckpoint + "." + FieldRedis + "." + FieldRedisKind
 	fieldPathRedisMaster    = FieldCheckpoint + "." + FieldRedis + "." + FieldRedisMaster
@@ -40,6 +42,7 @@ const (
 	fieldPathRebalance      = FieldLease + "." + FieldRebalancePeriod
 	fieldPathHandoffTimout  = FieldLease + "." + FieldHandoffTimeout
 	fieldPathInstanceID     = FieldLease + "." + FieldInstanceID
+	fieldPathBalance        = FieldLease + "." + FieldBalance
 )
 
 // Redis deployment kinds accepted by `checkpoint.redis.kind`.
@@ -56,6 +59,7 @@ const (
 	DefaultLeasePeriod     = 10 * time.Second
 	DefaultRebalancePeriod = 10 * time.Second
 	DefaultHandoffTimeout  = 10 * time.Second
+	DefaultBalance         = string(consumer.BalanceLoad)
 	// DefaultReplicaAckTimeout bounds each WAIT for replicas.
 	DefaultReplicaAckTimeout = time.Second
 	// AutoReplicas is MinReplicasToAck's default, the automatic choice: 1
@@ -116,6 +120,9 @@ func Fields() []*service.ConfigField {
 			service.NewDurationField(FieldHandoffTimeout).
 				Description("How long an instance handing a shard over waits for in-flight messages to be acknowledged before it commits and releases the lease anyway.").
 				Default(DefaultHandoffTimeout.String()).Advanced(),
+			service.NewStringEnumField(FieldBalance, string(consumer.BalanceLoad), string(consumer.BalanceCount)).
+				Description("What balancing evens out between the instances of the group. `load`: the bytes per second each instance reads, as the owners measure and publish it with their lease renewals; an instance below the fair load (the group's total divided by the instances) asks the busiest instance for the shard whose move best evens the two out, only while the busiest reads more than 1.25 times the fair load (or the asking one less than the fair load divided by 1.25), and after any move the group waits six `rebalance_period`s (at least two `period`s) before load moves anything again, so shards do not bounce. Use it when traffic is uneven over the shards (a few hot partition keys). `count`: the number of shards each instance reads, whatever their traffic. Either way free shards are taken up to the fair share by count, and a round where some instance publishes no load (an older release) or nothing is read balances by count.").
+				Default(DefaultBalance).Advanced(),
 			service.NewStringField(FieldInstanceID).
 				Description("This instance's name in the group, shown as the owner of its leases by `connect-kinesis checkpoints show` and in logs. Empty uses host name, process id and a random suffix. Set it to something that names the running copy, e.g. the Kubernetes pod name (`${POD_NAME}`); it must be unique among the running instances of the group, since two instances with one name would both believe they own the same shards.").
 				Example("${POD_NAME}").
@@ -138,6 +145,8 @@ type Config struct {
 	ReplicaAckTimeout time.Duration
 
 	CommitPeriod, LeasePeriod, RebalancePeriod, HandoffTimeout time.Duration
+	// Balance is lease.balance: load or count.
+	Balance string
 }
 
 // DefaultConfig returns a Config with every default set; RedisURL and Group
@@ -150,6 +159,7 @@ func DefaultConfig() Config {
 		LeasePeriod:     DefaultLeasePeriod,
 		RebalancePeriod: DefaultRebalancePeriod,
 		HandoffTimeout:  DefaultHandoffTimeout,
+		Balance:         DefaultBalance,
 
 		MinReplicasToAck:  AutoReplicas,
 		ReplicaAckTimeout: DefaultReplicaAckTimeout,
@@ -206,6 +216,9 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	if c.InstanceID, err = lc.FieldString(FieldInstanceID); err != nil {
 		return c, err
 	}
+	if c.Balance, err = lc.FieldString(FieldBalance); err != nil {
+		return c, err
+	}
 	return c, c.Validate()
 }
 
@@ -234,6 +247,9 @@ func (c Config) Validate() error {
 		}
 	default:
 		return fmt.Errorf("field %s: %q is not one of simple, cluster, failover", fieldPathRedisKind, c.RedisKind)
+	}
+	if c.Balance != string(consumer.BalanceLoad) && c.Balance != string(consumer.BalanceCount) {
+		return fmt.Errorf("field %s: %q is not one of %s, %s", fieldPathBalance, c.Balance, consumer.BalanceLoad, consumer.BalanceCount)
 	}
 	if c.Group == "" {
 		return fmt.Errorf("field %s: required; it names the consuming application, e.g. orders-to-s3", fieldPathGroup)

@@ -16,7 +16,13 @@ import (
 type PublishedProgress struct {
 	consumer.Progress
 	Owner string
+	// LoadKnown is false for a value written by a release that publishes
+	// no bytes/s.
+	LoadKnown bool
 }
+
+// loadMark introduces the trailing bytes/s field of a progress value.
+const loadMark = "|bps="
 
 // PublishProgress records the progress of the shards owner reads, in one
 // script call; shards whose lease does not name owner are skipped.
@@ -24,7 +30,7 @@ func (s *Store) PublishProgress(ctx context.Context, owner string, ps map[string
 	if len(ps) == 0 {
 		return nil
 	}
-	args := make([]any, 0, 1+3*len(ps))
+	args := make([]any, 0, 1+4*len(ps))
 	args = append(args, owner)
 	for _, shard := range slices.Sorted(maps.Keys(ps)) {
 		p := ps[shard]
@@ -32,7 +38,7 @@ func (s *Store) PublishProgress(ctx context.Context, owner string, ps map[string
 		if !p.LastDelivered.IsZero() {
 			last = p.LastDelivered.UnixMilli()
 		}
-		args = append(args, shard, p.LagMillis, last)
+		args = append(args, shard, p.LagMillis, last, p.BytesPerSecond)
 	}
 	if err := publishProgressScript.Run(ctx, s.c.client, []string{s.keys.Progress, s.keys.Leases}, args...).Err(); err != nil {
 		return fmt.Errorf("publishing progress of %d shards for %s: %w", len(ps), owner, err)
@@ -48,7 +54,8 @@ func (s *Store) Progress(ctx context.Context) (map[string]PublishedProgress, err
 	}
 	out := make(map[string]PublishedProgress, len(raw))
 	for shard, v := range raw {
-		// "<lagMillis>|<lastDeliveredMillis>|<owner>"; the owner may hold '|'.
+		// "<lagMillis>|<lastDeliveredMillis>|<owner>|bps=<bytesPerSecond>";
+		// the owner may hold '|'; earlier releases wrote no load field.
 		parts := strings.SplitN(v, "|", 3)
 		if len(parts) != 3 {
 			return nil, fmt.Errorf("reading progress of shard %s: malformed value %q", shard, v)
@@ -59,10 +66,29 @@ func (s *Store) Progress(ctx context.Context) (map[string]PublishedProgress, err
 			return nil, fmt.Errorf("reading progress of shard %s: malformed value %q", shard, v)
 		}
 		p := PublishedProgress{Progress: consumer.Progress{LagMillis: lag}, Owner: parts[2]}
+		if i := strings.LastIndex(p.Owner, loadMark); i >= 0 {
+			if bps, err := strconv.ParseInt(p.Owner[i+len(loadMark):], 10, 64); err == nil {
+				p.Owner, p.BytesPerSecond, p.LoadKnown = p.Owner[:i], bps, true
+			}
+		}
 		if last > 0 {
 			p.LastDelivered = time.UnixMilli(last)
 		}
 		out[shard] = p
+	}
+	return out, nil
+}
+
+// ShardLoads reads every shard's published load in one call (the same
+// read as Progress), for balancing by load.
+func (s *Store) ShardLoads(ctx context.Context) (map[string]consumer.ShardLoad, error) {
+	ps, err := s.Progress(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]consumer.ShardLoad, len(ps))
+	for shard, p := range ps {
+		out[shard] = consumer.ShardLoad{BytesPerSecond: p.BytesPerSecond, Known: p.LoadKnown}
 	}
 	return out, nil
 }

@@ -178,8 +178,10 @@ var resetScript = newScript("reset")
 var deleteScript = newScript("delete")
 
 // publishProgressScript: KEYS progress, lease; ARGV owner, then shard,
-// lagMillis, lastDeliveredMillis triples. Value:
-// "<lagMillis>|<lastDeliveredMillis>|<owner>". Only shards whose lease names
+// lagMillis, lastDeliveredMillis, bytesPerSecond quadruples. Value:
+// "<lagMillis>|<lastDeliveredMillis>|<owner>|bps=<bytesPerSecond>" (the
+// load trails, so a release that knows only the first three fields still
+// reads the value; it shows the load as part of the owner). Only shards whose lease names
 // the owner are written, so an instance that lost a shard does not
 // overwrite what its new owner published. Returns the number written.
 var publishProgressScript = newScript("publish_progress")

@@ -442,15 +442,24 @@ func runStoreSuite(t *testing.T, b backend) {
 		require.NoError(t, err)
 		at := time.UnixMilli(1700000000123)
 		require.NoError(t, s.PublishProgress(t.Context(), "a|1", map[string]consumer.Progress{
-			"shard-1": {LagMillis: 1500, LastDelivered: at},
+			"shard-1": {LagMillis: 1500, LastDelivered: at, BytesPerSecond: 4096},
 			"shard-2": {LagMillis: 9}, // b's shard: not written
 			"shard-3": {},             // nobody's: not written
 		}))
 		ps, err := s.Progress(t.Context())
 		require.NoError(t, err)
 		assert.Equal(t, map[string]PublishedProgress{
-			"shard-1": {Progress: consumer.Progress{LagMillis: 1500, LastDelivered: at}, Owner: "a|1"},
+			"shard-1": {Progress: consumer.Progress{LagMillis: 1500, LastDelivered: at, BytesPerSecond: 4096}, Owner: "a|1", LoadKnown: true},
 		}, ps)
+		loads, err := s.ShardLoads(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, map[string]consumer.ShardLoad{"shard-1": {BytesPerSecond: 4096, Known: true}}, loads)
+		// A value as the previous release wrote it, without the load: read
+		// as before, with the load unknown (balancing then counts shards).
+		require.NoError(t, s.c.client.HSet(t.Context(), s.Keys().Progress, "shard-2", "9|0|b|2").Err())
+		ps, err = s.Progress(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, PublishedProgress{Progress: consumer.Progress{LagMillis: 9}, Owner: "b|2"}, ps["shard-2"])
 		has, err = s.HasState(t.Context())
 		require.NoError(t, err)
 		assert.True(t, has)
