@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"errors"
 	"sync"
 	"time"
 )
@@ -231,29 +230,13 @@ func (r *shardReader) readLanes() bool {
 			}
 			continue
 		}
-		if d := time.Until(src.NextAt()); d > 0 {
-			t := time.NewTimer(d)
-			ok := r.wait(ctx, t.C)
-			t.Stop()
-			if !ok {
-				return false
-			}
-			continue
-		}
-		if !r.awaitLease(ctx) {
+		sb, got, gone, ok := r.fetch(ctx, src)
+		if !ok {
 			return false
 		}
-		sb, err := src.Next(ctx)
-		if errors.Is(err, ErrShardNotFound) {
-			gone, stop := r.sourceNotFound(ctx, err)
-			if stop {
-				return false
-			}
-			ended = ended || gone
+		ended = ended || gone
+		if !got {
 			continue
-		}
-		if err != nil {
-			return false // the source gives up only when ctx ends
 		}
 		r.lag(sb.MillisBehindLatest)
 		ls.push(r.convert(sb.Records), sb.MillisBehindLatest)

@@ -221,29 +221,13 @@ func (r *shardReader) read() bool {
 			}
 			continue
 		}
-		if d := time.Until(src.NextAt()); d > 0 {
-			t := time.NewTimer(d)
-			ok := r.wait(ctx, t.C)
-			t.Stop()
-			if !ok {
-				return false
-			}
-			continue
-		}
-		if !r.awaitLease(ctx) {
+		sb, got, gone, ok := r.fetch(ctx, src)
+		if !ok {
 			return false
 		}
-		sb, err := src.Next(ctx)
-		if errors.Is(err, ErrShardNotFound) {
-			gone, stop := r.sourceNotFound(ctx, err)
-			if stop {
-				return false
-			}
-			ended = ended || gone
+		ended = ended || gone
+		if !got {
 			continue
-		}
-		if err != nil {
-			return false // the source gives up only when ctx ends
 		}
 		r.lag(sb.MillisBehindLatest)
 		held, behind = r.convert(sb.Records), sb.MillisBehindLatest
@@ -252,6 +236,32 @@ func (r *shardReader) read() bool {
 			r.co.requestDiscovery()
 		}
 	}
+}
+
+// fetch asks the source for its next batch once the pace allows and the
+// lease is confirmed. got is false when there is nothing to hand over yet
+// (the pace's wait ended early for an ack, or Kinesis did not find a shard
+// that is still listed): the caller looks at its state again. gone reports
+// a shard trimmed past the retention period; ok false means stop reading.
+func (r *shardReader) fetch(ctx context.Context, src RecordSource) (sb SourceBatch, got, gone, ok bool) {
+	if d := time.Until(src.NextAt()); d > 0 {
+		t := time.NewTimer(d)
+		ok := r.wait(ctx, t.C)
+		t.Stop()
+		return sb, false, false, ok
+	}
+	if !r.awaitLease(ctx) {
+		return sb, false, false, false
+	}
+	sb, err := src.Next(ctx)
+	if errors.Is(err, ErrShardNotFound) {
+		gone, stop := r.sourceNotFound(ctx, err)
+		return sb, false, gone, !stop
+	}
+	if err != nil {
+		return sb, false, false, false // the source gives up only when ctx ends
+	}
+	return sb, true, false, true
 }
 
 // wait blocks until an ack or nack arrives, the optional timer fires, or
