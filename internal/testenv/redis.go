@@ -28,6 +28,9 @@ type RedisOptions struct {
 	// ACLUser and ACLPassword add an ACL user allowed all keys and commands,
 	// and switch off the default user.
 	ACLUser, ACLPassword string
+	// ShippedACL loads the project's ACL file (config/deploy/redis-acl.conf)
+	// with test passwords (ACLPassword); URLAs connects as one of its users.
+	ShippedACL bool
 	// TLS serves TLS only, with certificates generated for the test.
 	TLS bool
 	// Args are passed to redis-server as they are.
@@ -80,7 +83,17 @@ func startRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 
 // Start (re)starts the server on its port and data folder.
 func (r *Redis) Start(ctx context.Context) error {
-	args := []string{"--bind", "127.0.0.1", "--dir", r.Dir, "--save", "", "--protected-mode", "no"}
+	var args []string
+	if r.Opts.ShippedACL {
+		// The file holds redis.conf lines, so it is the server's
+		// configuration file: the first argument.
+		conf, err := r.writeShippedACL()
+		if err != nil {
+			return err
+		}
+		args = append(args, conf)
+	}
+	args = append(args, "--bind", "127.0.0.1", "--dir", r.Dir, "--save", "", "--protected-mode", "no")
 	if r.Opts.TLS {
 		args = append(args, "--port", "0", "--tls-port", itoa(r.Port),
 			"--tls-cert-file", r.Certs.ServerCert, "--tls-key-file", r.Certs.ServerKey,

@@ -53,6 +53,9 @@ func New(ctx context.Context, cfg Config, log *service.Logger, metrics *service.
 	if err != nil {
 		return nil, err
 	}
+	// Every call of this client goes through the hook, so a missing ACL
+	// permission is named, with the rules to grant, wherever it shows.
+	client.AddHook(newPermissionHook(log))
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
 		// The field, not the URL: the URL may hold a password, and the
@@ -96,7 +99,7 @@ func NewRedisClient(cfg Config) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, parseErr(err)
 		}
-		clientLimits{&o.TLSConfig, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries}.apply(cfg.TLS)
+		clientLimits{&o.TLSConfig, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.DisableIdentity}.apply(cfg.TLS)
 		return redis.NewClient(o), nil
 	case KindCluster:
 		o, err := redis.ParseClusterURL(cfg.RedisURL)
@@ -104,7 +107,7 @@ func NewRedisClient(cfg Config) (redis.UniversalClient, error) {
 			return nil, parseErr(err)
 		}
 		// MaxRedirects stays: following MOVED/ASK is routing, not retrying.
-		clientLimits{&o.TLSConfig, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries}.apply(cfg.TLS)
+		clientLimits{&o.TLSConfig, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.DisableIdentity}.apply(cfg.TLS)
 		return redis.NewClusterClient(o), nil
 	case KindFailover:
 		o, err := redis.ParseFailoverURL(cfg.RedisURL)
@@ -119,7 +122,7 @@ func NewRedisClient(cfg Config) (redis.UniversalClient, error) {
 		// fails the connection.
 		o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
 		o.SentinelUsername, o.SentinelPassword = "", ""
-		clientLimits{&o.TLSConfig, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries}.apply(cfg.TLS)
+		clientLimits{&o.TLSConfig, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.DisableIdentity}.apply(cfg.TLS)
 		return redis.NewFailoverClient(o), nil
 	default:
 		return nil, fmt.Errorf("field %s: %q is not one of simple, cluster, failover", fieldPathRedisKind, cfg.RedisKind)
@@ -133,6 +136,7 @@ type clientLimits struct {
 	dialTimeout, readTimeout, writeTimeout *time.Duration
 	contextTimeout                         *bool
 	maxRetries, dialerRetries              *int
+	disableIdentity                        *bool
 }
 
 // apply sets the TLS override, the timeouts and no retries.
@@ -145,6 +149,11 @@ func (l clientLimits) apply(custom *tls.Config) {
 	// would multiply delays while Redis is down.
 	*l.maxRetries = -1
 	*l.dialerRetries = 1
+	// go-redis names itself on each connection with CLIENT SETINFO, which
+	// Redis before 7.2 does not know and an ACL rule on 7.0 cannot even
+	// name: without it the users of docs/deploy.md need no CLIENT
+	// permission and refuse nothing the clients send.
+	*l.disableIdentity = true
 }
 
 // pickTLS lets the `tls` field override what the URL scheme implies, keeping
