@@ -136,4 +136,3 @@ func logLineWith(path, want string) string {
 	}
 	return ""
 }
-
