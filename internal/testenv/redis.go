@@ -261,16 +261,21 @@ func (c *RedisCluster) Close() {
 
 // StartRedisCluster starts three cluster-enabled servers and joins them with
 // `redis-cli --cluster create`, then waits until every node says the
-// cluster is ok.
-func StartRedisCluster(ctx context.Context) (*RedisCluster, error) {
+// cluster is ok. opts shape every node (ShippedACL, say); cluster mode is
+// added to their Args.
+func StartRedisCluster(ctx context.Context, opts ...RedisOptions) (*RedisCluster, error) {
+	var o RedisOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	if _, err := lookPath("redis-cli"); err != nil {
 		return nil, err
 	}
 	c := &RedisCluster{}
 	for i := 0; i < 3; i++ {
-		n, err := StartRedis(ctx, RedisOptions{Args: []string{
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
-		}})
+		no := o
+		no.Args = append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"}, o.Args...)
+		n, err := StartRedis(ctx, no)
 		if err != nil {
 			c.Close()
 			return nil, err
@@ -305,9 +310,9 @@ func StartRedisCluster(ctx context.Context) (*RedisCluster, error) {
 }
 
 // NewRedisCluster starts a cluster for a test and stops it when it ends.
-func NewRedisCluster(tb testing.TB) *RedisCluster {
+func NewRedisCluster(tb testing.TB, opts ...RedisOptions) *RedisCluster {
 	tb.Helper()
-	c, err := StartRedisCluster(tb.Context())
+	c, err := StartRedisCluster(tb.Context(), opts...)
 	Require(tb, "starting a Redis Cluster", err)
 	tb.Cleanup(c.Close)
 	return c

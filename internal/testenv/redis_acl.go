@@ -85,6 +85,16 @@ func (r *Redis) URLAs(user string) string {
 	return u.String()
 }
 
+// URLAs is URL with user's credentials (see Redis.URLAs).
+func (c *RedisCluster) URLAs(user string) string {
+	u, err := url.Parse(c.URL())
+	if err != nil {
+		panic(err) // URL is built by this package
+	}
+	u.User = url.UserPassword(user, ACLPassword(user))
+	return u.String()
+}
+
 // ACLDenials lists what the server's ACL LOG holds: each command or key it
 // refused, as "<user>: <reason> <object> (<context>)". A test that runs a
 // role under its shipped user expects none, also for refusals the client

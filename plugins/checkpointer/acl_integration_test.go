@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -42,8 +43,35 @@ func assertNoACLDenials(t *testing.T, r *testenv.Redis) {
 func TestIntegrationACLInputUserRunsEveryStoreOperation(t *testing.T) {
 	t.Parallel()
 	r := testenv.NewRedis(t, testenv.RedisOptions{ShippedACL: true})
+	admin := r.Client()
+	defer admin.Close()
+	runEveryInputOperation(t, aclStore(t, r, testenv.ACLInput, "orders"), admin)
+	assertNoACLDenials(t, r)
+}
+
+// TestIntegrationACLInputUserOnCluster is the same on a Redis Cluster,
+// whose client also routes (CLUSTER SLOTS, COMMAND) and, with a replica
+// check, reads INFO.
+func TestIntegrationACLInputUserOnCluster(t *testing.T) {
+	t.Parallel()
+	cl := testenv.NewRedisCluster(t, testenv.RedisOptions{ShippedACL: true})
+	cfg := testConfig(backend{url: cl.URLAs(testenv.ACLInput), kind: KindCluster}, "orders")
+	cfg.LeasePeriod = 30 * time.Second
+	c, err := New(t.Context(), cfg, nil, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	admin := cl.Client()
+	defer admin.Close()
+	runEveryInputOperation(t, c.Stream(aclStream), admin)
+	for _, n := range cl.Nodes {
+		denied, err := n.ACLDenials(t.Context())
+		require.NoError(t, err)
+		assert.Empty(t, denied, "node %s refused commands or keys; the shipped ACL file lacks them", n.Addr)
+	}
+}
+
+func runEveryInputOperation(t *testing.T, s *Store, admin redis.Cmdable) {
 	ctx := t.Context()
-	s := aclStore(t, r, testenv.ACLInput, "orders")
 
 	_, err := s.Join(ctx)
 	require.NoError(t, err, "join")
@@ -84,8 +112,6 @@ func TestIntegrationACLInputUserRunsEveryStoreOperation(t *testing.T) {
 	require.NoError(t, err)
 
 	// The store forgets the group: the input re-seeds it.
-	admin := r.Client()
-	defer admin.Close()
 	require.NoError(t, admin.Del(ctx, s.Keys().Epoch, s.Keys().Leases).Err())
 	start := consumer.StartOverride{Mode: consumer.StartTrimHorizon}
 	_, err = s.Reseed(ctx, consumer.Seed{Owner: "a", Checkpoints: map[string]consumer.Position{"shard-0": p},
@@ -97,8 +123,6 @@ func TestIntegrationACLInputUserRunsEveryStoreOperation(t *testing.T) {
 	require.NoError(t, err, "clear a recreated stream's state")
 	assert.True(t, cleared)
 	require.NoError(t, s.RemoveMember(ctx, "a"), "leave the group")
-
-	assertNoACLDenials(t, r)
 }
 
 // TestIntegrationACLOperatorUsers runs what `checkpoints show` and `export`
@@ -173,4 +197,24 @@ func mustAcquire(t *testing.T, s *Store, shard string) consumer.Lease {
 	take, err := s.Acquire(t.Context(), shard, "a")
 	require.NoError(t, err)
 	return take.Lease
+}
+
+// TestIntegrationACLInputUserWaitsForReplicas: with min_replicas_to_ack
+// set, a commit WAITs for replicas; the input's user may run WAIT (here no
+// replica answers, so the commit is reported not replicated, not refused).
+func TestIntegrationACLInputUserWaitsForReplicas(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t, testenv.RedisOptions{ShippedACL: true})
+	cfg := testConfig(backend{url: r.URLAs(testenv.ACLInput), kind: KindSimple}, "orders")
+	cfg.LeasePeriod, cfg.MinReplicasToAck, cfg.ReplicaAckTimeout = 30*time.Second, 1, 50*time.Millisecond
+	c, err := New(t.Context(), cfg, nil, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	s := c.Stream(aclStream)
+	_, err = s.Join(t.Context())
+	require.NoError(t, err)
+	p, _ := consumer.ParsePosition("5")
+	err = s.Commit(t.Context(), mustAcquire(t, s, "shard-0"), p)
+	require.ErrorIs(t, err, ErrNotReplicated)
+	assertNoACLDenials(t, r)
 }

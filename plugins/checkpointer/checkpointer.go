@@ -54,8 +54,13 @@ func New(ctx context.Context, cfg Config, log *service.Logger, metrics *service.
 		return nil, err
 	}
 	// Every call of this client goes through the hook, so a missing ACL
-	// permission is named, with the rules to grant, wherever it shows.
-	client.AddHook(newPermissionHook(log))
+	// permission is named, with the rules to grant, wherever it shows; a
+	// Cluster's node clients too (the replica check and WAIT use them).
+	hook := newPermissionHook(log)
+	client.AddHook(hook)
+	if cl, ok := client.(*redis.ClusterClient); ok {
+		cl.OnNewNode(func(n *redis.Client) { n.AddHook(hook) })
+	}
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
 		// The field, not the URL: the URL may hold a password, and the

@@ -77,7 +77,8 @@ var (
 // nil when it is not a refusal for lack of permission.
 func permissionError(cmd redis.Cmder, err error) *PermissionError {
 	var re redis.Error
-	if err == nil || !errors.As(err, &re) {
+	var already *PermissionError
+	if err == nil || !errors.As(err, &re) || errors.As(err, &already) {
 		return nil
 	}
 	msg := re.Error()
