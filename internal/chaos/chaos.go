@@ -115,7 +115,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	if r.kin, err = testenv.StartKinesisMock(ctx); err != nil {
 		return fmt.Errorf("starting kinesis-mock: %w", err)
 	}
-	if r.red, err = testenv.StartRedis(ctx, testenv.RedisOptions{AppendOnly: !r.cfg.EmptyRedis}); err != nil {
+	if r.red, err = testenv.StartRedis(ctx, testenv.RedisOptions{AppendOnly: !r.cfg.EmptyRedis, ShippedACL: true}); err != nil {
 		return fmt.Errorf("starting redis-server: %w", err)
 	}
 	r.kc = r.kin.Client()
@@ -251,6 +251,9 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 		return Table{}, err
 	}
 	t := Check(r.counter, stream, ds, r.windows, r.kills)
+	if t.ACLRefusals, err = r.aclRefusals(ctx); err != nil {
+		return Table{}, err
+	}
 	t.Injected = r.injected()
 	t.EFO = r.cutter != nil
 	return t, nil

@@ -79,6 +79,9 @@ type Table struct {
 	Injected string
 	// EFO says the inputs read with enhanced fan-out, past the fault proxy.
 	EFO bool
+	// ACLRefusals are what Redis refused the inputs, which run as the
+	// shipped ACL file's input user (acl.go).
+	ACLRefusals []string
 
 	// Examples of what went wrong, for the report.
 	Problems []string
@@ -88,7 +91,7 @@ type Table struct {
 // the design's bound.
 func (t Table) OK() bool {
 	return t.InputLost == 0 && t.EndToEndLost == 0 && t.OutputLost == 0 && t.OutputOrderViolations == 0 &&
-		t.OrderViolations == 0 && t.Duplicates <= t.DuplicateBound && t.DupsOutsideWindows == 0
+		t.OrderViolations == 0 && t.Duplicates <= t.DuplicateBound && t.DupsOutsideWindows == 0 && len(t.ACLRefusals) == 0
 }
 
 // String renders the one table.
@@ -114,6 +117,7 @@ func (t Table) String() string {
 	row("per-key order violations", t.OrderViolations)
 	row("max failover gap", fmt.Sprintf("%v (%d kills)", t.MaxFailoverGap.Round(time.Millisecond), t.Kills))
 	row("end-to-end lost (sent, never delivered)", t.EndToEndLost)
+	row("Redis ACL refusals (input user)", len(t.ACLRefusals))
 	verdict := "PASS"
 	if !t.OK() {
 		verdict = "FAIL"
@@ -123,7 +127,7 @@ func (t Table) String() string {
 	}
 	row("verdict", verdict)
 	_ = w.Flush()
-	for _, p := range t.Problems {
+	for _, p := range append(t.Problems, t.ACLRefusals...) {
 		fmt.Fprintf(&b, "  ! %s\n", p)
 	}
 	return b.String()

@@ -91,7 +91,7 @@ func (r *runner) start(name string) error {
 		efo += fmt.Sprintf("    shard_parallelism: %d\n", r.cfg.ShardParallelism)
 	}
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML, streamName, startPosition, testenv.Region, endpoint,
-		testenv.AccessKey, testenv.SecretKey, r.red.URL(), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance, efo, inc, out)), 0o600); err != nil {
+		testenv.AccessKey, testenv.SecretKey, r.red.URLAs(testenv.ACLInput), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance, efo, inc, out)), 0o600); err != nil {
 		return err
 	}
 	c, err := r.launch(conf, filepath.Join(r.cfg.Dir, inc+".log"))
