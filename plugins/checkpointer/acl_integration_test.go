@@ -70,6 +70,27 @@ func TestIntegrationACLInputUserOnCluster(t *testing.T) {
 	}
 }
 
+// TestIntegrationACLInputUserThroughSentinel is the same through Sentinel
+// with a replica: commits and closes read INFO and WAIT for the replica.
+// The users live on the master (and, in production, every replica).
+func TestIntegrationACLInputUserThroughSentinel(t *testing.T) {
+	t.Parallel()
+	master := testenv.NewRedis(t, testenv.RedisOptions{ShippedACL: true})
+	testenv.NewReplica(t, master)
+	sentinel := testenv.NewSentinel(t, master)
+	cfg := DefaultConfig()
+	cfg.RedisURL = "redis://" + testenv.ACLInput + ":" + testenv.ACLPassword(testenv.ACLInput) + "@" + sentinel.Addr
+	cfg.RedisKind, cfg.RedisMaster, cfg.Group = KindFailover, testenv.SentinelMaster, "orders"
+	cfg.LeasePeriod = 30 * time.Second
+	c, err := New(t.Context(), cfg, nil, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	admin := master.Client()
+	defer admin.Close()
+	runEveryInputOperation(t, c.Stream(aclStream), admin)
+	assertNoACLDenials(t, master)
+}
+
 func runEveryInputOperation(t *testing.T, s *Store, admin redis.Cmdable) {
 	ctx := t.Context()
 
