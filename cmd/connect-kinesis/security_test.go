@@ -20,7 +20,6 @@ import (
 const (
 	secAWSSecret     = "AWSsecretMustNotLeak9f3k"
 	secRedisPassword = "RedisPwMustNotLeak7q2z"
-	secACLUser       = "ckuser"
 )
 
 const secureInputYAML = `
@@ -62,22 +61,24 @@ func assertNoSecrets(t *testing.T, what, text string, secrets ...string) {
 }
 
 // TestIntegrationRedisTLSACLEndToEnd: the input reads a stream with its
-// checkpoints in a Redis that serves TLS only and has an ACL user instead of
-// the default user, at TRACE level; neither the ACL password nor the AWS
-// secret appears in the log, and the checkpoints are in Redis.
+// checkpoints in a Redis that serves TLS only, as the input user of the
+// shipped ACL file (config/deploy/redis-acl.conf), at TRACE level; neither
+// the ACL password nor the AWS secret appears in the log, and the
+// checkpoints are in Redis.
 func TestIntegrationRedisTLSACLEndToEnd(t *testing.T) {
 	t.Parallel()
 	k := testenv.NewKinesisMock(t)
-	r := testenv.NewRedis(t, testenv.RedisOptions{TLS: true, ACLUser: secACLUser, ACLPassword: secRedisPassword})
+	r := testenv.NewRedis(t, testenv.RedisOptions{TLS: true, ShippedACL: true})
+	aclPassword := testenv.ACLPassword(testenv.ACLInput)
 	const stream = "secure"
 	k.MustCreateStream(t, stream, 2)
 	putKeyed(t, k.Client(), stream, 40)
 
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
-	require.True(t, strings.HasPrefix(r.URL(), "rediss://"+secACLUser+":"+secRedisPassword+"@"))
+	require.True(t, strings.HasPrefix(r.URLAs(testenv.ACLInput), "rediss://"+testenv.ACLInput+":"+aclPassword+"@"))
 	conf := fmt.Sprintf(secureInputYAML, "TRACE", stream, testenv.Region, k.Endpoint, testenv.AccessKey, secAWSSecret,
-		r.URL(), true, r.Certs.CA, out)
+		r.URLAs(testenv.ACLInput), true, r.Certs.CA, out)
 	cmd, logPath := startLogged(t, dir, conf)
 
 	require.Eventually(t, func() bool { return len(readLines(t, out)) >= 40 }, 60*time.Second, 100*time.Millisecond,
@@ -100,7 +101,7 @@ func TestIntegrationRedisTLSACLEndToEnd(t *testing.T) {
 	log := string(b)
 	require.NotEmpty(t, log)
 	assert.Contains(t, log, "level=trace", "the log really ran at TRACE")
-	assertNoSecrets(t, "the TRACE log", log, secAWSSecret, secRedisPassword)
+	assertNoSecrets(t, "the TRACE log", log, secAWSSecret, aclPassword)
 }
 
 // TestIntegrationSecretsNeverLogged runs the input at TRACE with a wrong
