@@ -94,10 +94,11 @@ func leaseExpiries(t *testing.T, rc *redis.Client, s *checkpointer.Store) map[st
 }
 
 // TestIntegrationACLMissingPermissionIsNamed takes one command away from the
-// input's user and runs the binary: the log says at ERROR which command
-// Redis refused and where the rules are, rather than warning about a failed
-// Redis call forever. HSET is needed to join the group, at the connection
-// (which then fails); ZADD only for the heartbeat, after it.
+// input's user and runs the binary: its connection fails, and the log says
+// at ERROR which command Redis refused and where the rules are, rather than
+// warning about a failed Redis call forever. HSET is needed to join the
+// group; ZADD only for heartbeats, which start after the connection, and
+// is found by the permission check at the connection.
 func TestIntegrationACLMissingPermissionIsNamed(t *testing.T) {
 	t.Parallel()
 	k := testenv.SharedKinesisMock(t)
@@ -121,6 +122,7 @@ func TestIntegrationACLMissingPermissionIsNamed(t *testing.T) {
 			}, 60*time.Second, 200*time.Millisecond, "the log names the refused command %s", command)
 			t.Logf("%s", line)
 			assert.Contains(t, line, "level=error")
+			assert.Contains(t, line, "Failed to connect", "the input does not start reading without the permission")
 			assert.Contains(t, line, "docs/deploy.md")
 		})
 	}

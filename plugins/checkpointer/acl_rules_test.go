@@ -31,9 +31,7 @@ func TestShippedACLRulesAreExactlyWhatTheCodeRuns(t *testing.T) {
 		scripts, direct []string
 	}{
 		"connect-kinesis-input": {
-			scripts: []string{"acquire", "renew", "renew_all", "release", "commit", "close", "closed", "reseed", "leases",
-				"heartbeat", "live_members", "remove_member", "request_handoff", "handoff_requests", "publish_progress",
-				"join", "stream_created"},
+			scripts: append([]string{"permission_check"}, inputScripts...),
 			// A shard's own start (HGET); the replica check and the wait
 			// for replicas (INFO, WAIT).
 			direct: []string{"HGET", "INFO", "WAIT"},

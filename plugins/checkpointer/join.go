@@ -49,8 +49,13 @@ var ErrFormatTooNew = errors.New("checkpoint store written in a newer format")
 // store forgot), and taking before then could start a shard later than
 // where its reader got to. A brand-new group cannot be told apart from
 // that, so its first instance waits one lease period too. A record written
-// in a newer format than FormatVersion is refused.
+// in a newer format than FormatVersion is refused. First it tries every
+// command the input's scripts call (permission_check.go): a Redis user
+// that lacks one is refused here, by a PermissionError naming them all.
 func (s *Store) Join(ctx context.Context) (time.Duration, error) {
+	if err := s.checkInputPermissions(ctx); err != nil {
+		return 0, fmt.Errorf("joining group %s: %w", s.c.cfg.Group, err)
+	}
 	res, err := joinScript.Run(ctx, s.c.client, []string{s.keys.Epoch}, newEpochID(), FormatVersion).Int64Slice()
 	if err != nil {
 		var re redis.Error

@@ -1,0 +1,66 @@
+package checkpointer
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// inputScripts are the scripts the input runs. The commands they call are
+// what its Redis user must be allowed besides PING, EVALSHA and EVAL
+// (docs/deploy.md, config/deploy/redis-acl.conf).
+var inputScripts = []string{"acquire", "renew", "renew_all", "release", "commit", "close", "closed", "reseed", "leases",
+	"heartbeat", "live_members", "remove_member", "request_handoff", "handoff_requests", "publish_progress",
+	"join", "stream_created"}
+
+// permissionsScript: KEYS scratch hash, set and sorted set; ARGV command
+// names. Returns the names Redis refused ("<name>?" for one it has no
+// probe for).
+var permissionsScript = newScript("permission_check")
+
+// calledCommands finds the commands a script's source calls.
+var calledCommands = regexp.MustCompile(`redis\.p?call\('([A-Za-z]+)'`)
+
+// scriptCommands lists, sorted and in upper case, the commands the named
+// scripts call (the shared prelude included).
+func scriptCommands(names []string) []string {
+	seen := map[string]bool{}
+	for _, name := range names {
+		for _, m := range calledCommands.FindAllStringSubmatch(scripts[name].src, -1) {
+			seen[strings.ToUpper(m[1])] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for c := range seen {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkInputPermissions tries every command the input's scripts call, on
+// scratch keys under the group's hash tag, so that a Redis user without
+// one fails the input's connection at once, naming what it lacks, rather
+// than the first heartbeat, close or re-seed that needs it hours later.
+func (s *Store) checkInputPermissions(ctx context.Context) error {
+	base := strings.TrimSuffix(s.keys.Epoch, "epoch") + "permission-check:"
+	refused, err := permissionsScript.Run(ctx, s.c.client, []string{base + "hash", base + "set", base + "zset"},
+		toAnys(scriptCommands(inputScripts))...).StringSlice()
+	if err != nil {
+		return fmt.Errorf("checking the Redis user's permissions: %w", err)
+	}
+	if len(refused) > 0 {
+		return &PermissionError{Command: strings.Join(refused, ", "), Reply: fmt.Errorf("checked at the start, on %s*", base)}
+	}
+	return nil
+}
+
+func toAnys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, v := range ss {
+		out[i] = v
+	}
+	return out
+}
