@@ -70,7 +70,6 @@ func (e *PermissionError) RedisError() {}
 var (
 	quotedCommand = regexp.MustCompile(`run the '([^']+)' command`)
 	scriptAt      = regexp.MustCompile(`script: ([0-9a-f]{40}), on @user_script:(\d+)`)
-	calledCommand = regexp.MustCompile(`redis\.p?call\('([A-Za-z]+)'`)
 )
 
 // permissionError returns the PermissionError an error reply of cmd is, or
@@ -97,7 +96,7 @@ func permissionError(cmd redis.Cmder, err error) *PermissionError {
 		if name, src, ok := scriptBySHA(m[1]); ok {
 			lines := strings.Split(src, "\n")
 			if line >= 1 && line <= len(lines) {
-				if c := calledCommand.FindStringSubmatch(lines[line-1]); c != nil {
+				if c := calledCommands.FindStringSubmatch(lines[line-1]); c != nil {
 					pe.Command = strings.ToUpper(c[1])
 				}
 			}
