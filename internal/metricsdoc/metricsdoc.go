@@ -58,6 +58,8 @@ var Input = []Metric{
 		Help: "How far the last GetRecords response of a shard was behind the tip of the stream (Kinesis' MillisBehindLatest). 0 is caught up. Set by the instance reading the shard; after a hand-off the previous owner's series stays at its last value, so aggregate with max by (stream, shard) over recent samples."},
 	{Name: "kinesis_input_shards_owned", Type: Gauge, Labels: []string{"stream"}, Unit: "shards",
 		Help: "Shards this instance holds a lease on and reads."},
+	{Name: "kinesis_input_shards_unowned", Type: Gauge, Labels: []string{"stream"}, Unit: "shards",
+		Help: "Shards ready to be read that, as this instance sees them after its last balancing round, nobody reads: no reader here and no live lease of another instance. Briefly above 0 at start-up and after a failover; lasting above 0 means records wait unread."},
 	{Name: "kinesis_input_throttled_total", Type: Counter, Labels: []string{"stream"}, Unit: "requests",
 		Help: "Kinesis read calls refused for capacity (ProvisionedThroughputExceeded, LimitExceeded, KMS throttling) and retried after a backoff."},
 	{Name: "kinesis_input_iterator_expired_total", Type: Counter, Labels: []string{"stream"}, Unit: "iterators",
