@@ -163,6 +163,10 @@ var (
 	// A variable must be matched as a regex (=~): its "All" is `.*` and a
 	// multi-value selection is `a|b`.
 	variableNotRegex = regexp.MustCompile(`[^~]"\$`)
+	// rangeWindow is a range selector's window, which is Grafana's
+	// $__rate_interval: at least four scrapes whatever the scrape interval
+	// and the zoom.
+	rangeWindow = regexp.MustCompile(`\[[^\]]*\]`)
 )
 
 // documentedMetrics maps each metric's name in a scrape (timers' with the
@@ -243,6 +247,9 @@ func TestDashboardModel(t *testing.T) {
 			_, err := substituteVariables(tg.Expr, d.variableNames())
 			assert.NoError(t, err, "%s", q)
 			assert.NotRegexp(t, variableNotRegex, tg.Expr, "%s: match variables with =~", q)
+			for _, w := range rangeWindow.FindAllString(tg.Expr, -1) {
+				assert.Equal(t, "[$__rate_interval]", w, "%s: a range over $__rate_interval", q)
+			}
 			names := metricName.FindAllString(tg.Expr, -1)
 			assert.NotEmpty(t, names, "%s queries a kinesis_* metric", q)
 			labels := []string{"job", "instance", "le"}
