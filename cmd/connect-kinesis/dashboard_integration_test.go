@@ -127,7 +127,9 @@ scrape_configs:
 	// Poll until every query has a series. Meanwhile, once the reader
 	// commits, an operator's forced reset fences it: its next commit or
 	// renewal is refused, which is how leases are lost and commits fail in
-	// production. Reset again if one reset left either counter unseen.
+	// production. Reset again if one reset left either counter unseen. The
+	// reset waits for the stray aggregate to be dropped: it moves the
+	// group to the tip, past the aggregate.
 	started := time.Now()
 	deadline := started.Add(150 * time.Second)
 	var lastReset time.Time
@@ -139,6 +141,7 @@ scrape_configs:
 			break
 		}
 		if time.Since(lastReset) > 5*time.Second && promHas(t.Context(), prom, "kinesis_checkpoint_commits_total") &&
+			promHas(t.Context(), prom, "kinesis_input_records_dropped_total") &&
 			!(promHas(t.Context(), prom, "kinesis_checkpoint_errors_total") && promHas(t.Context(), prom, "kinesis_input_leases_lost_total")) {
 			lastReset = time.Now()
 			resetGroup(t, r, stream, arn)
