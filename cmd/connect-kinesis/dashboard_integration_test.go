@@ -77,8 +77,9 @@ shutdown_timeout: 5s
 `
 )
 
-// TestIntegrationDashboardPanelsHaveData runs a writer (generate → kinesis
-// output) and a reader (kinesis input → drop) against kinesis-mock through
+// TestIntegrationDashboardPanelsHaveData runs two writers (generate →
+// kinesis output; timers as summaries in one, histograms in the other) and
+// a reader (kinesis input → drop) against kinesis-mock through
 // the fault proxy, scraped by a real Prometheus every second, and sends
 // every query of config/dashboards/kinesis.json (variables at "All") to it
 // until each returns at least one series. The faults make the error panels
