@@ -31,6 +31,16 @@ const (
 	SecretKey = "test-secret-not-real"
 )
 
+// SubscriptionHeldAtMost bounds how long a shard can refuse a subscription
+// after its previous subscriber's connection died (SIGKILL, a cut): Kinesis
+// and kinesis-mock drop such a subscription once they notice the connection
+// gone, mostly within seconds, and at the latest when its five-minute
+// session ends (kinesis-mock, starved of CPU, has been seen to hold one past
+// 80 s). A test that waits for a shard to be read again after such a death
+// waits this long, plus its own margin; it polls, so it is only this slow
+// when the emulator is.
+const SubscriptionHeldAtMost = 5 * time.Minute
+
 // Kinesis is a running emulator.
 type Kinesis struct {
 	Kind     string
