@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -343,25 +341,4 @@ func promQuery(t *testing.T, prom *testenv.Prometheus, q string) map[string]floa
 		out[r.Metric["copy"]] = v
 	}
 	return out
-}
-
-// promGet decodes the JSON answer of a GET to Prometheus' HTTP API. It
-// returns errors rather than failing the test: it runs inside
-// require.Eventually's condition, on another goroutine.
-func promGet(ctx context.Context, u string, into any) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", u, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(into)
 }

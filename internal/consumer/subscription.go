@@ -64,14 +64,18 @@ type subscribeFunc func(ctx context.Context, in *kinesis.SubscribeToShardInput) 
 // caught up and quiet: a closed shard read to its end answers with no
 // next iterator and its children.
 type subscriptionSource struct {
-	subscribe  subscribeFunc
-	api        KinesisAPI // for the end-of-shard check
-	stream     string
-	consumer   *streamConsumer
-	shard      string
-	log        *service.Logger
-	exec       failsafe.Executor[eventStream]
-	warn       warnPacer
+	subscribe subscribeFunc
+	api       KinesisAPI // for the end-of-shard check
+	stream    string
+	consumer  *streamConsumer
+	shard     string
+	log       *service.Logger
+	exec      failsafe.Executor[eventStream]
+	warn      warnPacer
+	// inUse paces the warnings while another subscription holds the shard
+	// (ResourceInUse as the stream's first event), since inUseSince.
+	inUse      warnPacer
+	inUseSince time.Time
 	checkEvery time.Duration
 	lastCheck  time.Time
 
@@ -96,6 +100,7 @@ func newSubscriptionSource(co *coordinator, subscribe subscribeFunc, shard strin
 		shard:       shard,
 		log:         log,
 		warn:        newWarnPacer(cfg.Backoff),
+		inUse:       newWarnPacer(cfg.Backoff),
 		checkEvery:  cfg.DiscoveryInterval,
 		from:        from,
 		hungAfter:   2 * eventInterval,
@@ -279,7 +284,12 @@ func (s *subscriptionSource) ended() {
 	}
 	err := cur.Err()
 	s.renew()
+	if kinesisx.ErrorCode(err) != kinesisx.CodeResourceInUse {
+		s.inUseSince = time.Time{}
+	}
 	switch {
+	case kinesisx.ErrorCode(err) == kinesisx.CodeResourceInUse:
+		s.heldElsewhere(err)
 	case err == nil:
 		s.log.Debug("Subscription ended; subscribing again after the last delivered record")
 	case kinesisx.Retryable(err) || errors.Is(err, context.Canceled):
@@ -287,6 +297,25 @@ func (s *subscriptionSource) ended() {
 	default:
 		s.log.Warnf("Subscription failed; subscribing again after the last delivered record: %v", err)
 	}
+}
+
+// heldElsewhere handles a subscription refused because another one of the
+// same consumer holds the shard: most often the previous owner's, which
+// Kinesis ends once it notices that connection gone, and at the latest when
+// its five minutes are over. Subscribing goes on once a second; a warning
+// comes only when the refusals last, and then at the pace of warnPacer.
+func (s *subscriptionSource) heldElsewhere(err error) {
+	if s.inUseSince.IsZero() {
+		s.inUseSince = time.Now()
+		s.inUse.reset()
+	}
+	held := time.Since(s.inUseSince)
+	if !s.inUse.due(true, held) {
+		s.log.Debugf("Another subscription holds the shard; subscribing again after the last delivered record: %v", err)
+		return
+	}
+	s.log.Warnf("Another subscription of this consumer has held the shard for %v (a previous owner's, until Kinesis notices its connection gone or its five minutes end); subscribing again after the last delivered record: %v",
+		held.Round(time.Second), err)
 }
 
 // renew drops the current subscription; the next read subscribes again.
@@ -301,6 +330,7 @@ func (s *subscriptionSource) renew() {
 // the event's continuation is after the last record delivered.
 func (s *subscriptionSource) batch(e *types.SubscribeToShardEvent) SourceBatch {
 	b := SourceBatch{Records: e.Records, MillisBehindLatest: aws.ToInt64(e.MillisBehindLatest), ChildShards: e.ChildShards}
+	s.inUseSince = time.Time{} // the shard is ours again
 	switch {
 	case aws.ToString(e.ContinuationSequenceNumber) != "":
 		s.from = after(aws.ToString(e.ContinuationSequenceNumber))

@@ -1,9 +1,12 @@
 package consumer
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -237,4 +241,37 @@ func TestEnhancedFanOutValidate(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// A shard another subscription still holds (the previous owner's, not yet
+// dropped) is subscribed to again until it is free, without a warning per
+// refusal: kinesis-mock answers ResourceInUse as the stream's first event.
+func TestSubscriptionHeldElsewhereRetriesQuietly(t *testing.T) {
+	inUse := func() (eventStream, error) {
+		return newFakeStream(nil, true, apiErr(400, &types.ResourceInUseException{Message: aws.String("Another active subscription exists")})), nil
+	}
+	f := &fakeSubscriptions{answers: []func() (eventStream, error){
+		inUse, inUse, inUse,
+		stream(newFakeStream([]types.SubscribeToShardEvent{event("8", "8")}, false, nil)),
+	}}
+	var logs bytes.Buffer
+	s := newTestSubscription(f, after("7"))
+	s.log = service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	s.inUse.every = time.Hour
+	defer s.Close()
+	seqs, _ := nextSeqs(t, s, 1)
+	assert.Equal(t, []string{"8"}, seqs)
+	assert.Equal(t, []string{"AFTER_SEQUENCE_NUMBER 7", "AFTER_SEQUENCE_NUMBER 7", "AFTER_SEQUENCE_NUMBER 7", "AFTER_SEQUENCE_NUMBER 7"}, f.startsAt())
+	assert.Equal(t, 3, strings.Count(logs.String(), "Another subscription holds the shard"), logs.String())
+	assert.NotContains(t, logs.String(), "level=WARN", "refusals within the warning period are not warned of")
+
+	// Past the period, it is warned of, with how long the shard has been held.
+	logs.Reset()
+	f.answers = append(f.answers, inUse, inUse)
+	s.inUse.every = time.Nanosecond
+	s.renew()
+	f.answers = append(f.answers, stream(newFakeStream([]types.SubscribeToShardEvent{event("9", "9")}, false, nil)))
+	seqs, _ = nextSeqs(t, s, 1)
+	assert.Equal(t, []string{"9"}, seqs)
+	assert.Contains(t, logs.String(), "level=WARN msg=\"Another subscription of this consumer has held the shard for")
 }

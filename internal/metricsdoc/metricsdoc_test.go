@@ -24,7 +24,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 		return out
 	}
 	for _, n := range []string{
-		consumer.MetricRecords, consumer.MetricBytes, consumer.MetricMillisBehind, consumer.MetricShardsOwned,
+		consumer.MetricRecords, consumer.MetricBytes, consumer.MetricRecordsDropped, consumer.MetricMillisBehind, consumer.MetricShardsOwned, consumer.MetricShardsUnowned,
 		consumer.MetricThrottled, consumer.MetricIteratorExpired, consumer.MetricLeasesTaken, consumer.MetricLeasesLost,
 		checkpointer.MetricCommits, checkpointer.MetricErrors,
 	} {

@@ -17,8 +17,9 @@ import (
 const exportFormat = "connect-kinesis-checkpoints/v1"
 
 // ExportDocument is what `checkpoints export` writes: everything a reset
-// replaces (checkpoints, the closed set, the start override), so that
-// `reset --to sequences=FILE` puts a group back where it was.
+// replaces (checkpoints, the closed set, the start override and the
+// per-shard starts an import wrote), so that `reset --to sequences=FILE`
+// puts a group back where it was.
 type ExportDocument struct {
 	Format        string            `json:"format"`
 	Stream        string            `json:"stream"`
@@ -28,6 +29,10 @@ type ExportDocument struct {
 	StartOverride string            `json:"start_override,omitempty"`
 	Checkpoints   map[string]string `json:"checkpoints"`
 	Closed        []string          `json:"closed,omitempty"`
+	// ShardStarts are where shards without a checkpoint begin, ahead of
+	// the start override (trim_horizon or at_timestamp=…), as an import
+	// of a KCL table stores them.
+	ShardStarts map[string]string `json:"shard_starts,omitempty"`
 }
 
 func runExport(c *cli.Context) error {
@@ -53,6 +58,16 @@ func runExport(c *cli.Context) error {
 	for id, p := range ckpts {
 		doc.Checkpoints[id] = p.String()
 	}
+	starts, err := o.store.ShardStarts(ctx)
+	if err != nil {
+		return err
+	}
+	for id, so := range starts {
+		if doc.ShardStarts == nil {
+			doc.ShardStarts = make(map[string]string, len(starts))
+		}
+		doc.ShardStarts[id] = so.String()
+	}
 	if so, ok, err := o.store.StartOverride(ctx); err != nil {
 		return err
 	} else if ok {
@@ -71,33 +86,53 @@ func runExport(c *cli.Context) error {
 	if err := os.WriteFile(path, raw, 0o600); err != nil {
 		return fmt.Errorf("flag --%s: writing the export: %w", flagOutput, err)
 	}
-	fmt.Fprintf(c.App.ErrWriter, "exported %d checkpoints and %d closed shards of group %s on %s to %s\n",
-		len(doc.Checkpoints), len(doc.Closed), doc.Group, doc.StreamID, path)
+	fmt.Fprintf(c.App.ErrWriter, "exported %d checkpoints, %d closed shards and %d per-shard starts of group %s on %s to %s\n",
+		len(doc.Checkpoints), len(doc.Closed), len(doc.ShardStarts), doc.Group, doc.StreamID, path)
 	return nil
 }
 
-// positions returns the checkpoints an export holds (closed shards without
-// one as SHARD_END) and its start override, if any.
-func (d ExportDocument) positions() (map[string]consumer.Position, *consumer.StartOverride, error) {
-	out := make(map[string]consumer.Position, len(d.Checkpoints)+len(d.Closed))
+// exportedState is what an export puts back: checkpoints, the start
+// override and the per-shard starts.
+type exportedState struct {
+	positions map[string]consumer.Position
+	start     *consumer.StartOverride
+	starts    map[string]consumer.StartOverride
+}
+
+// state returns what an export holds: its checkpoints (closed shards
+// without one as SHARD_END), its start override, if any, and its per-shard
+// starts.
+func (d ExportDocument) state() (exportedState, error) {
+	st := exportedState{positions: make(map[string]consumer.Position, len(d.Checkpoints)+len(d.Closed))}
 	for shard, v := range d.Checkpoints {
 		p, err := consumer.ParsePosition(v)
 		if err != nil {
-			return nil, nil, fmt.Errorf("shard %s: %w", shard, err)
+			return exportedState{}, fmt.Errorf("shard %s: %w", shard, err)
 		}
-		out[shard] = p
+		st.positions[shard] = p
 	}
 	for _, shard := range d.Closed {
-		if _, ok := out[shard]; !ok {
-			out[shard] = consumer.Position{ShardEnd: true}
+		if _, ok := st.positions[shard]; !ok {
+			st.positions[shard] = consumer.Position{ShardEnd: true}
 		}
 	}
+	for shard, v := range d.ShardStarts {
+		so, err := consumer.ParseStartOverride(v)
+		if err != nil {
+			return exportedState{}, fmt.Errorf("shard_starts, shard %s: %w", shard, err)
+		}
+		if st.starts == nil {
+			st.starts = make(map[string]consumer.StartOverride, len(d.ShardStarts))
+		}
+		st.starts[shard] = so
+	}
 	if d.StartOverride == "" {
-		return out, nil, nil
+		return st, nil
 	}
 	so, err := consumer.ParseStartOverride(d.StartOverride)
 	if err != nil {
-		return nil, nil, fmt.Errorf("start_override: %w", err)
+		return exportedState{}, fmt.Errorf("start_override: %w", err)
 	}
-	return out, &so, nil
+	st.start = &so
+	return st, nil
 }

@@ -404,12 +404,16 @@ func TestIntegrationImportResumesAfterForeignCheckpoints(t *testing.T) {
 
 	t.Run("export, then reset --to sequences restores the import", func(t *testing.T) {
 		before := groupCheckpoints(t, r.URL(), "from-kcl", rs.arn)
+		startsBefore, err := groupStore(t, r.URL(), "from-kcl", rs.arn).ShardStarts(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, consumer.StartTrimHorizon, startsBefore[shard3].Mode, "the import stored the KCL child lease's TRIM_HORIZON")
 		file := filepath.Join(t.TempDir(), "backup.json")
 		out, err := runCLI(t.Context(), base("export", "from-kcl", "--output", file)...)
 		require.NoError(t, err, out)
 		raw, err := os.ReadFile(file)
 		require.NoError(t, err)
 		assert.Contains(t, string(raw), `"`+shard0+`": "SHARD_END"`)
+		assert.Contains(t, string(raw), `"shard_starts": {`)
 
 		out, err = runCLI(t.Context(), base("reset", "from-kcl", "--to", "latest")...)
 		require.NoError(t, err, out)
@@ -420,6 +424,10 @@ func TestIntegrationImportResumesAfterForeignCheckpoints(t *testing.T) {
 		closed, err := groupStore(t, r.URL(), "from-kcl", rs.arn).ClosedShards(t.Context())
 		require.NoError(t, err)
 		assert.True(t, closed[shard0], "the closed set is restored with the checkpoints")
+		startsAfter, err := groupStore(t, r.URL(), "from-kcl", rs.arn).ShardStarts(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, startsBefore, startsAfter, "a shard that was to start at its beginning still does")
+		assert.Contains(t, out, shard3+" starts at trim_horizon while it has no checkpoint")
 	})
 }
 

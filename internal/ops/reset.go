@@ -19,11 +19,13 @@ func runReset(c *cli.Context) error {
 	to := c.String(flagTo)
 	var start *consumer.StartOverride
 	var positions map[string]consumer.Position
+	var starts map[string]consumer.StartOverride
 	if file, ok := strings.CutPrefix(to, "sequences="); ok {
-		var err error
-		if positions, start, err = readSequencesFile(file); err != nil {
+		st, err := readSequencesFile(file)
+		if err != nil {
 			return fmt.Errorf("flag --%s: %w", flagTo, err)
 		}
+		positions, start, starts = st.positions, st.start, st.starts
 	} else {
 		so, err := consumer.ParseStartOverride(to)
 		if err != nil {
@@ -45,12 +47,15 @@ func runReset(c *cli.Context) error {
 			}
 		}
 	}
-	res, err := o.store.Reset(c.Context, start, positions, nil, c.Bool(flagForce))
+	res, err := o.store.Reset(c.Context, start, positions, starts, c.Bool(flagForce))
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "reset group %s on %s:\n", o.cp.Config().Group, o.stream.ID)
 	printChanges(w, res, positions)
+	for _, shard := range slices.Sorted(maps.Keys(starts)) {
+		fmt.Fprintf(w, "  %s starts at %s while it has no checkpoint\n", shard, starts[shard])
+	}
 	if res.Start != nil {
 		fmt.Fprintf(w, "shards without a checkpoint now start at: %s\n", res.Start)
 	} else {
@@ -84,19 +89,19 @@ func printChanges(w io.Writer, res checkpointer.ResetResult, positions map[strin
 
 // readSequencesFile reads {"shardId": "<seq>[/<sub>]"|"SHARD_END"}, the
 // document `show --json` prints, or an export (which may also hold a start
-// override).
-func readSequencesFile(path string) (map[string]consumer.Position, *consumer.StartOverride, error) {
+// override and per-shard starts).
+func readSequencesFile(path string) (exportedState, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading sequences file: %w", err)
+		return exportedState{}, fmt.Errorf("reading sequences file: %w", err)
 	}
 	var export ExportDocument
 	if err := json.Unmarshal(raw, &export); err == nil && export.Format == exportFormat {
-		positions, start, err := export.positions()
+		st, err := export.state()
 		if err != nil {
-			return nil, nil, fmt.Errorf("sequences file %s: %w", path, err)
+			return exportedState{}, fmt.Errorf("sequences file %s: %w", path, err)
 		}
-		return positions, start, nil
+		return st, nil
 	}
 	var show ShowReport
 	if err := json.Unmarshal(raw, &show); err == nil && show.Shards != nil {
@@ -107,23 +112,23 @@ func readSequencesFile(path string) (map[string]consumer.Position, *consumer.Sta
 			}
 			p, err := consumer.ParsePosition(r.Checkpoint)
 			if err != nil {
-				return nil, nil, fmt.Errorf("sequences file %s, shard %s: %w", path, r.Shard, err)
+				return exportedState{}, fmt.Errorf("sequences file %s, shard %s: %w", path, r.Shard, err)
 			}
 			out[r.Shard] = p
 		}
-		return out, nil, nil
+		return exportedState{positions: out}, nil
 	}
 	var flat map[string]string
 	if err := json.Unmarshal(raw, &flat); err != nil {
-		return nil, nil, fmt.Errorf("sequences file %s: want a JSON object of shard id to \"<sequence>[/<sub>]\" or \"SHARD_END\", `show --json` output or an export: %w", path, err)
+		return exportedState{}, fmt.Errorf("sequences file %s: want a JSON object of shard id to \"<sequence>[/<sub>]\" or \"SHARD_END\", `show --json` output or an export: %w", path, err)
 	}
 	out := make(map[string]consumer.Position, len(flat))
 	for shard, v := range flat {
 		p, err := consumer.ParsePosition(v)
 		if err != nil {
-			return nil, nil, fmt.Errorf("sequences file %s, shard %s: %w", path, shard, err)
+			return exportedState{}, fmt.Errorf("sequences file %s, shard %s: %w", path, shard, err)
 		}
 		out[shard] = p
 	}
-	return out, nil, nil
+	return exportedState{positions: out}, nil
 }

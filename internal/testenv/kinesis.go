@@ -31,6 +31,17 @@ const (
 	SecretKey = "test-secret-not-real"
 )
 
+// SubscriptionHeldAtMost bounds how long a shard can refuse a subscription
+// after its previous subscriber's connection died (SIGKILL, a cut): Kinesis
+// drops such a subscription once it notices the connection gone, and at the
+// latest when its five-minute session ends. kinesis-mock frees the shard at
+// once when the connection is closed normally, but keeps the subscription of
+// a connection that was reset (TCP RST, as a SIGKILLed process with unread
+// data sends) for the whole session: measured 4 min 59 s. A test that waits
+// for a shard to be read again after such a death waits this long plus its
+// own margin; it polls, so it is only this slow when the emulator is.
+const SubscriptionHeldAtMost = 5 * time.Minute
+
 // Kinesis is a running emulator.
 type Kinesis struct {
 	Kind     string
