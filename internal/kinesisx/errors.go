@@ -56,6 +56,11 @@ const (
 	CodeResourceNotFound              = "ResourceNotFoundException"
 	CodeResourceInUse                 = "ResourceInUseException"
 	CodeInvalidArgument               = "InvalidArgumentException"
+	// CodeAnswerLost is not Kinesis': ErrorCode names so an answer that
+	// said success (2xx) but whose body could not be read, because the
+	// connection failed under it. The request was taken, so sending it
+	// again may write its records twice.
+	CodeAnswerLost = "AnswerLost"
 )
 
 // kinesisCodes classifies what Kinesis says that the AWS SDK's retry package
@@ -171,8 +176,15 @@ func ErrorCode(err error) string {
 		return apiErr.ErrorCode()
 	}
 	// A cut connection reaches us as a ResponseError with status 0: name
-	// it for what it is before reading the status.
+	// it for what it is before reading the status. A success whose body
+	// was lost is not a success.
 	var respErr *smithyhttp.ResponseError
+	if errors.As(err, &respErr) && respErr.HTTPStatusCode()/100 == 2 {
+		var deserErr *smithy.DeserializationError
+		if errors.As(err, &deserErr) {
+			return CodeAnswerLost
+		}
+	}
 	if errors.As(err, &respErr) && respErr.HTTPStatusCode() != 0 {
 		return "HTTP" + strconv.Itoa(respErr.HTTPStatusCode())
 	}

@@ -93,6 +93,12 @@ func TestErrorCode(t *testing.T) {
 	cut := opErr(httpErr(0, &smithyhttp.RequestSendError{Err: io.ErrUnexpectedEOF}))
 	assert.Equal(t, "NetworkError", ErrorCode(cut))
 	assert.Equal(t, Transient, Classify(cut))
+	// A 200 whose body the connection lost (seen on kinesalite): the
+	// request was taken, so it is named for that, not "HTTP200", and
+	// retried as a network fault.
+	lost := opErr(httpErr(200, &smithy.DeserializationError{Err: &net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed}}))
+	assert.Equal(t, CodeAnswerLost, ErrorCode(lost))
+	assert.Equal(t, Transient, Classify(lost))
 }
 
 func TestRecordCodeRetryable(t *testing.T) {

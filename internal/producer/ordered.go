@@ -208,11 +208,14 @@ func (w *orderedWrite) markFailed(r *records, k int, err error) {
 }
 
 // round takes the next records of every lane and packs them into requests.
-// A lane gives the records, in order, that fit one request, share no
-// partition key with a record taken or passed over before them, so no key
-// overtakes itself, and have no key an earlier write still holds; the rest
-// stay in the lane. The lanes' records are then
-// packed in lane order, a lane's records never split between requests.
+// A lane gives the records, in order, that share no partition key with a
+// record taken or passed over before them, so no key overtakes itself, and
+// have no key an earlier write still holds; the rest stay in the lane. The
+// lanes' records are then packed in lane order into requests filled up to
+// the PutRecords limits. A lane may give more than one request's worth: a
+// round holds each key once however many requests it takes, so a large
+// write (a batch sized to the stream's shards) goes out in one round trip
+// rather than one request per shard per round trip.
 func (w *orderedWrite) round() []records {
 	clear(w.seen)
 	w.wait = nil
@@ -223,18 +226,12 @@ func (w *orderedWrite) round() []records {
 	)
 	for l, queue := range w.lanes {
 		var (
-			take       = w.take[:0]
-			takenBytes int
-			rest       = queue[:0] // compacted in place: rest never passes the reader
+			take = w.take[:0]
+			rest = queue[:0] // compacted in place: rest never passes the reader
 		)
-		for n, k := range queue {
+		for _, k := range queue {
 			if w.failAfter(k) {
 				continue
-			}
-			size := w.recs.size(k)
-			if len(take) == kinesisx.MaxPutRecordsCount || (len(take) > 0 && takenBytes+size > kinesisx.MaxPutRecordsBytes) {
-				rest = append(rest, queue[n:]...)
-				break
 			}
 			switch w.held(k) {
 			case heldBack:
@@ -248,24 +245,21 @@ func (w *orderedWrite) round() []records {
 				continue
 			}
 			take = append(take, k)
-			takenBytes += size
 		}
 		w.lanes[l], w.take = rest, take
 		w.remaining -= len(take)
-		if len(take) == 0 {
-			continue
-		}
-		if req.len() > 0 && (req.len()+len(take) > kinesisx.MaxPutRecordsCount || bytes+takenBytes > kinesisx.MaxPutRecordsBytes) {
-			requests = append(requests, req)
-			req, bytes = records{}, 0
-		}
-		if req.entries == nil {
-			req = w.recs.withCap(min(len(take)+w.remaining, kinesisx.MaxPutRecordsCount))
-		}
-		for _, k := range take {
+		for n, k := range take {
+			size := w.recs.size(k)
+			if req.len() == kinesisx.MaxPutRecordsCount || (req.len() > 0 && bytes+size > kinesisx.MaxPutRecordsBytes) {
+				requests = append(requests, req)
+				req, bytes = records{}, 0
+			}
+			if req.entries == nil {
+				req = w.recs.withCap(min(len(take)-n+w.remaining, kinesisx.MaxPutRecordsCount))
+			}
 			req.push(w.recs, k)
+			bytes += size
 		}
-		bytes += takenBytes
 	}
 	if req.len() > 0 {
 		requests = append(requests, req)

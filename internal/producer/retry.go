@@ -9,12 +9,16 @@ import (
 )
 
 // onRetry counts the records Kinesis refused in the attempt about to be
-// retried, by error code, and logs them at warn, rate-limited.
+// retried, by error code, and logs them at warn, rate-limited, and each
+// retry at debug with its error, so that what a retry may have written
+// twice (a request whose answer was lost) can be traced.
 func (p *Producer) onRetry(e failsafe.ExecutionEvent[putResult]) {
 	r := e.LastResult()
 	for code, n := range r.codes {
 		p.mRetries.Incr(int64(n), p.streamLabel(), code)
 	}
+	p.log.With("stream", p.streamID(), "records", r.failed, "attempt", e.Attempts()).
+		Debugf("Retrying records: %s", r.sample)
 	p.warn.Warnf(p.streamID(), r.failed, r.sample)
 }
 
