@@ -132,30 +132,45 @@ scrape_configs:
 	startAlertInstance(t, dir, "survivor", ports[0], survivorLeasePeriod, k, r)
 	stopped := startAlertInstance(t, dir, "stopped", ports[1], stoppedLeasePeriod, k, r)
 
+	// A few records to deliver; the steady writes start once both copies
+	// read. Started earlier, they would pile up while a new group's copies
+	// take nothing for one lease period (the survivor's is 25 s) and the
+	// first copy alone cannot keep up: a backlog two copies clear only
+	// slowly, which kept the falling-behind alert active past the wait
+	// below on a loaded machine.
+	seed := make([]types.PutRecordsRequestEntry, 40)
+	for i := range seed {
+		seed[i] = types.PutRecordsRequestEntry{Data: []byte(fmt.Sprintf(`{"seed":%d}`, i)), PartitionKey: aws.String(fmt.Sprintf("seed-%d", i))}
+	}
+	_, err := k.Client().PutRecords(t.Context(), &kinesis.PutRecordsInput{StreamName: aws.String(alertStream), Records: seed})
+	require.NoError(t, err)
+
+	// Both copies are scraped, read two shards each and deliver.
+	// The messages print what the condition saw last (a pointer is
+	// formatted when the wait fails).
+	var owned map[string]float64
+	require.Eventually(t, func() bool {
+		owned = promQuery(t, prom, `kinesis_input_shards_owned{stream="`+alertStream+`"}`)
+		return len(owned) == 2 && owned["survivor"] == 2 && owned["stopped"] == 2 &&
+			promQuery(t, prom, `sum(kinesis_input_records_total)`)[""] > 0
+	}, 90*time.Second, 500*time.Millisecond, "both copies scraped with two shards each; owned: %v", &owned)
+
 	ctx, stopWriting := context.WithCancel(t.Context())
 	var written, writeErrs atomic.Int64
 	writerDone := make(chan struct{})
 	go writeSteadily(ctx, k.Client(), &written, &writeErrs, writerDone)
 	t.Cleanup(func() { stopWriting(); <-writerDone })
-
-	// Both copies are scraped, read two shards each and deliver.
-	require.Eventually(t, func() bool {
-		owned := promQuery(t, prom, `kinesis_input_shards_owned{stream="`+alertStream+`"}`)
-		return len(owned) == 2 && owned["survivor"] == 2 && owned["stopped"] == 2 &&
-			promQuery(t, prom, `sum(kinesis_input_records_total)`)[""] > 0
-	}, 90*time.Second, 500*time.Millisecond, "both copies scraped with two shards each; owned: %v",
-		func() map[string]float64 { return promQuery(t, prom, `kinesis_input_shards_owned`) })
 	// Two copies keep up: once the start-up (when shards are briefly
 	// unowned, which may set an alert pending) is over, neither alert
 	// under test is active. That must hold before the stop, or the firing
 	// below would prove nothing.
+	var active map[string]promAlert
 	require.Eventually(t, func() bool {
-		active := promAlerts(t, prom)
+		active = promAlerts(t, prom)
 		_, unowned := active["KinesisShardUnowned"]
 		_, behind := active["KinesisInputFallingBehind"]
 		return !unowned && !behind
-	}, 60*time.Second, 500*time.Millisecond, "before the stop, with both copies reading, no alert under test may be active: %v",
-		func() map[string]promAlert { return promAlerts(t, prom) })
+	}, 60*time.Second, 500*time.Millisecond, "before the stop, with both copies reading, no alert under test may be active: %v", &active)
 	t.Logf("balanced 2/2, %d records written, max lag %v ms", written.Load(),
 		promQuery(t, prom, `max(kinesis_input_millis_behind_latest)`)[""])
 
@@ -166,7 +181,7 @@ scrape_configs:
 	var unownedAt, behindAt, unownedClearedAt time.Duration
 	var unownedAlert, behindAlert promAlert
 	require.Eventually(t, func() bool {
-		active := promAlerts(t, prom)
+		active = promAlerts(t, prom)
 		since := time.Since(killed)
 		if a, ok := active["KinesisShardUnowned"]; ok && a.State == "firing" && unownedAt == 0 {
 			unownedAt, unownedAlert = since, a
@@ -178,7 +193,7 @@ scrape_configs:
 			behindAt, behindAlert = since, a
 		}
 		return unownedAt != 0 && behindAt != 0
-	}, 90*time.Second, 250*time.Millisecond, "alerts after the kill: %v", func() map[string]promAlert { return promAlerts(t, prom) })
+	}, 90*time.Second, 250*time.Millisecond, "alerts after the kill: %v", &active)
 	t.Logf("KinesisShardUnowned firing %v after the kill (value %s shards, labels %v)", unownedAt.Round(time.Millisecond), unownedAlert.Value, unownedAlert.Labels)
 	t.Logf("KinesisInputFallingBehind firing %v after the kill (value %s ms, labels %v)", behindAt.Round(time.Millisecond), behindAlert.Value, behindAlert.Labels)
 

@@ -29,7 +29,7 @@ func init() {
 
 type orderedFlags struct {
 	records, size, shards, concurrency, keys int
-	rounds                                   int
+	rounds, feeders                          int
 	latencies                                string
 }
 
@@ -52,12 +52,22 @@ func runOrdered(ctx context.Context, args []string) error {
 	fs.IntVar(&f.records, "n", 576000, "records to write on each side, over all rounds")
 	fs.IntVar(&f.size, "size", 200, "bytes of data per record")
 	fs.IntVar(&f.shards, "shards", 64, "shards of each stream")
-	fs.IntVar(&f.concurrency, "concurrency", 64, "max_in_flight of the output, and goroutines feeding it batches of 500")
+	fs.IntVar(&f.concurrency, "concurrency", 64, "max_in_flight of the output")
+	// The feeders stand for an input that keeps messages in flight until
+	// they are acknowledged. Twice the output's window lets the next
+	// batches form while the current ones are written, as with any input
+	// allowed more in flight than the output writes at once; with exactly
+	// the window, the shard-sized side's single batch holds every message
+	// in flight and its next batch cannot start before the round trip ends.
+	fs.IntVar(&f.feeders, "feeders", 0, "goroutines feeding the output batches of 500, each waiting for its batch's ack (0: twice -concurrency)")
 	fs.IntVar(&f.keys, "keys", 100000, "distinct partition keys, taken in turn")
 	fs.IntVar(&f.rounds, "rounds", 3, "alternating rounds each side's records are split into")
 	fs.StringVar(&f.latencies, "latency", "30ms,100ms", "comma-separated latencies the proxy adds to every request")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if f.feeders <= 0 {
+		f.feeders = 2 * f.concurrency
 	}
 	if f.rounds < 1 || f.records < f.rounds {
 		return fmt.Errorf("-rounds %d: must be at least 1 and at most -n (%d)", f.rounds, f.records)
@@ -80,7 +90,7 @@ func runOrdered(ctx context.Context, args []string) error {
 
 	per := f.records / f.rounds
 	fmt.Printf("ordered vs unordered output: %d records x %d B per side, %d shards (kinesalite), PutRecords answered by a proxy after a fixed latency,\n", per*f.rounds, f.size, f.shards)
-	fmt.Printf("max_in_flight %d, fed batches of 500 from %d goroutines, %d partition keys; medians of %d alternating rounds of %d\n\n", f.concurrency, f.concurrency, f.keys, f.rounds, per)
+	fmt.Printf("max_in_flight %d, fed batches of 500 from %d goroutines, %d partition keys; medians of %d alternating rounds of %d\n\n", f.concurrency, f.feeders, f.keys, f.rounds, per)
 	// kinesalite stores about 3,700 records/s over 64 shards on a 2-core
 	// machine, less than either side writes at these latencies, so the
 	// proxy answers PutRecords itself, each record on the shard its key
@@ -154,7 +164,7 @@ func shardSizedBatching(shards int) string {
 }
 
 // keyedPut writes records [from, from+n) through a Benthos stream into the
-// kinesis output, fed batches of 500 messages from f.concurrency goroutines,
+// kinesis output, fed batches of 500 messages from f.feeders goroutines,
 // each message keyed by its number modulo f.keys (a population of users).
 func keyedPut(ctx context.Context, endpoint string, mode pluginMode, from, n int, f orderedFlags) error {
 	b := service.NewStreamBuilder()
@@ -184,7 +194,7 @@ kinesis:
 	go func() { runErr <- s.Run(ctx) }()
 
 	data := payload(f.size)
-	firstErr := inBatches(n, f.concurrency, func(start, end int) error {
+	firstErr := inBatches(n, f.feeders, func(start, end int) error {
 		batch := make(service.MessageBatch, 0, end-start)
 		for i := start; i < end; i++ {
 			m := service.NewMessage(data)
