@@ -40,7 +40,7 @@ var ErrEarlierRecordFailed = errors.New("not sent: an earlier message with the s
 // passed over like a clash until that write ends; when nothing else is left
 // to send, the write waits for it.
 func (p *Producer) writeOrdered(ctx context.Context, recs *records, seq *sequenced, fail func(int, error)) []int {
-	w := &orderedWrite{remaining: recs.len(), recs: recs, seq: seq, fail: fail, lanes: lanesOf(recs), seen: make(map[string]bool, min(recs.len(), kinesisx.MaxPutRecordsCount))}
+	w := &orderedWrite{remaining: recs.len(), recs: recs, seq: seq, fail: fail, lanes: lanesOf(recs), seen: make(map[string]bool, recs.len())}
 	defer func() { seq.noteFailed(w.failed) }()
 	for {
 		requests := w.round()

@@ -79,11 +79,13 @@ func flakyResponder(seed uint64, rate float64) func(int, []types.PutRecordsReque
 }
 
 func TestOrderedKeepsEachKeysOrderThroughPartialFailures(t *testing.T) {
-	for _, aggregate := range []bool{false, true} {
-		t.Run(fmt.Sprintf("aggregation %v", aggregate), func(t *testing.T) {
+	for _, tc := range []struct{ aggregate, singleWriter bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		aggregate := tc.aggregate
+		t.Run(fmt.Sprintf("aggregation %v, single writer %v", aggregate, tc.singleWriter), func(t *testing.T) {
 			api := &fakeAPI{shards: testShards(4), respond: flakyResponder(7, 0.2)}
 			p := newTestProducer(api, func(c *Config) {
 				c.Ordered = true
+				c.SingleWriter = tc.singleWriter
 				c.MaxInFlight = 8
 				c.Backoff.MaxRetries = 100
 				c.Aggregation = Aggregation{Enabled: aggregate, MaxBytes: 1024, MaxRecords: 20}
@@ -109,6 +111,10 @@ func TestOrderedKeepsEachKeysOrderThroughPartialFailures(t *testing.T) {
 				assert.Positive(t, view.Aggregates)
 			}
 			assert.LessOrEqual(t, api.maxSeen.Load(), int32(8), "within max_in_flight")
+			// A single writer's writes never overlap: no key is booked
+			// against a later write, and each write's rounds alone keep
+			// the order above.
+			assert.Equal(t, tc.singleWriter, p.order.last == nil, "the book of keys held by earlier writes is used only when writes may overlap")
 		})
 	}
 }

@@ -46,9 +46,16 @@ type Config struct {
 	// Reserve): a partition key at most once per request and in at most one
 	// request in flight, and a refused record retried before any later
 	// record of its key is sent. Writes may overlap.
-	Ordered     bool
-	Backoff     kinesisx.Backoff
-	Aggregation Aggregation
+	Ordered bool
+	// SingleWriter says the caller never has two ordered writes in progress
+	// at once (an output that takes one batch at a time). Each write then
+	// begins after the one before it ended, so the book of keys held by
+	// earlier writes (see Reserve) has nothing to order and is skipped: a
+	// batch of tens of thousands of records no longer pays for entering and
+	// releasing each of its keys.
+	SingleWriter bool
+	Backoff      kinesisx.Backoff
+	Aggregation  Aggregation
 }
 
 // Aggregation configures KPL aggregation.

@@ -68,9 +68,10 @@ type Reservation struct {
 // batch, then prepares the entries (interpolation, validation) while the
 // writes before it are in flight. Write must then be called exactly once
 // (with no entries if nothing is left to write), or later writes wait
-// forever. An unordered producer's reservations do nothing.
+// forever. An unordered producer's reservations do nothing, and neither do
+// those of a SingleWriter one, whose writes never overlap.
 func (p *Producer) Reserve() Reservation {
-	if !p.conf.Ordered {
+	if !p.conf.Ordered || p.conf.SingleWriter {
 		return Reservation{p: p}
 	}
 	o := &p.order
