@@ -57,13 +57,30 @@ func (p recordsProtocol) SerializeRequest(ctx context.Context, schema *smithy.Op
 	if err := p.ClientProtocol.SerializeRequest(ctx, schema, noMembers{}, req); err != nil {
 		return err
 	}
-	sreq, err := req.SetStream(bytes.NewReader(AppendPutRecords(nil, put)))
+	sreq, err := req.SetStream(requestBody{bytes.NewReader(AppendPutRecords(nil, put))})
 	if err != nil {
 		return fmt.Errorf("setting the PutRecords body: %w", err)
 	}
 	*req = *sreq
 	return nil
 }
+
+// requestBody is a request body that can be read and rewound (for a retry)
+// but has no WriteTo. The SDK wraps a body in a closer that it closes as
+// soon as the answer's headers arrive, and whose WriteTo returns io.EOF once
+// closed. After copying a body's Content-Length, net/http copies what is
+// left of it to check that nothing is, and a body with WriteTo is copied
+// through it: a server that answers within microseconds of the last byte
+// (kinesalite, a busy client) has the SDK close the body first, that check
+// fails with io.EOF, and net/http closes the connection under the answer
+// being read ("use of closed network connection" on a 200: the request's
+// records, already written, are sent again). Through Read, a closed body
+// just ends (0, io.EOF), which is what the check expects.
+type requestBody struct{ r *bytes.Reader }
+
+func (b requestBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+func (b requestBody) Seek(offset int64, whence int) (int64, error) { return b.r.Seek(offset, whence) }
 
 // noMembers is an input that writes nothing.
 type noMembers struct{}
