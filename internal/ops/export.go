@@ -62,10 +62,10 @@ func runExport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(starts) > 0 {
+		doc.ShardStarts = make(map[string]string, len(starts))
+	}
 	for id, so := range starts {
-		if doc.ShardStarts == nil {
-			doc.ShardStarts = make(map[string]string, len(starts))
-		}
 		doc.ShardStarts[id] = so.String()
 	}
 	if so, ok, err := o.store.StartOverride(ctx); err != nil {
@@ -116,13 +116,13 @@ func (d ExportDocument) state() (exportedState, error) {
 			st.positions[shard] = consumer.Position{ShardEnd: true}
 		}
 	}
+	if len(d.ShardStarts) > 0 {
+		st.starts = make(map[string]consumer.StartOverride, len(d.ShardStarts))
+	}
 	for shard, v := range d.ShardStarts {
 		so, err := consumer.ParseStartOverride(v)
 		if err != nil {
 			return exportedState{}, fmt.Errorf("shard_starts, shard %s: %w", shard, err)
-		}
-		if st.starts == nil {
-			st.starts = make(map[string]consumer.StartOverride, len(d.ShardStarts))
 		}
 		st.starts[shard] = so
 	}

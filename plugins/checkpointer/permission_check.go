@@ -3,6 +3,7 @@ package checkpointer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -32,12 +33,7 @@ func scriptCommands(names []string) []string {
 			seen[strings.ToUpper(m[1])] = true
 		}
 	}
-	out := make([]string, 0, len(seen))
-	for c := range seen {
-		out = append(out, c)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // checkInputPermissions tries every command the input's scripts call, on
