@@ -13,100 +13,162 @@ import (
 // with aggregate set and a shard map known, KPL aggregates of entries bound
 // for the same shard. With a map, every record also carries the shard it is
 // predicted to land on. Records of one shard keep the order of their entries.
+// Hashing the keys, and aggregating each shard's entries, spread over the
+// cores for a large write (see parallel.go).
 func (p *Producer) records(entries []Entry, valid []int, aggregate bool) records {
 	shards := p.shards.Load()
-	out := records{src: entries, shards: shards}
+	out := records{src: entries, shards: shards, index: valid, entries: make([]types.PutRecordsRequestEntry, len(valid))}
 	if shards == nil {
-		out.entries = make([]types.PutRecordsRequestEntry, len(valid))
-		out.index = valid
 		for k, i := range valid {
 			out.entries[k] = plain(&entries[i])
 		}
 		return out
 	}
-	out.entries = make([]types.PutRecordsRequestEntry, 0, len(valid))
-	out.index = make([]int, 0, len(valid))
-	out.lane = make([]int, 0, len(valid))
-	addPlain := func(i, shard int) {
-		out.entries = append(out.entries, plain(&entries[i]))
-		out.index = append(out.index, i)
-		out.lane = append(out.lane, shard)
-		if out.members != nil {
-			out.members = append(out.members, nil)
+	// Where each entry goes: its shard, and with aggregation its hash key
+	// (an aggregate goes where its first member does).
+	out.lane = make([]int, len(valid))
+	var hashes []hashKey
+	if aggregate {
+		hashes = make([]hashKey, len(valid))
+	}
+	inChunks(len(valid), func(from, to int) {
+		for k := from; k < to; k++ {
+			i := valid[k]
+			if !aggregate {
+				out.entries[k] = plain(&entries[i])
+			}
+			hash, err := entryHashKey(entries[i])
+			if err != nil {
+				out.lane[k] = -1
+				continue
+			}
+			out.lane[k] = shards.lookup(hash)
+			if aggregate {
+				hashes[k] = hash
+			}
+		}
+	})
+	if !aggregate {
+		return out
+	}
+
+	// Each shard's entries, in order, aggregate on their own; the shards'
+	// records are then laid end to end, shard after shard.
+	groups := groupByLane(out.lane, shards.Len())
+	parts := make([]records, len(groups))
+	eachOf(len(groups), len(valid), func(_, g int) {
+		parts[g] = p.aggregateLane(entries, valid, hashes, out.lane, groups[g])
+	})
+	n := 0
+	for _, part := range parts {
+		n += part.len()
+	}
+	out = records{src: entries, shards: shards,
+		entries: make([]types.PutRecordsRequestEntry, 0, n), index: make([]int, 0, n),
+		members: make([][]int, 0, n), lane: make([]int, 0, n)}
+	for _, part := range parts {
+		out.entries = append(out.entries, part.entries...)
+		out.index = append(out.index, part.index...)
+		out.members = append(out.members, part.members...)
+		out.lane = append(out.lane, part.lane...)
+	}
+	return out
+}
+
+// groupByLane returns the positions of lane grouped by value, each group in
+// order, groups in order of value (-1, the unknown shard, first); values
+// run from -1 to n-1. Empty groups are left out.
+func groupByLane(lane []int, n int) [][]int {
+	counts := make([]int, n+1)
+	for _, l := range lane {
+		counts[l+1]++
+	}
+	backing := make([]int, 0, len(lane))
+	groups := make([][]int, 0, len(counts))
+	slot := make([]int, len(counts)) // lane + 1 -> position in groups
+	for l, c := range counts {
+		if c > 0 {
+			slot[l] = len(groups)
+			groups = append(groups, backing[len(backing):len(backing):len(backing)+c])
+			backing = backing[:len(backing)+c]
 		}
 	}
-	if !aggregate {
-		for _, i := range valid {
-			addPlain(i, shardOf(shards, entries[i]))
+	for k, l := range lane {
+		g := slot[l+1]
+		groups[g] = append(groups[g], k)
+	}
+	return groups
+}
+
+// aggregateLane turns the entries at positions group of valid, all bound
+// for one shard (lane) and in order, into that shard's records: KPL
+// aggregates up to the configured limits, and a record alone where
+// aggregating costs more than it saves (a lone member) or cannot be done
+// (too large, or a shard the map does not know).
+func (p *Producer) aggregateLane(entries []Entry, valid []int, hashes []hashKey, lane []int, group []int) records {
+	shard := lane[group[0]]
+	out := records{src: entries, members: [][]int{}}
+	addPlain := func(i int) {
+		out.entries = append(out.entries, plain(&entries[i]))
+		out.index = append(out.index, i)
+		out.members = append(out.members, nil)
+		out.lane = append(out.lane, shard)
+	}
+	if shard < 0 {
+		for _, k := range group {
+			addPlain(valid[k])
 		}
 		return out
 	}
 
 	limit := min(p.conf.Aggregation.MaxBytes, p.conf.MaxRecordSize)
-	type open struct {
+	var (
 		agg     *kpl.Aggregator
 		key     string  // partition key of the first member
 		hash    hashKey // where the first member goes
 		members []int
-	}
-	out.members = [][]int{}
-	byShard := make(map[int]*open)
-	flush := func(shard int) {
-		o := byShard[shard]
-		if o == nil || len(o.members) == 0 {
-			return
-		}
-		delete(byShard, shard)
-		if len(o.members) == 1 {
+	)
+	flush := func() {
+		switch len(members) {
+		case 0:
+		case 1:
 			// An aggregate of one only costs overhead.
-			addPlain(o.members[0], shard)
-			return
+			addPlain(members[0])
+		default:
+			out.entries = append(out.entries, types.PutRecordsRequestEntry{
+				Data:         agg.Bytes(),
+				PartitionKey: aws.String(key),
+				// The first member's hash key sends the aggregate to the
+				// shard it was grouped for, whatever its partition key.
+				ExplicitHashKey: aws.String(hash.decimal()),
+			})
+			out.index = append(out.index, members[0])
+			out.members = append(out.members, members)
+			out.lane = append(out.lane, shard)
 		}
-		out.entries = append(out.entries, types.PutRecordsRequestEntry{
-			Data:         o.agg.Bytes(),
-			PartitionKey: aws.String(o.key),
-			// The first member's hash key sends the aggregate to the
-			// shard it was grouped for, whatever its partition key.
-			ExplicitHashKey: aws.String(o.hash.decimal()),
-		})
-		out.index = append(out.index, o.members[0])
-		out.members = append(out.members, o.members)
-		out.lane = append(out.lane, shard)
+		agg, members = nil, nil
 	}
-
-	for _, i := range valid {
-		e := entries[i]
-		hash, err := entryHashKey(e)
-		shard := -1
-		if err == nil {
-			shard = shards.lookup(hash)
-		}
+	for _, k := range group {
+		i := valid[k]
+		e := &entries[i]
 		rec := kpl.Record{PartitionKey: e.PartitionKey, ExplicitHashKey: e.ExplicitHashKey, Data: e.Data}
-		if shard < 0 || emptyAggregate.SizeWith(rec)+len(e.PartitionKey) > limit {
-			// Too big to share a record, or a shard the map does not know:
-			// send it alone, after what its shard already holds, so the
-			// shard's order is kept.
-			if shard >= 0 {
-				flush(shard)
-			}
-			addPlain(i, shard)
+		if emptyAggregate.SizeWith(rec)+len(e.PartitionKey) > limit {
+			// Too big to share a record: send it alone, after what its
+			// shard already holds, so the shard's order is kept.
+			flush()
+			addPlain(i)
 			continue
 		}
-		o := byShard[shard]
-		if o != nil && (len(o.members) >= p.conf.Aggregation.MaxRecords || o.agg.SizeWith(rec)+len(o.key) > limit) {
-			flush(shard)
-			o = nil
+		if agg != nil && (len(members) >= p.conf.Aggregation.MaxRecords || agg.SizeWith(rec)+len(key) > limit) {
+			flush()
 		}
-		if o == nil {
-			o = &open{agg: kpl.NewAggregator(), key: e.PartitionKey, hash: hash}
-			byShard[shard] = o
+		if agg == nil {
+			agg, key, hash = kpl.NewAggregator(), e.PartitionKey, hashes[k]
 		}
-		o.agg.Add(rec)
-		o.members = append(o.members, i)
+		agg.Add(rec)
+		members = append(members, i)
 	}
-	for shard := range shards.ranges {
-		flush(shard)
-	}
+	flush()
 	return out
 }
 

@@ -40,7 +40,7 @@ var ErrEarlierRecordFailed = errors.New("not sent: an earlier message with the s
 // passed over like a clash until that write ends; when nothing else is left
 // to send, the write waits for it.
 func (p *Producer) writeOrdered(ctx context.Context, recs *records, seq *sequenced, fail func(int, error)) []int {
-	w := &orderedWrite{remaining: recs.len(), recs: recs, seq: seq, fail: fail, lanes: lanesOf(recs), seen: make(map[string]bool, recs.len())}
+	w := &orderedWrite{remaining: recs.len(), recs: recs, seq: seq, fail: fail, lanes: lanesOf(recs)}
 	defer func() { seq.noteFailed(w.failed) }()
 	for {
 		requests := w.round()
@@ -105,31 +105,7 @@ func lanesOf(recs *records) [][]int {
 		}
 		return [][]int{all}
 	}
-	// Count first, so that every lane is a window of one allocation.
-	counts := make([]int, recs.shards.Len()+1)
-	for _, l := range recs.lane {
-		counts[l+1]++
-	}
-	backing := make([]int, 0, recs.len())
-	lanes := make([][]int, 0, len(counts))
-	for _, n := range counts {
-		if n > 0 {
-			lanes = append(lanes, backing[len(backing):len(backing):len(backing)+n])
-			backing = backing[:len(backing)+n]
-		}
-	}
-	slot := make([]int, len(counts)) // lane index + 1 -> position in lanes
-	for l, n := 0, 0; l < len(counts); l++ {
-		if counts[l] > 0 {
-			slot[l] = n
-			n++
-		}
-	}
-	for k, l := range recs.lane {
-		i := slot[l+1]
-		lanes[i] = append(lanes[i], k)
-	}
-	return lanes
+	return groupByLane(recs.lane, recs.shards.Len())
 }
 
 // orderedWrite is the state of one ordered write.
@@ -139,8 +115,10 @@ type orderedWrite struct {
 	// remaining counts them.
 	lanes     [][]int
 	remaining int
-	// take is the records a lane gives a round, reused lane after lane.
-	take []int
+	// takes is, during a round, the records each lane gives it; backing
+	// holds them, sized by the first round and reused.
+	takes   [][]int
+	backing []int
 	// failed maps the partition keys whose records failed for good to why.
 	failed map[string]error
 	fail   func(int, error)
@@ -151,8 +129,10 @@ type orderedWrite struct {
 	wait <-chan struct{}
 	// seen marks the partition keys a round has taken (false) or passed
 	// over (true); it is cleared and reused every round. A key belongs to
-	// one lane, so the lanes share it.
-	seen map[string]bool
+	// one lane, so the lanes share it. When lanes are picked in parallel,
+	// each worker has its own, cleared lane after lane.
+	seen      map[string]bool
+	seenByRun []map[string]bool
 }
 
 // keys calls fn with the partition key of every entry record k of r
@@ -217,36 +197,14 @@ func (w *orderedWrite) markFailed(r *records, k int, err error) {
 // write (a batch sized to the stream's shards) goes out in one round trip
 // rather than one request per shard per round trip.
 func (w *orderedWrite) round() []records {
-	clear(w.seen)
 	w.wait = nil
+	w.pick()
 	var (
 		requests []records
 		req      records
 		bytes    int
 	)
-	for l, queue := range w.lanes {
-		var (
-			take = w.take[:0]
-			rest = queue[:0] // compacted in place: rest never passes the reader
-		)
-		for _, k := range queue {
-			if w.failAfter(k) {
-				continue
-			}
-			switch w.held(k) {
-			case heldBack:
-				rest = append(rest, k)
-				continue
-			case failedUnsent:
-				continue
-			}
-			if w.clashes(k) {
-				rest = append(rest, k)
-				continue
-			}
-			take = append(take, k)
-		}
-		w.lanes[l], w.take = rest, take
+	for _, take := range w.takes {
 		w.remaining -= len(take)
 		for n, k := range take {
 			size := w.recs.size(k)
@@ -268,22 +226,93 @@ func (w *orderedWrite) round() []records {
 	return requests
 }
 
+// pick sets w.takes to the records each lane gives the round, and leaves
+// the rest in the lanes. Lanes share no key, so with nothing to check
+// against other writes or earlier failures (a lane's choice then depends on
+// its records alone) a large round picks its lanes in parallel.
+func (w *orderedWrite) pick() {
+	if w.backing == nil {
+		w.backing = make([]int, w.remaining)
+	}
+	w.takes = w.takes[:0]
+	used := 0
+	for _, queue := range w.lanes {
+		w.takes = append(w.takes, w.backing[used:used:used+len(queue)])
+		used += len(queue)
+	}
+	alone := len(w.failed) == 0 && (w.seq == nil || w.seq.after == nil)
+	if runs := workers(w.remaining); alone && runs > 1 {
+		if len(w.seenByRun) == 0 {
+			w.seenByRun = make([]map[string]bool, runs)
+		}
+		eachOf(len(w.lanes), w.remaining, func(run, l int) {
+			seen := w.seenByRun[run]
+			if seen == nil {
+				seen = make(map[string]bool, 2*w.recs.keysIn(w.lanes[l]))
+				w.seenByRun[run] = seen
+			}
+			clear(seen)
+			w.takes[l] = w.pickLane(l, seen, w.takes[l])
+		})
+		return
+	}
+	if w.seen == nil {
+		n := 0
+		for _, queue := range w.lanes {
+			n += w.recs.keysIn(queue)
+		}
+		w.seen = make(map[string]bool, n)
+	}
+	clear(w.seen)
+	for l := range w.lanes {
+		w.takes[l] = w.pickLane(l, w.seen, w.takes[l])
+	}
+}
+
+// pickLane appends to take the records lane l gives the round: in order,
+// those that share no partition key with a record taken or passed over
+// before them (in seen), so no key overtakes itself, and have no key an
+// earlier write still holds. The rest stay in the lane.
+func (w *orderedWrite) pickLane(l int, seen map[string]bool, take []int) []int {
+	queue := w.lanes[l]
+	rest := queue[:0] // compacted in place: rest never passes the reader
+	for _, k := range queue {
+		if w.failAfter(k) {
+			continue
+		}
+		switch w.held(k, seen) {
+		case heldBack:
+			rest = append(rest, k)
+			continue
+		case failedUnsent:
+			continue
+		}
+		if w.clashes(k, seen) {
+			rest = append(rest, k)
+			continue
+		}
+		take = append(take, k)
+	}
+	w.lanes[l] = rest
+	return take
+}
+
 // clashes reports whether record k shares a partition key with a record the
 // round took or passed over in its lane, and marks its keys: taken if it
 // does not clash, passed over if it does.
-func (w *orderedWrite) clashes(k int) bool {
+func (w *orderedWrite) clashes(k int, seen map[string]bool) bool {
 	if r := w.recs; r.members == nil || r.members[k] == nil {
 		pk := r.src[r.index[k]].PartitionKey
-		_, clash := w.seen[pk]
-		w.seen[pk] = clash
+		_, clash := seen[pk]
+		seen[pk] = clash
 		return clash
 	}
 	clash := false
 	keys(w.recs, k, func(pk string) bool {
-		_, clash = w.seen[pk]
+		_, clash = seen[pk]
 		return !clash
 	})
-	keys(w.recs, k, func(pk string) bool { w.seen[pk] = clash; return true })
+	keys(w.recs, k, func(pk string) bool { seen[pk] = clash; return true })
 	return clash
 }
 
@@ -299,7 +328,7 @@ const (
 // taken this round, and the round notes what to wait for. If the earlier
 // write's record of a key failed for good, record k fails unsent, as after
 // an earlier failure in this write.
-func (w *orderedWrite) held(k int) int {
+func (w *orderedWrite) held(k int, seen map[string]bool) int {
 	if w.seq == nil || w.seq.after == nil {
 		return free
 	}
@@ -328,6 +357,6 @@ func (w *orderedWrite) held(k int) int {
 	if w.wait == nil {
 		w.wait = wait
 	}
-	keys(w.recs, k, func(pk string) bool { w.seen[pk] = true; return true })
+	keys(w.recs, k, func(pk string) bool { seen[pk] = true; return true })
 	return heldBack
 }

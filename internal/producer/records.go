@@ -44,6 +44,19 @@ func (r *records) count(k int) int {
 	return len(r.members[k])
 }
 
+// keysIn is the number of entries the records ks carry, which bounds the
+// partition keys they hold.
+func (r *records) keysIn(ks []int) int {
+	if r.members == nil {
+		return len(ks)
+	}
+	n := 0
+	for _, k := range ks {
+		n += r.count(k)
+	}
+	return n
+}
+
 // each calls fn with the index of every entry record k carries.
 func (r *records) each(k int, fn func(int)) {
 	if r.members == nil || r.members[k] == nil {

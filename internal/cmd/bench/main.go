@@ -103,6 +103,22 @@ func measure(records int, fn func() error) (measurement, error) {
 	return m, err
 }
 
+// measureUntil is measure for a side that keeps working after its measured
+// records are done: fn calls mark when they are, and the measurement ends
+// there (or when fn returns, if it never calls mark).
+func measureUntil(records int, fn func(mark func()) error) (measurement, error) {
+	heap := startHeapSampler()
+	startCPU, start := cpuTime(), time.Now()
+	var m measurement
+	mark := sync.OnceFunc(func() {
+		m = measurement{records: records, wall: time.Since(start), cpu: cpuTime() - startCPU}
+		m.peakHeap = heap.stop()
+	})
+	err := fn(mark)
+	mark()
+	return m, err
+}
+
 // add sums two measurements of the same side; the peak is the higher one.
 func (m measurement) add(o measurement) measurement {
 	return measurement{records: m.records + o.records, wall: m.wall + o.wall, cpu: m.cpu + o.cpu, peakHeap: max(m.peakHeap, o.peakHeap)}

@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,7 +32,7 @@ func init() {
 type orderedFlags struct {
 	records, size, shards, concurrency, keys int
 	rounds, feeders                          int
-	latencies                                string
+	latencies, cpuProfile                    string
 }
 
 // runOrdered measures what keeping each key's order costs once a request
@@ -63,6 +65,7 @@ func runOrdered(ctx context.Context, args []string) error {
 	fs.IntVar(&f.keys, "keys", 100000, "distinct partition keys, taken in turn")
 	fs.IntVar(&f.rounds, "rounds", 3, "alternating rounds each side's records are split into")
 	fs.StringVar(&f.latencies, "latency", "30ms,100ms", "comma-separated latencies the proxy adds to every request")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured rounds to this file (samples labelled side=unordered|ordered|ordered, sized)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,6 +90,12 @@ func runOrdered(ctx context.Context, args []string) error {
 	}
 	defer emu.Close()
 	setBenchCredentials()
+
+	stopProfile, err := startCPUProfile(f.cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 
 	per := f.records / f.rounds
 	fmt.Printf("ordered vs unordered output: %d records x %d B per side, %d shards (kinesalite), PutRecords answered by a proxy after a fixed latency,\n", per*f.rounds, f.size, f.shards)
@@ -137,7 +146,11 @@ func runOrdered(ctx context.Context, args []string) error {
 			for r := range f.rounds {
 				for j := range modes {
 					i := (r + j) % len(modes)
-					m, err := measure(per, func() error { return keyedPut(ctx, proxy.URL, modes[i], r*per, per, f) })
+					var m measurement
+					var err error
+					pprof.Do(ctx, pprof.Labels("side", modes[i].name), func(ctx context.Context) {
+						m, err = measureUntil(per, func(mark func()) error { return keyedPut(ctx, proxy.URL, modes[i], r*per, per, f, mark) })
+					})
 					if err != nil {
 						proxy.Close()
 						return fmt.Errorf("%s, round %d, %s: %w", title, r+1, modes[i].name, err)
@@ -163,10 +176,15 @@ func shardSizedBatching(shards int) string {
 	return fmt.Sprintf("batching: {count: %d, byte_size: %d, period: 1s}", kinesisx.MaxPutRecordsCount*shards, shards<<20)
 }
 
-// keyedPut writes records [from, from+n) through a Benthos stream into the
+// keyedPut writes records from `from` on through a Benthos stream into the
 // kinesis output, fed batches of 500 messages from f.feeders goroutines,
 // each message keyed by its number modulo f.keys (a population of users).
-func keyedPut(ctx context.Context, endpoint string, mode pluginMode, from, n int, f orderedFlags) error {
+// The feeders go on past the n records measured, as a live input would, and
+// stop once mark has been called when all n are acknowledged: a finite input
+// would end each side with a batch short of its count, which then waits for
+// the batching period (up to a second with batching sized by the shard
+// count), a wait no continuous stream has.
+func keyedPut(ctx context.Context, endpoint string, mode pluginMode, from, n int, f orderedFlags, mark func()) error {
 	b := service.NewStreamBuilder()
 	if err := b.SetLoggerYAML("level: warn"); err != nil {
 		return err
@@ -194,15 +212,47 @@ kinesis:
 	go func() { runErr <- s.Run(ctx) }()
 
 	data := payload(f.size)
-	firstErr := inBatches(n, f.feeders, func(start, end int) error {
-		batch := make(service.MessageBatch, 0, end-start)
-		for i := start; i < end; i++ {
-			m := service.NewMessage(data)
-			m.MetaSetMut("key", "user-"+strconv.Itoa((from+i)%f.keys))
-			batch = append(batch, m)
-		}
-		return produce(ctx, batch)
-	})
+	var (
+		next     atomic.Int64 // the first record of the next batch to feed
+		measured atomic.Int64 // records below n acknowledged
+		done     atomic.Bool
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for range f.feeders {
+		wg.Go(func() {
+			for !done.Load() {
+				start := int(next.Add(kinesisx.MaxPutRecordsCount)) - kinesisx.MaxPutRecordsCount
+				end := start + kinesisx.MaxPutRecordsCount
+				if start < n {
+					end = min(end, n)
+				}
+				batch := make(service.MessageBatch, 0, end-start)
+				for i := start; i < end; i++ {
+					m := service.NewMessage(data)
+					m.MetaSetMut("key", "user-"+strconv.Itoa((from+i)%f.keys))
+					batch = append(batch, m)
+				}
+				err := produce(ctx, batch)
+				if start >= n {
+					continue // past the measured records: only keeps the output busy
+				}
+				if err != nil {
+					mu.Lock()
+					firstErr = errors.Join(firstErr, err)
+					mu.Unlock()
+					done.Store(true)
+					return
+				}
+				if measured.Add(int64(end-start)) == int64(n) {
+					mark()
+					done.Store(true)
+				}
+			}
+		})
+	}
+	wg.Wait()
 	if err := s.StopWithin(30 * time.Second); err != nil {
 		firstErr = errors.Join(firstErr, err)
 	}
