@@ -21,13 +21,17 @@ type outputConfig struct {
 	HashKey          *service.InterpolatedString // nil when unset
 	MaxInFlight      int
 	PreserveOrder    bool
-	// OrderedBatches is how many batches an ordered output writes at once.
+	// OrderedBatches is how many batches an ordered output writes at once,
+	// 0 when unset (see batchesInFlight).
 	OrderedBatches int
 	Batching       service.BatchPolicy
-	MaxRecordSize  int
-	Aggregation    producer.Aggregation
-	Backoff        kinesisx.Backoff
-	AWS            awsconf.Settings
+	// batchingRaw is the batching field as written, with its defaults, for
+	// the policy with the output's numbering appended (batchorder.go).
+	batchingRaw   any
+	MaxRecordSize int
+	Aggregation   producer.Aggregation
+	Backoff       kinesisx.Backoff
+	AWS           awsconf.Settings
 }
 
 // outputConfigFromParsed reads and checks the fields; a value out of range
@@ -61,13 +65,18 @@ func outputConfigFromParsed(conf *service.ParsedConfig) (c outputConfig, err err
 	if c.PreserveOrder, err = conf.FieldBool(fieldPreserveOrder); err != nil {
 		return c, err
 	}
-	if c.OrderedBatches, err = conf.FieldInt(fieldOrderedBatches); err != nil {
-		return c, err
-	}
-	if c.OrderedBatches < 1 || c.OrderedBatches > c.MaxInFlight {
-		return c, fmt.Errorf("field %s: %d is out of range; accepted values are 1 (the default: one batch at a time) to %s (%d)", fieldOrderedBatches, c.OrderedBatches, fieldMaxInFlight, c.MaxInFlight)
+	if conf.Contains(fieldOrderedBatches) {
+		if c.OrderedBatches, err = conf.FieldInt(fieldOrderedBatches); err != nil {
+			return c, err
+		}
+		if c.OrderedBatches < 1 || c.OrderedBatches > c.MaxInFlight {
+			return c, fmt.Errorf("field %s: %d is out of range; accepted values are 1 (one batch at a time) to %s (%d), or leave it unset for %s with batching and 1 without", fieldOrderedBatches, c.OrderedBatches, fieldMaxInFlight, c.MaxInFlight, fieldMaxInFlight)
+		}
 	}
 	if c.Batching, err = conf.FieldBatchPolicy(fieldBatching); err != nil {
+		return c, err
+	}
+	if c.batchingRaw, err = conf.FieldAny(fieldBatching); err != nil {
 		return c, err
 	}
 	if c.MaxRecordSize, err = conf.FieldInt(fieldMaxRecordSize); err != nil {
@@ -103,13 +112,27 @@ func outputConfigFromParsed(conf *service.ParsedConfig) (c outputConfig, err err
 
 // batchesInFlight is how many WriteBatch calls Benthos may run at once.
 // Benthos starts each on its own goroutine, so batches handed over together
-// reach the output in no set order: an ordered output takes one at a time
-// unless ordered_batches_in_flight accepts that, and then sequences the
-// overlapping batches by partition key in the order they reach it
-// (producer.Reserve).
+// reach the output in no set order. An ordered output with batching numbers
+// its batches as they are formed and writes them in that order
+// (batchorder.go), so by default it takes max_in_flight at once. Without
+// batching there are no numbers: it takes one at a time unless
+// ordered_batches_in_flight accepts batches in the order they reach it.
+// Overlapping batches are sequenced by partition key (producer.Reserve).
 func (c outputConfig) batchesInFlight() int {
-	if c.PreserveOrder {
+	switch {
+	case !c.PreserveOrder:
+		return c.MaxInFlight
+	case c.OrderedBatches > 0:
 		return c.OrderedBatches
+	case c.Batching.IsNoop():
+		return 1
+	default:
+		return c.MaxInFlight
 	}
-	return c.MaxInFlight
+}
+
+// numbered reports whether the output numbers its batches as its batching
+// forms them, and writes them in that order.
+func (c outputConfig) numbered() bool {
+	return c.PreserveOrder && !c.Batching.IsNoop() && c.batchesInFlight() > 1
 }

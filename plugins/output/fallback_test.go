@@ -45,16 +45,12 @@ func runFallback(t *testing.T, api *fakeKinesis, inputBatch int, extra string) m
 	env := service.NewEnvironment()
 	require.NoError(t, env.RegisterBatchOutput("kinesis", spec(),
 		func(conf *service.ParsedConfig, mgr *service.Resources) (service.BatchOutput, service.BatchPolicy, int, error) {
-			oc, err := outputConfigFromParsed(conf)
-			if err != nil {
-				return nil, service.BatchPolicy{}, 0, err
-			}
-			o, err := newOutputFromConfig(oc, mgr)
+			o, policy, inFlight, err := newOutput(conf, mgr)
 			if err != nil {
 				return nil, service.BatchPolicy{}, 0, err
 			}
 			o.newClient = func(context.Context) (kinesisAPI, string, error) { return api, "eu-west-1", nil }
-			return o, oc.Batching, oc.batchesInFlight(), nil
+			return o, policy, inFlight, nil
 		}))
 	sink := &failedSink{errors: map[string]string{}}
 	require.NoError(t, env.RegisterBatchOutput("failed_sink", service.NewConfigSpec(),

@@ -65,16 +65,16 @@ Each batch is packed into PutRecords requests of at most 500 records and 5 MiB (
 
 With `+"`preserve_order: true`"+` (the default), the records of one partition key land in the order the pipeline emitted them, even when Kinesis throttles or refuses some records, answers with a 5xx, a connection is cut, or the stream is resharded. A reader that follows shard lineage (this project's `+"`kinesis`"+` input, the KCL) reads them in that order. How:
 
-- Batches are written one at a time by default (`+"`ordered_batches_in_flight: 1`"+`), so the order of batches is exactly the order Benthos hands them over. With `+"`ordered_batches_in_flight`"+` above 1, up to that many batches are written at once, and they take their place in the order as they reach the output: a record whose partition key an earlier batch still being written also holds waits until that batch is done (every record of it written or failed for good); records of other keys go at once. So consecutive batches share round trips, and two requests in flight never hold the same key.
+- Up to `+"`max_in_flight`"+` batches are written at once, in the order the output's batching formed them: it numbers each batch as it forms it, and a batch that reaches the output before an earlier one (Benthos hands batches to its writers on separate goroutines) waits for that one to take its place, which it does before any round trip. A record whose partition key an earlier batch still being written also holds waits until that batch is done (every record of it written or failed for good); records of other keys go at once. So consecutive batches share round trips, and two requests in flight never hold the same key. `+"`ordered_batches_in_flight`"+` lowers how many batches are written at once; `+"`1`"+` writes one at a time.
 - A batch's records are grouped by the shard they map to (the stream's shard map, read at connect) and sent in rounds: each round takes every shard's next records (each partition key once), packs them into as few full PutRecords requests as the limits allow (records of several shards share a request; a shard's records may fill several), sends those in parallel, up to `+"`max_in_flight`"+`, and waits for them.
 - A request holds each partition key at most once (as a plain record or inside one aggregated record), so a partial failure never lets a key's later record land before an earlier one. Many records of few keys therefore take several requests; aggregation packs them into one record per request instead.
 - Records Kinesis refused are retried before the next round is sent.
 - A message that fails for good (after `+"`max_retries`"+` or `+"`backoff.max_elapsed_time`"+`) fails the later messages of its partition key in the batch too, unsent, and those of the batches that were waiting for it, so that a replay (a `+"`fallback`"+` output, `+"`auto_replay_nacks`"+`) keeps them in order. Batches that reach the output after its batch has ended are not held back: order across a message that failed for good is then up to how the pipeline replays it.
 - A batch is acknowledged only when all its own records are written, whatever the batches around it do.
 
-Why one batch at a time by default: Benthos hands the batches it forms, in order, to as many writers as batches may be in flight, each on its own goroutine, so two batches handed over within the same instant may reach the output in either order. With one batch in flight that cannot happen. `+"`ordered_batches_in_flight`"+` above 1 accepts that rare swap of two batches handed over together (a pipeline with several processor threads already gives batches no order) for round trips that overlap: at 30 to 100 ms per PutRecords it writes as fast as `+"`preserve_order: false`"+` (see the performance guide), where one batch at a time writes one batch per round trip.
+Without batching (`+"`batching: {}`"+`) nothing numbers the batches, and two batches Benthos hands over within the same instant may reach the output in either order; batches are then written one at a time, in the order they arrive, unless `+"`ordered_batches_in_flight`"+` is set above 1, which accepts that rare swap (a pipeline with several processor threads already gives batches no order) for round trips that overlap.
 
-Throughput comes from full batches that span many shards and fill their requests, and, with `+"`ordered_batches_in_flight`"+` above 1, from batches in flight whose round trips overlap. Keys shared by consecutive batches cost a round trip each: a key that is in every batch lands at most one record (or, with aggregation, one aggregated record) per round trip. `+"`batching`"+` therefore defaults to `+"`count: 500`"+` and `+"`period: 50ms`"+`: under load a batch is one full PutRecords request; Benthos measures the period from the previous flush, so a message arriving after a quiet spell is written at once, and at moderate rates a message waits at most 50ms. If you set your own `+"`period`"+`, make it longer than one write takes: a shorter one yields batches of a single message while the output is busy. A batch larger than a request goes out in one round trip as long as it holds each partition key once; batching sized by the shard count (500 messages per shard, a `+"`period`"+` above one write) then raises one batch at a time from about a quarter or half of unordered throughput at 30 to 100 ms round trips to a half to three quarters of it on two cores, where `+"`ordered_batches_in_flight`"+` comes within 0.8× of it (see the performance guide). Setting `+"`batching`"+` replaces the whole default; `+"`batching: {}`"+` turns batching off, which suits an input that already emits batches (they are then written as they come, without the period's wait). Either way a message that fails is reported alone: a `+"`fallback`"+` output gets exactly the failed messages of an input's batch, each with its own reason.
+Throughput comes from batches in flight whose round trips overlap (at 30 to 100 ms per PutRecords an ordered output writes within 0.8× of `+"`preserve_order: false`"+`, see the performance guide), and from full batches that span many shards and fill their requests. Keys shared by consecutive batches cost a round trip each: a key that is in every batch lands at most one record (or, with aggregation, one aggregated record) per round trip. `+"`batching`"+` therefore defaults to `+"`count: 500`"+` and `+"`period: 50ms`"+`: under load a batch is one full PutRecords request; Benthos measures the period from the previous flush, so a message arriving after a quiet spell is written at once, and at moderate rates a message waits at most 50ms. If you set your own `+"`period`"+`, make it longer than one write takes: a shorter one yields batches of a single message while the output is busy. A batch larger than a request goes out in one round trip as long as it holds each partition key once. Setting `+"`batching`"+` replaces the whole default; `+"`batching: {}`"+` turns batching off, which suits an input that already emits batches (they are then written as they come, without the period's wait). Either way a message that fails is reported alone: a `+"`fallback`"+` output gets exactly the failed messages of an input's batch, each with its own reason.
 
 With `+"`preserve_order: false`"+`, up to `+"`max_in_flight`"+` batches are written at once and a batch's requests are sent concurrently; records of one key can then land in any order (Kinesis itself does not keep the order of a PutRecords request's records when some are refused).
 
@@ -104,8 +104,8 @@ An aggregated record never holds messages of two current shards. After a split o
 				Description("Keep the records of each partition key in the order they reached the output, through retries, partial failures and reshards (see Order above). Set `false` for the most throughput when order does not matter: a key's records then never wait for each other.").
 				Default(true),
 			service.NewIntField(fieldOrderedBatches).
-				Description("With `"+fieldPreserveOrder+": true`, how many batches are written at once, at most `"+fieldMaxInFlight+"`. `1` (the default) keeps the order of every batch Benthos hands over. Above 1, consecutive batches share round trips and each partition key still waits for an earlier batch in flight that holds it, but two batches Benthos hands over within the same instant may be written in either order (see Order above). Raise it when PutRecords round trips are long (another region, 30 ms or more) and batches of one key handed over together need no order between them.").
-				Default(1).Advanced(),
+				Description("With `"+fieldPreserveOrder+": true`, how many batches are written at once, 1 to `"+fieldMaxInFlight+"`. Unset (the default), that is `"+fieldMaxInFlight+"` with batching, in the order the batching formed the batches, and 1 with `"+fieldBatching+": {}`. `1` writes one batch at a time. Without batching, a value above 1 writes batches in the order they reach the output, which may swap two batches Benthos hands over within the same instant (see Order above): set it when PutRecords round trips are long (another region, 30 ms or more) and such batches need no order between them.").
+				Optional().Advanced(),
 			service.NewBatchPolicyField(fieldBatching).
 				Description(fmt.Sprintf("How messages are gathered into batches before they are written (see Order above). By default up to %d messages or what arrives within %s of the previous batch, whichever comes first: a full PutRecords request per batch under load, up to `max_in_flight` batches in flight, no wait when messages are sparse. Setting the field replaces the whole default; `batching: {}` turns batching off (each message, or each batch the input emits, is written as it comes). Batching or not, a message that fails is reported alone, with its own reason.", defaultBatchCount, defaultBatchPeriod)).
 				Default(map[string]any{"count": defaultBatchCount, "byte_size": 0, "period": defaultBatchPeriod, "check": "", "processors": []any{}}),
@@ -139,19 +139,33 @@ output:
 func init() {
 	err := service.RegisterBatchOutput("kinesis", spec(),
 		func(conf *service.ParsedConfig, mgr *service.Resources) (service.BatchOutput, service.BatchPolicy, int, error) {
-			oc, err := outputConfigFromParsed(conf)
-			if err != nil {
-				return nil, service.BatchPolicy{}, 0, err
-			}
-			out, err := newOutputFromConfig(oc, mgr)
-			if err != nil {
-				return nil, service.BatchPolicy{}, 0, err
-			}
-			return out, oc.Batching, oc.batchesInFlight(), nil
+			return newOutput(conf, mgr)
 		})
 	if err != nil {
 		panic(err)
 	}
+}
+
+// newOutput builds the output from its config, with the batching policy and
+// the batches in flight Benthos is to use.
+func newOutput(conf *service.ParsedConfig, mgr *service.Resources) (*kinesisOutput, service.BatchPolicy, int, error) {
+	oc, err := outputConfigFromParsed(conf)
+	if err != nil {
+		return nil, service.BatchPolicy{}, 0, err
+	}
+	out, err := newOutputFromConfig(oc, mgr)
+	if err != nil {
+		return nil, service.BatchPolicy{}, 0, err
+	}
+	policy := oc.Batching
+	if oc.numbered() {
+		out.order = newBatchOrder(mgr.Logger())
+		if policy, err = out.order.policy(oc.batchingRaw); err != nil {
+			out.order.close()
+			return nil, service.BatchPolicy{}, 0, err
+		}
+	}
+	return out, policy, oc.batchesInFlight(), nil
 }
 
 // kinesisAPI is the part of the Kinesis client the output uses.
@@ -169,6 +183,10 @@ type kinesisOutput struct {
 	newClient func(ctx context.Context) (kinesisAPI, string, error)
 
 	mFailed *service.MetricCounter
+
+	// order numbers the batches the output's batching forms, to write them
+	// in that order; nil when batches are not numbered (see numbered).
+	order *batchOrder
 
 	mu       sync.RWMutex
 	producer *producer.Producer
@@ -244,12 +262,22 @@ func (o *kinesisOutput) WriteBatch(ctx context.Context, batch service.MessageBat
 	p := o.producer
 	o.mu.RUnlock()
 	if p == nil {
+		// Closed: nothing is written any more, and no batch waits for
+		// this one.
+		if o.order != nil {
+			if first, last, ok := o.order.numbers(batch); ok {
+				o.order.enter(first, last)
+			}
+		}
 		return service.ErrNotConnected
 	}
 	// The batch's place in the order is taken before anything else, so
-	// that batches are ordered as they reached the output, not as their
-	// interpolation finished.
-	place := p.Reserve()
+	// that batches are ordered as they were formed (numbered) or reached
+	// the output, not as their interpolation finished.
+	place, err := o.reserve(ctx, p, batch)
+	if err != nil {
+		return err
+	}
 
 	type failure struct {
 		index int
@@ -297,9 +325,32 @@ func (o *kinesisOutput) WriteBatch(ctx context.Context, batch service.MessageBat
 	return bErr
 }
 
+// reserve takes batch's place among the ordered writes of p: for a numbered
+// batch, once every batch numbered before it has taken its own.
+func (o *kinesisOutput) reserve(ctx context.Context, p *producer.Producer, batch service.MessageBatch) (producer.Reservation, error) {
+	if o.order == nil {
+		return p.Reserve(), nil
+	}
+	first, last, ok := o.order.numbers(batch)
+	if !ok {
+		return p.Reserve(), nil
+	}
+	// Whatever happens, later batches need not wait for this one any
+	// more: it takes its place now, or is failed and comes back, if at
+	// all, in a new batch with a new number.
+	defer o.order.enter(first, last)
+	if err := o.order.await(ctx, first); err != nil {
+		return producer.Reservation{}, err
+	}
+	return p.Reserve(), nil
+}
+
 func (o *kinesisOutput) Close(context.Context) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.order != nil {
+		o.order.close()
+	}
 	o.stopLocked()
 	o.producer = nil
 	return nil

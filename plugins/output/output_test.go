@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -35,7 +36,8 @@ partition_key: ${! json("id") }
 		assert.Equal(t, "s", c.Stream)
 		assert.Equal(t, 64, c.MaxInFlight)
 		assert.True(t, c.PreserveOrder)
-		assert.Equal(t, 1, c.batchesInFlight(), "ordered: Benthos hands over one batch at a time")
+		assert.Equal(t, 64, c.batchesInFlight(), "ordered with batching: max_in_flight batches, numbered as they are formed")
+		assert.True(t, c.numbered())
 		assert.Equal(t, service.BatchPolicy{Count: defaultBatchCount, Period: defaultBatchPeriod}, c.Batching, "batches of a full request by default")
 		assert.Equal(t, kinesisx.DefaultMaxRecordSize, c.MaxRecordSize)
 		assert.Nil(t, c.HashKey)
@@ -59,16 +61,28 @@ partition_key: ${! json("id") }
 		assert.Equal(t, 16, c.batchesInFlight())
 	})
 
-	// Benthos hands concurrent batches to its writers in no set order, so
-	// an ordered output takes one at a time unless the user accepts that.
-	t.Run("ordered writes one batch at a time by default", func(t *testing.T) {
-		c, err := parse(t, "stream: s\npartition_key: k\nmax_in_flight: 16")
-		require.NoError(t, err)
-		assert.True(t, c.PreserveOrder)
-		assert.Equal(t, 1, c.batchesInFlight())
-		c, err = parse(t, "stream: s\npartition_key: k\nmax_in_flight: 16\nordered_batches_in_flight: 8")
-		require.NoError(t, err)
-		assert.Equal(t, 8, c.batchesInFlight())
+	// Benthos hands concurrent batches to its writers in no set order. With
+	// batching the output numbers its batches as they are formed and keeps
+	// that order however many are in flight; without, it takes one at a
+	// time unless the user accepts batches in the order they arrive.
+	t.Run("ordered batches in flight", func(t *testing.T) {
+		for _, tc := range []struct {
+			yaml     string
+			inFlight int
+			numbered bool
+		}{
+			{"max_in_flight: 16", 16, true},
+			{"max_in_flight: 16\nordered_batches_in_flight: 8", 8, true},
+			{"max_in_flight: 16\nordered_batches_in_flight: 1", 1, false},
+			{"max_in_flight: 16\nbatching: {}", 1, false},
+			{"max_in_flight: 16\nbatching: {}\nordered_batches_in_flight: 8", 8, false},
+			{"max_in_flight: 16\npreserve_order: false", 16, false},
+		} {
+			c, err := parse(t, "stream: s\npartition_key: k\n"+tc.yaml)
+			require.NoError(t, err, tc.yaml)
+			assert.Equal(t, tc.inFlight, c.batchesInFlight(), tc.yaml)
+			assert.Equal(t, tc.numbered, c.numbered(), tc.yaml)
+		}
 	})
 
 	tests := []struct {
@@ -101,6 +115,9 @@ type fakeKinesis struct {
 	described   []*kinesis.DescribeStreamSummaryInput
 	puts        []*kinesis.PutRecordsInput
 	refuseKey   string // entries with this key are refused every time
+	// delay, when set, is how long each PutRecords takes, drawn anew for
+	// each call.
+	delay func() time.Duration
 }
 
 func (f *fakeKinesis) DescribeStreamSummary(_ context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
@@ -121,6 +138,9 @@ func (f *fakeKinesis) ListShards(context.Context, *kinesis.ListShardsInput, ...f
 }
 
 func (f *fakeKinesis) PutRecords(_ context.Context, in *kinesis.PutRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
+	if f.delay != nil {
+		time.Sleep(f.delay())
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.puts = append(f.puts, in)

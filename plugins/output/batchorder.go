@@ -1,0 +1,231 @@
+package output
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+)
+
+// Ordered batches in flight, in the order Benthos formed them.
+//
+// Benthos hands each batch to one of as many writer goroutines as batches
+// may be in flight, so two batches formed one after the other can reach
+// WriteBatch in either order. The output's own batching, though, forms its
+// batches on one goroutine, one after the other, and runs the batching
+// policy's processors there as it forms each. The output appends one
+// processor of its own to that list, kinesis_batch_order, which numbers
+// every batch as it is formed (in the context of its first message, which
+// nothing outside this output reads). WriteBatch then takes each batch's
+// place among the ordered writes in the order of those numbers, whatever
+// order the writer goroutines reach it in; a batch that arrives early waits
+// for the earlier numbers to take theirs, which they do before any round
+// trip. Two batches of one key are then written in the order they were
+// formed, with many batches in flight.
+//
+// Without batching (`batching: {}`) there is no goroutine forming batches
+// to number them, and an ordered output writes one batch at a time unless
+// ordered_batches_in_flight says otherwise (see batchesInFlight).
+
+// batchOrderProcessor is the name of the output's numbering processor.
+const batchOrderProcessor = "kinesis_batch_order"
+
+// gapWait is how long a batch waits for an earlier number that no
+// WriteBatch has brought. Benthos only loses a formed batch on its way to
+// the writers when it shuts down; a gap that outlasts this is logged and
+// passed over, so the output cannot stall on it.
+const gapWait = 10 * time.Second
+
+var (
+	// batchOrders maps the id in each numbering processor's config to its
+	// output's numbering.
+	batchOrders   sync.Map
+	batchOrderIDs atomic.Uint64
+)
+
+func init() {
+	spec := service.NewConfigSpec().
+		Summary("Added by the kinesis output to its own batching policy to number the batches it forms; not for use in a config.").
+		Field(service.NewStringField("id"))
+	err := service.RegisterBatchProcessor(batchOrderProcessor, spec, func(conf *service.ParsedConfig, _ *service.Resources) (service.BatchProcessor, error) {
+		id, err := conf.FieldString("id")
+		if err != nil {
+			return nil, err
+		}
+		b, ok := batchOrders.Load(id)
+		if !ok {
+			return nil, fmt.Errorf("%s is added by the kinesis output to its own batching; it cannot be used in a config", batchOrderProcessor)
+		}
+		return b.(*batchOrder), nil
+	})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// batchOrder numbers the batches an output's batching forms, and lets each
+// batch's write take its place in the order of the numbers.
+type batchOrder struct {
+	id  string
+	log *service.Logger
+	// gapWait is gapWait but in tests.
+	gapWait time.Duration
+
+	issued atomic.Uint64 // the next number to give a batch
+
+	mu sync.Mutex
+	// entered is the lowest number whose batch has not taken its place yet:
+	// every batch numbered below it has (or was passed over).
+	entered uint64
+	// moved is closed, and replaced, whenever entered moves.
+	moved chan struct{}
+	// done marks the numbers above entered whose batches are through with
+	// the order out of turn (failed while they waited).
+	done map[uint64]bool
+}
+
+// newBatchOrder registers a numbering for an output and returns it.
+func newBatchOrder(log *service.Logger) *batchOrder {
+	b := &batchOrder{id: "o" + strconv.FormatUint(batchOrderIDs.Add(1), 10), log: log, gapWait: gapWait, moved: make(chan struct{}), done: map[uint64]bool{}}
+	batchOrders.Store(b.id, b)
+	return b
+}
+
+// close forgets the numbering; batches it numbered are still written.
+func (b *batchOrder) close() { batchOrders.Delete(b.id) }
+
+// policy returns the batching policy raw (the batching field as written,
+// with its defaults) with the numbering processor appended.
+func (b *batchOrder) policy(raw any) (service.BatchPolicy, error) {
+	fields, ok := raw.(map[string]any)
+	if !ok {
+		return service.BatchPolicy{}, fmt.Errorf("field %s: expected an object, got %T", fieldBatching, raw)
+	}
+	withOrder := make(map[string]any, len(fields))
+	for k, v := range fields {
+		withOrder[k] = v
+	}
+	procs, _ := fields["processors"].([]any)
+	withOrder["processors"] = append(append([]any(nil), procs...), map[string]any{batchOrderProcessor: map[string]any{"id": b.id}})
+	doc, err := json.Marshal(map[string]any{fieldBatching: withOrder})
+	if err != nil {
+		return service.BatchPolicy{}, fmt.Errorf("field %s: %w", fieldBatching, err)
+	}
+	conf, err := service.NewConfigSpec().Field(service.NewBatchPolicyField(fieldBatching)).ParseYAML(string(doc), nil)
+	if err != nil {
+		return service.BatchPolicy{}, fmt.Errorf("field %s: %w", fieldBatching, err)
+	}
+	return conf.FieldBatchPolicy(fieldBatching)
+}
+
+// ProcessBatch numbers batch. Benthos calls it on the goroutine that forms
+// the batches, in the order it forms them.
+func (b *batchOrder) ProcessBatch(_ context.Context, batch service.MessageBatch) ([]service.MessageBatch, error) {
+	if len(batch) > 0 {
+		n := b.issued.Add(1) - 1
+		batch[0] = batch[0].WithContext(context.WithValue(batch[0].Context(), b, n))
+	}
+	return []service.MessageBatch{batch}, nil
+}
+
+func (b *batchOrder) Close(context.Context) error { return nil }
+
+// numbers returns the lowest and highest number batch carries. A batch
+// formed by user processors that split it carries several, consecutive,
+// since Benthos joins the parts again; ok is false for a batch that carries
+// none (one not formed by this output's batching).
+func (b *batchOrder) numbers(batch service.MessageBatch) (first, last uint64, ok bool) {
+	for _, m := range batch {
+		n, is := m.Context().Value(b).(uint64)
+		if !is {
+			continue
+		}
+		if !ok {
+			first, last, ok = n, n, true
+			continue
+		}
+		first, last = min(first, n), max(last, n)
+	}
+	return first, last, ok
+}
+
+// await returns when every batch numbered below first has taken its place,
+// or ctx has ended.
+func (b *batchOrder) await(ctx context.Context, first uint64) error {
+	var gap *time.Timer
+	defer func() {
+		if gap != nil {
+			gap.Stop()
+		}
+	}()
+	for {
+		b.mu.Lock()
+		if b.entered >= first {
+			b.mu.Unlock()
+			return nil
+		}
+		moved, from := b.moved, b.entered
+		b.mu.Unlock()
+		if gap == nil {
+			gap = time.NewTimer(b.gapWait)
+		}
+		select {
+		case <-moved:
+			gap.Reset(b.gapWait)
+		case <-gap.C:
+			b.passOver(from, first)
+			gap.Reset(b.gapWait)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// passOver gives up on the numbers from `from` below first if entered has
+// not moved since the wait began: no batch of them has reached WriteBatch.
+func (b *batchOrder) passOver(from, first uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.entered != from {
+		return
+	}
+	b.log.With("batches", first-from).Warnf("Batches numbered %d to %d by the output's batching never reached it within %v; writing the next ones without them", from, first-1, b.gapWait)
+	for n := from; n < first; n++ {
+		delete(b.done, n)
+	}
+	b.advanceLocked(first)
+}
+
+// enter notes that the batch numbered first to last has taken its place
+// (or will not: Benthos forms a new batch, with a new number, for messages
+// it sends again).
+func (b *batchOrder) enter(first, last uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for n := first; n <= last; n++ {
+		if n >= b.entered {
+			b.done[n] = true
+		}
+	}
+	b.advanceLocked(b.entered)
+}
+
+// advanceLocked moves entered to `to`, and on past the numbers done out of
+// turn, and wakes the batches waiting if it moved.
+func (b *batchOrder) advanceLocked(to uint64) {
+	for b.done[to] {
+		delete(b.done, to)
+		to++
+	}
+	if to == b.entered {
+		return
+	}
+	b.entered = to
+	close(b.moved)
+	b.moved = make(chan struct{})
+}

@@ -1,0 +1,193 @@
+package output
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// numberedOutput builds and connects an ordered output with batching of
+// three messages against api, and returns it with a batcher built from the
+// policy it gave Benthos, to form batches as Benthos does.
+func numberedOutput(t *testing.T, api *fakeKinesis, extra string) (*kinesisOutput, *service.Batcher) {
+	t.Helper()
+	conf, err := spec().ParseYAML("stream: s\npartition_key: ${! meta(\"key\") }\nbatching: {count: 3}\n"+extra, nil)
+	require.NoError(t, err)
+	res := service.MockResources()
+	out, policy, inFlight, err := newOutput(conf, res)
+	require.NoError(t, err)
+	assert.Equal(t, 64, inFlight, "batches in flight")
+	out.newClient = func(context.Context) (kinesisAPI, string, error) { return api, "eu-west-1", nil }
+	require.NoError(t, out.Connect(t.Context()))
+	t.Cleanup(func() { _ = out.Close(context.Background()) })
+	batcher, err := policy.NewBatcher(res)
+	require.NoError(t, err)
+	return out, batcher
+}
+
+// form adds one message per key, tagged, and flushes them as a batch.
+func form(t *testing.T, b *service.Batcher, tag string, keys ...string) service.MessageBatch {
+	t.Helper()
+	for _, k := range keys {
+		m := service.NewMessage([]byte(tag + "/" + k))
+		m.MetaSetMut("key", k)
+		b.Add(m)
+	}
+	batch, err := b.Flush(t.Context())
+	require.NoError(t, err)
+	require.Len(t, batch, len(keys))
+	return batch
+}
+
+// landed is the data of every record the fake was sent, in order.
+func (f *fakeKinesis) landed() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, in := range f.puts {
+		for _, e := range in.Records {
+			out = append(out, string(e.Data))
+		}
+	}
+	return out
+}
+
+func TestNumberedBatchesAreWrittenInTheOrderTheyWereFormed(t *testing.T) {
+	api := &fakeKinesis{}
+	out, batcher := numberedOutput(t, api, "")
+	first := form(t, batcher, "1", "a", "b", "c")
+	second := form(t, batcher, "2", "a", "b", "c")
+
+	// The second batch reaches the output first, as one of Benthos'
+	// writer goroutines may: it waits for the first to take its place.
+	done := make(chan error, 1)
+	go func() { done <- out.WriteBatch(t.Context(), second) }()
+	require.Never(t, func() bool { return len(api.landed()) > 0 }, 200*time.Millisecond, 10*time.Millisecond,
+		"the second batch was written before the first reached the output")
+
+	require.NoError(t, out.WriteBatch(t.Context(), first))
+	require.NoError(t, <-done)
+	assert.Equal(t, []string{"1/a", "1/b", "1/c", "2/a", "2/b", "2/c"}, api.landed(), "each key's records in the order the batches were formed")
+}
+
+func TestNumberedBatchDoesNotWaitForeverForALostOne(t *testing.T) {
+	api := &fakeKinesis{}
+	out, batcher := numberedOutput(t, api, "")
+	out.order.gapWait = 50 * time.Millisecond
+	_ = form(t, batcher, "1", "a") // formed, but never reaches the output
+	second := form(t, batcher, "2", "a")
+
+	require.NoError(t, out.WriteBatch(t.Context(), second))
+	assert.Equal(t, []string{"2/a"}, api.landed())
+}
+
+func TestFailedNumberedBatchDoesNotHoldLaterOnes(t *testing.T) {
+	api := &fakeKinesis{}
+	out, batcher := numberedOutput(t, api, "")
+	out.order.gapWait = time.Hour
+	zeroth := form(t, batcher, "0", "a")
+	first := form(t, batcher, "1", "a")
+	second := form(t, batcher, "2", "a")
+
+	// Batch 1 fails while it waits behind batch 0 (its context ends):
+	// Benthos fails it, and its messages come back, if at all, in a new
+	// batch with a new number. Batch 2 then waits for 0 alone.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.ErrorIs(t, out.WriteBatch(ctx, first), context.Canceled)
+	done := make(chan error, 1)
+	go func() { done <- out.WriteBatch(t.Context(), second) }()
+	require.Never(t, func() bool { return len(api.landed()) > 0 }, 200*time.Millisecond, 10*time.Millisecond,
+		"batch 2 went ahead of batch 0 once batch 1 failed")
+
+	require.NoError(t, out.WriteBatch(t.Context(), zeroth))
+	require.NoError(t, <-done)
+	assert.Equal(t, []string{"0/a", "2/a"}, api.landed())
+}
+
+func TestBatchOrderProcessorIsNotForConfigs(t *testing.T) {
+	b := service.NewStreamBuilder()
+	require.NoError(t, b.AddProcessorYAML(batchOrderProcessor+": {id: x}"))
+	require.NoError(t, b.AddInputYAML("generate: {count: 1, interval: \"\", mapping: 'root = \"x\"'}"))
+	require.NoError(t, b.AddOutputYAML("drop: {}"))
+	strm, err := b.Build()
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err = strm.Run(ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "added by the kinesis output")
+}
+
+// TestNumbersReachTheOutputThroughBenthos runs a stream whose ordered
+// output writes eight batches at once, with writes of random length so they
+// overlap and finish out of turn: every batch the output's batching formed
+// must reach WriteBatch with its number (none passed over), and each key's
+// messages land in the order the input emitted them.
+func TestNumbersReachTheOutputThroughBenthos(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rngMu sync.Mutex
+	api := &fakeKinesis{delay: func() time.Duration {
+		rngMu.Lock()
+		defer rngMu.Unlock()
+		return time.Duration(rng.IntN(3000)) * time.Microsecond
+	}}
+	var built *kinesisOutput
+	env := service.NewEnvironment()
+	require.NoError(t, env.RegisterBatchOutput("kinesis", spec(),
+		func(conf *service.ParsedConfig, mgr *service.Resources) (service.BatchOutput, service.BatchPolicy, int, error) {
+			o, policy, inFlight, err := newOutput(conf, mgr)
+			if err != nil {
+				return nil, service.BatchPolicy{}, 0, err
+			}
+			o.newClient = func(context.Context) (kinesisAPI, string, error) { return api, "eu-west-1", nil }
+			built = o
+			return o, policy, inFlight, nil
+		}))
+	b := env.NewStreamBuilder()
+	require.NoError(t, b.SetYAML(`
+input:
+  generate:
+    count: 3000
+    interval: ""
+    batch_size: 1
+    mapping: root = counter().string()
+output:
+  kinesis:
+    stream: events
+    partition_key: '${! "key-" + (content().number() % 7).string() }'
+    max_in_flight: 8
+    batching: {count: 5, period: 1ms}
+`))
+	require.NoError(t, b.SetLoggerYAML("level: none"))
+	stream, err := b.Build()
+	require.NoError(t, err)
+	ctx, cancel := contextWithTimeout(t, 60*time.Second)
+	defer cancel()
+	require.NoError(t, stream.Run(ctx))
+
+	last := map[int]int{}
+	seen := map[int]bool{}
+	for _, d := range api.landed() {
+		n, err := strconv.Atoi(d)
+		require.NoError(t, err)
+		require.False(t, seen[n], "message %d written twice", n)
+		seen[n] = true
+		require.Greater(t, n, last[n%7], "key-%d: message %d landed after %d", n%7, n, last[n%7])
+		last[n%7] = n
+	}
+	assert.Len(t, seen, 3000)
+	require.NotNil(t, built.order, "the ordered output with batching numbers its batches")
+	built.order.mu.Lock()
+	defer built.order.mu.Unlock()
+	assert.Positive(t, built.order.issued.Load())
+	assert.Equal(t, built.order.issued.Load(), built.order.entered, "every numbered batch reached the output in its turn")
+	assert.Empty(t, built.order.done, "no batch was through out of turn")
+}
