@@ -22,7 +22,7 @@ type outputConfig struct {
 	MaxInFlight      int
 	PreserveOrder    bool
 	// OrderedBatches is how many batches an ordered output writes at once,
-	// 0 when unset (see batchesInFlight).
+	// 0 for the default (see batchesInFlight).
 	OrderedBatches int
 	Batching       service.BatchPolicy
 	// batchingRaw is the batching field as written, with its defaults, for
@@ -65,13 +65,11 @@ func outputConfigFromParsed(conf *service.ParsedConfig) (c outputConfig, err err
 	if c.PreserveOrder, err = conf.FieldBool(fieldPreserveOrder); err != nil {
 		return c, err
 	}
-	if conf.Contains(fieldOrderedBatches) {
-		if c.OrderedBatches, err = conf.FieldInt(fieldOrderedBatches); err != nil {
-			return c, err
-		}
-		if c.OrderedBatches < 1 || c.OrderedBatches > c.MaxInFlight {
-			return c, fmt.Errorf("field %s: %d is out of range; accepted values are 1 (one batch at a time) to %s (%d), or leave it unset for %s with batching and 1 without", fieldOrderedBatches, c.OrderedBatches, fieldMaxInFlight, c.MaxInFlight, fieldMaxInFlight)
-		}
+	if c.OrderedBatches, err = conf.FieldInt(fieldOrderedBatches); err != nil {
+		return c, err
+	}
+	if c.OrderedBatches < 0 || c.OrderedBatches > c.MaxInFlight {
+		return c, fmt.Errorf("field %s: %d is out of range; accepted values are 0 (the default: %s with batching, 1 without) and 1 (one batch at a time) to %s (%d)", fieldOrderedBatches, c.OrderedBatches, fieldMaxInFlight, fieldMaxInFlight, c.MaxInFlight)
 	}
 	if c.Batching, err = conf.FieldBatchPolicy(fieldBatching); err != nil {
 		return c, err

@@ -72,6 +72,7 @@ partition_key: ${! json("id") }
 			numbered bool
 		}{
 			{"max_in_flight: 16", 16, true},
+			{"max_in_flight: 16\nordered_batches_in_flight: 0", 16, true},
 			{"max_in_flight: 16\nordered_batches_in_flight: 8", 8, true},
 			{"max_in_flight: 16\nordered_batches_in_flight: 1", 1, false},
 			{"max_in_flight: 16\nbatching: {}", 1, false},
@@ -89,7 +90,7 @@ partition_key: ${! json("id") }
 		name, yaml, wantField string
 	}{
 		{"empty stream", "stream: ' '\npartition_key: k", "field stream"},
-		{"ordered_batches_in_flight zero", "stream: s\npartition_key: k\nordered_batches_in_flight: 0", "field ordered_batches_in_flight"},
+		{"ordered_batches_in_flight negative", "stream: s\npartition_key: k\nordered_batches_in_flight: -1", "field ordered_batches_in_flight"},
 		{"ordered_batches_in_flight over max_in_flight", "stream: s\npartition_key: k\nmax_in_flight: 4\nordered_batches_in_flight: 5", "field ordered_batches_in_flight"},
 		{"max_in_flight zero", "stream: s\npartition_key: k\nmax_in_flight: 0", "field max_in_flight"},
 		{"max_record_size over 10 MiB", "stream: s\npartition_key: k\nmax_record_size: 10485761", "field max_record_size"},
