@@ -40,17 +40,15 @@ type orderedFlags struct {
 // microseconds, so the fault proxy holds every request for a fixed time
 // before forwarding it. Each latency and aggregation setting compares the
 // output with `preserve_order: false` (the baseline), with
-// `preserve_order: true` with `ordered_batches_in_flight` at the same
-// concurrency, and with `preserve_order: true` taking one batch at a time
-// (the default) with batching sized by the shard count, in rounds that
-// rotate which goes first.
+// `preserve_order: true` and its defaults (batches numbered as they are
+// formed, max_in_flight of them at once), and with `preserve_order: true`
+// taking one batch at a time with batching sized by the shard count, in
+// rounds that rotate which goes first.
 func runOrdered(ctx context.Context, args []string) error {
 	var f orderedFlags
 	fs := flag.NewFlagSet("ordered", flag.ContinueOnError)
 	// A round holds six of the sized side's batches (500 records per
-	// shard on 64 shards): one that ends with a part batch waits for the
-	// batching period, which a short round would measure rather than the
-	// writes.
+	// shard on 64 shards).
 	fs.IntVar(&f.records, "n", 576000, "records to write on each side, over all rounds")
 	fs.IntVar(&f.size, "size", 200, "bytes of data per record")
 	fs.IntVar(&f.shards, "shards", 64, "shards of each stream")
@@ -170,8 +168,9 @@ func runOrdered(ctx context.Context, args []string) error {
 
 // shardSizedBatching is the output's batching by the rule of
 // docs/performance.md for an ordered output that takes one batch at a time
-// (the default): a batch fills a request for every shard, so one round
-// trip carries what the unordered output spreads over as many batches.
+// (ordered_batches_in_flight: 1): a batch fills a request for every shard,
+// so one round trip carries what the unordered output spreads over as many
+// batches.
 func shardSizedBatching(shards int) string {
 	return fmt.Sprintf("batching: {count: %d, byte_size: %d, period: 1s}", kinesisx.MaxPutRecordsCount*shards, shards<<20)
 }
