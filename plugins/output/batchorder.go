@@ -2,7 +2,6 @@ package output
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
+	"gopkg.in/yaml.v3"
 )
 
 // Ordered batches in flight, in the order Benthos formed them.
@@ -112,7 +112,8 @@ func (b *batchOrder) policy(raw any) (service.BatchPolicy, error) {
 	}
 	procs, _ := fields["processors"].([]any)
 	withOrder["processors"] = append(append([]any(nil), procs...), map[string]any{batchOrderProcessor: map[string]any{"id": b.id}})
-	doc, err := json.Marshal(map[string]any{fieldBatching: withOrder})
+	// yaml, not json: the processors Benthos parsed come back as YAML nodes.
+	doc, err := yaml.Marshal(map[string]any{fieldBatching: withOrder})
 	if err != nil {
 		return service.BatchPolicy{}, fmt.Errorf("field %s: %w", fieldBatching, err)
 	}

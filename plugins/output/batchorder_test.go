@@ -14,11 +14,14 @@ import (
 )
 
 // numberedOutput builds and connects an ordered output with batching of
-// three messages against api, and returns it with a batcher built from the
+// three messages (or batching, if given) against api, and returns it with a batcher built from the
 // policy it gave Benthos, to form batches as Benthos does.
-func numberedOutput(t *testing.T, api *fakeKinesis, extra string) (*kinesisOutput, *service.Batcher) {
+func numberedOutput(t *testing.T, api *fakeKinesis, batching string) (*kinesisOutput, *service.Batcher) {
 	t.Helper()
-	conf, err := spec().ParseYAML("stream: s\npartition_key: ${! meta(\"key\") }\nbatching: {count: 3}\n"+extra, nil)
+	if batching == "" {
+		batching = "batching: {count: 3}"
+	}
+	conf, err := spec().ParseYAML("stream: s\npartition_key: ${! meta(\"key\") }\n"+batching, nil)
 	require.NoError(t, err)
 	res := service.MockResources()
 	out, policy, inFlight, err := newOutput(conf, res)
@@ -110,6 +113,42 @@ func TestFailedNumberedBatchDoesNotHoldLaterOnes(t *testing.T) {
 	require.NoError(t, out.WriteBatch(t.Context(), zeroth))
 	require.NoError(t, <-done)
 	assert.Equal(t, []string{"0/a", "2/a"}, api.landed())
+}
+
+// A user's batching processors run before the output's numbering: one that
+// splits a batch gets each part numbered, Benthos joins the parts again, and
+// the batch takes the whole range; one that drops a batch takes no number.
+func TestNumberedBatchesThroughUserProcessors(t *testing.T) {
+	api := &fakeKinesis{}
+	out, batcher := numberedOutput(t, api, `batching:
+  count: 3
+  processors:
+    - split: {size: 1}
+    - mapping: 'root = if content().has_prefix("drop") { deleted() }'`)
+	split := form(t, batcher, "1", "a", "b", "c")
+	first, last, ok := out.order.numbers(split)
+	require.True(t, ok)
+	assert.Equal(t, [2]uint64{0, 2}, [2]uint64{first, last}, "a batch split in three carries three numbers")
+
+	for _, k := range []string{"a", "b", "c"} {
+		m := service.NewMessage([]byte("drop/" + k))
+		m.MetaSetMut("key", k)
+		batcher.Add(m)
+	}
+	dropped, err := batcher.Flush(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, dropped)
+
+	next := form(t, batcher, "2", "a", "b", "c")
+	first, _, ok = out.order.numbers(next)
+	require.True(t, ok)
+	assert.Equal(t, uint64(3), first, "a dropped batch takes no number")
+
+	done := make(chan error, 1)
+	go func() { done <- out.WriteBatch(t.Context(), next) }()
+	require.NoError(t, out.WriteBatch(t.Context(), split))
+	require.NoError(t, <-done)
+	assert.Equal(t, []string{"1/a", "1/b", "1/c", "2/a", "2/b", "2/c"}, api.landed())
 }
 
 func TestBatchOrderProcessorIsNotForConfigs(t *testing.T) {
