@@ -17,7 +17,10 @@ import (
 // cores for a large write (see parallel.go).
 func (p *Producer) records(entries []Entry, valid []int, aggregate bool) records {
 	shards := p.shards.Load()
-	out := records{src: entries, shards: shards, index: valid, entries: make([]types.PutRecordsRequestEntry, len(valid))}
+	out := records{src: entries, shards: shards, index: valid}
+	if shards == nil || !aggregate {
+		out.entries = make([]types.PutRecordsRequestEntry, len(valid))
+	}
 	if shards == nil {
 		for k, i := range valid {
 			out.entries[k] = plain(&entries[i])
@@ -57,7 +60,7 @@ func (p *Producer) records(entries []Entry, valid []int, aggregate bool) records
 	groups := groupByLane(out.lane, shards.Len())
 	parts := make([]records, len(groups))
 	eachOf(len(groups), len(valid), func(_, g int) {
-		parts[g] = p.aggregateLane(entries, valid, hashes, out.lane, groups[g])
+		parts[g] = p.aggregateLane(entries, valid, hashes, out.lane[groups[g][0]], groups[g])
 	})
 	n := 0
 	for _, part := range parts {
@@ -101,12 +104,11 @@ func groupByLane(lane []int, n int) [][]int {
 }
 
 // aggregateLane turns the entries at positions group of valid, all bound
-// for one shard (lane) and in order, into that shard's records: KPL
+// for shard (-1 if unknown) and in order, into that shard's records: KPL
 // aggregates up to the configured limits, and a record alone where
 // aggregating costs more than it saves (a lone member) or cannot be done
 // (too large, or a shard the map does not know).
-func (p *Producer) aggregateLane(entries []Entry, valid []int, hashes []hashKey, lane []int, group []int) records {
-	shard := lane[group[0]]
+func (p *Producer) aggregateLane(entries []Entry, valid []int, hashes []hashKey, shard int, group []int) records {
 	out := records{src: entries, members: [][]int{}}
 	addPlain := func(i int) {
 		out.entries = append(out.entries, plain(&entries[i]))

@@ -242,8 +242,8 @@ func (w *orderedWrite) pick() {
 	}
 	alone := len(w.failed) == 0 && (w.seq == nil || w.seq.after == nil)
 	if runs := workers(w.remaining); alone && runs > 1 {
-		if len(w.seenByRun) == 0 {
-			w.seenByRun = make([]map[string]bool, runs)
+		if len(w.seenByRun) < runs {
+			w.seenByRun = append(w.seenByRun, make([]map[string]bool, runs-len(w.seenByRun))...)
 		}
 		eachOf(len(w.lanes), w.remaining, func(run, l int) {
 			seen := w.seenByRun[run]

@@ -3,6 +3,7 @@ package output
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,8 +21,8 @@ import (
 // batches on one goroutine, one after the other, and runs the batching
 // policy's processors there as it forms each. The output appends one
 // processor of its own to that list, kinesis_batch_order, which numbers
-// every batch as it is formed (in the context of its first message, which
-// nothing outside this output reads). WriteBatch then takes each batch's
+// every batch as it is formed (in the context of its first and last
+// messages, which nothing outside this output reads). WriteBatch then takes each batch's
 // place among the ordered writes in the order of those numbers, whatever
 // order the writer goroutines reach it in; a batch that arrives early waits
 // for the earlier numbers to take theirs, which they do before any round
@@ -73,7 +74,7 @@ func init() {
 type batchOrder struct {
 	id  string
 	log *service.Logger
-	// gapWait is gapWait but in tests.
+	// gapWait is the package's gapWait, shorter in tests.
 	gapWait time.Duration
 
 	issued atomic.Uint64 // the next number to give a batch
@@ -106,10 +107,7 @@ func (b *batchOrder) policy(raw any) (service.BatchPolicy, error) {
 	if !ok {
 		return service.BatchPolicy{}, fmt.Errorf("field %s: expected an object, got %T", fieldBatching, raw)
 	}
-	withOrder := make(map[string]any, len(fields))
-	for k, v := range fields {
-		withOrder[k] = v
-	}
+	withOrder := maps.Clone(fields)
 	procs, _ := fields["processors"].([]any)
 	withOrder["processors"] = append(append([]any(nil), procs...), map[string]any{batchOrderProcessor: map[string]any{"id": b.id}})
 	// yaml, not json: the processors Benthos parsed come back as YAML nodes.
@@ -124,35 +122,37 @@ func (b *batchOrder) policy(raw any) (service.BatchPolicy, error) {
 	return conf.FieldBatchPolicy(fieldBatching)
 }
 
-// ProcessBatch numbers batch. Benthos calls it on the goroutine that forms
-// the batches, in the order it forms them.
+// ProcessBatch numbers batch, in the context of its first and last
+// messages. Benthos calls it on the goroutine that forms the batches, in the
+// order it forms them.
 func (b *batchOrder) ProcessBatch(_ context.Context, batch service.MessageBatch) ([]service.MessageBatch, error) {
 	if len(batch) > 0 {
 		n := b.issued.Add(1) - 1
-		batch[0] = batch[0].WithContext(context.WithValue(batch[0].Context(), b, n))
+		for _, i := range []int{0, len(batch) - 1} {
+			batch[i] = batch[i].WithContext(context.WithValue(batch[i].Context(), b, n))
+		}
 	}
 	return []service.MessageBatch{batch}, nil
 }
 
 func (b *batchOrder) Close(context.Context) error { return nil }
 
-// numbers returns the lowest and highest number batch carries. A batch
-// formed by user processors that split it carries several, consecutive,
-// since Benthos joins the parts again; ok is false for a batch that carries
-// none (one not formed by this output's batching).
+// numbers returns the lowest and highest number batch carries, from its
+// first and last messages. A batch that user processors split carries
+// several, consecutive: each part is numbered and Benthos joins the parts
+// again in order. ok is false for a batch that carries none (one not formed
+// by this output's batching).
 func (b *batchOrder) numbers(batch service.MessageBatch) (first, last uint64, ok bool) {
-	for _, m := range batch {
-		n, is := m.Context().Value(b).(uint64)
-		if !is {
-			continue
-		}
-		if !ok {
-			first, last, ok = n, n, true
-			continue
-		}
-		first, last = min(first, n), max(last, n)
+	if len(batch) == 0 {
+		return 0, 0, false
 	}
-	return first, last, ok
+	if first, ok = batch[0].Context().Value(b).(uint64); !ok {
+		return 0, 0, false
+	}
+	if last, ok = batch[len(batch)-1].Context().Value(b).(uint64); !ok {
+		last = first
+	}
+	return first, last, true
 }
 
 // await returns when every batch numbered below first has taken its place,

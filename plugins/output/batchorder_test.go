@@ -151,6 +151,23 @@ func TestNumberedBatchesThroughUserProcessors(t *testing.T) {
 	assert.Equal(t, []string{"1/a", "1/b", "1/c", "2/a", "2/b", "2/c"}, api.landed())
 }
 
+// The numbered policy is rebuilt from the batching field in the global
+// environment. A batching processor that only the caller's environment
+// knows cannot be rebuilt there: the output then writes one batch at a
+// time, with the user's policy as it is, instead of failing to start.
+func TestBatchingProcessorOfACustomEnvironmentWritesOneBatchAtATime(t *testing.T) {
+	env := service.NewEnvironment()
+	require.NoError(t, env.RegisterBatchProcessor("only_here", service.NewConfigSpec(),
+		func(*service.ParsedConfig, *service.Resources) (service.BatchProcessor, error) { return nil, nil }))
+	conf, err := spec().ParseYAML("stream: s\npartition_key: k\nbatching: {count: 3, processors: [{only_here: {}}]}", env)
+	require.NoError(t, err)
+	out, policy, inFlight, err := newOutput(conf, service.MockResources())
+	require.NoError(t, err)
+	assert.Equal(t, 1, inFlight, "one batch at a time")
+	assert.Nil(t, out.order, "not numbered")
+	assert.Equal(t, 3, policy.Count, "the user's policy")
+}
+
 func TestBatchOrderProcessorIsNotForConfigs(t *testing.T) {
 	b := service.NewStreamBuilder()
 	require.NoError(t, b.AddProcessorYAML(batchOrderProcessor+": {id: x}"))
@@ -179,17 +196,7 @@ func TestNumbersReachTheOutputThroughBenthos(t *testing.T) {
 		return time.Duration(rng.IntN(3000)) * time.Microsecond
 	}}
 	var built *kinesisOutput
-	env := service.NewEnvironment()
-	require.NoError(t, env.RegisterBatchOutput("kinesis", spec(),
-		func(conf *service.ParsedConfig, mgr *service.Resources) (service.BatchOutput, service.BatchPolicy, int, error) {
-			o, policy, inFlight, err := newOutput(conf, mgr)
-			if err != nil {
-				return nil, service.BatchPolicy{}, 0, err
-			}
-			o.newClient = func(context.Context) (kinesisAPI, string, error) { return api, "eu-west-1", nil }
-			built = o
-			return o, policy, inFlight, nil
-		}))
+	env := envWithFake(t, api, func(o *kinesisOutput) { built = o })
 	b := env.NewStreamBuilder()
 	require.NoError(t, b.SetYAML(`
 input:

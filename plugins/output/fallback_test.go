@@ -37,10 +37,9 @@ func (s *failedSink) WriteBatch(_ context.Context, b service.MessageBatch) error
 	return nil
 }
 
-// runFallback runs generate -> fallback [kinesis (against api), sink] with
-// the kinesis output configured by extra, twenty messages "1".."20" in
-// input batches of inputBatch, and returns what reached the sink.
-func runFallback(t *testing.T, api *fakeKinesis, inputBatch int, extra string) map[string]string {
+// envWithFake returns an environment whose kinesis output is built as
+// Benthos builds it, but talks to api; built, if set, is given each output.
+func envWithFake(t *testing.T, api *fakeKinesis, built func(*kinesisOutput)) *service.Environment {
 	t.Helper()
 	env := service.NewEnvironment()
 	require.NoError(t, env.RegisterBatchOutput("kinesis", spec(),
@@ -50,8 +49,20 @@ func runFallback(t *testing.T, api *fakeKinesis, inputBatch int, extra string) m
 				return nil, service.BatchPolicy{}, 0, err
 			}
 			o.newClient = func(context.Context) (kinesisAPI, string, error) { return api, "eu-west-1", nil }
+			if built != nil {
+				built(o)
+			}
 			return o, policy, inFlight, nil
 		}))
+	return env
+}
+
+// runFallback runs generate -> fallback [kinesis (against api), sink] with
+// the kinesis output configured by extra, twenty messages "1".."20" in
+// input batches of inputBatch, and returns what reached the sink.
+func runFallback(t *testing.T, api *fakeKinesis, inputBatch int, extra string) map[string]string {
+	t.Helper()
+	env := envWithFake(t, api, nil)
 	sink := &failedSink{errors: map[string]string{}}
 	require.NoError(t, env.RegisterBatchOutput("failed_sink", service.NewConfigSpec(),
 		func(*service.ParsedConfig, *service.Resources) (service.BatchOutput, service.BatchPolicy, int, error) {

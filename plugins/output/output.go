@@ -159,13 +159,20 @@ func newOutput(conf *service.ParsedConfig, mgr *service.Resources) (*kinesisOutp
 	}
 	policy := oc.Batching
 	if oc.numbered() {
-		out.order = newBatchOrder(mgr.Logger())
-		if policy, err = out.order.policy(oc.batchingRaw); err != nil {
-			out.order.close()
-			return nil, service.BatchPolicy{}, 0, err
+		order := newBatchOrder(mgr.Logger())
+		numbered, err := order.policy(oc.batchingRaw)
+		if err != nil {
+			// The policy is rebuilt in the global environment, which does
+			// not know a batching processor registered in the caller's
+			// own: order then holds with one batch at a time.
+			order.close()
+			mgr.Logger().With("stream", oc.Stream).Warnf("Writing ordered batches one at a time: the %s policy cannot take the output's numbering: %v", fieldBatching, err)
+			out.conf.OrderedBatches = 1
+		} else {
+			out.order, policy = order, numbered
 		}
 	}
-	return out, policy, oc.batchesInFlight(), nil
+	return out, policy, out.conf.batchesInFlight(), nil
 }
 
 // kinesisAPI is the part of the Kinesis client the output uses.
