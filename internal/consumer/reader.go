@@ -38,8 +38,11 @@ type shardReader struct {
 	// closed: renewals leave the lease alone from then on, so one racing
 	// with the release does not report it lost.
 	releasing atomic.Bool
-	// renewed is signalled each time a renewal extends the lease, waking a
-	// reader that waits past its lease's local deadline.
+	// renewed is closed and replaced (under renewedMu) each time a renewal
+	// or a re-seed confirms the lease: the fetcher and every lane may wait
+	// past the lease's local deadline at once, and one confirmation wakes
+	// them all.
+	renewedMu   sync.Mutex
 	renewed     chan struct{}
 	done        chan struct{}
 	closedShard bool // written before done is closed
@@ -71,7 +74,7 @@ func newShardReader(co *coordinator, shard Shard, l Lease, start startSpec) *sha
 		tracker: newTracker(),
 		start:   start,
 		log:     co.log.With("shard", shard.ID),
-		renewed: make(chan struct{}, 1),
+		renewed: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
 	r.lease.Store(&l)
@@ -94,14 +97,22 @@ func (r *shardReader) stop() {
 	r.cancelFetch()
 }
 
-// leaseRenewed stores a renewed lease and wakes the reader if it waits for
-// one.
+// leaseRenewed stores a renewed (or re-seeded) lease and wakes everything
+// of the reader that waits for one.
 func (r *shardReader) leaseRenewed(l Lease) {
 	r.lease.Store(&l)
-	select {
-	case r.renewed <- struct{}{}:
-	default:
-	}
+	r.renewedMu.Lock()
+	defer r.renewedMu.Unlock()
+	close(r.renewed)
+	r.renewed = make(chan struct{})
+}
+
+// nextRenewal returns a channel closed at the next renewal. A waiter takes
+// it before it looks at the deadline, so a renewal in between is not missed.
+func (r *shardReader) nextRenewal() <-chan struct{} {
+	r.renewedMu.Lock()
+	defer r.renewedMu.Unlock()
+	return r.renewed
 }
 
 // leaseLive reports whether the lease's local deadline is still ahead. A
@@ -118,13 +129,17 @@ func (r *shardReader) leaseLive() bool {
 // lost lease ends it through markLost.
 func (r *shardReader) awaitLease(ctx context.Context) bool {
 	warned := false
-	for !r.leaseLive() {
+	for {
+		renewal := r.nextRenewal()
+		if r.leaseLive() {
+			break
+		}
 		if !warned {
 			warned = true
 			r.log.Warnf("The lease's local deadline passed %v ago (was the process paused?); not reading until a renewal confirms the lease", time.Since(r.lease.Load().Deadline).Round(time.Millisecond))
 		}
 		select {
-		case <-r.renewed:
+		case <-renewal:
 		case <-ctx.Done():
 			return false
 		}

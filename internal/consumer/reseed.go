@@ -187,7 +187,7 @@ func (co *coordinator) reseed(ctx context.Context) {
 		found, res.Epoch, res.GroupStart.UTC().Format(time.RFC3339), len(seed.Checkpoints), len(seed.Closed), len(res.Renewed), len(res.Lost))
 	for _, l := range res.Renewed {
 		if r := byShard[l.Shard]; r != nil {
-			r.lease.Store(&l)
+			r.leaseRenewed(l) // wakes its lanes waiting past the old deadline
 		}
 	}
 	for _, id := range res.Lost {
