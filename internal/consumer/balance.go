@@ -29,11 +29,14 @@ func (co *coordinator) rebalance(ctx context.Context) {
 		}
 		return
 	}
-	co.noteClosed(closed)
 	leases, err := co.store.Leases(ctx)
 	if err != nil {
 		co.log.Warnf("Reading leases failed: %v", err)
 		return
+	}
+	closed, missing := co.noteClosed(closed, leases)
+	if len(missing) > 0 {
+		co.writeBackClosed(ctx, missing)
 	}
 	ready := readyShards(co.listed, closed)
 	share := (len(ready) + len(members) - 1) / len(members)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -85,13 +86,60 @@ func (k *known) newerOwner(id string) {
 	delete(k.committed, id)
 }
 
-// noteClosed replaces the known closed set with one read from the store.
-// The read is checked against the group record, so a forgetting store's
-// empty set never replaces what was known.
-func (co *coordinator) noteClosed(closed map[string]bool) {
+// noteClosed merges the closed set read from the store (checked against
+// the group record, so a forgetting store's empty set never gets here)
+// into what this instance knows, and returns the union: the gate's closed
+// set. A close is never dropped because the store lacks it: another
+// instance may have re-seeded a store that forgot the group without that
+// close, and dropping it would let the parent be read again after its
+// children. missing lists such closes of listed shards, for the caller to
+// write back (writeBackClosed) before any other instance takes the parent.
+// Only an operator's reset or import takes a close away: it frees every
+// lease at time 0 with its token raised and writes a new closed set, so a
+// known close the store lacks whose lease is freed that way is forgotten.
+func (co *coordinator) noteClosed(closed map[string]bool, leases map[string]LeaseState) (merged map[string]bool, missing []string) {
 	co.known.mu.Lock()
 	defer co.known.mu.Unlock()
-	co.known.closedSet = maps.Clone(closed)
+	if co.known.closedSet == nil {
+		co.known.closedSet = map[string]bool{}
+	}
+	for id := range co.known.closedSet {
+		if closed[id] {
+			continue
+		}
+		if ls, ok := leases[id]; ok && operatorFreed(ls) {
+			delete(co.known.closedSet, id)
+			continue
+		}
+		if _, listed := co.listed[id]; listed {
+			missing = append(missing, id)
+		}
+	}
+	for id := range closed {
+		co.known.closedSet[id] = true
+	}
+	slices.Sort(missing)
+	return maps.Clone(co.known.closedSet), missing
+}
+
+// operatorFreed reports a lease an operator's reset or import freed: no
+// owner, released at time 0 (a release or an expiry keeps a real time; a
+// close also writes 0, but its shard is in the closed set).
+func operatorFreed(ls LeaseState) bool {
+	return ls.Owner == "" && ls.Token > 0 && ls.ExpiresAt.UnixMilli() == 0
+}
+
+// writeBackClosed writes closes this instance knows back into a store that
+// lacks them, through a re-seed that carries nothing else (no checkpoint,
+// no lease): the store keeps what it has and adds the closes.
+func (co *coordinator) writeBackClosed(ctx context.Context, missing []string) {
+	_, err := co.store.Reseed(ctx, Seed{Owner: co.c.owner, Checkpoints: map[string]Position{}, Closed: missing})
+	if err != nil {
+		co.log.Warnf("Writing back %d closed shards the checkpoint store lacks failed; retrying at the next balancing round: %v", len(missing), err)
+		return
+	}
+	co.log.Warnf("The checkpoint store lacked the close of %d shards this instance knew closed (%s): another instance re-seeded it without them after it forgot the group. Wrote them back, so no parent is read again after its children",
+		len(missing), strings.Join(missing, ", "))
 }
 
 // forgetWatch passes every call to the Store and tells the coordinator when

@@ -1,0 +1,94 @@
+package consumer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// parentRig is a coordinator over st that lists a closed parent and its two
+// children, which another member holds, and that learned the parent closed
+// in a first balancing round.
+func parentRig(t *testing.T, st *fakeStore) *coordinator {
+	t.Helper()
+	co := balancingCoordinator(st, "me", nil)
+	co.listed = map[string]Shard{
+		"p":  {ID: "p", Closed: true},
+		"c1": {ID: "c1", Parent: "p"},
+		"c2": {ID: "c2", Parent: "p"},
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	co.runCtx, co.runDone = ctx, make(chan struct{})
+	t.Cleanup(func() { cancel(); close(co.runDone) })
+	for _, id := range []string{"c1", "c2"} {
+		_, err := st.Acquire(t.Context(), id, "other")
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Heartbeat(t.Context(), "other"))
+	st.mu.Lock()
+	st.closed["p"], st.ckpt["p"] = true, Position{ShardEnd: true}
+	st.mu.Unlock()
+	co.rebalance(ctx)
+	require.True(t, co.known.closedSet["p"], "the first round learned the parent closed")
+	return co
+}
+
+// forget empties the store as Redis restarting empty does, and lets
+// another instance that never knew the parent closed re-seed it first.
+func forget(st *fakeStore) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.closed, st.ckpt = map[string]bool{}, map[string]Position{}
+}
+
+// A store that forgot the group and was re-seeded by an instance that never
+// knew a parent closed must not make this instance drop the parent's close:
+// the gate keeps the parent closed, the round writes the close back, and a
+// later re-seed from this instance carries it again.
+func TestAClosedParentKeepsItsMarkWhenAnotherInstanceReseedsWithoutIt(t *testing.T) {
+	t.Parallel()
+	st := newFakeStore(time.Minute)
+	co := parentRig(t, st)
+	forget(st)
+
+	co.rebalance(co.runCtx)
+	st.mu.Lock()
+	l, taken := st.leases["p"]
+	closed := st.closed["p"]
+	st.mu.Unlock()
+	assert.False(t, taken && l.Owner == "me", "the closed parent was taken again after its children")
+	assert.True(t, closed, "the parent's close was not written back to the store")
+	assert.True(t, co.known.closedSet["p"], "the parent's close was dropped from what this instance knows")
+
+	forget(st)
+	co.reseed(co.runCtx)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	assert.True(t, st.closed["p"], "a later re-seed from this instance lacks the parent's close")
+}
+
+// An operator's reset or import frees every lease at time 0 and may leave
+// a closed shard out of the new closed set: that close is the operator's
+// to drop, so this instance forgets it rather than write it back.
+func TestAnOperatorsResetDropsAKnownClose(t *testing.T) {
+	t.Parallel()
+	st := newFakeStore(time.Minute)
+	co := parentRig(t, st)
+	st.mu.Lock()
+	st.closed = map[string]bool{}
+	delete(st.ckpt, "p")
+	st.leases["p"] = Lease{Shard: "p", Token: 7, ExpiresAt: time.UnixMilli(0)}
+	st.mu.Unlock()
+
+	co.rebalance(co.runCtx)
+	st.mu.Lock()
+	closed := st.closed["p"]
+	st.mu.Unlock()
+	assert.False(t, closed, "the operator's reset was undone")
+	co.known.mu.Lock()
+	defer co.known.mu.Unlock()
+	assert.False(t, co.known.closedSet["p"], "the close the operator dropped is still known")
+}
