@@ -34,6 +34,7 @@ func (co *coordinator) rebalance(ctx context.Context) {
 		co.log.Warnf("Reading leases failed: %v", err)
 		return
 	}
+	co.known.superseded(leases)
 	closed, missing := co.noteClosed(closed, leases)
 	if len(missing) > 0 {
 		co.writeBackClosed(ctx, missing)

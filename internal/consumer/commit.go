@@ -36,7 +36,8 @@ func (r *shardReader) commit(ctx context.Context) error {
 	if !ok || gen == r.committedGen {
 		return nil
 	}
-	err := r.co.store.Commit(ctx, *r.lease.Load(), pos)
+	l := *r.lease.Load()
+	err := r.co.store.Commit(ctx, l, pos)
 	switch {
 	case errors.Is(err, ErrLeaseLost):
 		r.markLost()
@@ -46,6 +47,6 @@ func (r *shardReader) commit(ctx context.Context) error {
 		return err
 	}
 	r.committedGen = gen
-	r.co.known.committedTo(r.shard.ID, pos)
+	r.co.known.committedTo(r.shard.ID, pos, l.Token)
 	return nil
 }

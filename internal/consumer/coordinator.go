@@ -307,7 +307,10 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]*shardRe
 		case holder.Owner == "" && holder.ExpiresAt.UnixMilli() == 0:
 			// Only an operator's reset or import frees a lease this way
 			// (released at time 0 with its token bumped); a release or an
-			// expiry keeps a real time.
+			// expiry keeps a real time. The position this instance
+			// reached is no longer the shard's: a re-seed must not write
+			// it over the operator's.
+			co.known.newerOwner(r.shard.ID)
 			log.Warnf("Lease fenced by an operator: `checkpoints reset` or `checkpoints import` replaced the group's checkpoints and freed every lease (token now %d); stopped the shard reader, and the shard is taken again from the new checkpoints", holder.Token)
 		default:
 			co.known.newerOwner(r.shard.ID)

@@ -152,7 +152,8 @@ func (s *fakeStore) Release(_ context.Context, l Lease) error {
 	if !s.owns(l) {
 		return ErrLeaseLost
 	}
-	delete(s.leases, l.Shard)
+	// Released, the lease keeps its token, as the Redis store's does.
+	s.leases[l.Shard] = Lease{Shard: l.Shard, Token: l.Token, ExpiresAt: time.Now()}
 	delete(s.handoff, l.Shard)
 	s.released[l.Shard] = time.Now()
 	return nil

@@ -35,8 +35,16 @@ type known struct {
 	closedSet map[string]bool
 	override  *StartOverride
 	// committed is, per shard, the last checkpoint this instance took a
-	// shard from or committed, until a newer owner is known.
-	committed map[string]Position
+	// shard from or committed, with the lease token it held then, until a
+	// newer owner (or an operator's reset or import) is known.
+	committed map[string]knownPos
+}
+
+// knownPos is a position this instance knows a shard reached, under the
+// lease token it held.
+type knownPos struct {
+	pos   Position
+	token int64
 }
 
 // closed records a shard read to its end and closed by this instance.
@@ -61,21 +69,22 @@ func (k *known) take(t Take) {
 		delete(k.committed, t.Shard)
 		return
 	}
-	k.commit(t.Shard, t.Checkpoint)
+	k.commit(t.Shard, t.Checkpoint, t.Token)
 }
 
-// committedTo records a checkpoint a reader of this instance committed.
-func (k *known) committedTo(id string, p Position) {
+// committedTo records a checkpoint a reader of this instance committed
+// under the lease token token.
+func (k *known) committedTo(id string, p Position, token int64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.commit(id, p)
+	k.commit(id, p, token)
 }
 
-func (k *known) commit(id string, p Position) {
+func (k *known) commit(id string, p Position, token int64) {
 	if k.committed == nil {
-		k.committed = map[string]Position{}
+		k.committed = map[string]knownPos{}
 	}
-	k.committed[id] = p
+	k.committed[id] = knownPos{pos: p, token: token}
 }
 
 // newerOwner forgets a shard's position once another owner (or an
@@ -84,6 +93,21 @@ func (k *known) newerOwner(id string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.committed, id)
+}
+
+// superseded forgets the positions of shards whose lease the store shows
+// under a newer token than the one this instance held: another owner took
+// the shard since (after a hand-back, say), or an operator's reset or
+// import raised every token. Its checkpoint is then the newer owner's or
+// the operator's, which a re-seed must not overwrite.
+func (k *known) superseded(leases map[string]LeaseState) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for id, e := range k.committed {
+		if ls, ok := leases[id]; ok && ls.Token > e.token {
+			delete(k.committed, id)
+		}
+	}
 }
 
 // noteClosed merges the closed set read from the store (checked against
@@ -195,8 +219,8 @@ func (co *coordinator) reseed(ctx context.Context) {
 	co.known.mu.Lock()
 	seed.Closed = slices.Sorted(maps.Keys(co.known.closedSet))
 	seed.Override = co.known.override
-	for id, p := range co.known.committed {
-		seed.Checkpoints[id] = p
+	for id, e := range co.known.committed {
+		seed.Checkpoints[id] = e.pos
 	}
 	co.known.mu.Unlock()
 	byShard := map[string]*shardReader{}
