@@ -112,9 +112,15 @@ func (ls *laneSet) queuedRecords() int {
 }
 
 // take removes up to limit records from the head of lane i, waiting for
-// some; false once the reader stops fetching.
+// some; false once the reader stops fetching, also while records wait:
+// those are the next owner's, from the checkpoint this reader commits, and
+// one handed over now could be in the pipeline during the final commit or
+// after the release.
 func (ls *laneSet) take(i, limit int) ([]Record, []uint64, int64, bool) {
 	for {
+		if ls.r.fetchCtx.Err() != nil {
+			return nil, nil, 0, false
+		}
 		ls.mu.Lock()
 		if q := ls.queues[i]; len(q) > 0 {
 			n := min(len(q), limit)
@@ -173,7 +179,9 @@ func (ls *laneSet) send(b *Batch) bool {
 		case <-b.verdict: // drop a stale verdict
 		default:
 		}
-		if !r.handOver(r.fetchCtx, b) {
+		// handOver's select may pick a ready pipeline over a stop that
+		// came meanwhile: once stopping, nothing more is handed over.
+		if r.fetchCtx.Err() != nil || !r.handOver(r.fetchCtx, b) {
 			return r.fetchCtx.Err()
 		}
 		if first {

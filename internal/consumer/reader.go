@@ -170,6 +170,10 @@ func (r *shardReader) run() {
 	commitDone := make(chan struct{})
 	go r.commitLoop(commitStop, commitDone)
 	ended := r.read()
+	// However reading ended (also by itself: a recreated stream, a shard
+	// gone), fetching has: idle lanes return at once, and only a lane
+	// with a batch in the pipeline is waited for.
+	r.cancelFetch()
 	close(commitStop)
 	<-commitDone
 	switch {
