@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/failsafe-go/failsafe-go"
 )
 
 // How a shard reader finishes: it closes a shard read to its end, or hands
@@ -26,13 +28,17 @@ func (r *shardReader) closeShard() {
 // handBack runs when the reader stops for a hand-off or shutdown: it waits
 // for in-flight batches, then commits and releases so the next owner
 // starts right after them. The final commit is retried until it lands, the
-// lease is lost, or the reader is ended (the shutdown's time is up); the
-// lease is released only after the commit landed, so a store that cannot
-// be reached never makes the next owner start before records acked here.
-// Unreleased, the lease frees itself after lease.period.
+// lease is lost, or the reader is ended (the shutdown's time is up),
+// whatever backoff.max_elapsed_time and max_retries say: the renewals go on
+// meanwhile, so nobody takes the shard, and giving up would leave the lease
+// to expire and the next owner to read again every record acked since the
+// last commit. The lease is released only after the commit landed, so a
+// store that cannot be reached never makes the next owner start before
+// records acked here. Unreleased, the lease frees itself after
+// lease.period.
 func (r *shardReader) handBack() {
 	r.waitAcked(r.co.c.cfg.HandoffTimeout)
-	err := r.storeMutation(r.commit)
+	err := r.retryMutation(r.finalRetry, r.commit)
 	if errors.Is(err, ErrLeaseLost) {
 		return
 	}
@@ -49,9 +55,15 @@ func (r *shardReader) handBack() {
 }
 
 // storeMutation runs a store mutation with backoff until it succeeds, the
-// lease is lost, or the reader is ended.
+// backoff's bounds are reached, the lease is lost, or the reader is ended.
 func (r *shardReader) storeMutation(fn func(ctx context.Context) error) error {
-	err := r.storeRetry.Run(func() error { return fn(r.ctx) })
+	return r.retryMutation(r.storeRetry, fn)
+}
+
+// retryMutation runs fn with retry, marking the reader lost when the store
+// says the lease is.
+func (r *shardReader) retryMutation(retry failsafe.Executor[any], fn func(ctx context.Context) error) error {
+	err := retry.Run(func() error { return fn(r.ctx) })
 	if errors.Is(err, ErrLeaseLost) {
 		r.markLost()
 	}

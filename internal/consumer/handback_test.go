@@ -120,3 +120,50 @@ func TestNextDropsABatchOfALostReader(t *testing.T) {
 	assert.Nil(t, b, "a batch of a lost lease was handed over")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }
+
+// The final commit of a hand-back is retried for as long as the shutdown
+// allows, past backoff.max_elapsed_time: giving up there would leave the
+// lease to expire and the next owner to read again every record acked
+// since the last commit. The next owner takes the shard only after the
+// final commit landed, so it delivers none of them.
+func TestHandBackRetriesTheFinalCommitPastMaxElapsedTimeAndTheNextOwnerDuplicatesNothing(t *testing.T) {
+	t.Parallel()
+	api := newFakeKinesis()
+	const shard = "shardId-000000000000"
+	api.add(shard, &fakeShard{records: 5})
+	cfg := testConfig()
+	cfg.Backoff.MaxElapsedTime = 200 * time.Millisecond
+	st := &commitDownStore{fakeStore: newFakeStore(cfg.LeasePeriod)}
+	a := startConsumer(t, cfg, api, st)
+	var b *Batch
+	select {
+	case b = <-a.Batches():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no batch delivered")
+	}
+	require.Len(t, b.Records, 5)
+	bc := startConsumer(t, cfg, api, st)
+	st.down.Store(true)
+	b.Ack(nil)
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		closed <- a.Close(ctx)
+	}()
+	// Down for several max_elapsed_time and lease periods.
+	time.Sleep(1500 * time.Millisecond)
+	st.down.Store(false)
+	require.NoError(t, <-closed)
+
+	p, ok, err := st.Checkpoint(t.Context(), shard)
+	require.NoError(t, err)
+	require.True(t, ok, "the final commit never landed")
+	assert.Equal(t, seqOf(shard, 5), p.Sequence)
+	assert.EqualValues(t, 1, st.releases.Load(), "released once the commit landed")
+	select {
+	case dup := <-bc.Batches():
+		t.Fatalf("the next owner delivered again %d records acked before the hand-back", len(dup.Records))
+	case <-time.After(time.Second):
+	}
+}

@@ -48,9 +48,12 @@ type shardReader struct {
 	closedShard bool // written before done is closed
 	streamGone  bool // written before done is closed
 
-	// storeRetry and redeliverRetry are built once per reader.
-	storeRetry     failsafe.Executor[any]
-	redeliverRetry failsafe.Executor[any]
+	// storeRetry, finalRetry and redeliverRetry are built once per reader.
+	// finalRetry is storeRetry without max_retries and max_elapsed_time:
+	// the hand-back's final commit is retried until it lands, the lease is
+	// lost or the reader is ended (finish.go).
+	storeRetry, finalRetry failsafe.Executor[any]
+	redeliverRetry         failsafe.Executor[any]
 
 	redeliverMu sync.Mutex
 	redeliver   []*Batch
@@ -81,13 +84,22 @@ func newShardReader(co *coordinator, shard Shard, l Lease, start startSpec) *sha
 	r.ctx, r.cancel = context.WithCancel(co.runCtx)
 	r.fetchCtx, r.cancelFetch = context.WithCancel(r.ctx)
 	r.openSource = func() RecordSource { return co.newSource(shard.ID, start, r.log) }
-	r.storeRetry = failsafe.With(kinesisx.RetryBuilder[any](co.c.cfg.Backoff).
-		HandleIf(func(_ any, err error) bool {
-			return err != nil && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLeaseHeld)
-		}).Build()).WithContext(r.ctx)
+	r.storeRetry = newStoreRetry(r.ctx, co.c.cfg.Backoff)
+	unbounded := co.c.cfg.Backoff
+	unbounded.MaxRetries, unbounded.MaxElapsedTime = 0, 0
+	r.finalRetry = newStoreRetry(r.ctx, unbounded)
 	r.redeliverRetry = newRedeliverRetry(r.fetchCtx, co.c.cfg.Backoff)
 	r.progress.startRate(time.Now())
 	return r
+}
+
+// newStoreRetry retries a store mutation with backoff until it succeeds,
+// the backoff's bounds are reached, the lease is lost or held, or ctx ends.
+func newStoreRetry(ctx context.Context, b kinesisx.Backoff) failsafe.Executor[any] {
+	return failsafe.With(kinesisx.RetryBuilder[any](b).
+		HandleIf(func(_ any, err error) bool {
+			return err != nil && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLeaseHeld)
+		}).Build()).WithContext(ctx)
 }
 
 // stop asks the reader to stop fetching, wait for its in-flight batches
