@@ -39,6 +39,7 @@ func (co *coordinator) rebalance(ctx context.Context) {
 	if len(missing) > 0 {
 		co.writeBackClosed(ctx, missing)
 	}
+	co.pruneUnlisted(ctx, closed, leases)
 	ready := readyShards(co.listed, closed)
 	share := (len(ready) + len(members) - 1) / len(members)
 	floor := len(ready) / len(members)

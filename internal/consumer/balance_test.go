@@ -15,17 +15,18 @@ import (
 // balancing rounds against st, without a run loop.
 func balancingCoordinator(st Store, owner string, shards []string) *coordinator {
 	co := &coordinator{
-		c:          &Consumer{cfg: testConfig(), owner: owner, metrics: newMetrics(nil)},
-		api:        newFakeKinesis(),
-		configured: "s",
-		streamName: "s",
-		store:      st,
-		listed:     map[string]Shard{},
-		readers:    map[string]*shardReader{},
-		handedOff:  map[string]time.Time{},
-		asked:      map[string]time.Time{},
-		moved:      map[string]time.Time{},
-		lastOwner:  map[string]string{},
+		c:             &Consumer{cfg: testConfig(), owner: owner, metrics: newMetrics(nil)},
+		api:           newFakeKinesis(),
+		configured:    "s",
+		streamName:    "s",
+		store:         st,
+		listed:        map[string]Shard{},
+		unlistedSince: map[string]time.Time{},
+		readers:       map[string]*shardReader{},
+		handedOff:     map[string]time.Time{},
+		asked:         map[string]time.Time{},
+		moved:         map[string]time.Time{},
+		lastOwner:     map[string]string{},
 	}
 	for _, id := range shards {
 		co.listed[id] = Shard{ID: id}

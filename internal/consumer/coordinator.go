@@ -41,6 +41,11 @@ type coordinator struct {
 	cancelRun context.CancelFunc
 
 	listed map[string]Shard
+	// listingFresh is set by a complete listing and cleared by the prune
+	// that follows it; unlistedSince is when each shard with entries
+	// left was first found absent from the listing (prune.go).
+	listingFresh  bool
+	unlistedSince map[string]time.Time
 	// readers is written by the run goroutine only, under readersMu; the
 	// renew goroutine and readerFor read it under readersMu.
 	readers   map[string]*shardReader
@@ -96,22 +101,23 @@ type coordinator struct {
 // exist or may not be read.
 func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coordinator, error) {
 	co := &coordinator{
-		c:           c,
-		configured:  configured,
-		listRetry:   kinesisx.RetryBuilder[*kinesis.ListShardsOutput](c.cfg.Backoff).Build(),
-		listed:      map[string]Shard{},
-		readers:     map[string]*shardReader{},
-		handedOff:   map[string]time.Time{},
-		asked:       map[string]time.Time{},
-		moved:       map[string]time.Time{},
-		lastOwner:   map[string]string{},
-		discoverNow: make(chan struct{}, 1),
-		forgot:      make(chan struct{}, 1),
-		readerDone:  make(chan *shardReader),
-		stopReq:     make(chan struct{}),
-		runDone:     make(chan struct{}),
-		renewStop:   make(chan struct{}),
-		renewDone:   make(chan struct{}),
+		c:             c,
+		configured:    configured,
+		listRetry:     kinesisx.RetryBuilder[*kinesis.ListShardsOutput](c.cfg.Backoff).Build(),
+		listed:        map[string]Shard{},
+		unlistedSince: map[string]time.Time{},
+		readers:       map[string]*shardReader{},
+		handedOff:     map[string]time.Time{},
+		asked:         map[string]time.Time{},
+		moved:         map[string]time.Time{},
+		lastOwner:     map[string]string{},
+		discoverNow:   make(chan struct{}, 1),
+		forgot:        make(chan struct{}, 1),
+		readerDone:    make(chan *shardReader),
+		stopReq:       make(chan struct{}),
+		runDone:       make(chan struct{}),
+		renewStop:     make(chan struct{}),
+		renewDone:     make(chan struct{}),
 	}
 	co.api = throttleCounting{api: c.api, observed: func(err error) {
 		if err != nil && kinesisx.IsThrottle(err) {

@@ -34,6 +34,7 @@ func (co *coordinator) discover(ctx context.Context) {
 		listed[aws.ToString(s.ShardId)] = shardFrom(s)
 	}
 	co.listed = listed
+	co.listingFresh = true
 	if !co.missingSince.IsZero() {
 		co.log.Infof("The stream exists again after %v; its shards are taken and read from their checkpoints", time.Since(co.missingSince).Round(time.Second))
 		co.missingSince, co.missingLogged = time.Time{}, time.Time{}

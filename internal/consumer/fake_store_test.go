@@ -120,6 +120,27 @@ func (s *fakeStore) Reseed(_ context.Context, seed Seed) (Reseeded, error) {
 	return res, nil
 }
 
+// Prune removes the entries of shards whose lease is not live, as the
+// Redis store's prune script does.
+func (s *fakeStore) Prune(_ context.Context, shards []string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var pruned []string
+	for _, id := range shards {
+		if l, ok := s.leases[id]; s.live(l, ok) {
+			continue
+		}
+		delete(s.ckpt, id)
+		delete(s.closed, id)
+		delete(s.leases, id)
+		delete(s.progress, id)
+		delete(s.handoff, id)
+		delete(s.released, id)
+		pruned = append(pruned, id)
+	}
+	return pruned, nil
+}
+
 func (s *fakeStore) owns(l Lease) bool {
 	cur, ok := s.leases[l.Shard]
 	return ok && cur.Owner == l.Owner && cur.Token == l.Token
@@ -178,7 +199,8 @@ func (s *fakeStore) CloseShard(_ context.Context, l Lease) error {
 	}
 	s.ckpt[l.Shard] = Position{ShardEnd: true}
 	s.closed[l.Shard] = true
-	delete(s.leases, l.Shard)
+	// Released at time 0 with its token, as the Redis store's close does.
+	s.leases[l.Shard] = Lease{Shard: l.Shard, Token: l.Token, ExpiresAt: time.UnixMilli(0)}
 	return nil
 }
 

@@ -197,6 +197,11 @@ func (w forgetWatch) CloseShard(ctx context.Context, l Lease) error {
 	return w.saw(w.Store.CloseShard(ctx, l))
 }
 
+func (w forgetWatch) Prune(ctx context.Context, shards []string) ([]string, error) {
+	pruned, err := w.Store.Prune(ctx, shards)
+	return pruned, w.saw(err)
+}
+
 func (w forgetWatch) ClosedShards(ctx context.Context) (map[string]bool, error) {
 	m, err := w.Store.ClosedShards(ctx)
 	return m, w.saw(err)

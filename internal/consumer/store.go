@@ -139,6 +139,11 @@ type Store interface {
 	// in one step. cleared is true for the one caller that cleared.
 	StreamCreated(ctx context.Context, seen, current time.Time) (cleared bool, err error)
 	ClosedShards(ctx context.Context) (map[string]bool, error)
+	// Prune removes every entry of shards the stream no longer lists
+	// (checkpoint, closed mark, lease, progress, hand-off request), except
+	// those whose lease is live, and returns the shards pruned. The caller
+	// names only shards that nothing needs any more (prune.go).
+	Prune(ctx context.Context, shards []string) (pruned []string, err error)
 	Leases(ctx context.Context) (map[string]LeaseState, error)
 	Heartbeat(ctx context.Context, member string) error
 	LiveMembers(ctx context.Context) ([]string, error)

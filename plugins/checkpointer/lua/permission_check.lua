@@ -18,6 +18,7 @@ local probes = {
   SADD = {'SADD', s, 'm'},
   SISMEMBER = {'SISMEMBER', s, 'm'},
   SMEMBERS = {'SMEMBERS', s},
+  SREM = {'SREM', s, 'm'},
   ZADD = {'ZADD', z, 0, 'm'},
   ZSCORE = {'ZSCORE', z, 'm'},
   ZRANGE = {'ZRANGE', z, 0, -1},

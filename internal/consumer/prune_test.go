@@ -1,0 +1,80 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func chainShard(i int) string { return fmt.Sprintf("shardId-%012d", i) }
+
+// storeSizes is how many entries the store holds per key.
+func (s *fakeStore) sizes() (ckpt, closed, leases, progress int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ckpt), len(s.closed), len(s.leases), len(s.progress)
+}
+
+// After 100 reshards, each parent trimmed (no longer listed) once its child
+// is closed, the store and the coordinator's memory hold entries for the
+// few shards still listed or just trimmed, not for every shard ever seen.
+func TestHundredReshardsKeepTheStoreAndMemoryBounded(t *testing.T) {
+	t.Parallel()
+	const reshards = 100
+	api := newFakeKinesis()
+	api.add(chainShard(0), &fakeShard{records: 1})
+	st := newFakeStore(time.Second)
+	cfg := testConfig()
+	c := startConsumer(t, cfg, api, st)
+	var log acked
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go ackAll(ctx, c, &log)
+
+	maxStore := 0
+	for i := range reshards {
+		// Shard i ends; its child i+1 appears; its parent i-1, whose only
+		// child is now closed too, is trimmed past the retention period.
+		api.mu.Lock()
+		api.shards[chainShard(i)].closed = true
+		api.shards[chainShard(i+1)] = &fakeShard{parent: chainShard(i), records: 1}
+		api.mu.Unlock()
+		require.Eventually(t, func() bool {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			return st.closed[chainShard(i)]
+		}, 20*time.Second, 5*time.Millisecond, "shard %d was not closed", i)
+		if i > 0 {
+			api.trim(chainShard(i - 1))
+		}
+		ck, cl, le, pr := st.sizes()
+		maxStore = max(maxStore, ck, cl, le, pr)
+	}
+	assert.Eventually(t, func() bool {
+		ck, cl, le, pr := st.sizes()
+		return max(ck, cl, le, pr) <= 3
+	}, 10*time.Second, 20*time.Millisecond, "entries left of trimmed shards")
+	ck, cl, le, pr := st.sizes()
+	t.Logf("after %d reshards: store ckpt %d, closed %d, leases %d, progress %d; at most %d during the run", reshards, ck, cl, le, pr, maxStore)
+	assert.Less(t, maxStore, 20, "the store held entries of most shards ever seen")
+	assert.Len(t, log.all(), reshards+1, "every shard's record delivered once")
+
+	c.mu.Lock()
+	co := c.coords[0]
+	c.mu.Unlock()
+	// The run goroutine owns the maps: read them once it has ended.
+	require.NoError(t, c.Close(t.Context()))
+	<-co.runDone
+	lastRead := 0
+	co.lastRead.Range(func(any, any) bool { lastRead++; return true })
+	t.Logf("in memory: lastRead %d, lastOwner %d, known.committed %d, known.closed %d, unlistedSince %d",
+		lastRead, len(co.lastOwner), len(co.known.committed), len(co.known.closedSet), len(co.unlistedSince))
+	for name, n := range map[string]int{"lastRead": lastRead, "lastOwner": len(co.lastOwner), "known.committed": len(co.known.committed),
+		"known.closedSet": len(co.known.closedSet), "unlistedSince": len(co.unlistedSince)} {
+		assert.LessOrEqual(t, n, 20, "%s grows with every shard ever seen", name)
+	}
+}
