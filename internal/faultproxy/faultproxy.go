@@ -86,6 +86,8 @@ type Proxy struct {
 	rules map[string]Rule
 	rng   *rand.Rand
 	stats map[string]*Stats
+	// hidden are the shards that look trimmed (hide.go).
+	hidden map[string]bool
 }
 
 // Start serves a proxy to target (the emulator's endpoint URL) on a free
@@ -172,7 +174,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d := p.decide(op)
 
-	if answerRequestFaults(w, r, op, body, d) {
+	if answerRequestFaults(w, r, op, body, d) || p.refuseHidden(w, op, body) {
 		return
 	}
 
@@ -189,6 +191,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if answerForwardFaults(w, d, err) {
 		return
 	}
+	resp = p.withoutHidden(op, status, resp)
 	for _, k := range []string{"Content-Type", "X-Amzn-Requestid", "X-Amz-Id-2"} {
 		if v := header.Get(k); v != "" {
 			w.Header().Set(k, v)
