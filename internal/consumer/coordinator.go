@@ -228,7 +228,7 @@ func (co *coordinator) run(ctx context.Context) {
 // forgetReader drops a reader that has finished.
 func (co *coordinator) forgetReader(r *shardReader) {
 	if r.closedShard {
-		co.known.closed(r.shard.ID)
+		co.known.closed(r.shard.ID, r.lease.Load().Token)
 	}
 	if r.streamGone {
 		co.recheck = true

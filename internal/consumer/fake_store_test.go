@@ -88,8 +88,10 @@ func (s *fakeStore) StreamCreated(_ context.Context, seen, current time.Time) (b
 		return false, nil
 	}
 	s.ckpt, s.closed, s.handoff = map[string]Position{}, map[string]bool{}, map[string]string{}
-	for id := range s.leases {
-		s.leases[id] = Lease{Shard: id} // released: its owner is fenced out
+	for id, l := range s.leases {
+		// Freed at time 0 with its token raised, as the Redis store does:
+		// its owner is fenced out.
+		s.leases[id] = Lease{Shard: id, Token: l.Token + 1, ExpiresAt: time.UnixMilli(0)}
 	}
 	return true, nil
 }

@@ -31,8 +31,11 @@ import (
 // known is what the coordinator knows of the group's state beyond its
 // readers. The run goroutine writes it; the renew goroutine reads it.
 type known struct {
-	mu        sync.Mutex
-	closedSet map[string]bool
+	mu sync.Mutex
+	// closedSet is the shards known closed, each with the lease token its
+	// close was made under (0 when unknown: learned from the store while
+	// it held no lease of the shard).
+	closedSet map[string]int64
 	override  *StartOverride
 	// committed is, per shard, the last checkpoint this instance took a
 	// shard from or committed, with the lease token it held then, until a
@@ -47,14 +50,15 @@ type knownPos struct {
 	token int64
 }
 
-// closed records a shard read to its end and closed by this instance.
-func (k *known) closed(id string) {
+// closed records a shard read to its end and closed by this instance
+// under the lease token token.
+func (k *known) closed(id string, token int64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.closedSet == nil {
-		k.closedSet = map[string]bool{}
+		k.closedSet = map[string]int64{}
 	}
-	k.closedSet[id] = true
+	k.closedSet[id] = max(k.closedSet[id], token)
 	delete(k.committed, id)
 }
 
@@ -118,20 +122,26 @@ func (k *known) superseded(leases map[string]LeaseState) {
 // close, and dropping it would let the parent be read again after its
 // children. missing lists such closes of listed shards, for the caller to
 // write back (writeBackClosed) before any other instance takes the parent.
-// Only an operator's reset or import takes a close away: it frees every
-// lease at time 0 with its token raised and writes a new closed set, so a
-// known close the store lacks whose lease is freed that way is forgotten.
+//
+// Only an operator's reset or import, or a recreated stream, takes a close
+// away: it frees every lease at time 0 with its token raised and writes a
+// new closed set. A known close the store lacks is forgotten when the
+// shard's lease shows that: freed at time 0 under a higher token than the
+// close's, or held under one (taken since, after the reset). A store that
+// forgot the group holds no lease of a closed shard (a re-seed restores
+// only the leases of shards being read), and its tokens start again from
+// 1, so a take after a wipe does not pass for a reset.
 func (co *coordinator) noteClosed(closed map[string]bool, leases map[string]LeaseState) (merged map[string]bool, missing []string) {
 	co.known.mu.Lock()
 	defer co.known.mu.Unlock()
 	if co.known.closedSet == nil {
-		co.known.closedSet = map[string]bool{}
+		co.known.closedSet = map[string]int64{}
 	}
-	for id := range co.known.closedSet {
+	for id, tok := range co.known.closedSet {
 		if closed[id] {
 			continue
 		}
-		if ls, ok := leases[id]; ok && operatorFreed(ls) {
+		if ls, ok := leases[id]; ok && ls.Token > tok && (operatorFreed(ls) || tok > 0) {
 			delete(co.known.closedSet, id)
 			continue
 		}
@@ -139,16 +149,21 @@ func (co *coordinator) noteClosed(closed map[string]bool, leases map[string]Leas
 			missing = append(missing, id)
 		}
 	}
+	merged = make(map[string]bool, len(co.known.closedSet)+len(closed))
 	for id := range closed {
-		co.known.closedSet[id] = true
+		co.known.closedSet[id] = max(co.known.closedSet[id], leases[id].Token)
+	}
+	for id := range co.known.closedSet {
+		merged[id] = true
 	}
 	slices.Sort(missing)
-	return maps.Clone(co.known.closedSet), missing
+	return merged, missing
 }
 
-// operatorFreed reports a lease an operator's reset or import freed: no
-// owner, released at time 0 (a release or an expiry keeps a real time; a
-// close also writes 0, but its shard is in the closed set).
+// operatorFreed reports a lease an operator's reset or import (or a
+// recreated stream) freed: no owner, released at time 0 (a release or an
+// expiry keeps a real time; a close also writes 0, but its shard is in the
+// closed set).
 func operatorFreed(ls LeaseState) bool {
 	return ls.Owner == "" && ls.Token > 0 && ls.ExpiresAt.UnixMilli() == 0
 }

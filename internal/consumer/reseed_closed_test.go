@@ -29,19 +29,28 @@ func parentRig(t *testing.T, st *fakeStore) *coordinator {
 	}
 	require.NoError(t, st.Heartbeat(t.Context(), "other"))
 	st.mu.Lock()
+	// Closed by another instance under token 3: released at time 0.
 	st.closed["p"], st.ckpt["p"] = true, Position{ShardEnd: true}
+	st.leases["p"] = Lease{Shard: "p", Token: 3, ExpiresAt: time.UnixMilli(0)}
 	st.mu.Unlock()
 	co.rebalance(ctx)
-	require.True(t, co.known.closedSet["p"], "the first round learned the parent closed")
+	_, known := co.known.closedSet["p"]
+	require.True(t, known, "the first round learned the parent closed")
 	return co
 }
 
 // forget empties the store as Redis restarting empty does, and lets
-// another instance that never knew the parent closed re-seed it first.
+// another instance that never knew the parent closed re-seed it first: it
+// restores the leases it holds, and no other.
 func forget(st *fakeStore) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.closed, st.ckpt = map[string]bool{}, map[string]Position{}
+	for id, l := range st.leases {
+		if l.Owner == "" {
+			delete(st.leases, id)
+		}
+	}
 }
 
 // A store that forgot the group and was re-seeded by an instance that never
@@ -61,13 +70,56 @@ func TestAClosedParentKeepsItsMarkWhenAnotherInstanceReseedsWithoutIt(t *testing
 	st.mu.Unlock()
 	assert.False(t, taken && l.Owner == "me", "the closed parent was taken again after its children")
 	assert.True(t, closed, "the parent's close was not written back to the store")
-	assert.True(t, co.known.closedSet["p"], "the parent's close was dropped from what this instance knows")
+	_, known := co.known.closedSet["p"]
+	assert.True(t, known, "the parent's close was dropped from what this instance knows")
 
 	forget(st)
 	co.reseed(co.runCtx)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	assert.True(t, st.closed["p"], "a later re-seed from this instance lacks the parent's close")
+}
+
+// After a wipe and a re-seed without the parent's close, another instance
+// takes the parent under a fresh token (the store's tokens start again):
+// that is no reset, and the close is still written back.
+func TestAClosedParentTakenAfterAWipeIsNoReset(t *testing.T) {
+	t.Parallel()
+	st := newFakeStore(time.Minute)
+	co := parentRig(t, st)
+	forget(st)
+	st.mu.Lock()
+	st.leases["p"] = Lease{Shard: "p", Owner: "other", Token: 1, ExpiresAt: time.Now().Add(time.Minute)}
+	st.mu.Unlock()
+
+	co.rebalance(co.runCtx)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	assert.True(t, st.closed["p"], "the parent's close was not written back")
+}
+
+// An operator's reset, after which another instance took the shard before
+// this instance's round: the lease's higher token shows the close was
+// taken away, and it is not written back over the shard being read anew.
+func TestAResetShardTakenBeforeTheRoundKeepsItsCloseDropped(t *testing.T) {
+	t.Parallel()
+	st := newFakeStore(time.Minute)
+	co := parentRig(t, st)
+	st.mu.Lock()
+	st.closed = map[string]bool{}
+	delete(st.ckpt, "p")
+	st.leases["p"] = Lease{Shard: "p", Owner: "other", Token: 5, ExpiresAt: time.Now().Add(time.Minute)}
+	st.mu.Unlock()
+
+	co.rebalance(co.runCtx)
+	st.mu.Lock()
+	closed := st.closed["p"]
+	st.mu.Unlock()
+	assert.False(t, closed, "the operator's reset was undone while the shard is read again")
+	co.known.mu.Lock()
+	defer co.known.mu.Unlock()
+	_, known := co.known.closedSet["p"]
+	assert.False(t, known, "the close the operator dropped is still known")
 }
 
 // An operator's reset or import frees every lease at time 0 and may leave
@@ -80,7 +132,7 @@ func TestAnOperatorsResetDropsAKnownClose(t *testing.T) {
 	st.mu.Lock()
 	st.closed = map[string]bool{}
 	delete(st.ckpt, "p")
-	st.leases["p"] = Lease{Shard: "p", Token: 7, ExpiresAt: time.UnixMilli(0)}
+	st.leases["p"] = Lease{Shard: "p", Token: 4, ExpiresAt: time.UnixMilli(0)}
 	st.mu.Unlock()
 
 	co.rebalance(co.runCtx)
@@ -90,5 +142,6 @@ func TestAnOperatorsResetDropsAKnownClose(t *testing.T) {
 	assert.False(t, closed, "the operator's reset was undone")
 	co.known.mu.Lock()
 	defer co.known.mu.Unlock()
-	assert.False(t, co.known.closedSet["p"], "the close the operator dropped is still known")
+	_, known := co.known.closedSet["p"]
+	assert.False(t, known, "the close the operator dropped is still known")
 }
