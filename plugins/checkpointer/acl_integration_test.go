@@ -129,6 +129,9 @@ func runEveryInputOperation(t *testing.T, s *Store, admin redis.Cmdable) {
 	require.NoError(t, s.CloseShard(ctx, take.Lease), "close a shard")
 	_, err = s.ClosedShards(ctx)
 	require.NoError(t, err, "closed shards")
+	pruned, err := s.Prune(ctx, []string{"shard-0"})
+	require.NoError(t, err, "prune a trimmed shard")
+	assert.Equal(t, []string{"shard-0"}, pruned)
 	take, err = s.Acquire(ctx, "shard-1", "a")
 	require.NoError(t, err)
 
