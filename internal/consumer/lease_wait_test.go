@@ -1,11 +1,16 @@
 package consumer
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -45,9 +50,12 @@ func waiters(t *testing.T, r *shardReader, n int) *atomic.Int64 {
 
 // One renewal confirms the lease for the whole reader: the fetcher and
 // every lane go on, not one of them per renewal.
+// They say so once, not once each.
 func TestOneRenewalWakesEveryLaneWaitingForTheLease(t *testing.T) {
 	t.Parallel()
 	_, r := pastDeadlineReader(t, newFakeStore(time.Minute), "shardId-000000000000")
+	var logs syncBuffer
+	r.log = service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil)))
 	back := waiters(t, r, 8)
 	l := *r.lease.Load()
 	l.Deadline = time.Now().Add(time.Minute)
@@ -55,6 +63,26 @@ func TestOneRenewalWakesEveryLaneWaitingForTheLease(t *testing.T) {
 	assert.Eventually(t, func() bool { return back.Load() == 8 }, 2*time.Second, 10*time.Millisecond,
 		"waiters back after one renewal")
 	assert.EqualValues(t, 8, back.Load())
+	assert.Equal(t, 1, strings.Count(logs.String(), "not reading until a renewal confirms the lease"), logs.String())
+	assert.Equal(t, 1, strings.Count(logs.String(), "reading the shard again"), logs.String())
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // A re-seed that restores the lease confirms it like a renewal: the

@@ -42,8 +42,11 @@ type shardReader struct {
 	// or a re-seed confirms the lease: the fetcher and every lane may wait
 	// past the lease's local deadline at once, and one confirmation wakes
 	// them all.
-	renewedMu   sync.Mutex
-	renewed     chan struct{}
+	renewedMu sync.Mutex
+	renewed   chan struct{}
+	// waitLogged is set while a wait past the deadline has been logged, so
+	// the fetcher and N lanes waiting together log it once.
+	waitLogged  atomic.Bool
 	done        chan struct{}
 	closedShard bool // written before done is closed
 	streamGone  bool // written before done is closed
@@ -140,14 +143,15 @@ func (r *shardReader) leaseLive() bool {
 // until a renewal confirms the lease (true) or the reader ends (false): a
 // lost lease ends it through markLost.
 func (r *shardReader) awaitLease(ctx context.Context) bool {
-	warned := false
+	waited := false
 	for {
 		renewal := r.nextRenewal()
 		if r.leaseLive() {
 			break
 		}
-		if !warned {
-			warned = true
+		waited = true
+		// The fetcher and every lane may wait at once: the first says so.
+		if r.waitLogged.CompareAndSwap(false, true) {
 			r.log.Warnf("The lease's local deadline passed %v ago (was the process paused?); not reading until a renewal confirms the lease", time.Since(r.lease.Load().Deadline).Round(time.Millisecond))
 		}
 		select {
@@ -156,7 +160,7 @@ func (r *shardReader) awaitLease(ctx context.Context) bool {
 			return false
 		}
 	}
-	if warned {
+	if waited && r.waitLogged.CompareAndSwap(true, false) {
 		r.log.Info("Lease renewed; reading the shard again")
 	}
 	return true
