@@ -78,3 +78,71 @@ func TestHundredReshardsKeepTheStoreAndMemoryBounded(t *testing.T) {
 		assert.LessOrEqual(t, n, 20, "%s grows with every shard ever seen", name)
 	}
 }
+
+// The rules that keep a trimmed shard's entries: a grace after it leaves
+// the listing, a listed child not taken yet, a live lease; a shard listed
+// again starts its grace over.
+func TestPruneKeepsWhatMayStillBeNeeded(t *testing.T) {
+	t.Parallel()
+	st := newFakeStore(time.Minute)
+	co := balancingCoordinator(st, "me", nil)
+	co.c.cfg.DiscoveryInterval, co.c.cfg.LeasePeriod = 10*time.Millisecond, 50*time.Millisecond
+	grace := co.pruneGrace()
+	ctx := t.Context()
+	// p was read and closed; its child c is listed but nobody took it yet.
+	// h is trimmed too, but another instance still holds it.
+	st.mu.Lock()
+	st.ckpt["p"], st.closed["p"] = Position{ShardEnd: true}, true
+	st.leases["p"] = Lease{Shard: "p", Token: 3, ExpiresAt: time.UnixMilli(0)}
+	st.leases["h"] = Lease{Shard: "h", Owner: "other", Token: 2, ExpiresAt: time.Now().Add(time.Minute)}
+	st.mu.Unlock()
+	co.known.closed("p", 3)
+	co.lastRead.Store("p", time.Now())
+	co.lastOwner["p"] = "me"
+	co.listed = map[string]Shard{"c": {ID: "c", Parent: "p"}}
+	round := func() {
+		t.Helper()
+		closed, err := st.ClosedShards(ctx)
+		require.NoError(t, err)
+		leases, err := st.Leases(ctx)
+		require.NoError(t, err)
+		co.listingFresh = true
+		merged, _ := co.noteClosed(closed, leases)
+		co.pruneUnlisted(ctx, merged, leases)
+	}
+	has := func(id string) bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		_, ok := st.leases[id]
+		return ok || st.closed[id]
+	}
+
+	round()
+	assert.True(t, has("p"), "pruned as soon as it left the listing")
+	time.Sleep(grace)
+	round()
+	assert.True(t, has("p"), "pruned while a listed child was never taken")
+
+	_, err := st.Acquire(ctx, "c", "other")
+	require.NoError(t, err)
+	round()
+	assert.False(t, has("p"), "kept once nothing needs it")
+	_, read := co.lastRead.Load("p")
+	_, owner := co.lastOwner["p"]
+	_, closedKnown := co.known.closedSet["p"]
+	assert.False(t, read || owner || closedKnown, "the process still remembers p")
+	assert.True(t, has("h"), "a live lease was pruned")
+
+	// A shard listed again (a listing that had hidden it) starts over.
+	st.mu.Lock()
+	st.leases["h"] = Lease{Shard: "h", Token: 2, ExpiresAt: time.Now()}
+	st.mu.Unlock()
+	co.listed["h"] = Shard{ID: "h"}
+	round()
+	delete(co.listed, "h")
+	round()
+	assert.True(t, has("h"), "a shard listed again was pruned without a new grace")
+	time.Sleep(grace)
+	round()
+	assert.False(t, has("h"))
+}
