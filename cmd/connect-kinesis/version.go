@@ -28,9 +28,15 @@ type build struct {
 // even a binary built with plain `go build` or `go install` says which
 // commit and which Benthos it holds.
 func buildInfo() build {
-	b := build{Version: version, Commit: commit, Date: dateBuilt, Go: runtime.Version(),
-		Benthos: "unknown", Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	if info, ok := debug.ReadBuildInfo(); ok {
+	info, _ := debug.ReadBuildInfo()
+	return resolveBuild(build{Version: version, Commit: commit, Date: dateBuilt}, info)
+}
+
+// resolveBuild fills what the ldflags left empty from info (nil when the
+// binary has none).
+func resolveBuild(b build, info *debug.BuildInfo) build {
+	b.Go, b.Benthos, b.Platform = runtime.Version(), "unknown", runtime.GOOS+"/"+runtime.GOARCH
+	if info != nil {
 		for _, d := range info.Deps {
 			if d.Path == benthosModule {
 				b.Benthos = d.Version
