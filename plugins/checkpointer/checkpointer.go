@@ -82,9 +82,9 @@ func New(ctx context.Context, cfg Config, log *service.Logger, metrics *service.
 // not close it.
 func NewFromClient(client redis.UniversalClient, cfg Config, log *service.Logger, metrics *service.Metrics) *Checkpointer {
 	return &Checkpointer{
-		client:  client,
-		cfg:     cfg,
-		log:     log,
+		client:        client,
+		cfg:           cfg,
+		log:           log,
 		commits:       metrics.NewCounter(MetricCommits, "stream"),
 		errors:        metrics.NewCounter(MetricErrors, "stream"),
 		commitLatency: metrics.NewTimer(MetricCommitLatency, "stream"),
