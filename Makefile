@@ -2,6 +2,9 @@
 #
 #   make demo   run a real pipeline against a local emulator and Redis
 #   make test   everything: vet, format, unit and integration tests, docs, examples
+#   make image  the container image (podman or buildah), FROM scratch
+#   make release  dist/: archives for linux and darwin, amd64 and arm64
+#   make test-image, make test-release  build those and test them (CI runs both)
 #
 # `make deps` installs what the tests need (redis-server and prometheus, for
 # promtool and the alert test, from apt; the Kinesis and DynamoDB emulators
