@@ -2,6 +2,9 @@
 #
 #   make demo   run a real pipeline against a local emulator and Redis
 #   make test   everything: vet, format, unit and integration tests, docs, examples
+#   make image  the container image (podman or buildah), FROM scratch
+#   make release  dist/: archives for linux and darwin, amd64 and arm64
+#   make test-image, make test-release  build those and test them (CI runs both)
 #
 # `make deps` installs what the tests need (redis-server and prometheus, for
 # promtool and the alert test, from apt; the Kinesis and DynamoDB emulators
@@ -10,9 +13,18 @@
 SHELL       := /usr/bin/env bash
 GO          ?= go
 BIN         := bin/connect-kinesis
-VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# VERSION: the tag on HEAD without its leading v (v1.2.0 -> 1.2.0), else
+# 0.0.0-<commit>; -dirty when tracked files have uncommitted changes. It names
+# the release archives and the image tag, and `--version` prints it.
+COMMIT      := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DIRTY       := $(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+VERSION     ?= $(patsubst v%,%,$(or $(shell git describe --tags --exact-match 2>/dev/null),0.0.0-$(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)))$(DIRTY)
 DATE        := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
-LDFLAGS     := -X main.version=$(VERSION) -X main.dateBuilt=$(DATE)
+LDFLAGS     := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.dateBuilt=$(DATE)
+# No cgo anywhere: one static binary that runs in a FROM scratch image and
+# on any Linux, and cross-compiles without a C toolchain. -trimpath keeps
+# the build machine's paths out of it.
+GOBUILD     := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
 NPM_DIR     := .deps/npm
 # -parallel: most integration tests wait on lease and commit periods rather
 # than compute, and call t.Parallel(). Each starts its own kinesis-mock, a
@@ -24,7 +36,18 @@ PKGS        ?= ./...
 # the run fails if one of them is still alive after the tests.
 PIDS_DIR    := bin/test-pids
 
-.PHONY: all deps build test vet fmt-check unit docs docs-check lint-examples alerts-check demo bench chaos clean
+# The image `make image` tags, as config/deploy/kubernetes.yaml names it.
+IMAGE       := localhost/connect-kinesis
+IMAGE_CTX   := bin/image
+SOURCE_URL  := https://github.com/connect-kinesis/connect-kinesis
+# podman, else buildah (both build from the Containerfile with the same
+# flags); `image-deps` installs podman when neither is there.
+CONTAINER   ?= $(or $(shell command -v podman 2>/dev/null),$(shell command -v buildah 2>/dev/null),podman)
+DIST        := dist
+PLATFORMS   := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
+.PHONY: all deps build test vet fmt-check unit docs docs-check lint-examples alerts-check demo bench chaos clean \
+	image-deps image test-image release test-release
 
 all: build
 
@@ -49,7 +72,7 @@ $(NPM_DIR)/.installed: deps/package.json deps/package-lock.json
 	@touch $@
 
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/connect-kinesis
+	$(GOBUILD) -o $(BIN) ./cmd/connect-kinesis
 
 vet:
 	$(GO) vet ./...
@@ -100,4 +123,60 @@ chaos: deps build
 	$(GO) run ./internal/cmd/chaos -bin $(BIN)
 
 clean:
-	rm -rf bin
+	rm -rf bin $(DIST)
+
+image-deps:
+	@command -v podman >/dev/null || command -v buildah >/dev/null || { \
+	  echo "image-deps: installing podman with apt"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq >/dev/null && apt-get install -y -qq podman >/dev/null; }
+	@test -f /etc/ssl/certs/ca-certificates.crt || { \
+	  echo "image-deps: installing ca-certificates with apt"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq >/dev/null && apt-get install -y -qq ca-certificates >/dev/null; }
+
+# The image holds only what $(IMAGE_CTX) holds (see config/deploy/Containerfile):
+# building it copies a few files, no base image is pulled.
+image: build image-deps
+	@rm -rf $(IMAGE_CTX) && mkdir -p $(IMAGE_CTX)/etc/ssl/certs
+	@cp $(BIN) $(IMAGE_CTX)/connect-kinesis
+	@cp /etc/ssl/certs/ca-certificates.crt $(IMAGE_CTX)/etc/ssl/certs/
+	@cp config/deploy/image/passwd config/deploy/image/group $(IMAGE_CTX)/etc/
+	$(CONTAINER) build -f config/deploy/Containerfile \
+	  --build-arg VERSION=$(VERSION) --build-arg REVISION=$(COMMIT) \
+	  --build-arg CREATED=$(DATE) --build-arg SOURCE=$(SOURCE_URL) \
+	  -t $(IMAGE):$(VERSION) -t $(IMAGE):latest $(IMAGE_CTX)
+
+# Runs the image against the emulator and Redis (TestIntegrationImage in
+# cmd/connect-kinesis; docs/testing.md says how it runs it). With CI=true a
+# missing podman fails the test instead of skipping it.
+test-image: deps image
+	CONNECT_KINESIS_BIN=$(abspath $(BIN)) \
+	CONNECT_KINESIS_BIN_VERSION=$(VERSION) CONNECT_KINESIS_BIN_DATE=$(DATE) \
+	CONNECT_KINESIS_IMAGE=$(IMAGE):$(VERSION) CONNECT_KINESIS_CONTAINER=$(CONTAINER) \
+	  $(GO) test -race -count=1 -timeout 10m -run 'TestIntegrationImage' -v ./cmd/connect-kinesis
+
+# dist/connect-kinesis_<version>_<os>_<arch>.tar.gz per platform, each with
+# the binary, README.md and LICENSE, and SHA256SUMS. Archives are
+# reproducible for a commit: entries sorted, owned by root, dated by the
+# commit.
+release:
+	@rm -rf $(DIST) && mkdir -p $(DIST)
+	@set -e; mtime=@$$(git log -1 --format=%ct 2>/dev/null || date +%s); \
+	for p in $(PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; name=connect-kinesis_$(VERSION)_$${os}_$${arch}; \
+	  echo "release: $$name"; mkdir -p $(DIST)/$$name; \
+	  GOOS=$$os GOARCH=$$arch $(GOBUILD) -o $(DIST)/$$name/connect-kinesis ./cmd/connect-kinesis; \
+	  cp README.md LICENSE $(DIST)/$$name/; \
+	  tar -C $(DIST) --sort=name --owner=0 --group=0 --numeric-owner --mtime=$$mtime -czf $(DIST)/$$name.tar.gz $$name; \
+	  rm -rf $(DIST)/$$name; \
+	done
+	cd $(DIST) && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
+
+# Checks every archive `release` wrote: its platform's binary (ELF or Mach-O,
+# the right CPU, static), README.md, LICENSE, and SHA256SUMS.
+test-release: build release
+	CONNECT_KINESIS_BIN=$(abspath $(BIN)) \
+	CONNECT_KINESIS_BIN_VERSION=$(VERSION) CONNECT_KINESIS_BIN_DATE=$(DATE) \
+	CONNECT_KINESIS_DIST=$(abspath $(DIST)) \
+	  $(GO) test -race -count=1 -run 'TestReleaseArchives' -v ./cmd/connect-kinesis

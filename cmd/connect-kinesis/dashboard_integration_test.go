@@ -55,7 +55,7 @@ shutdown_timeout: 5s
 	dashboardReaderYAML = `
 logger: { level: warn, format: logfmt }
 http: { address: 127.0.0.1:%d }
-metrics: { prometheus: {} }
+metrics: { prometheus: { use_histogram_timing: %t } }
 input:
   kinesis:
     streams: [ %s ]
@@ -108,7 +108,7 @@ func TestIntegrationDashboardPanelsHaveData(t *testing.T) {
 	putStrayAggregate(t, k.Client(), stream)
 
 	dir := t.TempDir()
-	var ports [3]int
+	var ports [4]int
 	for i := range ports {
 		ports[i], err = testenv.FreePort()
 		require.NoError(t, err)
@@ -118,12 +118,16 @@ global: { scrape_interval: 1s, scrape_timeout: 1s }
 scrape_configs:
   - job_name: connect-kinesis
     static_configs:
-      - targets: [ "127.0.0.1:%d", "127.0.0.1:%d", "127.0.0.1:%d" ]
-`, ports[0], ports[1], ports[2]))
+      - targets: [ "127.0.0.1:%d", "127.0.0.1:%d", "127.0.0.1:%d", "127.0.0.1:%d" ]
+`, ports[0], ports[1], ports[2], ports[3]))
 	endpoint := []any{testenv.Region, front.URL, testenv.AccessKey, testenv.SecretKey}
 	startDashboardPipeline(t, dir, "writer", fmt.Sprintf(dashboardWriterYAML, append([]any{ports[0], false, "20ms", stream}, endpoint...)...))
 	startDashboardPipeline(t, dir, "writer-histograms", fmt.Sprintf(dashboardWriterYAML, append([]any{ports[2], true, "100ms", stream}, endpoint...)...))
-	startDashboardPipeline(t, dir, "reader", fmt.Sprintf(dashboardReaderYAML, append(append([]any{ports[1], stream}, endpoint...), r.URL(), dashboardGroup)...))
+	startDashboardPipeline(t, dir, "reader", fmt.Sprintf(dashboardReaderYAML, append(append([]any{ports[1], false, stream}, endpoint...), r.URL(), dashboardGroup)...))
+	// A second group reads the stream on its own, its timers (checkpoint
+	// commit latency) as histograms, for the other side of the latency
+	// panels' `or`.
+	startDashboardPipeline(t, dir, "reader-histograms", fmt.Sprintf(dashboardReaderYAML, append(append([]any{ports[3], true, stream}, endpoint...), r.URL(), dashboardGroup+"-histograms")...))
 
 	// Poll until every query has a series. Meanwhile, once the reader
 	// commits, an operator's forced reset fences it: its next commit or
@@ -168,6 +172,18 @@ scrape_configs:
 		totals[m] = promQuery(t, prom, "sum("+m+")")[""]
 	}
 	t.Logf("after %d forced resets, the error counters: %v", resets, totals)
+
+	// The labels operators break these down by: the writer's empty keys
+	// fail as invalid, and the checkpoint metrics name the stream.
+	for _, q := range []string{
+		fmt.Sprintf(`kinesis_output_failed_total{stream=%q, reason="invalid"}`, stream),
+		fmt.Sprintf(`kinesis_checkpoint_commits_total{stream=%q}`, stream),
+		fmt.Sprintf(`kinesis_checkpoint_errors_total{stream=%q}`, stream),
+		fmt.Sprintf(`kinesis_checkpoint_commit_latency_seconds_count{stream=%q}`, stream),
+		fmt.Sprintf(`kinesis_checkpoint_commit_latency_seconds_bucket{stream=%q}`, stream),
+	} {
+		assert.True(t, promHas(t.Context(), prom, q), "a series %s", q)
+	}
 
 	// The variables offer values: the stream under test among them.
 	for _, v := range d.Templating.List {

@@ -293,3 +293,42 @@ func TestSplitTopLevelOr(t *testing.T) {
 		assert.Equal(t, want, splitTopLevelOr(expr), expr)
 	}
 }
+
+// The breakdowns operators asked for: failed messages by reason, the
+// checkpoint panels per stream (filtered by the stream variable), and the
+// commit latency next to them.
+func TestDashboardOperatorBreakdowns(t *testing.T) {
+	t.Parallel()
+	d := loadDashboard(t)
+	byMetric := map[string][]dashboardQuery{}
+	for _, q := range d.queries() {
+		for _, n := range metricName.FindAllString(q.Expr, -1) {
+			byMetric[n] = append(byMetric[n], q)
+		}
+	}
+	groups := func(q dashboardQuery) []string {
+		var out []string
+		for _, m := range byLabels.FindAllStringSubmatch(q.Expr, -1) {
+			for _, l := range strings.Split(m[1], ",") {
+				out = append(out, strings.TrimSpace(l))
+			}
+		}
+		return out
+	}
+	for metric, label := range map[string]string{
+		"kinesis_output_failed_total":      "reason",
+		"kinesis_checkpoint_commits_total": "stream",
+		"kinesis_checkpoint_errors_total":  "stream",
+	} {
+		require.NotEmpty(t, byMetric[metric], "a panel shows %s", metric)
+		for _, q := range byMetric[metric] {
+			assert.Contains(t, groups(q), label, "%s: %s broken down by %s", q, metric, label)
+			assert.Contains(t, q.Expr, `stream=~"$stream"`, "%s: filtered by the stream variable", q)
+		}
+	}
+	latency := append(byMetric["kinesis_checkpoint_commit_latency_seconds_sum"], byMetric["kinesis_checkpoint_commit_latency_seconds"]...)
+	require.NotEmpty(t, latency, "a panel shows the checkpoint commit latency")
+	for _, q := range latency {
+		assert.Equal(t, "Checkpoints", q.Row, "%s: with the other checkpoint panels", q)
+	}
+}

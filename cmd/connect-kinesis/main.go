@@ -22,13 +22,12 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/plugins/prometheus"
 )
 
-// Set at build time: -ldflags "-X main.version=... -X main.dateBuilt=...".
-var (
-	version   = "dev"
-	dateBuilt = "unknown"
-)
-
 func main() {
+	b := buildInfo()
+	if wantsVersion(os.Args[1:]) {
+		fmt.Print(b)
+		return
+	}
 	setAppHelp()
 	// This binary has no other Prometheus exporter: serve ours as
 	// `prometheus` too, the name Benthos configs usually use.
@@ -39,7 +38,7 @@ func main() {
 	service.RunCLI(context.Background(),
 		service.CLIOptSetBinaryName("connect-kinesis"),
 		service.CLIOptSetProductName("connect-kinesis"),
-		service.CLIOptSetVersion(version, dateBuilt),
+		service.CLIOptSetVersion(b.Version, b.Date),
 		service.CLIOptAddCommand(ops.CheckpointsCommand()),
 		service.CLIOptAddCommand(ops.ConsumersCommand()),
 	)

@@ -68,10 +68,12 @@ var Input = []Metric{
 		Help: "Shard leases this instance acquired: at start, on rebalancing, on a hand-off or after another instance died."},
 	{Name: "kinesis_input_leases_lost_total", Type: Counter, Labels: []string{"stream"}, Unit: "leases",
 		Help: "Shard leases this instance lost without handing them over (another instance took the lease, or it could not be renewed in time). Reading that shard stopped at once."},
-	{Name: "kinesis_checkpoint_commits_total", Type: Counter, Unit: "commits",
+	{Name: "kinesis_checkpoint_commits_total", Type: Counter, Labels: []string{"stream"}, Unit: "commits",
 		Help: "Checkpoints written to Redis."},
-	{Name: "kinesis_checkpoint_errors_total", Type: Counter, Unit: "errors",
+	{Name: "kinesis_checkpoint_errors_total", Type: Counter, Labels: []string{"stream"}, Unit: "errors",
 		Help: "Checkpoint writes that failed: Redis did not answer, or the lease had moved to another instance (fenced)."},
+	{Name: "kinesis_checkpoint_commit_latency_ns", Type: Timer, Labels: []string{"stream"}, Unit: "seconds",
+		Help: "Duration of each checkpoint write to Redis, failed ones included; with `min_replicas_to_ack`, until the replicas acknowledged it. Rising latency delays commits and, past the lease period, costs leases."},
 }
 
 // Output lists the metrics of the kinesis output.
@@ -82,8 +84,8 @@ var Output = []Metric{
 		Help: "Bytes of data and partition keys of the records Kinesis accepted."},
 	{Name: "kinesis_output_retries_total", Type: Counter, Labels: []string{"stream", "code"}, Unit: "records",
 		Help: "Records sent again after Kinesis refused them, by Kinesis error code (ProvisionedThroughputExceededException is throttling)."},
-	{Name: "kinesis_output_failed_total", Type: Counter, Labels: []string{"stream"}, Unit: "messages",
-		Help: "Messages that failed for good (invalid, or refused until the retry budget ended) and were returned to the pipeline as errors."},
+	{Name: "kinesis_output_failed_total", Type: Counter, Labels: []string{"stream", "reason"}, Unit: "messages",
+		Help: "Messages that failed for good and were returned to the pipeline as errors, by reason. `invalid`: never writable (empty or too long partition key, bad explicit hash key, too large, an interpolation failed). `refused`: Kinesis refused the record until the retry budget ran out. `earlier_failed`: ordered output, not sent because an earlier message with its partition key failed. `canceled`: the write was cancelled (shutdown) before Kinesis accepted it. `request_failed`: the PutRecords call itself failed after its retries (e.g. access denied, stream missing)."},
 	{Name: "kinesis_output_put_latency_ns", Type: Timer, Labels: []string{"stream"}, Unit: "seconds",
 		Help: "Duration of each PutRecords call, retries of a call counted separately."},
 }

@@ -117,7 +117,7 @@ func New(api API, conf Config, log *service.Logger, metrics *service.Metrics) *P
 		warn:     &rateLimitedLogger{log: log, every: 10 * time.Second},
 		mRecords: metrics.NewCounter(MetricRecords, "stream"),
 		mBytes:   metrics.NewCounter(MetricBytes, "stream"),
-		mFailed:  metrics.NewCounter(MetricFailed, "stream"),
+		mFailed:  metrics.NewCounter(MetricFailed, "stream", "reason"),
 		mRetries: metrics.NewCounter(MetricRetries, "stream", "code"),
 		mLatency: metrics.NewTimer(MetricPutLatency, "stream"),
 	}

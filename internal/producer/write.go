@@ -70,13 +70,15 @@ func (p *Producer) write(ctx context.Context, entries []Entry, seq *sequenced) [
 	}
 
 	if errs != nil {
-		n := 0
+		byReason := map[string]int64{}
 		for _, err := range errs {
 			if err != nil {
-				n++
+				byReason[FailReason(err)]++
 			}
 		}
-		p.mFailed.Incr(int64(n), p.streamLabel())
+		for reason, n := range byReason {
+			p.mFailed.Incr(n, p.streamLabel(), reason)
+		}
 	}
 	return errs
 }

@@ -18,6 +18,9 @@ import (
 const (
 	MetricCommits = "kinesis_checkpoint_commits_total"
 	MetricErrors  = "kinesis_checkpoint_errors_total"
+	// MetricCommitLatency times each checkpoint write (Commit), failed ones
+	// included, replica acknowledgement included.
+	MetricCommitLatency = "kinesis_checkpoint_commit_latency_ns"
 )
 
 // Redis client timeouts. A Redis that is down or frozen must surface as an
@@ -35,8 +38,10 @@ type Checkpointer struct {
 	cfg        Config
 	log        *service.Logger
 
-	commits *service.MetricCounter
-	errors  *service.MetricCounter
+	// Labelled by stream name, as the input's metrics are.
+	commits       *service.MetricCounter
+	errors        *service.MetricCounter
+	commitLatency *service.MetricTimer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -77,11 +82,12 @@ func New(ctx context.Context, cfg Config, log *service.Logger, metrics *service.
 // not close it.
 func NewFromClient(client redis.UniversalClient, cfg Config, log *service.Logger, metrics *service.Metrics) *Checkpointer {
 	return &Checkpointer{
-		client:  client,
-		cfg:     cfg,
-		log:     log,
-		commits: metrics.NewCounter(MetricCommits),
-		errors:  metrics.NewCounter(MetricErrors),
+		client:        client,
+		cfg:           cfg,
+		log:           log,
+		commits:       metrics.NewCounter(MetricCommits, "stream"),
+		errors:        metrics.NewCounter(MetricErrors, "stream"),
+		commitLatency: metrics.NewTimer(MetricCommitLatency, "stream"),
 	}
 }
 

@@ -49,10 +49,10 @@ func (s *Store) CloseShard(ctx context.Context, l consumer.Lease) error {
 		if errors.Is(err, ErrNotReplicated) {
 			s.log.With("shard", l.Shard).Warnf("Closing the shard is not acknowledged by a replica yet; retrying: %v", err)
 		}
-		s.c.errors.Incr(1)
+		s.c.errors.Incr(1, s.streamLabel())
 		return err
 	}
-	s.c.commits.Incr(1)
+	s.c.commits.Incr(1, s.streamLabel())
 	s.log.With("shard", l.Shard).Debug("Shard closed")
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -23,6 +24,8 @@ func (s *Store) Commit(ctx context.Context, l consumer.Lease, p consumer.Positio
 		return fmt.Errorf("committing shard %s: empty position", l.Shard)
 	}
 	what := fmt.Sprintf("committing %s for shard %s", p, l.Shard)
+	start := time.Now()
+	defer func() { s.c.commitLatency.Timing(time.Since(start).Nanoseconds(), s.streamLabel()) }()
 	err := s.replicated(ctx, what, func(c redis.Scripter) error {
 		n, err := commitScript.Run(ctx, c, []string{s.keys.Leases, s.keys.Checkpoints, s.keys.Epoch},
 			l.Shard, l.Owner, l.Token, p.String(), s.knownEpoch()).Int64()
@@ -35,10 +38,10 @@ func (s *Store) Commit(ctx context.Context, l consumer.Lease, p consumer.Positio
 		return nil
 	})
 	if err != nil {
-		s.c.errors.Incr(1)
+		s.c.errors.Incr(1, s.streamLabel())
 		return err
 	}
-	s.c.commits.Incr(1)
+	s.c.commits.Incr(1, s.streamLabel())
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
 // Keys are the Redis keys of one group+stream. They share the hash tag
@@ -40,6 +41,10 @@ type Store struct {
 
 	replicas replicaGate
 }
+
+// streamLabel is the `stream` label of the checkpoint metrics: the stream's
+// name, as the input's metrics have it, also for a store keyed by ARN.
+func (s *Store) streamLabel() string { return kinesisx.StreamName(s.streamID) }
 
 func (s *Store) knownEpoch() string {
 	s.epochMu.Lock()

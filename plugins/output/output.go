@@ -206,7 +206,7 @@ func newOutputFromConfig(conf outputConfig, mgr *service.Resources) (*kinesisOut
 		conf:    conf,
 		log:     mgr.Logger(),
 		metrics: mgr.Metrics(),
-		mFailed: mgr.Metrics().NewCounter(producer.MetricFailed, "stream"),
+		mFailed: mgr.Metrics().NewCounter(producer.MetricFailed, "stream", "reason"),
 	}
 	o.newClient = func(ctx context.Context) (kinesisAPI, string, error) {
 		cfg, err := conf.AWS.Load(ctx)
@@ -311,7 +311,7 @@ func (o *kinesisOutput) WriteBatch(ctx context.Context, batch service.MessageBat
 		index = append(index, i)
 	}
 	if len(failures) > 0 {
-		o.mFailed.Incr(int64(len(failures)), kinesisx.StreamName(o.conf.Stream))
+		o.mFailed.Incr(int64(len(failures)), kinesisx.StreamName(o.conf.Stream), producer.FailInvalid)
 	}
 
 	for n, err := range place.Write(ctx, entries) {
