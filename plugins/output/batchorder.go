@@ -39,7 +39,8 @@ const batchOrderProcessor = "kinesis_batch_order"
 // gapWait is how long a batch waits for an earlier number that no
 // WriteBatch has brought. Benthos only loses a formed batch on its way to
 // the writers when it shuts down; a gap that outlasts this is logged and
-// passed over, so the output cannot stall on it.
+// passed over by the lowest batch waiting behind it (never by a later one,
+// which would pass over that batch too), so the output cannot stall on it.
 const gapWait = 10 * time.Second
 
 var (
