@@ -22,9 +22,11 @@ import (
 // stream is split twice and merged once, and Redis is restarted and paused
 // for longer than the lease period. Nothing may be lost, each key's records
 // must first arrive in order, and duplicates must stay within the bound of
-// the events that cause them. It runs twice: with a Redis that keeps its
-// data (AOF), `trim_horizon` and `shard_parallelism: 4`, and with a Redis that comes back empty and
-// `latest`. CHAOS_SEED replays a run.
+// the events that cause them. It runs in phases: with a Redis that keeps its
+// data (AOF), `trim_horizon` and `shard_parallelism: 4`; with a Redis that
+// comes back empty and `latest`; with Redis stalls; and with standbys (more
+// instances than shards) and a Redis that comes back empty. CHAOS_SEED
+// replays a run.
 func TestIntegrationChaosShort(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -40,20 +42,21 @@ func TestIntegrationChaosShort(t *testing.T) {
 	}
 	// As in `make chaos`, the first phase reads each shard in four lanes.
 	for _, phase := range []struct {
-		name               string
-		emptyRedis, stalls bool
-		lanes              int
+		name                         string
+		emptyRedis, stalls, standbys bool
+		lanes                        int
 	}{
-		{"redis keeps its data with shard_parallelism 4", false, false, 4},
-		{"redis down past the lease comes back empty with latest", true, false, 1},
-		{"redis stalls 2s three times", false, true, 1},
+		{"redis keeps its data with shard_parallelism 4", false, false, false, 4},
+		{"redis down past the lease comes back empty with latest", true, false, false, 1},
+		{"redis stalls 2s three times", false, true, false, 1},
+		{"standbys while redis comes back empty with latest", true, false, true, 1},
 	} {
 		t.Run(phase.name, func(t *testing.T) {
 			t.Parallel() // each phase starts its own emulator, Redis and binaries
 			dir := t.TempDir()
 			var started startedPIDs
 			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls,
-				ShardParallelism: phase.lanes, Logf: t.Logf, Started: func(pid int) { started.add(pid) }})
+				Standbys: phase.standbys, ShardParallelism: phase.lanes, Logf: t.Logf, Started: func(pid int) { started.add(pid) }})
 			started.assertGone(t)
 			testenv.Require(t, "running the chaos schedule", err)
 			t.Logf("chaos table (seed %d, %s):\n%s", seed, phase.name, table)

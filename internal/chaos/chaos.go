@@ -54,6 +54,12 @@ type Config struct {
 	// shard in that many lanes by partition key; the verdict's per-key
 	// order check is what they must keep.
 	ShardParallelism int
+	// Standbys runs one instance more than the stream ever has open
+	// shards, instead of three, so some instance always holds none and
+	// waits as a standby. With EmptyRedis a standby meets the store that
+	// came back empty: it must take nothing from it before the holders
+	// re-seeded what they know.
+	Standbys bool
 }
 
 const (
@@ -86,6 +92,7 @@ type runner struct {
 	windows   []Window
 	kills     []Kill
 	counter   map[string]int
+	standbys  int // with Standbys: instances without a lease as Redis went down
 }
 
 // Run performs one chaos run and returns the checker's table. An error means
@@ -171,7 +178,7 @@ func (r *runner) cleanup() {
 // load, waits for the consumers to catch up and checks what they delivered.
 func (r *runner) run(ctx context.Context) (Table, error) {
 	p := r.plan
-	for _, name := range []string{"a", "b", "c"} {
+	for _, name := range r.names() {
 		if err := r.start(name); err != nil {
 			return Table{}, err
 		}
@@ -221,7 +228,7 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 	}
 
 	// Every instance up, then wait until each stream record is delivered.
-	for _, name := range []string{"a", "b", "c"} {
+	for _, name := range r.names() {
 		if err := r.ensureRunning(name); err != nil {
 			return Table{}, err
 		}
@@ -256,6 +263,12 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 	}
 	t.Injected = r.injected()
 	t.EFO = r.cutter != nil
+	t.Instances = len(r.names())
+	if r.cfg.Standbys {
+		r.mu.Lock()
+		t.Standbys = r.standbys
+		r.mu.Unlock()
+	}
 	return t, nil
 }
 

@@ -79,6 +79,10 @@ type Table struct {
 	Injected string
 	// EFO says the inputs read with enhanced fan-out, past the fault proxy.
 	EFO bool
+	// Instances is how many input processes read (0 is read as 3), and
+	// Standbys, with Config.Standbys, how many of them held no lease just
+	// before Redis went down to come back empty (0: not measured).
+	Instances, Standbys int
 	// ACLRefusals are what Redis refused the inputs, which run as the
 	// shipped ACL file's input user (acl.go).
 	ACLRefusals []string
@@ -105,10 +109,17 @@ func (t Table) String() string {
 	row("lost by the output", t.OutputLost)
 	row("duplicated by the output", t.OutputDups)
 	row("per-key order violations in the stream", t.OutputOrderViolations)
+	instances := t.Instances
+	if instances == 0 {
+		instances = 3
+	}
 	if t.EFO {
-		fmt.Fprintln(w, "input (stream -> 3 kinesis input processes, enhanced fan-out)")
+		fmt.Fprintf(w, "input (stream -> %d kinesis input processes, enhanced fan-out)\n", instances)
 	} else {
-		fmt.Fprintln(w, "input (stream -> fault proxy -> 3 kinesis input processes)")
+		fmt.Fprintf(w, "input (stream -> fault proxy -> %d kinesis input processes)\n", instances)
+	}
+	if t.Standbys != 0 {
+		row("standbys when Redis went down", t.Standbys)
 	}
 	row("produced (stream records)", t.StreamRecords)
 	row("delivered unique", t.DeliveredUnique)

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"syscall"
@@ -10,7 +11,7 @@ import (
 
 // killRandom SIGKILLs one live instance and restarts it RestartAfter later.
 func (r *runner) killRandom(ctx context.Context) error {
-	names := []string{"a", "b", "c"}
+	names := r.names()
 	r.mu.Lock()
 	name := names[r.rng.IntN(len(names))]
 	in := r.instances[name]
@@ -65,6 +66,11 @@ func (r *runner) restartName() string {
 }
 
 func (r *runner) restartRedis(ctx context.Context) error {
+	if r.cfg.Standbys {
+		if err := r.countStandbys(ctx); err != nil {
+			return err
+		}
+	}
 	now := time.Now()
 	if r.cfg.EmptyRedis {
 		// Down for twice the lease period, past every lease's local
@@ -86,6 +92,41 @@ func (r *runner) restartRedis(ctx context.Context) error {
 	r.mu.Lock()
 	r.windows = append(r.windows, Window{What: "redis restart", From: now.Add(-2 * r.plan.CommitPeriod), To: time.Now().Add(r.plan.LeasePeriod)})
 	r.mu.Unlock()
+	return nil
+}
+
+// countStandbys notes how many live instances hold no lease, and fails the
+// run if none does: the phase would not test what it says.
+func (r *runner) countStandbys(ctx context.Context) error {
+	leases, err := r.store.Leases(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the leases before the restart: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	standbys := 0
+	live := 0
+	for _, in := range r.instances {
+		select {
+		case <-in.done:
+			continue // killed, about to be restarted
+		default:
+		}
+		live++
+		pid := "-" + strconv.Itoa(in.cmd.Process.Pid) + "-"
+		holds := false
+		for _, l := range leases {
+			holds = holds || (!l.Expired && strings.Contains(l.Owner, pid))
+		}
+		if !holds {
+			standbys++
+		}
+	}
+	r.standbys = standbys
+	r.logf("chaos: %d of %d live instances hold no lease as Redis goes down", standbys, live)
+	if standbys == 0 {
+		return fmt.Errorf("every one of the %d live instances holds a lease: there is no standby to meet the empty store", live)
+	}
 	return nil
 }
 

@@ -57,3 +57,7 @@ func killWindow(p Plan) time.Duration { return 2*p.CommitPeriod + p.LeasePeriod 
 // producerDeadline is how long the producer may take: the faults and a busy
 // machine (kinesis-mock slows down as shards fill) stretch the nominal load.
 func producerDeadline(p Plan) time.Duration { return 4*p.Load + p.Drain }
+
+// maxOpenShards is the most shards the stream has open at once: each split
+// opens one more, the merge closes one after them.
+func maxOpenShards(p Plan) int { return p.Shards + len(p.Splits) }

@@ -63,6 +63,21 @@ output:
 shutdown_timeout: 15s
 `
 
+// names are the instances of the run: a, b and c, or with Standbys one
+// more than the stream ever has open shards. No name is a prefix of
+// another (start counts incarnations by it).
+func (r *runner) names() []string {
+	n := 3
+	if r.cfg.Standbys {
+		n = maxOpenShards(r.plan) + 1
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = string(rune('a' + i))
+	}
+	return names
+}
+
 // start launches a new incarnation of instance name.
 func (r *runner) start(name string) error {
 	r.mu.Lock()

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/connect-kinesis/connect-kinesis/internal/awsconf"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
 
 // Sources `checkpoints import --from` reads.
@@ -205,11 +207,12 @@ func runImport(c *cli.Context) error {
 	}
 
 	w := c.App.Writer
+	over := importOverridesOf(c)
 	fmt.Fprintf(w, "importing %s into group %s on %s\n", src.Describe, o.cp.Config().Group, o.stream.ID)
 	live := liveSourceLeases(src)
-	if len(live) > 0 && !c.Bool(flagForce) && !c.Bool(flagDryRun) {
+	if len(live) > 0 && !over.liveSource && !c.Bool(flagDryRun) {
 		return fmt.Errorf("the source still holds live leases: %s; stop the old consumer first (stopped, not paused: a paused consumer resumes and moves its checkpoints on), or pass --%s",
-			strings.Join(live, ", "), flagForce)
+			strings.Join(live, ", "), flagIgnoreLiveSource)
 	}
 	for _, warn := range src.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
@@ -238,7 +241,11 @@ func runImport(c *cli.Context) error {
 	if c.Bool(flagDryRun) {
 		return printDryRun(ctx, w, o, plan, live, rewinds)
 	}
-	res, err := o.store.Reset(ctx, nil, plan.Positions, plan.Starts, c.Bool(flagForce))
+	res, err := o.store.Reset(ctx, nil, plan.Positions, plan.Starts, over.fenceReaders)
+	if errors.Is(err, checkpointer.ErrLiveLeases) {
+		return fmt.Errorf("pipelines of group %s hold live leases on %s: stop them first, or pass --%s to fence them out (their next renewal or commit fails and they stop reading those shards): %w",
+			o.cp.Config().Group, strings.Join(res.LiveLeases, ", "), flagFenceReaders, checkpointer.ErrLiveLeases)
+	}
 	if err != nil {
 		return err
 	}
@@ -283,10 +290,10 @@ func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, s
 	}
 	slices.Sort(held)
 	if len(held) > 0 {
-		fmt.Fprintf(w, "would be refused without --%s: the group holds live leases on %s\n", flagForce, strings.Join(held, ", "))
+		fmt.Fprintf(w, "would be refused without --%s: the group holds live leases on %s\n", flagFenceReaders, strings.Join(held, ", "))
 	}
 	if len(sourceLive) > 0 {
-		fmt.Fprintf(w, "would be refused without --%s: the source holds live leases: %s\n", flagForce, strings.Join(sourceLive, ", "))
+		fmt.Fprintf(w, "would be refused without --%s: the source holds live leases: %s\n", flagIgnoreLiveSource, strings.Join(sourceLive, ", "))
 	}
 	if len(rewinds) > 0 {
 		fmt.Fprintf(w, "would be refused without --%s: checkpoints would move back:\n  %s\n", flagAllowRewind, strings.Join(rewinds, "\n  "))

@@ -85,7 +85,7 @@ func TestIntegrationImportGuardRails(t *testing.T) {
 		assert.Contains(t, err.Error(), shard1+" (owner worker-7")
 		assert.Contains(t, err.Error(), "stopped, not paused")
 		assert.Empty(t, groupCheckpoints(t, r.URL(), "kcl-live", rs.arn), "nothing written")
-		out, err = runCLI(t.Context(), importArgs("kcl-live", SourceKCL, table, "--force")...)
+		out, err = runCLI(t.Context(), importArgs("kcl-live", SourceKCL, table, "--"+flagIgnoreLiveSource)...)
 		require.NoError(t, err, out)
 		assert.Equal(t, consumer.Position{Sequence: ck1.seq, HasSub: true}, groupCheckpoints(t, r.URL(), "kcl-live", rs.arn)[shard1])
 	})

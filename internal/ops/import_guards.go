@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/failsafe-go/failsafe-go"
+	"github.com/urfave/cli/v2"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
@@ -20,6 +21,30 @@ import (
 
 // The guard rails of `checkpoints import`: what it refuses before it writes
 // anything, and what it says so the operator can decide.
+
+// The two refusals of an import an operator may override, each with its
+// own flag: a source whose consumer may still be running, and readers of
+// the target group holding live leases (which the import fences out).
+// --force, which once overrode both at once, still does, with a warning.
+const (
+	flagIgnoreLiveSource = "ignore-live-source"
+	flagFenceReaders     = "fence-readers"
+)
+
+// importOverrides are the refusals an operator overrode.
+type importOverrides struct{ liveSource, fenceReaders bool }
+
+// importOverridesOf reads the override flags, warning on the deprecated
+// --force.
+func importOverridesOf(c *cli.Context) importOverrides {
+	over := importOverrides{liveSource: c.Bool(flagIgnoreLiveSource), fenceReaders: c.Bool(flagFenceReaders)}
+	if c.Bool(flagForce) {
+		fmt.Fprintf(c.App.ErrWriter, "warning: --%s is deprecated for import: it means --%s --%s; pass the one you mean\n",
+			flagForce, flagIgnoreLiveSource, flagFenceReaders)
+		over = importOverrides{liveSource: true, fenceReaders: true}
+	}
+	return over
+}
 
 // liveSourceLeases names the source's live leases, with their owner and
 // when they expire (or that the source cannot tell), sorted by shard.

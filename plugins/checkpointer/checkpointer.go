@@ -5,8 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -128,11 +126,15 @@ func NewRedisClient(cfg Config) (redis.UniversalClient, error) {
 		if cfg.RedisMaster != "" {
 			o.MasterName = cfg.RedisMaster
 		}
-		// The URL's credentials are the data's (the master's); sentinels
-		// usually run without AUTH, and AUTH to a server without a password
-		// fails the connection.
-		o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
-		o.SentinelUsername, o.SentinelPassword = "", ""
+		// The URL's userinfo is the data's (the master's) credentials;
+		// sentinels usually run without AUTH, and AUTH to a server without
+		// a password fails the connection. A URL in go-redis' own form,
+		// the master's in `username`/`password` query parameters, keeps
+		// its userinfo for the sentinels, as go-redis reads it.
+		if o.Username == "" && o.Password == "" {
+			o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
+			o.SentinelUsername, o.SentinelPassword = "", ""
+		}
 		clientLimits{&o.TLSConfig, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.DisableIdentity}.apply(cfg.TLS)
 		return redis.NewFailoverClient(o), nil
 	default:
@@ -227,14 +229,3 @@ var ErrLiveLeases = errors.New("live leases exist")
 // because instances of the group are running: they would re-seed the
 // deleted state at once.
 var ErrLiveMembers = errors.New("instances of the group are running")
-
-// redactErr removes the URL's password from an error text that may quote it.
-func redactErr(err error, rawURL string) string {
-	msg := strings.ReplaceAll(err.Error(), rawURL, RedactURL(rawURL))
-	if u, perr := url.Parse(rawURL); perr == nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			msg = strings.ReplaceAll(msg, pw, "xxxxx")
-		}
-	}
-	return msg
-}

@@ -303,12 +303,3 @@ func validInstanceID(id string) bool {
 	}
 	return true
 }
-
-// RedactURL returns the URL with its password replaced, for logs and errors.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparsable redis url>"
-	}
-	return u.Redacted()
-}

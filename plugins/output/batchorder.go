@@ -39,7 +39,8 @@ const batchOrderProcessor = "kinesis_batch_order"
 // gapWait is how long a batch waits for an earlier number that no
 // WriteBatch has brought. Benthos only loses a formed batch on its way to
 // the writers when it shuts down; a gap that outlasts this is logged and
-// passed over, so the output cannot stall on it.
+// passed over by the lowest batch waiting behind it (never by a later one,
+// which would pass over that batch too), so the output cannot stall on it.
 const gapWait = 10 * time.Second
 
 var (
@@ -88,11 +89,15 @@ type batchOrder struct {
 	// done marks the numbers above entered whose batches are through with
 	// the order out of turn (failed while they waited).
 	done map[uint64]bool
+	// waiting counts the batches in await by their first number. Only the
+	// lowest of them may pass over a gap: the numbers below a higher one
+	// include batches that are there, waiting their turn.
+	waiting map[uint64]int
 }
 
 // newBatchOrder registers a numbering for an output and returns it.
 func newBatchOrder(log *service.Logger) *batchOrder {
-	b := &batchOrder{id: "o" + strconv.FormatUint(batchOrderIDs.Add(1), 10), log: log, gapWait: gapWait, moved: make(chan struct{}), done: map[uint64]bool{}}
+	b := &batchOrder{id: "o" + strconv.FormatUint(batchOrderIDs.Add(1), 10), log: log, gapWait: gapWait, moved: make(chan struct{}), done: map[uint64]bool{}, waiting: map[uint64]int{}}
 	batchOrders.Store(b.id, b)
 	return b
 }
@@ -159,10 +164,18 @@ func (b *batchOrder) numbers(batch service.MessageBatch) (first, last uint64, ok
 // or ctx has ended.
 func (b *batchOrder) await(ctx context.Context, first uint64) error {
 	var gap *time.Timer
+	b.mu.Lock()
+	b.waiting[first]++
+	b.mu.Unlock()
 	defer func() {
 		if gap != nil {
 			gap.Stop()
 		}
+		b.mu.Lock()
+		if b.waiting[first]--; b.waiting[first] == 0 {
+			delete(b.waiting, first)
+		}
+		b.mu.Unlock()
 	}()
 	for {
 		b.mu.Lock()
@@ -188,12 +201,20 @@ func (b *batchOrder) await(ctx context.Context, first uint64) error {
 }
 
 // passOver gives up on the numbers from `from` below first if entered has
-// not moved since the wait began: no batch of them has reached WriteBatch.
+// not moved since the wait began and no batch of them waits: none of them
+// has reached WriteBatch. A batch numbered between them that waits passes
+// over the gap below it when its own timer fires; this one then waits for
+// it to take its place.
 func (b *batchOrder) passOver(from, first uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.entered != from {
 		return
+	}
+	for n := range b.waiting {
+		if b.entered < n && n < first {
+			return
+		}
 	}
 	b.log.With("batches", first-from).Warnf("Batches numbered %d to %d by the output's batching never reached it within %v; writing the next ones without them", from, first-1, b.gapWait)
 	for n := from; n < first; n++ {

@@ -1,7 +1,9 @@
 package output
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -236,4 +238,35 @@ output:
 	assert.Positive(t, built.order.issued.Load())
 	assert.Equal(t, built.order.issued.Load(), built.order.entered, "every numbered batch reached the output in its turn")
 	assert.Empty(t, built.order.done, "no batch was through out of turn")
+}
+
+// TestOnlyTheLowestWaiterPassesOverAGap: batch 0 never reaches the output,
+// batch 2 does, then batch 1 a little later. Batch 2's gap timer fires
+// first, but batch 1 is waiting, not lost: only batch 1, the lowest waiter,
+// may pass over the gap (number 0), and batch 2 then waits for batch 1 to
+// take its place, so key a's records land 1 before 2. Before the fix batch
+// 2 passed over 0 and 1 alike, both went at once, and the warning named
+// batch 1 as never having arrived.
+func TestOnlyTheLowestWaiterPassesOverAGap(t *testing.T) {
+	api := &fakeKinesis{}
+	out, batcher := numberedOutput(t, api, "")
+	const wait = 200 * time.Millisecond
+	out.order.gapWait = wait
+	var logs bytes.Buffer
+	out.order.log = service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil)))
+	_ = form(t, batcher, "0", "a") // formed, but never reaches the output
+	first := form(t, batcher, "1", "a")
+	second := form(t, batcher, "2", "a")
+
+	done2 := make(chan error, 1)
+	go func() { done2 <- out.WriteBatch(t.Context(), second) }()
+	time.Sleep(wait / 2)
+	done1 := make(chan error, 1)
+	go func() { done1 <- out.WriteBatch(t.Context(), first) }()
+
+	require.NoError(t, <-done1)
+	require.NoError(t, <-done2)
+	assert.Equal(t, []string{"1/a", "2/a"}, api.landed(), "key a's records in the order their batches were formed")
+	assert.Contains(t, logs.String(), "Batches numbered 0 to 0 ", "only the missing batch is passed over")
+	assert.NotContains(t, logs.String(), "0 to 1 ", "batch 1 was waiting, not missing")
 }

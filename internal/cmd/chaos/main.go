@@ -1,8 +1,9 @@
 // Command chaos runs the reliability suite against the real connect-kinesis
 // binary: `go run ./internal/cmd/chaos` (the full form, `make chaos`) or
-// `go run ./internal/cmd/chaos -short`. It runs two phases, a Redis that
-// keeps its data (AOF) with `trim_horizon` and a Redis that comes back
-// empty with `latest`, prints a table for each and exits
+// `go run ./internal/cmd/chaos -short`. It runs its phases (a Redis that
+// keeps its data (AOF) with `trim_horizon`, a Redis that comes back empty
+// with `latest`, Redis stalls, and standbys with a Redis that comes back
+// empty), prints a table for each and exits
 // non-zero unless nothing was lost, per-key order held and duplicates stayed
 // within the design's bound.
 package main
@@ -62,10 +63,15 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 	// The first phase reads each shard in four lanes (shard_parallelism),
 	// so per-key order and nothing lost are checked with lanes too.
 	for _, phase := range []struct {
-		name               string
-		emptyRedis, stalls bool
-		lanes              int
-	}{{"redis-keeps-data", false, false, 4}, {"redis-down-past-the-lease-comes-back-empty", true, false, 1}, {"redis-stalls", false, true, 1}} {
+		name                         string
+		emptyRedis, stalls, standbys bool
+		lanes                        int
+	}{
+		{"redis-keeps-data", false, false, false, 4},
+		{"redis-down-past-the-lease-comes-back-empty", true, false, false, 1},
+		{"redis-stalls", false, true, false, 1},
+		{"standbys-redis-comes-back-empty", true, false, true, 1},
+	} {
 		phaseDir := filepath.Join(dir, phase.name)
 		if err := os.MkdirAll(phaseDir, 0o755); err != nil {
 			return err
@@ -76,7 +82,7 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 			pids []int
 		)
 		t, err := chaos.Run(ctx, chaos.Config{
-			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, EFO: efo, ShardParallelism: phase.lanes,
+			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, Standbys: phase.standbys, EFO: efo, ShardParallelism: phase.lanes,
 			Logf:    func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 			Started: func(pid int) { mu.Lock(); pids = append(pids, pid); mu.Unlock() },
 		})
