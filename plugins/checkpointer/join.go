@@ -31,7 +31,7 @@ const (
 // joinScript: KEYS epoch; ARGV newEpoch, format. Creates the group record
 // (id newEpoch, start and created now, the format) when there is none, and
 // marks an older record with the format if it has none. Returns {now,
-// created, reseeded} (0 for a field the record lacks), or an error reply
+// created, reseeded, id, start} (0 for a field the record lacks), or an error reply
 // "FORMAT <n>" when the record was written in a newer format than the
 // caller's.
 var joinScript = newScript("join")
@@ -49,14 +49,18 @@ var ErrFormatTooNew = errors.New("checkpoint store written in a newer format")
 // store forgot), and taking before then could start a shard later than
 // where its reader got to. A brand-new group cannot be told apart from
 // that, so its first instance waits one lease period too. A record written
-// in a newer format than FormatVersion is refused. First it tries every
+// in a newer format than FormatVersion is refused. The store learns the
+// record's id here, so every later call, a standby's first take included,
+// presents it: a store that came back empty then answers "forgot" rather
+// than creating a fresh record and handing out shards that holders still
+// read. First it tries every
 // command the input's scripts call (permission_check.go): a Redis user
 // that lacks one is refused here, by a PermissionError naming them all.
 func (s *Store) Join(ctx context.Context) (time.Duration, error) {
 	if err := s.checkInputPermissions(ctx); err != nil {
 		return 0, fmt.Errorf("joining group %s: %w", s.c.cfg.Group, err)
 	}
-	res, err := joinScript.Run(ctx, s.c.client, []string{s.keys.Epoch}, newEpochID(), FormatVersion).Int64Slice()
+	res, err := joinScript.Run(ctx, s.c.client, []string{s.keys.Epoch}, newEpochID(), FormatVersion).Slice()
 	if err != nil {
 		var re redis.Error
 		if errors.As(err, &re) && strings.HasPrefix(re.Error(), "FORMAT ") {
@@ -66,10 +70,11 @@ func (s *Store) Join(ctx context.Context) (time.Duration, error) {
 		}
 		return 0, fmt.Errorf("joining group %s: %w", s.c.cfg.Group, err)
 	}
-	if len(res) != 3 {
+	if len(res) != 5 || toString(res[3]) == "" {
 		return 0, fmt.Errorf("joining group %s: unexpected script reply %v", s.c.cfg.Group, res)
 	}
-	now, created, reseeded := res[0], res[1], res[2]
+	now, created, reseeded := toInt(res[0]), toInt(res[1]), toInt(res[2])
+	s.learnEpoch(toString(res[3]), time.UnixMilli(toInt(res[4])))
 	if created == 0 || reseeded != 0 {
 		return 0, nil
 	}
