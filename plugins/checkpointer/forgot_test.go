@@ -58,3 +58,23 @@ func TestIntegrationStandbyDoesNotTakeFromAForgettingStore(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "the refused take created no group record and no lease")
 }
+
+// CheckGroup, the check a reading instance makes every second, answers
+// forgot once the store lost the record or holds another one.
+func TestIntegrationCheckGroupSeesAForgettingStore(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 2, 30*time.Second)
+	a, newcomer := stores[0], stores[1]
+	require.NoError(t, a.CheckGroup(t.Context()), "a store that never joined knows no record to check")
+	_, err := a.Join(t.Context())
+	require.NoError(t, err)
+	require.NoError(t, a.CheckGroup(t.Context()))
+	c := red.Client()
+	defer c.Close()
+	require.NoError(t, c.FlushAll(t.Context()).Err())
+	assert.ErrorIs(t, a.CheckGroup(t.Context()), consumer.ErrStoreForgot, "no record")
+	_, err = newcomer.Join(t.Context())
+	require.NoError(t, err)
+	assert.ErrorIs(t, a.CheckGroup(t.Context()), consumer.ErrStoreForgot, "a newcomer's fresh record")
+	require.NoError(t, newcomer.CheckGroup(t.Context()))
+}

@@ -123,6 +123,11 @@ var closeScript = newScript("close")
 // forgetting store's empty set is never taken for the group's.
 var closedScript = newScript("closed")
 
+// groupScript: KEYS epoch; ARGV epoch (” to skip the check). Returns 1, or
+// FORGOT when the caller's group record is gone or replaced: the check an
+// instance that reads shards makes every second (consumer.watchGroup).
+var groupScript = newScript("group")
+
 // reseedScript: KEYS epoch, ckpt, closed, lease; ARGV epochId, groupStart,
 // owner, periodMillis, nCheckpoints, startOverride (” for none), then
 // nCheckpoints shard, position pairs, nClosed, nClosed shards, then shard,
