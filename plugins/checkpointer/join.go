@@ -33,9 +33,9 @@ const (
 // joinScript: KEYS epoch; ARGV newEpoch, format. Creates the group record
 // (id newEpoch, start and created now, the format) when there is none, and
 // marks an older record with the format if it has none. Returns {now,
-// created, reseeded, id, start} (0 for a field the record lacks), or an error reply
-// "FORMAT <n>" when the record was written in a newer format than the
-// caller's.
+// created, reseeded, id, start} (0 for a field the record lacks), or an
+// error reply "FORMAT <n>" when the record was written in a newer format
+// than the caller's.
 var joinScript = newScript("join")
 
 // ErrFormatTooNew means the group's keys were written by a newer release
