@@ -80,9 +80,20 @@ func later(a, b time.Time) time.Time {
 // lease's local deadline a reader neither fetches nor delivers (awaitLease)
 // until a renewal confirms the lease, so a Redis that stalls or is away
 // costs no re-read. It runs until shutdown has seen every reader done
-// (renewStop), not only until the run loop ends.
+// (renewStop), not only until the run loop ends. Beside it, watchGroup
+// checks the group record every second (groupwatch.go) and wakes it
+// through forgot.
 func (co *coordinator) renewLoop() {
 	defer close(co.renewDone)
+	stopWatch, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		co.watchGroup(stopWatch)
+	}()
+	defer func() {
+		close(stopWatch)
+		<-watched
+	}()
 	t := time.NewTicker(co.c.cfg.LeasePeriod / 3)
 	defer t.Stop()
 	for {

@@ -94,6 +94,14 @@ func (co *coordinator) reseed(ctx context.Context) {
 		if r.lost.Load() {
 			continue
 		}
+		if r.finished() {
+			// Done but not yet forgotten by the run loop: its lease is
+			// closed or handed back, and a closed shard is seeded closed.
+			if r.closedShard && !slices.Contains(seed.Closed, id) {
+				seed.Closed = append(seed.Closed, id)
+			}
+			continue
+		}
 		if pos, _, ok := r.tracker.checkpoint(); ok {
 			seed.Checkpoints[id] = pos
 		}
@@ -107,6 +115,7 @@ func (co *coordinator) reseed(ctx context.Context) {
 			delete(seed.Checkpoints, id)
 		}
 	}
+	slices.Sort(seed.Closed)
 	res, err := co.store.Reseed(ctx, seed)
 	if err != nil {
 		co.renewalFailed("Re-seeding the checkpoint store", byShard, err)
@@ -132,5 +141,16 @@ func (co *coordinator) reseed(ctx context.Context) {
 			r.log.Warn("Lease taken by another instance while the checkpoint store was re-seeded; stopping the shard reader")
 			r.markLost()
 		}
+	}
+}
+
+// finished reports whether the reader has ended; closedShard is then
+// final (it is written before done is closed).
+func (r *shardReader) finished() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
 	}
 }

@@ -107,17 +107,19 @@ type LeaseState struct {
 type Store interface {
 	// Acquire takes a free or expired lease, with the shard's checkpoint
 	// and the group's start; ErrLeaseHeld when another owner holds a live
-	// one. The first take of an instance joins the group, creating its
-	// record if there is none; every later mutation returns ErrStoreForgot
-	// when that record is gone or replaced.
+	// one. It presents the group record Join found (or, without a Join,
+	// joins the group itself, creating the record if there is none); it
+	// and every other mutation return ErrStoreForgot when that record is
+	// gone or replaced.
 	Acquire(ctx context.Context, shard, owner string) (Take, error)
 	// Join runs before an instance's first take: it creates the group
-	// record if there is none and returns how long to wait before taking
-	// anything. A record a take created less than a lease period ago, and
-	// that no re-seed has marked, may belong to a store that just forgot
-	// the group while other instances still read their shards; they
-	// re-seed within a lease period. An error refuses the store (e.g. one
-	// written in a newer format).
+	// record if there is none, learns its id, and returns how long to wait
+	// before taking anything. A record created less than NewcomerWait ago,
+	// and that no re-seed has marked, may belong to a store that just
+	// forgot the group while other instances still read their shards;
+	// they check the record every GroupCheckInterval and re-seed within
+	// that wait. An error refuses the store (e.g. one written in a newer
+	// format).
 	Join(ctx context.Context) (wait time.Duration, err error)
 	// RenewAll renews owner's leases in one call and names the lost ones;
 	// err means no lease is known to be renewed.

@@ -1,9 +1,9 @@
 package ops
 
 import (
-	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +24,17 @@ import (
 // adds checkpointOwner during a graceful hand-off); parentShardId is a
 // string set. Lease liveness is judged by leaseCounter changes over time, so
 // one read cannot tell a live lease from a stale one.
+//
+// Not every item is a shard lease. KCL 3.x keeps its coordinator state
+// (leader lock, 2.x-to-3.x migration state; hash key "key") and worker
+// metrics (hash key "wid") in tables of their own, but an application that
+// pointed them at one table, or a later release marking items by their
+// entityType, puts items in the lease table that are not leases; an import
+// taking them for leases would refuse on their "owner" or fail on their
+// "checkpoint". So an item is a shard lease only when it has a leaseKey
+// whose last part is a shard id ("shardId-<digits>"), a checkpoint, and no
+// entityType other than "lease"; every other item is skipped and named in
+// a warning.
 const (
 	kclAttrLeaseKey        = "leaseKey"
 	kclAttrCheckpoint      = "checkpoint"
@@ -32,6 +43,7 @@ const (
 	kclAttrCheckpointOwner = "checkpointOwner"
 	kclAttrStreamName      = "streamName"
 	kclAttrShardID         = "shardId"
+	kclAttrEntityType      = "entityType"
 
 	kclShardEnd    = "SHARD_END"
 	kclTrimHorizon = "TRIM_HORIZON"
@@ -47,18 +59,43 @@ type kclLease struct {
 	it            item
 }
 
-func splitKCLLease(it item) (kclLease, error) {
+// kclShardID is a Kinesis shard id, the shard part of a lease key.
+var kclShardID = regexp.MustCompile(`^shardId-[0-9]+$`)
+
+// splitKCLLease splits a lease item's key; skip says why an item is not a
+// shard lease ("" for one that is).
+func splitKCLLease(it item) (l kclLease, skip string) {
 	key := attrS(it, kclAttrLeaseKey)
 	if key == "" {
-		return kclLease{}, errors.New("an item has no leaseKey string")
+		return kclLease{}, "no leaseKey"
 	}
-	l := kclLease{shard: key, it: it}
+	if et := attrS(it, kclAttrEntityType); et != "" && !strings.EqualFold(et, "lease") {
+		return kclLease{}, "entityType " + et
+	}
+	l = kclLease{shard: key, it: it}
 	if s, sh := attrS(it, kclAttrStreamName), attrS(it, kclAttrShardID); s != "" && sh != "" {
 		l.stream, l.shard = s, sh
 	} else if i := strings.LastIndexByte(key, ':'); i >= 0 {
 		l.stream, l.shard = key[:i], key[i+1:]
 	}
-	return l, nil
+	if !kclShardID.MatchString(l.shard) {
+		return kclLease{}, "not a shard id"
+	}
+	if _, ok := it[kclAttrCheckpoint]; !ok {
+		return kclLease{}, "no checkpoint"
+	}
+	return l, ""
+}
+
+// itemName names an item for a warning: its leaseKey, or the hash key of
+// a KCL coordinator ("key") or worker metrics ("wid") item.
+func itemName(it item) string {
+	for _, k := range []string{kclAttrLeaseKey, "key", "wid"} {
+		if v := attrS(it, k); v != "" {
+			return k + " " + strconv.Quote(v)
+		}
+	}
+	return "an item without leaseKey"
 }
 
 // kclStreamParts splits a multi-stream identifier "<account>:<name>:<epoch>".
@@ -77,15 +114,26 @@ func kclStreamParts(ident string) (account, name, epoch string) {
 // is the stream's.
 func readKCLTable(items []item, table string, stream streamInfo, sourceStream string) (foreignTable, error) {
 	byStream := map[string][]kclLease{}
+	var skipped []string
 	for _, it := range items {
-		l, err := splitKCLLease(it)
-		if err != nil {
-			return foreignTable{}, fmt.Errorf("table %s: %w", table, err)
+		l, skip := splitKCLLease(it)
+		if skip != "" {
+			skipped = append(skipped, fmt.Sprintf("%s (%s)", itemName(it), skip))
+			continue
 		}
 		byStream[l.stream] = append(byStream[l.stream], l)
 	}
+	if len(byStream) == 0 {
+		return foreignTable{}, fmt.Errorf("table %s holds no KCL shard lease (an item with a leaseKey ending in a shard id and a checkpoint); is it a KCL lease table? Its %d items: %s",
+			table, len(items), strings.Join(firstN(skipped, 5), ", "))
+	}
 	multi := slices.DeleteFunc(slices.Sorted(maps.Keys(byStream)), func(s string) bool { return s == "" })
 	src := foreignTable{Shards: map[string]foreignShard{}}
+	if len(skipped) > 0 {
+		slices.Sort(skipped)
+		src.Warnings = append(src.Warnings, fmt.Sprintf("skipped %d items of table %s that are not shard leases (KCL coordinator or worker-metrics rows, say): %s",
+			len(skipped), table, strings.Join(firstN(skipped, 10), ", ")))
+	}
 	var key string
 	switch {
 	case sourceStream != "":
@@ -140,6 +188,14 @@ func readKCLTable(items []item, table string, stream streamInfo, sourceStream st
 		}
 	}
 	return src, nil
+}
+
+// firstN is the first n of ss, with a count of the rest.
+func firstN(ss []string, n int) []string {
+	if len(ss) <= n {
+		return ss
+	}
+	return append(slices.Clone(ss[:n]), fmt.Sprintf("and %d more", len(ss)-n))
 }
 
 // kclShard converts one lease's checkpoint. A checkpoint (seq, sub) becomes

@@ -1,6 +1,8 @@
 package ops
 
 import (
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -81,6 +83,28 @@ func TestReadKCLTable(t *testing.T) {
 		require.Len(t, src.Shards, 1)
 		assert.Equal(t, "10/0", src.Shards["shardId-000000000001"].Position.String())
 	})
+	t.Run("items that are not shard leases are skipped", func(t *testing.T) {
+		coordinator := lease("Leader", "", 0)
+		coordinator["entityType"], coordinator["leaseOwner"] = strAttr("COORDINATOR"), strAttr("worker-1")
+		marked := lease("shardId-000000000002", "7", 0)
+		marked["entityType"] = strAttr("lease")
+		noCheckpoint := lease("shardId-000000000003", "", 0)
+		delete(noCheckpoint, "checkpoint")
+		src, err := readKCLTable([]item{
+			lease("shardId-000000000001", "4960", 3), coordinator, marked, noCheckpoint,
+			{"wid": strAttr("worker-1"), "lut": numAttr(1)},
+			lease("111122223333:orders:1700000000:coordinator", "5", 0),
+		}, "app", stream, "")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"shardId-000000000001", "shardId-000000000002"}, slices.Sorted(maps.Keys(src.Shards)),
+			"an entityType of lease is a lease")
+		require.Len(t, src.Warnings, 2)
+		assert.Contains(t, src.Warnings[0], "skipped 4 items")
+		for _, want := range []string{`leaseKey "Leader" (entityType COORDINATOR)`, `leaseKey "shardId-000000000003" (no checkpoint)`,
+			`wid "worker-1" (no leaseKey)`, `leaseKey "111122223333:orders:1700000000:coordinator" (not a shard id)`} {
+			assert.Contains(t, src.Warnings[0], want)
+		}
+	})
 	for _, tc := range []struct {
 		name  string
 		items []item
@@ -89,6 +113,7 @@ func TestReadKCLTable(t *testing.T) {
 		{"bad checkpoint", []item{lease("shardId-000000000001", "yesterday", 0)}, "neither a sequence number nor"},
 		{"another application's table", []item{lease("shardId-000000000077", "5", 0)}, "none of its 1 leases is a shard of stream orders"},
 		{"no lease of the stream", []item{lease("111122223333:clicks:1:shardId-000000000001", "5", 0)}, `stream identifiers in it: "111122223333:clicks:1"`},
+		{"no lease at all", []item{{"key": strAttr("Migration3.0"), "cv": strAttr("CLIENT_VERSION_3X")}}, `holds no KCL shard lease`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := readKCLTable(tc.items, "app", stream, "")

@@ -68,7 +68,8 @@ func serverCalls(t *testing.T, c *redis.Client) int64 {
 //
 // Per instance and minute: renew all leases + heartbeat every lease.period/3
 // (18 each), and every rebalance_period (6 times) LiveMembers, Leases,
-// ClosedShards and HandoffRequests. Per shard and minute: a commit every
+// ClosedShards and HandoffRequests, and the group check every second
+// (consumer.GroupCheckInterval: 60). Per shard and minute: a commit every
 // commit_period (12).
 func TestIntegrationSteadyStateCost(t *testing.T) {
 	const instances, shards = 2, 16
@@ -99,6 +100,7 @@ func TestIntegrationSteadyStateCost(t *testing.T) {
 	renewals := int(minute / (cfg.LeasePeriod / 3))
 	rebalances := int(minute / cfg.RebalancePeriod)
 	commits := int(minute / cfg.CommitPeriod)
+	checks := int(minute / consumer.GroupCheckInterval(cfg.LeasePeriod))
 
 	// Warm up: the first run of each script is EVALSHA, NOSCRIPT, then EVAL
 	// (two round trips); a long-running instance has them cached.
@@ -114,6 +116,7 @@ func TestIntegrationSteadyStateCost(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.HandoffRequests(ctx, "instance-0")
 	require.NoError(t, err)
+	require.NoError(t, s.CheckGroup(ctx))
 	require.NoError(t, s.Commit(ctx, owned[0][0], consumer.Position{Sequence: strconv.Itoa(seq)}))
 
 	startClient, startServer := hook.n.Load(), serverCalls(t, admin)
@@ -136,6 +139,9 @@ func TestIntegrationSteadyStateCost(t *testing.T) {
 			_, err = s.HandoffRequests(ctx, owner)
 			require.NoError(t, err)
 		}
+		for n := 0; n < checks; n++ {
+			require.NoError(t, s.CheckGroup(ctx))
+		}
 		for _, l := range owned[i] {
 			for n := 0; n < commits; n++ {
 				seq++
@@ -147,7 +153,7 @@ func TestIntegrationSteadyStateCost(t *testing.T) {
 	clientCalls := hook.n.Load() - startClient
 	server := serverCalls(t, admin) - startServer - 1
 
-	wantClient := int64(instances*(2*renewals+4*rebalances) + shards*commits)
+	wantClient := int64(instances*(2*renewals+4*rebalances+checks) + shards*commits)
 	assert.Equal(t, wantClient, clientCalls, "each API call is one Redis round trip")
 	perShard := float64(clientCalls) / shards
 	t.Logf("steady state, %d instances x %d shards, default periods: %d round trips/min (%.1f per shard per minute, %.2f per shard per second); %d server commands/min including those inside scripts (%.1f per shard per minute)",

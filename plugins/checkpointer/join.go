@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
 // FormatVersion is the format of the group's keys this release writes and
@@ -31,9 +33,9 @@ const (
 // joinScript: KEYS epoch; ARGV newEpoch, format. Creates the group record
 // (id newEpoch, start and created now, the format) when there is none, and
 // marks an older record with the format if it has none. Returns {now,
-// created, reseeded} (0 for a field the record lacks), or an error reply
-// "FORMAT <n>" when the record was written in a newer format than the
-// caller's.
+// created, reseeded, id, start} (0 for a field the record lacks), or an
+// error reply "FORMAT <n>" when the record was written in a newer format
+// than the caller's.
 var joinScript = newScript("join")
 
 // ErrFormatTooNew means the group's keys were written by a newer release
@@ -41,22 +43,28 @@ var joinScript = newScript("join")
 var ErrFormatTooNew = errors.New("checkpoint store written in a newer format")
 
 // Join reads the group record before the instance's first take, creating
-// it when there is none, and returns how long to wait before taking any
-// shard. A record created by a take less than a lease period ago, which no
-// re-seed has marked, may be one a newcomer created in a Redis that just
-// came back empty while the group's other instances still read their
-// shards: they re-seed within a lease period (their renewals find the
-// store forgot), and taking before then could start a shard later than
-// where its reader got to. A brand-new group cannot be told apart from
-// that, so its first instance waits one lease period too. A record written
-// in a newer format than FormatVersion is refused. First it tries every
-// command the input's scripts call (permission_check.go): a Redis user
-// that lacks one is refused here, by a PermissionError naming them all.
+// it when there is none, learns its id, and returns how long to wait
+// before taking any shard. A record created less than
+// consumer.NewcomerWait ago, which no re-seed has marked, may be one a
+// newcomer created in a Redis that just came back empty while the group's
+// other instances still read their shards: each of them checks the record
+// every consumer.GroupCheckInterval and re-seeds once it finds it replaced
+// (their renewals find it too, later), and taking before then could start
+// a shard later than where its reader got to. A brand-new group cannot be
+// told apart from that, so its first instance waits too: two check
+// intervals (2 s with the default lease period), not a lease period. A
+// record written in a newer format than FormatVersion is refused. The
+// store learns the record's id here, so every later call, a standby's
+// first take included, presents it: a store that came back empty then
+// answers "forgot" rather than creating a fresh record and handing out
+// shards that holders still read. First it tries every command the
+// input's scripts call (permission_check.go): a Redis user that lacks one
+// is refused here, by a PermissionError naming them all.
 func (s *Store) Join(ctx context.Context) (time.Duration, error) {
 	if err := s.checkInputPermissions(ctx); err != nil {
 		return 0, fmt.Errorf("joining group %s: %w", s.c.cfg.Group, err)
 	}
-	res, err := joinScript.Run(ctx, s.c.client, []string{s.keys.Epoch}, newEpochID(), FormatVersion).Int64Slice()
+	res, err := joinScript.Run(ctx, s.c.client, []string{s.keys.Epoch}, newEpochID(), FormatVersion).Slice()
 	if err != nil {
 		var re redis.Error
 		if errors.As(err, &re) && strings.HasPrefix(re.Error(), "FORMAT ") {
@@ -66,12 +74,26 @@ func (s *Store) Join(ctx context.Context) (time.Duration, error) {
 		}
 		return 0, fmt.Errorf("joining group %s: %w", s.c.cfg.Group, err)
 	}
-	if len(res) != 3 {
+	if len(res) != 5 || toString(res[3]) == "" {
 		return 0, fmt.Errorf("joining group %s: unexpected script reply %v", s.c.cfg.Group, res)
 	}
-	now, created, reseeded := res[0], res[1], res[2]
+	now, created, reseeded := toInt(res[0]), toInt(res[1]), toInt(res[2])
+	s.learnEpoch(toString(res[3]), time.UnixMilli(toInt(res[4])))
 	if created == 0 || reseeded != 0 {
 		return 0, nil
 	}
-	return max(0, time.Duration(created+s.periodMillis()-now)*time.Millisecond), nil
+	wait := consumer.NewcomerWait(s.c.cfg.LeasePeriod).Milliseconds()
+	return max(0, time.Duration(created+wait-now)*time.Millisecond), nil
 }
+
+// CheckGroup tells whether the store still holds the group record this
+// store knows: ErrStoreForgot when it is gone or replaced. One HGET in a
+// script, whatever the shard count.
+func (s *Store) CheckGroup(ctx context.Context) error {
+	if err := groupScript.Run(ctx, s.c.client, []string{s.keys.Epoch}, s.knownEpoch()).Err(); err != nil {
+		return storeErr("checking the group record", err)
+	}
+	return nil
+}
+
+var _ consumer.GroupChecker = (*Store)(nil)

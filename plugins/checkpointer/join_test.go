@@ -11,17 +11,19 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
-// An instance's first contact with a group record that a take created
-// moments ago, and that no re-seed marked, waits a lease period: Redis may
-// just have come back empty while other instances still read. A record a
-// re-seed restored, or one older than a lease period, lets it take at once;
-// one written in a newer format is refused, naming both versions.
+// An instance's first contact with a group record created moments ago,
+// that no re-seed marked, waits consumer.NewcomerWait after the record's
+// creation (two group-check intervals: holders that Redis answers find the
+// record replaced and re-seed within that), not a lease period: the wait
+// is computed from the Redis clock, so the test measures nothing. A
+// record a re-seed restored, or an older one, lets it take at once; one
+// written in a newer format is refused, naming both versions.
 func TestIntegrationJoinWaitsOnAYoungUnseededGroupRecord(t *testing.T) {
 	t.Parallel()
 	red := testenv.NewRedis(t)
-	newStore := func(group string) *Store {
+	newStore := func(group string, period time.Duration) *Store {
 		cfg := DefaultConfig()
-		cfg.RedisURL, cfg.Group, cfg.LeasePeriod = red.URL(), group, 3*time.Second
+		cfg.RedisURL, cfg.Group, cfg.LeasePeriod = red.URL(), group, period
 		c, err := New(t.Context(), cfg, nil, nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
@@ -29,28 +31,35 @@ func TestIntegrationJoinWaitsOnAYoungUnseededGroupRecord(t *testing.T) {
 	}
 
 	t.Run("new record", func(t *testing.T) {
-		wait, err := newStore("fresh").Join(t.Context())
-		require.NoError(t, err)
-		assert.Greater(t, wait, 2*time.Second, "a record created now waits about a lease period")
-		again, err := newStore("fresh").Join(t.Context())
-		require.NoError(t, err)
-		assert.Greater(t, again, time.Second, "a second newcomer waits for the rest of it")
-		assert.LessOrEqual(t, again, wait)
+		for period, want := range map[time.Duration]time.Duration{
+			30 * time.Second: 2 * time.Second, 10 * time.Second: 2 * time.Second, 3 * time.Second: 2 * time.Second,
+			900 * time.Millisecond: 600 * time.Millisecond,
+		} {
+			group := "fresh-" + period.String()
+			wait, err := newStore(group, period).Join(t.Context())
+			require.NoError(t, err)
+			assert.Equal(t, consumer.NewcomerWait(period), wait, "a record created by this Join: the whole newcomer wait")
+			assert.Equal(t, want, wait, "two check intervals of at most a second (a third of a shorter period)")
+			again, err := newStore(group, period).Join(t.Context())
+			require.NoError(t, err)
+			assert.Positive(t, again, "a second newcomer waits for the rest of it")
+			assert.LessOrEqual(t, again, wait)
+		}
 	})
 
 	t.Run("re-seeded record", func(t *testing.T) {
-		holder := newStore("seeded")
+		holder := newStore("seeded", 3*time.Second)
 		_, err := holder.Acquire(t.Context(), "shard-1", "a")
 		require.NoError(t, err)
 		_, err = holder.Reseed(t.Context(), consumer.Seed{Owner: "a"})
 		require.NoError(t, err)
-		wait, err := newStore("seeded").Join(t.Context())
+		wait, err := newStore("seeded", 3*time.Second).Join(t.Context())
 		require.NoError(t, err)
 		assert.Zero(t, wait)
 	})
 
 	t.Run("record of the first format", func(t *testing.T) {
-		s := newStore("old")
+		s := newStore("old", 3*time.Second)
 		c := red.Client()
 		defer c.Close()
 		require.NoError(t, c.HSet(t.Context(), s.Keys().Epoch, "id", "abc", "start", time.Now().UnixMilli()).Err())
@@ -63,7 +72,7 @@ func TestIntegrationJoinWaitsOnAYoungUnseededGroupRecord(t *testing.T) {
 	})
 
 	t.Run("newer format", func(t *testing.T) {
-		s := newStore("newer")
+		s := newStore("newer", 3*time.Second)
 		c := red.Client()
 		defer c.Close()
 		require.NoError(t, c.HSet(t.Context(), s.Keys().Epoch, "id", "abc", "start", 1, formatField, FormatVersion+1).Err())

@@ -37,9 +37,10 @@ func scriptCommands(names []string) []string {
 }
 
 // checkInputPermissions tries every command the input's scripts call, on
-// scratch keys under the group's hash tag, so that a Redis user without
-// one fails the input's connection at once, naming what it lacks, rather
-// than the first heartbeat, close or re-seed that needs it hours later.
+// scratch keys under the group's hash tag, and those it sends outside them
+// (permission_check_conn.go), so that a Redis user without one fails the
+// input's connection at once, naming what it lacks, rather than the first
+// heartbeat, close or re-seed that needs it hours later.
 func (s *Store) checkInputPermissions(ctx context.Context) error {
 	base := strings.TrimSuffix(s.keys.Epoch, "epoch") + "permission-check:"
 	refused, err := permissionsScript.Run(ctx, s.c.client, []string{base + "hash", base + "set", base + "zset"},
@@ -47,6 +48,11 @@ func (s *Store) checkInputPermissions(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("checking the Redis user's permissions: %w", err)
 	}
+	conn, err := s.checkConnectionCommands(ctx)
+	if err != nil {
+		return err
+	}
+	refused = append(refused, conn...)
 	if len(refused) > 0 {
 		return &PermissionError{Command: strings.Join(refused, ", "), Reply: fmt.Errorf("checked at the start, on %s*", base)}
 	}

@@ -15,7 +15,9 @@ import (
 // group: the group record this store knows (of two records the one with the
 // earlier start wins, so instances that disagree converge), checkpoints
 // (only forwards), the start override, closed shards and the instance's
-// leases with their tokens. The store then presents the record stored.
+// leases with their tokens, except those another instance holds with a
+// newer token and those of shards closed or released under their token.
+// The store then presents the record stored.
 func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
 	s.epochMu.Lock()
 	epoch, start := s.epoch, s.groupStart
@@ -43,21 +45,26 @@ func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseed
 	if err != nil {
 		return consumer.Reseeded{}, fmt.Errorf("re-seeding the checkpoint store: %w", err)
 	}
-	if len(res) < 5 {
+	if len(res) < 6 || int(toInt(res[5])) > len(res)-6 {
 		return consumer.Reseeded{}, fmt.Errorf("re-seeding the checkpoint store: unexpected script reply %v", res)
 	}
 	out := consumer.Reseeded{Epoch: toString(res[0]), GroupStart: time.UnixMilli(toInt(res[1])), FoundEpoch: toString(res[2])}
 	s.epochMu.Lock()
 	s.epoch, s.groupStart = out.Epoch, out.GroupStart
 	s.epochMu.Unlock()
-	exp, now := toInt(res[3]), toInt(res[4])
-	lost := map[string]bool{}
-	for _, v := range res[5:] {
-		lost[toString(v)] = true
-		out.Lost = append(out.Lost, toString(v))
+	exp, now, nLost := toInt(res[3]), toInt(res[4]), int(toInt(res[5]))
+	// Lost leases were taken meanwhile; done ones (closed, or released
+	// under their token) are neither renewed nor lost: their reader is
+	// finishing anyway.
+	skip := map[string]bool{}
+	for i, v := range res[6:] {
+		skip[toString(v)] = true
+		if i < nLost {
+			out.Lost = append(out.Lost, toString(v))
+		}
 	}
 	for _, l := range seed.Leases {
-		if lost[l.Shard] {
+		if skip[l.Shard] {
 			continue
 		}
 		l.Owner = seed.Owner

@@ -123,6 +123,11 @@ var closeScript = newScript("close")
 // forgetting store's empty set is never taken for the group's.
 var closedScript = newScript("closed")
 
+// groupScript: KEYS epoch; ARGV epoch (” to skip the check). Returns 1, or
+// FORGOT when the caller's group record is gone or replaced: the check an
+// instance that reads shards makes every second (consumer.watchGroup).
+var groupScript = newScript("group")
+
 // reseedScript: KEYS epoch, ckpt, closed, lease; ARGV epochId, groupStart,
 // owner, periodMillis, nCheckpoints, startOverride (” for none), then
 // nCheckpoints shard, position pairs, nClosed, nClosed shards, then shard,
@@ -131,10 +136,14 @@ var closedScript = newScript("closed")
 // start wins, so two instances that disagree converge on one), checkpoints
 // (only forwards), the start override (if none), closed shards, and the
 // caller's leases with their tokens (so commits in flight stay valid),
-// unless another owner took one meanwhile. It marks the group re-seeded
-// now: for a lease period, shards whose lease the store does not know are
-// not handed out. Returns {epochId, groupStart, foundId, expiresAt, now,
-// lostShard...}.
+// unless another owner took one meanwhile (the store holds a newer token;
+// an older one, even live, was fenced by the caller's take and gives way)
+// or the reader is done with it (the shard is closed, or the lease was
+// released under the caller's token): a closed shard keeps SHARD_END, stays
+// closed and gets no lease. It marks the group re-seeded now: for a lease
+// period, shards whose lease the store does not know are not handed out.
+// Returns {epochId, groupStart, foundId, expiresAt, now, nLost,
+// lostShard..., doneShard...}.
 var reseedScript = newScript("reseed")
 
 // leasesScript: KEYS lease. Returns {now, field, value, ...}; a script so the

@@ -34,7 +34,8 @@ type Store struct {
 	log      *service.Logger
 
 	// epoch is the id of the group record this store's caller knows: set by
-	// its first take, presented by every mutation, changed by a re-seed.
+	// Join (or, for a caller that never joined, its first take), presented
+	// by every mutation, changed by a re-seed.
 	epochMu    sync.Mutex
 	epoch      string
 	groupStart time.Time
@@ -52,7 +53,7 @@ func (s *Store) knownEpoch() string {
 	return s.epoch
 }
 
-// learnEpoch adopts the group record a first take joined.
+// learnEpoch adopts the group record Join or a first take found.
 func (s *Store) learnEpoch(id string, start time.Time) {
 	s.epochMu.Lock()
 	defer s.epochMu.Unlock()

@@ -19,7 +19,9 @@ import (
 // without a checkpoint, for its own start). The store's first take joins the
 // group, creating its record if there is none. A live lease of another
 // owner gives ErrLeaseHeld; one the owner already holds is renewed with its
-// token unchanged.
+// token unchanged. A take whose checkpoint, start override or shard start
+// cannot be read gives the lease back and logs an ERROR naming the field
+// and its fix (giveBack).
 func (s *Store) Acquire(ctx context.Context, shard, owner string) (consumer.Take, error) {
 	if shard == "" || owner == "" {
 		return consumer.Take{}, fmt.Errorf("acquiring lease: shard and owner must be set")
@@ -48,28 +50,70 @@ func (s *Store) Acquire(ctx context.Context, shard, owner string) (consumer.Take
 		}
 		return t, fmt.Errorf("%s: held by %s until %s: %w", what, t.Owner, t.ExpiresAt.UTC().Format(time.RFC3339Nano), consumer.ErrLeaseHeld)
 	}
-	if v := toString(res[7]); v != "" {
-		if t.Checkpoint, err = consumer.ParsePosition(v); err != nil {
-			return t, fmt.Errorf("%s: reading its checkpoint: %w", what, err)
-		}
-	}
-	if v := toString(res[8]); v != "" {
-		o, err := consumer.ParseStartOverride(v)
-		if err != nil {
-			return t, fmt.Errorf("%s: reading the start override: %w", what, err)
-		}
-		t.Override = &o
-	}
-	if t.Checkpoint.IsZero() {
-		if t.ShardStart, err = s.shardStart(ctx, shard); err != nil {
-			return t, fmt.Errorf("%s: %w", what, err)
-		}
+	if err := s.readTake(ctx, &t, toString(res[7]), toString(res[8])); err != nil {
+		s.giveBack(t.Lease, err)
+		return consumer.Take{}, fmt.Errorf("%s: %w", what, err)
 	}
 	return t, nil
 }
 
+// badValue is a value of the checkpoint hash a take cannot read.
+type badValue struct {
+	key, field, value string
+	err               error
+}
+
+func (e *badValue) Error() string {
+	return fmt.Sprintf("the value %q of field %q of %s cannot be read (%v); fix it: write the group's state out with `connect-kinesis checkpoints export ...`, correct that field in the file and write it back with `connect-kinesis checkpoints reset ... --to sequences=<file>`, or start the group over with `connect-kinesis checkpoints reset ... --to trim_horizon` (or latest, at_timestamp=<RFC3339>)",
+		e.value, e.field, e.key, e.err)
+}
+
+func (e *badValue) Unwrap() error { return e.err }
+
+// readTake fills in the checkpoint, the start override and, for a shard
+// without a checkpoint, its own start.
+func (s *Store) readTake(ctx context.Context, t *consumer.Take, ck, start string) error {
+	var err error
+	if ck != "" {
+		if t.Checkpoint, err = consumer.ParsePosition(ck); err != nil {
+			return &badValue{key: s.keys.Checkpoints, field: t.Shard, value: ck, err: err}
+		}
+	}
+	if start != "" {
+		o, err := consumer.ParseStartOverride(start)
+		if err != nil {
+			return &badValue{key: s.keys.Checkpoints, field: startField, value: start, err: err}
+		}
+		t.Override = &o
+	}
+	if t.Checkpoint.IsZero() {
+		if t.ShardStart, err = s.shardStart(ctx, t.Shard); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// giveBack releases a lease just taken whose take could not be completed:
+// held, it would keep the shard from every reader until it expired, and
+// this instance would renew it on its next take. A value nobody can read
+// is an operator's to fix, so it is logged as an ERROR; the release is
+// bounded by its own timeout, as the take's ctx may be what ended.
+func (s *Store) giveBack(l consumer.Lease, cause error) {
+	var bad *badValue
+	log := s.log.With("shard", l.Shard)
+	if errors.As(cause, &bad) {
+		log.Errorf("Gave the lease back: %v", cause)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.c.cfg.LeasePeriod)
+	defer cancel()
+	if err := s.Release(ctx, l); err != nil {
+		log.Warnf("Giving back the lease of a take that could not be completed failed; it frees itself after lease.period: %v", err)
+	}
+}
+
 // shardStart reads the shard's own start (see shardStartPrefix); nil when
-// it has none. It is read apart from the take, and only for a shard without
+// it has none, a *badValue when it cannot be read. It is read apart from the take, and only for a shard without
 // a checkpoint, which leaves the acquire script and its reply as they were:
 // only an import or reset writes the field, and either fences the lease just
 // taken, so a reader that saw a newer value commits nothing from it.
@@ -83,7 +127,7 @@ func (s *Store) shardStart(ctx context.Context, shard string) (*consumer.StartOv
 	}
 	o, err := consumer.ParseStartOverride(v)
 	if err != nil {
-		return nil, fmt.Errorf("reading the shard's own start: %w", err)
+		return nil, &badValue{key: s.keys.Checkpoints, field: shardStartPrefix + shard, value: v, err: err}
 	}
 	return &o, nil
 }

@@ -26,17 +26,23 @@ for _ = 1, nclosed do
   i = i + 1
 end
 local exp = now + tonumber(ARGV[4])
-local out = {redis.call('HGET', KEYS[1], 'id'), tonumber(redis.call('HGET', KEYS[1], 'start')), found, exp, now}
+local out = {redis.call('HGET', KEYS[1], 'id'), tonumber(redis.call('HGET', KEYS[1], 'start')), found, exp, now, 0}
+local done = {}
 for j = i, #ARGV, 2 do
   local raw = redis.call('HGET', KEYS[4], ARGV[j])
-  local owner, lexp, tok = parse_lease(raw)
+  local owner, _, tok = parse_lease(raw)
   local want = tonumber(ARGV[j + 1])
-  local free = not live(owner, lexp, now)
-  if not raw or (owner == ARGV[3] and tok == want) or
-     (free and (tok < want or (tok == want and owner == ''))) then
+  if redis.call('SISMEMBER', KEYS[3], ARGV[j]) == 1 or (raw and owner == '' and tok == want) then
+    -- Closed, or released under this very token: the reader is done.
+    table.insert(done, ARGV[j])
+  elseif not raw or (owner == ARGV[3] and tok == want) or tok < want then
+    -- Unknown to the store, the caller's own, or an older token's (the
+    -- caller's take fenced it): the newer token wins.
     redis.call('HSET', KEYS[4], ARGV[j], lease_value(ARGV[3], exp, want))
   else
     table.insert(out, ARGV[j])
+    out[6] = out[6] + 1
   end
 end
+for _, s in ipairs(done) do table.insert(out, s) end
 return out

@@ -1,0 +1,79 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// An instance that reads shards checks, at a pace of its own and in one
+// cheap call, that the store still holds the group record it knows. That
+// pace, not the renewals' third of a lease period, bounds how long a
+// store that came back empty goes unnoticed by a holder that Redis
+// answers, and so how long a newcomer must wait before it takes anything
+// from a young, un-re-seeded group record (NewcomerWait): the first record
+// of a brand-new group then comes seconds, not a lease period, after the
+// start.
+
+// GroupCheckInterval is how often an instance that holds leases checks the
+// group record: every second, or a third of a shorter lease period. Each
+// check is bounded by half of it, so a check that hangs never delays the
+// next.
+func GroupCheckInterval(leasePeriod time.Duration) time.Duration {
+	return min(time.Second, leasePeriod/3)
+}
+
+// NewcomerWait is how long after a group record's creation a newcomer
+// waits before taking anything, while no re-seed marked the record: two
+// check intervals (at most a lease period). A holder that Redis answers
+// from the moment it came back empty starts a check within one interval
+// of the record's creation, which finds the record replaced and wakes
+// its re-seed; the second interval is the margin for those round trips.
+// A re-seed holds every shard the store does not know for a lease period.
+func NewcomerWait(leasePeriod time.Duration) time.Duration {
+	return min(leasePeriod, 2*GroupCheckInterval(leasePeriod))
+}
+
+// GroupChecker is a Store that can tell in one call whether it still holds
+// the group record its caller knows: ErrStoreForgot when it does not. A
+// Store without it is noticed to forget only by renewals.
+type GroupChecker interface {
+	CheckGroup(ctx context.Context) error
+}
+
+// watchGroup checks the group record every GroupCheckInterval while this
+// instance reads any shard, and hands a store that forgot to the renew
+// goroutine, which re-seeds it. It ends when stop is closed.
+func (co *coordinator) watchGroup(stop <-chan struct{}) {
+	var s Store = co.store
+	if w, ok := s.(forgetWatch); ok {
+		s = w.Store
+	}
+	g, ok := s.(GroupChecker)
+	if !ok {
+		return
+	}
+	every := GroupCheckInterval(co.c.cfg.LeasePeriod)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if len(co.readersNow()) == 0 {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(co.runCtx, every/2)
+			err := g.CheckGroup(ctx)
+			cancel()
+			if errors.Is(err, ErrStoreForgot) {
+				co.storeForgot()
+			} else if err != nil && co.runCtx.Err() == nil {
+				co.log.Debugf("Checking the group record failed; the renewals report an outage: %v", err)
+			}
+		case <-stop:
+			return
+		case <-co.runCtx.Done():
+			return
+		}
+	}
+}
