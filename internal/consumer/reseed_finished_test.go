@@ -17,7 +17,7 @@ func TestReseedLeavesOutFinishedReaders(t *testing.T) {
 	st := newFakeStore(time.Minute)
 	co := &coordinator{c: &Consumer{owner: "a", metrics: newMetrics(nil)}, store: st, readers: map[string]*shardReader{}}
 	reader := func(id string, finished, closedShard bool) *shardReader {
-		r := &shardReader{co: co, shard: Shard{ID: id}, tracker: newTracker(), done: make(chan struct{})}
+		r := &shardReader{co: co, shard: Shard{ID: id}, tracker: newTracker(), done: make(chan struct{}), renewed: make(chan struct{})}
 		r.lease.Store(&Lease{Shard: id, Owner: "a", Token: 3, Deadline: time.Now().Add(time.Hour)})
 		r.tracker.ack(r.tracker.add(Position{Sequence: "77"}))
 		r.closedShard = closedShard
