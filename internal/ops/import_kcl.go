@@ -31,10 +31,13 @@ import (
 // pointed them at one table, or a later release marking items by their
 // entityType, puts items in the lease table that are not leases; an import
 // taking them for leases would refuse on their "owner" or fail on their
-// "checkpoint". So an item is a shard lease only when it has a leaseKey
-// whose last part is a shard id ("shardId-<digits>"), a checkpoint, and no
-// entityType other than "lease"; every other item is skipped and named in
-// a warning.
+// "checkpoint". KCL's own values of entityType are LEASE for a shard lease
+// and STREAM, LEADER, CLIENT_VERSION_MIGRATION, TABLE_MIGRATION and
+// WORKER_METRIC_STATS for the rest; rows written before the attribute
+// existed have none. So an item is a shard lease only when it has a
+// leaseKey whose last part is a shard id ("shardId-<digits>"), a
+// checkpoint, and no entityType other than LEASE (in any case); every
+// other item is skipped and named in a warning.
 const (
 	kclAttrLeaseKey        = "leaseKey"
 	kclAttrCheckpoint      = "checkpoint"

@@ -27,9 +27,9 @@ func TestIntegrationImportSkipsKCLItemsThatAreNotLeases(t *testing.T) {
 
 	const table = "kcl3-app"
 	createTable(t, d, table, "leaseKey", "")
-	leader := item{"leaseKey": strAttr("Leader"), "entityType": strAttr("COORDINATOR"), "leaseOwner": strAttr("worker-1"), "leaseCounter": numAttr(7)}
-	migration := item{"leaseKey": strAttr("Migration3.0"), "entityType": strAttr("COORDINATOR"), "cv": strAttr("CLIENT_VERSION_3X")}
-	metrics := item{"leaseKey": strAttr("worker-1"), "entityType": strAttr("WORKER_METRICS"), "checkpoint": strAttr("12"), "lut": numAttr(1700000000)}
+	leader := item{"leaseKey": strAttr("Leader"), "entityType": strAttr("LEADER"), "leaseOwner": strAttr("worker-1"), "leaseCounter": numAttr(7)}
+	migration := item{"leaseKey": strAttr("Migration3.0"), "entityType": strAttr("CLIENT_VERSION_MIGRATION"), "cv": strAttr("CLIENT_VERSION_3X")}
+	metrics := item{"leaseKey": strAttr("worker-1"), "entityType": strAttr("WORKER_METRIC_STATS"), "checkpoint": strAttr("12"), "lut": numAttr(1700000000)}
 	unmarked := item{"leaseKey": strAttr("worker-2"), "leaseOwner": strAttr("worker-2"), "checkpoint": strAttr("TRIM_HORIZON")}
 	noCheckpoint := item{"leaseKey": strAttr(shard3), "leaseOwner": strAttr("worker-3"), "leaseCounter": numAttr(1)}
 	putItems(t, d, table,
@@ -42,8 +42,8 @@ func TestIntegrationImportSkipsKCLItemsThatAreNotLeases(t *testing.T) {
 		"--region", testenv.Region, "--endpoint", k.Endpoint, "--from", SourceKCL, "--table", table, "--dynamodb-endpoint", d.Endpoint)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "skipped 5 items of table kcl3-app that are not shard leases")
-	for _, want := range []string{`leaseKey "Leader" (entityType COORDINATOR)`, `leaseKey "Migration3.0" (entityType COORDINATOR)`,
-		`leaseKey "worker-1" (entityType WORKER_METRICS)`, `leaseKey "worker-2" (not a shard id)`, `leaseKey "` + shard3 + `" (no checkpoint)`} {
+	for _, want := range []string{`leaseKey "Leader" (entityType LEADER)`, `leaseKey "Migration3.0" (entityType CLIENT_VERSION_MIGRATION)`,
+		`leaseKey "worker-1" (entityType WORKER_METRIC_STATS)`, `leaseKey "worker-2" (not a shard id)`, `leaseKey "` + shard3 + `" (no checkpoint)`} {
 		assert.Contains(t, out, want)
 	}
 	got := groupCheckpoints(t, r.URL(), "kcl3", rs.arn)

@@ -85,9 +85,9 @@ func TestReadKCLTable(t *testing.T) {
 	})
 	t.Run("items that are not shard leases are skipped", func(t *testing.T) {
 		coordinator := lease("Leader", "", 0)
-		coordinator["entityType"], coordinator["leaseOwner"] = strAttr("COORDINATOR"), strAttr("worker-1")
+		coordinator["entityType"], coordinator["leaseOwner"] = strAttr("LEADER"), strAttr("worker-1")
 		marked := lease("shardId-000000000002", "7", 0)
-		marked["entityType"] = strAttr("lease")
+		marked["entityType"] = strAttr("LEASE")
 		noCheckpoint := lease("shardId-000000000003", "", 0)
 		delete(noCheckpoint, "checkpoint")
 		src, err := readKCLTable([]item{
@@ -100,7 +100,7 @@ func TestReadKCLTable(t *testing.T) {
 			"an entityType of lease is a lease")
 		require.Len(t, src.Warnings, 2)
 		assert.Contains(t, src.Warnings[0], "skipped 4 items")
-		for _, want := range []string{`leaseKey "Leader" (entityType COORDINATOR)`, `leaseKey "shardId-000000000003" (no checkpoint)`,
+		for _, want := range []string{`leaseKey "Leader" (entityType LEADER)`, `leaseKey "shardId-000000000003" (no checkpoint)`,
 			`wid "worker-1" (no leaseKey)`, `leaseKey "111122223333:orders:1700000000:coordinator" (not a shard id)`} {
 			assert.Contains(t, src.Warnings[0], want)
 		}
