@@ -78,7 +78,7 @@ func Fields() []*service.ConfigField {
 				// fails at start. The URL field's own scrubber hides a URL
 				// that holds a password.
 				service.NewURLField(FieldRedisURL).
-					Description("The Redis URL, e.g. `redis://:password@host:6379/0`, or `rediss://` for TLS. Credentials go in the URL: it is never logged, errors name this field instead, and `echo` prints a URL with a password as `!!!SECRET_SCRUBBED!!!`. For `cluster` and `failover` name further nodes with `addr` query parameters: `redis://host1:6379?addr=host2:6379&addr=host3:6379`.").
+					Description("The Redis URL, e.g. `redis://:password@host:6379/0`, or `rediss://` for TLS. Credentials go in the URL: it is never logged, errors name this field instead, and `echo` prints a URL with a password in its userinfo as `!!!SECRET_SCRUBBED!!!`; `echo` resolves environment variables and prints a password in the query (a Sentinel URL's `?password=`, the master's) as it is, so do not share `echo`'s output of such a config. The input's own logs and errors hide both. For `cluster` and `failover` name further nodes with `addr` query parameters: `redis://host1:6379?addr=host2:6379&addr=host3:6379`.").
 					Example("redis://localhost:6379").
 					Example("rediss://user:${REDIS_PASSWORD}@redis.internal:6380/0"),
 				service.NewStringEnumField(FieldRedisKind, KindSimple, KindCluster, KindFailover).
