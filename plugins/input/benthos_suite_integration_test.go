@@ -112,13 +112,12 @@ func TestIntegrationBenthosConnectorSuite(t *testing.T) {
 	// contiguously acked record, which is what they expect.
 	t.Run("one record per batch", func(t *testing.T) {
 		t.Parallel()
-		integration.StreamTests(
+		integration.StreamTests(append([]integration.StreamTestDefinition{
 			integration.StreamTestCheckpointCapture(),
-			integration.StreamTestAtLeastOnceDelivery(),
 			integration.StreamTestStreamSaturatedUnacked(10),
 			integration.StreamTestStreamParallelLossy(30),
 			integration.StreamTestStreamParallelLossyThroughReconnect(30),
-		).Run(t, suiteTemplate(false), suiteOptions(k, "1", "8")...)
+		}, raceFreeDefinitions()...)...).Run(t, suiteTemplate(false), suiteOptions(k, "1", "8")...)
 	})
 
 	// The input forms no batches of its own (a batch is what one
