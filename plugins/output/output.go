@@ -159,17 +159,22 @@ func newOutput(conf *service.ParsedConfig, mgr *service.Resources) (*kinesisOutp
 	}
 	policy := oc.Batching
 	if oc.numbered() {
-		order := newBatchOrder(mgr.Logger())
-		numbered, err := order.policy(oc.batchingRaw)
+		order, pacer := newBatchOrder(mgr.Logger()), newBatchPacer()
+		paced, err := pacer.withPacing(oc.batchingRaw)
+		var numbered service.BatchPolicy
+		if err == nil {
+			numbered, err = order.policy(paced)
+		}
 		if err != nil {
 			// The policy is rebuilt in the global environment, which does
 			// not know a batching processor registered in the caller's
 			// own: order then holds with one batch at a time.
 			order.close()
+			pacer.close()
 			mgr.Logger().With("stream", oc.Stream).Warnf("Writing ordered batches one at a time: the %s policy cannot take the output's numbering: %v", fieldBatching, err)
 			out.conf.OrderedBatches = 1
 		} else {
-			out.order, policy = order, numbered
+			out.order, out.pacer, policy = order, pacer, numbered
 		}
 	}
 	return out, policy, out.conf.batchesInFlight(), nil
@@ -194,6 +199,11 @@ type kinesisOutput struct {
 	// order numbers the batches the output's batching forms, to write them
 	// in that order; nil when batches are not numbered (see numbered).
 	order *batchOrder
+	// pacer holds back batches that could only wait (pacing.go); nil
+	// when batches are not numbered.
+	pacer *batchPacer
+	// keyBound logs, once, that writes are bound by repeated keys.
+	keyBound sync.Once
 
 	mu       sync.RWMutex
 	producer *producer.Producer
@@ -231,6 +241,7 @@ func (o *kinesisOutput) Connect(ctx context.Context) error {
 		SingleWriter: o.conf.PreserveOrder && o.conf.batchesInFlight() == 1,
 		Backoff:      o.conf.Backoff,
 		Aggregation:  o.conf.Aggregation,
+		KeyBound:     o.logKeyBound,
 	}
 	// Name the stream the way the user did: kinesalite rejects StreamARN,
 	// and a name is all AWS needs within the client's account and region.
@@ -265,6 +276,10 @@ func (o *kinesisOutput) Connect(ctx context.Context) error {
 }
 
 func (o *kinesisOutput) WriteBatch(ctx context.Context, batch service.MessageBatch) error {
+	paced := o.pacer.of(batch)
+	if paced != nil {
+		defer paced.done()
+	}
 	o.mu.RLock()
 	p := o.producer
 	o.mu.RUnlock()
@@ -284,6 +299,9 @@ func (o *kinesisOutput) WriteBatch(ctx context.Context, batch service.MessageBat
 	place, err := o.reserve(ctx, p, batch)
 	if err != nil {
 		return err
+	}
+	if paced != nil {
+		place = place.Watch(paced.watch)
 	}
 
 	type failure struct {
@@ -357,6 +375,9 @@ func (o *kinesisOutput) Close(context.Context) error {
 	defer o.mu.Unlock()
 	if o.order != nil {
 		o.order.close()
+	}
+	if o.pacer != nil {
+		o.pacer.close()
 	}
 	o.stopLocked()
 	o.producer = nil

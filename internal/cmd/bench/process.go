@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +50,7 @@ type processFlags struct {
 	only                                             string
 	heapProfile, cpuProfile                          string
 	profileSide                                      int
+	sides                                            string
 }
 
 func (p *processFlags) register(fs *flag.FlagSet) {
@@ -59,6 +61,7 @@ func (p *processFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.only, "only", "", "run only this case: process (the in-process sides are skipped)")
 	fs.StringVar(&p.heapProfile, "heapprofile", "", "write a heap profile of one process of the case (see -profile-side), taken at its peak RSS, to this file")
 	fs.StringVar(&p.cpuProfile, "process-cpuprofile", "", "write a CPU profile of one process of the case (see -profile-side), 10 s from its start, to this file")
+	fs.StringVar(&p.sides, "process-sides", "", "comma-separated sides of the process case to run (0 ordered, 1 unordered, 2 generate -> drop, 3 raw SDK loop; empty: all, and the ratios)")
 	fs.IntVar(&p.profileSide, "profile-side", 0, "the side -heapprofile and -process-cpuprofile profile, in its first round: 0 ordered, 1 unordered, 2 generate -> drop")
 }
 
@@ -121,6 +124,17 @@ func runProcessCase(ctx context.Context, emu *testenv.Kinesis, f processFlags, s
 		return err
 	}
 	sides := processSides()
+	if f.sides != "" {
+		var picked []processSide
+		for _, s := range strings.Split(f.sides, ",") {
+			i, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || i < 0 || i >= len(sides) {
+				return fmt.Errorf("-process-sides %q: want side numbers 0 to %d", s, len(sides)-1)
+			}
+			picked = append(picked, sides[i])
+		}
+		sides = picked
+	}
 	results := make([][]processResult, len(sides))
 	for r := range f.rounds {
 		for j := range sides {
@@ -159,6 +173,9 @@ func runProcessCase(ctx context.Context, emu *testenv.Kinesis, f processFlags, s
 			rounds = append(rounds, fmt.Sprintf("%.1f µs %s %.0f MiB", per(r), r.wall.Round(10*time.Millisecond), mib(r.rss)))
 		}
 		fmt.Printf("%-22s   rounds: %s\n", "", strings.Join(rounds, ", "))
+	}
+	if len(sides) < 4 {
+		return nil
 	}
 	ordered, unordered, drop, raw := med[0], med[1], med[2], med[3]
 	limit := min(120<<20, 2*drop.rss)
