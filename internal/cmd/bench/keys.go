@@ -163,7 +163,9 @@ type noGauge struct{}
 func (noGauge) Set(int64) {}
 
 func (keysExporter) NewCounterCtor(name string, _ ...string) service.MetricsExporterCounterCtor {
-	return func(...string) service.MetricsExporterCounter { return keysCounter{count: name == producer.MetricRecords} }
+	return func(...string) service.MetricsExporterCounter {
+		return keysCounter{count: name == producer.MetricRecords}
+	}
 }
 
 func (keysExporter) NewTimerCtor(string, ...string) service.MetricsExporterTimerCtor {
