@@ -130,20 +130,26 @@ func (p *batchPacer) ProcessBatch(ctx context.Context, batch service.MessageBatc
 	timeout := time.NewTimer(p.wait)
 	defer timeout.Stop()
 	p.mu.Lock()
+wait:
 	for !p.closed && (p.starting > 0 || p.waiting >= maxWaitingWrites) {
 		changed := p.changed
 		p.mu.Unlock()
 		select {
 		case <-changed:
+			p.mu.Lock()
 		case <-timeout.C:
-			// A batch let through never reached a write: go on without it.
+			// A batch let through never reached a write (Benthos lost
+			// it shutting down), or the writes wait for long: go on,
+			// rather than stall the output.
 			p.mu.Lock()
 			p.starting = 0
-			p.mu.Unlock()
+			break wait
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			// Shutting down: the batch goes on, to be written or
+			// nacked by Benthos like any other, never dropped here.
+			p.mu.Lock()
+			break wait
 		}
-		p.mu.Lock()
 	}
 	p.starting++
 	p.mu.Unlock()
