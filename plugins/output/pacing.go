@@ -41,9 +41,10 @@ const batchPacingProcessor = "kinesis_batch_pacing"
 // it waits for ends.
 const maxWaitingWrites = 1
 
-// pacingWait bounds how long a batch is held back for one that has not yet
-// reached a write: Benthos only loses a formed batch on its way to the
-// writers when it shuts down, so the output cannot stall on it.
+// pacingWait bounds how long a batch is held back for one let through
+// before it that has not yet reached its write: Benthos only loses a formed
+// batch on its way to the writers when it shuts down, so the output cannot
+// stall on it.
 const pacingWait = 10 * time.Second
 
 var (
@@ -138,12 +139,15 @@ wait:
 		case <-changed:
 			p.mu.Lock()
 		case <-timeout.C:
-			// A batch let through never reached a write (Benthos lost
-			// it shutting down), or the writes wait for long: go on,
-			// rather than stall the output.
+			// A batch let through has not reached its write for this
+			// long: Benthos lost it (it only drops a formed batch when
+			// it shuts down). Stop counting it, but keep waiting for
+			// the writes that wait: a hot key's writes may take
+			// minutes, and letting a batch in every interval would
+			// pile them up.
 			p.mu.Lock()
 			p.starting = 0
-			break wait
+			timeout.Reset(p.wait)
 		case <-ctx.Done():
 			// Shutting down: the batch goes on, to be written or
 			// nacked by Benthos like any other, never dropped here.
