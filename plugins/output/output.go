@@ -65,14 +65,14 @@ With `+"`preserve_order: true`"+` (the default) a request holds each partition k
 
 | distinct keys | added latency | ordered | ordered + aggregation | `+"`preserve_order: false`"+` |
 |---|---|---|---|---|
-| 1 | 0 | 2,392 | 52,918 | 62,654 |
-| 4 | 0 | 7,546 | 53,666 | 56,785 |
-| 64 | 0 | 53,700 | 50,440 | 44,468 |
-| 1,024 | 0 | 24,396 | 29,333 | 43,192 |
-| 1 | 30 ms | 32 | 5,000 | 52,466 |
-| 4 | 30 ms | 127 | 6,822 | 42,707 |
-| 64 | 30 ms | 1,861 | 12,819 | 37,820 |
-| 1,024 | 30 ms | 15,743 | 22,484 | 51,713 |
+| 1 | 0 | 2,770 | 112,245 | 157,332 |
+| 4 | 0 | 16,429 | 185,496 | 160,562 |
+| 64 | 0 | 91,626 | 232,330 | 94,148 |
+| 1,024 | 0 | 130,995 | 210,330 | 285,828 |
+| 1 | 30 ms | 32 | 5,245 | 228,819 |
+| 4 | 30 ms | 128 | 7,500 | 111,093 |
+| 64 | 30 ms | 1,918 | 15,000 | 230,199 |
+| 1,024 | 30 ms | 20,165 | 26,000 | 166,283 |
 
 At 30 ms a hot key lands about 33 records/s ordered, far below the 1,000 a shard accepts. When most of a batch's records wait for an earlier round trip of their key, the output logs once, at INFO, which setting lifts the ceiling: `+"`aggregation.enabled`"+` if the readers de-aggregate KPL records (the KCL, Flink, the `+"`kinesis`"+` input), or `+"`preserve_order: false`"+` if the order does not matter; `+"`kinesis_output_records_key_waited_total`"+` counts the records that waited.
 
