@@ -41,14 +41,21 @@ var ErrEarlierRecordFailed = errors.New("not sent: an earlier message with the s
 // to send, the write waits for it.
 func (p *Producer) writeOrdered(ctx context.Context, recs *records, seq *sequenced, fail func(int, error)) []int {
 	w := &orderedWrite{remaining: recs.len(), recs: recs, seq: seq, fail: fail, lanes: lanesOf(recs)}
+	for _, q := range w.lanes {
+		w.total += recs.keysIn(q)
+	}
 	defer func() { seq.noteFailed(w.failed) }()
-	for {
+	for first := true; ; first = false {
 		requests := w.round()
+		if first {
+			p.noteKeyWaits(recs, w)
+		}
 		if len(requests) == 0 {
 			if len(w.lanes) == 0 {
 				return nil
 			}
 			// Every record left waits for an earlier write.
+			seq.tell(true)
 			select {
 			case <-w.wait:
 				continue
@@ -61,6 +68,7 @@ func (p *Producer) writeOrdered(ctx context.Context, recs *records, seq *sequenc
 				return nil
 			}
 		}
+		seq.tell(false)
 		results, sentAll := p.sendAll(ctx, requests, fail)
 		var resend []int
 		for _, res := range results {
@@ -115,6 +123,9 @@ type orderedWrite struct {
 	// remaining counts them.
 	lanes     [][]int
 	remaining int
+	// total is the user records of the write; heldBack counts those a
+	// round passed over because an earlier write held their key.
+	total, heldBack int
 	// takes is, during a round, the records each lane gives it; backing
 	// holds them, sized by the first round and reused.
 	takes   [][]int
@@ -357,6 +368,7 @@ func (w *orderedWrite) held(k int, seen map[string]bool) int {
 	if w.wait == nil {
 		w.wait = wait
 	}
+	w.heldBack += w.recs.count(k)
 	keys(w.recs, k, func(pk string) bool { seen[pk] = true; return true })
 	return heldBack
 }

@@ -21,6 +21,11 @@ const (
 	MetricRetries    = "kinesis_output_retries_total"
 	MetricFailed     = "kinesis_output_failed_total"
 	MetricPutLatency = "kinesis_output_put_latency_ns"
+	// MetricKeyWaited counts the records of ordered writes that did not go
+	// in their write's first round: their partition key was already in that
+	// round (a request holds each key once) or in an earlier write still
+	// in flight. Each record counts once per write.
+	MetricKeyWaited = "kinesis_output_records_key_waited_total"
 )
 
 // API is the part of the Kinesis client the producer uses: PutRecords to
@@ -56,6 +61,12 @@ type Config struct {
 	SingleWriter bool
 	Backoff      kinesisx.Backoff
 	Aggregation  Aggregation
+	// KeyBound, if set, is called after the first round of an ordered
+	// write of records in which more than half (repeated) had to wait
+	// for an earlier record of their partition key in the same write:
+	// the write then takes a round trip per repetition of its most
+	// repeated key. Called on the write's goroutine, once per write.
+	KeyBound func(records, repeated int)
 }
 
 // Aggregation configures KPL aggregation.
@@ -96,7 +107,7 @@ type Producer struct {
 	order keyOrder
 
 	mRecords, mBytes, mFailed *service.MetricCounter
-	mRetries                  *service.MetricCounter
+	mRetries, mKeyWaited      *service.MetricCounter
 	mLatency                  *service.MetricTimer
 }
 
@@ -120,6 +131,8 @@ func New(api API, conf Config, log *service.Logger, metrics *service.Metrics) *P
 		mFailed:  metrics.NewCounter(MetricFailed, "stream", "reason"),
 		mRetries: metrics.NewCounter(MetricRetries, "stream", "code"),
 		mLatency: metrics.NewTimer(MetricPutLatency, "stream"),
+
+		mKeyWaited: metrics.NewCounter(MetricKeyWaited, "stream"),
 	}
 	p.policy = kinesisx.RetryBuilder[putResult](conf.Backoff).
 		// A response with refused entries is retried like an error; only

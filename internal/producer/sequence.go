@@ -53,6 +53,12 @@ type sequenced struct {
 	failed map[string]error
 	// ended is closed when the write has ended.
 	ended chan struct{}
+	// watch, if set, is told when the write starts to wait with nothing
+	// it may send, and when it sends again (see Reservation.Watch);
+	// waiting is what it was told last.
+	watch   func(waiting bool)
+	told    bool
+	waiting bool
 }
 
 // Reservation is an ordered write's place, taken before its entries are
@@ -80,6 +86,28 @@ func (p *Producer) Reserve() Reservation {
 	s := &sequenced{order: o, prev: o.tail, entered: make(chan struct{}), ended: make(chan struct{})}
 	o.tail = s.entered
 	return Reservation{p, s}
+}
+
+// Watch has fn told what the write does, for a caller that paces how many
+// writes it starts: fn(true) when a round of the write finds nothing it may
+// send (every record left waits for an earlier write to end), fn(false)
+// when it sends a round, the first or after a wait. fn is only told of a
+// change, on the write's goroutine, and never after Write returns. Only
+// overlapping ordered writes can wait; other reservations ignore fn.
+func (r Reservation) Watch(fn func(waiting bool)) Reservation {
+	if r.s != nil {
+		r.s.watch = fn
+	}
+	return r
+}
+
+// tell tells the watch, if any, whether the write now waits.
+func (s *sequenced) tell(waiting bool) {
+	if s == nil || s.watch == nil || (s.told && s.waiting == waiting) {
+		return
+	}
+	s.told, s.waiting = true, waiting
+	s.watch(waiting)
 }
 
 // Write writes entries in the reservation's place; see Producer.Write.

@@ -34,6 +34,7 @@ type outputFlags struct {
 	rounds                             int
 	cpuProfile                         string
 	batching                           string
+	process                            processFlags
 }
 
 func runOutput(ctx context.Context, args []string) error {
@@ -46,9 +47,11 @@ func runOutput(ctx context.Context, args []string) error {
 	fs.IntVar(&f.rounds, "rounds", 4, "rotating rounds each side's records are split into")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured rounds (every side) to this file")
 	fs.StringVar(&f.batching, "batching", "", "the plugin sides' batching field, e.g. '{}' to compare without the output's default batching (the bench feeds batches of 500)")
+	f.process.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	f.process.shards = f.shards
 	if f.rounds < 1 || f.records < f.rounds {
 		return fmt.Errorf("-rounds %d: must be at least 1 and at most -n (%d)", f.rounds, f.records)
 	}
@@ -59,6 +62,9 @@ func runOutput(ctx context.Context, args []string) error {
 	}
 	defer env.Close()
 	emu := env.emu
+	if f.process.only == "process" {
+		return runProcessCase(ctx, emu, f.process, f.size, f.concurrency)
+	}
 	// The plugin's sides: unordered (the raw loop's match) and ordered (the
 	// default), each plain and aggregated.
 	modes := []pluginMode{
@@ -159,7 +165,8 @@ func runOutput(ctx context.Context, args []string) error {
 		mem = append(mem, side{m.name, plugin[i]})
 	}
 	printMemory("raw SDK", raw, uint64(f.concurrency*kinesisx.MaxPutRecordsCount*f.size), mem...)
-	return nil
+	fmt.Println()
+	return runProcessCase(ctx, emu, f.process, f.size, f.concurrency)
 }
 
 // pluginMode is one configuration of the plugin on the bench.
