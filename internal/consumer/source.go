@@ -138,9 +138,11 @@ func after(sequence string) startSpec {
 
 // newSource opens the record source of a shard: a subscription with
 // enhanced fan-out, else GetRecords polling.
-func (co *coordinator) newSource(shard string, from startSpec, log *service.Logger) RecordSource {
+func (co *coordinator) newSource(shard string, from startSpec, log *service.Logger, budget *shardBudget) RecordSource {
 	if co.fanOut == nil {
-		return newPollingSource(co, shard, from, log)
+		s := newPollingSource(co, shard, from, log)
+		s.callLimit = budget.callLimit
+		return s
 	}
 	api := co.api.(FanOutAPI)
 	opts := []func(*kinesis.Options){ownEventDecoder}

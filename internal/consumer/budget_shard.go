@@ -1,0 +1,197 @@
+package consumer
+
+import (
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// What one shard asks of the budget (budget.go), and what it gives back.
+//
+// Before each fetch the reader asks for room for the answer it expects
+// (ask, take): twice its last answer (so a shard falling behind doubles its
+// answers call by call up to Kinesis' 10 MiB), at least minAnswerBytes, and
+// no more than `limit` of its largest recent record. A polling source then
+// asks Kinesis for no more records than the room granted holds at that
+// record size (callLimit): with large records and a crowded budget, fewer
+// records per call, at the same pace. The answer, once converted into user
+// records, is charged at its own size (settle) and given back batch by
+// batch as the pipeline acks (release); whatever the reader still holds
+// when it ends is given back then (close).
+//
+// The bound is exact while a shard's records are no larger than the
+// largest of its previous answer: a record larger than any before can take
+// the budget over by the size of that one answer.
+type shardBudget struct {
+	b     *budget // nil: no bound
+	limit int     // the configured `limit`
+	push  bool    // a subscription: an event cannot be asked to be smaller
+
+	// Used by the reader's goroutine only (the source's Next runs on it).
+	wait       *budgetWait
+	reserved   int64 // granted for the fetch under way
+	recEst     int64 // the cost of the largest record of the last answer with records
+	lastAnswer int64
+
+	mu          sync.Mutex
+	outstanding int64 // charged and not yet given back
+	closed      bool
+}
+
+const (
+	// maxAnswerBytes is the most data one GetRecords answer holds.
+	maxAnswerBytes = 10 << 20
+	// minAnswerBytes is the least a shard asks room for.
+	minAnswerBytes = 1 << 20
+	// recordOverhead approximates what a record costs beyond its data,
+	// key and sequence number: the consumer's and the pipeline's structs
+	// around it.
+	recordOverhead = 256
+	// maxRecordBytes is what a record is assumed to cost before any was
+	// seen: Kinesis' default record size limit.
+	maxRecordBytes = 1 << 20
+)
+
+func newShardBudget(b *budget, limit int, push bool) *shardBudget {
+	return &shardBudget{b: b, limit: limit, push: push, recEst: maxRecordBytes}
+}
+
+// inFlight is what an answer of decoded bytes costs while it is read: the
+// decoded records, and the part of its JSON body the decoder holds.
+func inFlight(decoded int64) int64 { return decoded + decoded*bodyNum/bodyDen }
+
+// decodedOf is the decoded bytes an in-flight grant holds: the inverse of
+// inFlight.
+func decodedOf(granted int64) int64 { return granted * bodyDen / (bodyDen + bodyNum) }
+
+// bodyNum/bodyDen is the part of an answer's JSON body held next to its
+// decoded records while it is read: the records codec reads the whole body
+// (base64, 4/3 of the data) before it decodes.
+const bodyNum, bodyDen = 4, 3
+
+// ask queues for room for the next fetch, unless already queued or
+// granted; the channel is closed once the room is granted.
+func (s *shardBudget) ask() <-chan struct{} {
+	if s == nil || s.b == nil {
+		return closedChan
+	}
+	if s.wait == nil {
+		est := max(2*s.lastAnswer, minAnswerBytes)
+		least := s.recEst
+		if !s.push {
+			est = min(est, int64(s.limit)*s.recEst, maxAnswerBytes)
+		}
+		// More than the whole budget is never granted while anything else
+		// is held, so asking for it would only make the shard wait for the
+		// input to drain; a record larger than the budget still goes
+		// ahead alone.
+		want := min(inFlight(max(est, least)), max(s.b.capacity, inFlight(least)))
+		s.wait = s.b.enqueue(want, inFlight(least))
+	}
+	return s.wait.ready
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// take turns the grant that ask's channel announced into the reservation
+// of the fetch under way.
+func (s *shardBudget) take() {
+	if s == nil || s.b == nil || s.wait == nil {
+		return
+	}
+	s.reserved = s.wait.granted
+	s.wait = nil
+	s.mu.Lock()
+	s.outstanding += s.reserved
+	s.mu.Unlock()
+}
+
+// callLimit is the Limit of the GetRecords under way: `limit`, or fewer
+// records when the room granted holds fewer of the shard's records.
+func (s *shardBudget) callLimit() int32 {
+	if s == nil || s.b == nil || s.reserved == 0 {
+		return int32(s.limit)
+	}
+	n := decodedOf(s.reserved) / s.recEst
+	return int32(min(max(n, 1), int64(s.limit)))
+}
+
+// observe learns the size of the shard's records from a raw answer.
+func (s *shardBudget) observe(recs []types.Record) {
+	var largest, total int64
+	for i := range recs {
+		c := rawCost(&recs[i])
+		largest = max(largest, c)
+		total += c
+	}
+	if len(recs) > 0 {
+		s.recEst = largest
+	}
+	s.lastAnswer = total
+}
+
+// settle charges the fetch under way at the cost of the records it gave
+// (none if it failed), in place of its reservation.
+func (s *shardBudget) settle(recs []Record) {
+	if s == nil || s.b == nil {
+		return
+	}
+	delta := recordsCost(recs) - s.reserved
+	s.reserved = 0
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.outstanding += delta
+	s.b.add(delta)
+}
+
+// release gives back the cost of records the pipeline acked.
+func (s *shardBudget) release(n int64) {
+	if s == nil || s.b == nil || n == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.outstanding -= n
+	s.b.add(-n)
+}
+
+// close gives back everything the shard still holds, and its place in the
+// queue; later releases are no-ops.
+func (s *shardBudget) close() {
+	if s == nil || s.b == nil {
+		return
+	}
+	if s.wait != nil {
+		s.b.cancel(s.wait)
+		s.wait = nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.b.add(-s.outstanding)
+	s.outstanding = 0
+}
+
+// recordsCost is what user records cost the budget.
+func recordsCost(recs []Record) int64 {
+	var n int64
+	for i := range recs {
+		n += int64(len(recs[i].Data)+len(recs[i].PartitionKey)+len(recs[i].Sequence)) + recordOverhead
+	}
+	return n
+}
+
+// rawCost is what one Kinesis record costs the budget.
+func rawCost(r *types.Record) int64 {
+	return int64(len(r.Data)+len(aws.ToString(r.PartitionKey))+len(aws.ToString(r.SequenceNumber))) + recordOverhead
+}
