@@ -46,8 +46,8 @@ const (
 	minAnswerBytes = 1 << 20
 	// recordOverhead approximates what a record costs beyond its data,
 	// key and sequence number: the consumer's and the pipeline's structs
-	// around it.
-	recordOverhead = 256
+	// around it, and the message's metadata.
+	recordOverhead = 768
 	// maxRecordBytes is what a record is assumed to cost before any was
 	// seen: Kinesis' default record size limit.
 	maxRecordBytes = 1 << 20
@@ -65,10 +65,12 @@ func inFlight(decoded int64) int64 { return decoded + decoded*bodyNum/bodyDen }
 // inFlight.
 func decodedOf(granted int64) int64 { return granted * bodyDen / (bodyDen + bodyNum) }
 
-// bodyNum/bodyDen is the part of an answer's JSON body held next to its
-// decoded records while it is read: the records codec reads the whole body
-// (base64, 4/3 of the data) before it decodes.
-const bodyNum, bodyDen = 4, 3
+// bodyNum/bodyDen is what reading an answer holds next to its decoded
+// records: the records codec decodes as the body streams in, holding the
+// window of the record being read and the body's other fields (keys,
+// sequence numbers), about half the data for records of a few hundred
+// bytes and next to nothing for large ones.
+const bodyNum, bodyDen = 1, 2
 
 // ask queues for room for the next fetch, unless already queued or
 // granted; the channel is closed once the room is granted.
