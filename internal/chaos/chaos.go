@@ -54,6 +54,9 @@ type Config struct {
 	// shard in that many lanes by partition key; the verdict's per-key
 	// order check is what they must keep.
 	ShardParallelism int
+	// MaxBufferedBytes, if set, is the instances' max_buffered_bytes: a
+	// budget small enough that shards take turns to fetch.
+	MaxBufferedBytes string
 }
 
 const (

@@ -60,12 +60,14 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 	fmt.Fprintf(os.Stderr, "chaos: seed %d, files in %s\n", seed, dir)
 	failed := false
 	// The first phase reads each shard in four lanes (shard_parallelism),
-	// so per-key order and nothing lost are checked with lanes too.
+	// so per-key order and nothing lost are checked with lanes too; the
+	// last runs under a byte budget so small that shards take turns.
 	for _, phase := range []struct {
 		name               string
 		emptyRedis, stalls bool
 		lanes              int
-	}{{"redis-keeps-data", false, false, 4}, {"redis-down-past-the-lease-comes-back-empty", true, false, 1}, {"redis-stalls", false, true, 1}} {
+		budget             string
+	}{{"redis-keeps-data", false, false, 4, ""}, {"redis-down-past-the-lease-comes-back-empty", true, false, 1, ""}, {"redis-stalls-64KiB-budget", false, true, 1, "64KiB"}} {
 		phaseDir := filepath.Join(dir, phase.name)
 		if err := os.MkdirAll(phaseDir, 0o755); err != nil {
 			return err
@@ -76,7 +78,7 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 			pids []int
 		)
 		t, err := chaos.Run(ctx, chaos.Config{
-			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, EFO: efo, ShardParallelism: phase.lanes,
+			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, EFO: efo, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget,
 			Logf:    func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 			Started: func(pid int) { mu.Lock(); pids = append(pids, pid); mu.Unlock() },
 		})
