@@ -43,8 +43,12 @@ func (s *shardBudget) answered(recs []types.Record, err error) {
 }
 
 // budgetCheckInterval is how often the budget's waiters are looked at for
-// the warning.
-const budgetCheckInterval = time.Second
+// the warning; budgetEpisodeGap is how long no shard may wait for a
+// warning's episode to end.
+const (
+	budgetCheckInterval = time.Second
+	budgetEpisodeGap    = time.Minute
+)
 
 // budgetWarnAfter is how long shards may wait for the budget before a
 // warning: lag_warn_threshold, or when it is 0 the least of the streams'
@@ -64,10 +68,10 @@ func (c *Consumer) budgetWarnAfter(coords []*coordinator) time.Duration {
 
 // watchBudget warns once per episode when the budget has held shards back
 // for longer than after: an episode lasts until no shard waited for a whole
-// lagLogInterval. One warning for the input, not one per shard: every
-// waiting shard waits for the same reason.
-func (c *Consumer) watchBudget(ctx context.Context, after time.Duration) {
-	t := time.NewTicker(budgetCheckInterval)
+// gap. One warning for the input, not one per shard: every waiting shard
+// waits for the same reason. It looks every tick.
+func (c *Consumer) watchBudget(ctx context.Context, after, gap, tick time.Duration) {
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	warned := false
 	var lastWaiting time.Time
@@ -88,9 +92,9 @@ func (c *Consumer) watchBudget(ctx context.Context, after time.Duration) {
 			c.log.With("waiting_shards", waiting, "buffered_bytes", held, "max_buffered_bytes", c.budget.capacity).
 				Warnf("The input's byte budget (max_buffered_bytes %d) has held shards back for %v, longer than lag_warn_threshold (%v): %d shards wait to fetch while %d bytes of records wait in the input or for the pipeline's acks. The pipeline is slower than the streams; raise max_buffered_bytes if the process has the memory, or speed the pipeline up",
 					c.budget.capacity, now.Sub(oldest).Round(time.Second), after, waiting, held)
-		case warned && waiting == 0 && now.Sub(lastWaiting) >= lagLogInterval:
+		case warned && waiting == 0 && now.Sub(lastWaiting) >= gap:
 			warned = false
-			c.log.Infof("The input's byte budget no longer holds shards back (none waited for %v)", lagLogInterval)
+			c.log.Infof("The input's byte budget no longer holds shards back (none waited for %v)", gap)
 		}
 	}
 }

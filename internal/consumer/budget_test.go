@@ -1,8 +1,11 @@
 package consumer
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -179,4 +183,50 @@ func TestBudgetLetsAnOversizedAnswerThroughAlone(t *testing.T) {
 		assert.Len(t, got[fmt.Sprintf("shardId-%012d", i)], records)
 	}
 	assert.LessOrEqual(t, api.peak.Load(), api.largest.Load(), "one answer at a time")
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) count(sub string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Count(s.b.String(), sub)
+}
+
+// The budget's warning comes once per episode, not once per waiting shard
+// or per check: two shards wait past the threshold and one WARN is logged;
+// once none waited for the episode gap, a new wait warns again.
+func TestBudgetWarnsOncePerEpisode(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	b := newBudget(100, newMetrics(nil))
+	c := &Consumer{budget: b, log: service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil)))}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go c.watchBudget(ctx, 100*time.Millisecond, 300*time.Millisecond, 10*time.Millisecond)
+	const warning = "level=WARN msg=\"The input's byte budget"
+
+	b.add(100)
+	w1, w2 := b.enqueue(50, 50), b.enqueue(50, 50)
+	assert.Eventually(t, func() bool { return logs.count(warning) == 1 }, 5*time.Second, 10*time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // many more checks, both shards still waiting
+	assert.Equal(t, 1, logs.count(warning), "one warning for the episode")
+
+	b.add(-100)
+	<-w1.ready
+	<-w2.ready
+	assert.Eventually(t, func() bool { return logs.count("no longer holds shards back") == 1 }, 5*time.Second, 10*time.Millisecond)
+
+	b.enqueue(50, 50) // the budget is full again (w1 and w2 hold it)
+	assert.Eventually(t, func() bool { return logs.count(warning) == 2 }, 5*time.Second, 10*time.Millisecond, "a new episode warns again")
 }

@@ -273,7 +273,7 @@ func (c *Consumer) Start(ctx context.Context) error {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			c.watchBudget(runCtx, c.budgetWarnAfter(coords))
+			c.watchBudget(runCtx, c.budgetWarnAfter(coords), budgetEpisodeGap, budgetCheckInterval)
 		}()
 	}
 	return nil
