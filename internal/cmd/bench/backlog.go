@@ -51,8 +51,8 @@ func runBacklog(ctx context.Context, args []string) error {
 	fs.IntVar(&f.size, "size", 900_000, "bytes of data per record")
 	fs.StringVar(&f.budget, "budget", "8MiB", "max_buffered_bytes of the input (kept small so the smallest shard count's backlog exceeds it)")
 	fs.IntVar(&f.runs, "runs", 3, "runs per shard count; figures are medians")
-	fs.DurationVar(&f.duration, "duration", 20*time.Second, "how long each run reads the backlog")
-	fs.DurationVar(&f.sleep, "sleep", 100*time.Millisecond, "the pipeline's sleep per batch: slower than Kinesis")
+	fs.DurationVar(&f.duration, "duration", 30*time.Second, "how long each run reads the backlog")
+	fs.DurationVar(&f.sleep, "sleep", time.Second, "the pipeline's sleep per batch: slower than Kinesis")
 	fs.StringVar(&f.base, "base", "", "a commit to measure too, with its defaults (no max_buffered_bytes), built from git archive")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -101,6 +101,9 @@ func runBacklog(ctx context.Context, args []string) error {
 			for i, s := range sides {
 				// Each run is a new group, so it reads the backlog from the start.
 				m, err := backlogRun(ctx, dir, s, stream, fmt.Sprintf("g-%d-%d-%d", n, r, i), env.emu.Endpoint, env.red.URL(), f)
+				if err == nil && m.rate == 0 {
+					err = fmt.Errorf("no record passed; kinesalite's output:\n%s", env.emu.Process().Output())
+				}
 				if err != nil {
 					return fmt.Errorf("%d shards, run %d, %s: %w", n, r+1, s.name, err)
 				}
@@ -272,9 +275,15 @@ func backlogRun(ctx context.Context, dir string, s backlogSide, stream, group, e
 	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
 		return backlogRun1{}, err
 	}
-	var logs bytes.Buffer
+	logPath := filepath.Join(dir, group+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return backlogRun1{}, err
+	}
+	defer logf.Close()
+	logs := func() string { b, _ := os.ReadFile(logPath); return string(b) }
 	cmd := exec.CommandContext(ctx, s.bin, "-c", conf)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return backlogRun1{}, err
 	}
@@ -286,11 +295,14 @@ func backlogRun(ctx context.Context, dir string, s backlogSide, stream, group, e
 	}
 	hwm, err := procHWM(cmd.Process.Pid)
 	if err != nil {
-		return backlogRun1{}, fmt.Errorf("%w; its log:\n%s", err, logs.String())
+		return backlogRun1{}, fmt.Errorf("%w; its log:\n%s", err, logs())
 	}
 	lines, err := countLines(out, map[string]int{})
 	if err != nil {
 		return backlogRun1{}, err
+	}
+	if lines == 0 {
+		fmt.Fprintf(os.Stderr, "bench backlog: %s passed no record; its log:\n%s\n", group, logs())
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
