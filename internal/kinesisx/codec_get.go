@@ -3,6 +3,7 @@ package kinesisx
 import (
 	"bytes"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 
@@ -23,7 +24,7 @@ import (
 // by the pipeline holds only its own bytes; the records' keys and sequence
 // numbers share a few blocks per answer, and the pointers to them one array.
 func decodeGetRecords(r io.Reader, sizeHint int64, out *kinesis.GetRecordsOutput) (ok bool, body []byte, err error) {
-	d := streamScanner{r: r, buf: make([]byte, 0, min(max(sizeHint, 512), streamChunk))}
+	d := streamScanner{r: r, buf: make([]byte, 0, min(max(sizeHint, 512), streamChunk)), size: sizeHint}
 	if d.decode(out) {
 		if d.err != nil {
 			return false, nil, d.err
@@ -117,6 +118,13 @@ func (d *streamScanner) decode(out *kinesis.GetRecordsOutput) bool {
 				}
 				recs = append(recs, rec)
 				strs = append(strs, st)
+				if len(recs) == 1 {
+					if n, skel := d.sizeAfterFirst(); n > 1 {
+						recs, strs = slices.Grow(recs, n-1), slices.Grow(strs, n-1)
+						times = slices.Grow(times, n)
+						d.skel = slices.Grow(d.skel, skel-len(d.skel))
+					}
+				}
 				return true
 			})
 		case "NextShardIterator":

@@ -42,7 +42,7 @@ func (c *capture) Do(r *http.Request) (*http.Response, error) {
 	}
 	return &http.Response{
 		StatusCode: status, Header: http.Header{"Content-Type": {"application/x-amz-json-1.1"}},
-		Body: io.NopCloser(strings.NewReader(answer)), Request: r,
+		Body: io.NopCloser(strings.NewReader(answer)), Request: r, ContentLength: int64(len(answer)),
 	}, nil
 }
 

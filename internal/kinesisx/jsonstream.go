@@ -20,6 +20,9 @@ type streamScanner struct {
 	k   int // buf[k:i] is read and not yet in skel
 	eof bool
 	err error // a read error other than io.EOF
+	// size is the body's length if known (else 0); total counts the
+	// bytes read from r, cut the bytes of data strings taken out.
+	size, total, cut int64
 
 	skel []byte
 	// cuts are the offsets in skel where the base64 of taken[j] belongs.
@@ -50,6 +53,7 @@ func (d *streamScanner) fill() (shift int, more bool) {
 	for {
 		m, err := d.r.Read(d.buf[n:cap(d.buf)])
 		d.buf = d.buf[:n+m]
+		d.total += int64(m)
 		switch {
 		case err == io.EOF:
 			d.eof = true
@@ -240,9 +244,22 @@ func (d *streamScanner) data() ([]byte, bool) {
 	out = out[:n:n]
 	d.skel = append(d.skel, d.buf[d.k:s]...)
 	d.k = e
+	d.cut += int64(e - s)
 	d.cuts = append(d.cuts, len(d.skel))
 	d.taken = append(d.taken, out)
 	return out, true
+}
+
+// sizeAfterFirst estimates, from the first record read, how many records
+// the answer holds and how long its skeleton will be, so that they grow
+// once rather than by doubling.
+func (d *streamScanner) sizeAfterFirst() (records, skel int) {
+	consumed := d.total - int64(len(d.buf)-d.i)
+	if d.size <= 0 || consumed <= 0 {
+		return 0, 0
+	}
+	n := min(d.size/consumed+1, MaxGetRecordsLimit+1)
+	return int(n), int(min((consumed-d.cut)*n, d.size))
 }
 
 // body is the whole answer as the SDK would have read it: the skeleton
