@@ -10,9 +10,15 @@ import (
 // What one shard asks of the budget (budget.go), and what it gives back.
 //
 // Before each fetch the reader asks for room for the answer it expects
-// (ask, take): twice its last answer (so a shard falling behind doubles its
-// answers call by call up to Kinesis' 10 MiB), at least minAnswerBytes, and
-// no more than `limit` of its largest recent record. A polling source then
+// (ask, take): before its first answer, room for the largest (10 MiB and
+// `limit` records); then twice its last answer (so a shard falling behind
+// doubles its answers call by call up to the largest), at least
+// minAnswerBytes, and no more than `limit` of its largest recent record. A
+// subscription, which waits for its next event holding that room and
+// cannot ask for a smaller event, asks for twice its last event (at least
+// minEventBytes), so quiet subscriptions hold little; a burst on many quiet
+// subscriptions at once can take the budget over by one event each (at
+// most what enhanced fan-out pushes per shard, 2 MiB/s). A polling source then
 // asks Kinesis for no more records than the room granted holds at that
 // record size (callLimit): with large records and a crowded budget, fewer
 // records per call, at the same pace. The answer, once converted into user
@@ -33,6 +39,7 @@ type shardBudget struct {
 	reserved   int64 // granted for the fetch under way
 	recEst     int64 // the cost of the largest record of the last answer with records
 	lastAnswer int64
+	seen       bool // an answer came
 
 	mu          sync.Mutex
 	outstanding int64 // charged and not yet given back
@@ -42,8 +49,10 @@ type shardBudget struct {
 const (
 	// maxAnswerBytes is the most data one GetRecords answer holds.
 	maxAnswerBytes = 10 << 20
-	// minAnswerBytes is the least a shard asks room for.
+	// minAnswerBytes is the least a polling shard asks room for;
+	// minEventBytes the least a subscription does.
 	minAnswerBytes = 1 << 20
+	minEventBytes  = 64 << 10
 	// recordOverhead approximates what a record costs beyond its data,
 	// key and sequence number: the consumer's and the pipeline's structs
 	// around it, and the message's metadata.
@@ -81,8 +90,20 @@ func (s *shardBudget) ask() <-chan struct{} {
 	if s.wait == nil {
 		est := max(2*s.lastAnswer, minAnswerBytes)
 		least := s.recEst
-		if !s.push {
-			est = min(est, int64(s.limit)*s.recEst, maxAnswerBytes)
+		switch {
+		case s.push:
+			// A subscription waits for its event holding its room, and
+			// cannot ask for a smaller one: it asks for twice its last
+			// event, little while it is quiet.
+			est = max(2*s.lastAnswer, minEventBytes)
+			least = est
+		case !s.seen:
+			// Nothing is known of the shard yet: room for the largest
+			// answer, so a backlog is read at full speed from the first
+			// call.
+			est = maxAnswerBytes + int64(s.limit)*recordOverhead
+		default:
+			est = min(est, max(int64(s.limit)*s.recEst, minAnswerBytes), maxAnswerBytes+int64(s.limit)*recordOverhead)
 		}
 		// More than the whole budget is never granted while anything else
 		// is held, so asking for it would only make the shard wait for the
@@ -115,7 +136,11 @@ func (s *shardBudget) callLimit() int32 {
 	if s == nil || s.b == nil || s.reserved == 0 {
 		return int32(s.limit)
 	}
-	n := decodedOf(s.reserved) / s.recEst
+	room := decodedOf(s.reserved)
+	if room >= maxAnswerBytes+int64(s.limit)*recordOverhead {
+		return int32(s.limit) // any answer fits
+	}
+	n := room / s.recEst
 	return int32(min(max(n, 1), int64(s.limit)))
 }
 
@@ -130,7 +155,7 @@ func (s *shardBudget) observe(recs []types.Record) {
 	if len(recs) > 0 {
 		s.recEst = largest
 	}
-	s.lastAnswer = total
+	s.lastAnswer, s.seen = total, true
 }
 
 // settle charges the fetch under way at the cost of the records it gave
