@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -229,4 +230,48 @@ func TestBudgetWarnsOncePerEpisode(t *testing.T) {
 
 	b.enqueue(50, 50) // the budget is full again (w1 and w2 hold it)
 	assert.Eventually(t, func() bool { return logs.count(warning) == 2 }, 5*time.Second, 10*time.Millisecond, "a new episode warns again")
+}
+
+// What a shard asks for and the Limit it then uses: the largest answer
+// before it knows its records, `limit` records when that room is granted,
+// fewer large records when only part of it is free, and little for a
+// quiet subscription.
+func TestShardBudgetAsksAndLimits(t *testing.T) {
+	const limit = 10000
+	b := newBudget(1<<30, newMetrics(nil))
+	s := newShardBudget(b, limit, false)
+	<-s.ask()
+	s.take()
+	assert.Equal(t, inFlight(maxAnswerBytes+limit*recordOverhead), s.reserved, "room for the largest answer first")
+	assert.Equal(t, int32(limit), s.callLimit(), "which holds any answer")
+
+	big := make([]byte, 900_000)
+	s.observe([]types.Record{{Data: big, PartitionKey: aws.String("k"), SequenceNumber: aws.String("1")}})
+	s.settle([]Record{{Data: big, PartitionKey: "k", Sequence: "1"}})
+	held, _, _ := b.state()
+	assert.Equal(t, recordsCost([]Record{{Data: big, PartitionKey: "k", Sequence: "1"}}), held, "charged at its size")
+
+	// It now asks for two such records; with only 2 MiB free it gets those
+	// and asks Kinesis for one record.
+	rec := rawCost(&types.Record{Data: big, PartitionKey: aws.String("k"), SequenceNumber: aws.String("1")})
+	b.add(1<<30 - 2<<20 - held)
+	<-s.ask()
+	s.take()
+	assert.Equal(t, int64(2<<20), s.reserved, "what is free")
+	assert.Equal(t, int32(1), s.callLimit())
+	s.settle(nil)
+
+	// With room, two.
+	b.add(-(1<<30 - 2<<20 - held))
+	<-s.ask()
+	s.take()
+	assert.Equal(t, inFlight(2*rec), s.reserved)
+	assert.Equal(t, int32(2), s.callLimit())
+	s.close()
+
+	sub := newShardBudget(newBudget(1<<30, newMetrics(nil)), limit, true)
+	<-sub.ask()
+	sub.take()
+	assert.Equal(t, inFlight(minEventBytes), sub.reserved, "a quiet subscription holds little")
+	sub.close()
 }
