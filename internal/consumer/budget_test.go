@@ -139,7 +139,7 @@ func TestBudgetBoundsWhatShardsHold(t *testing.T) {
 // in its hands and one queued ahead, plus one for the pace).
 func TestBudgetServesShardsInTurn(t *testing.T) {
 	t.Parallel()
-	const shards, records, size = 32, 20, 256 << 10
+	const shards, records, size = 32, 12, 256 << 10
 	api := largeBacklog(shards, records, size)
 	cfg := testConfig()
 	cfg.Limit = 100
@@ -151,6 +151,9 @@ func TestBudgetServesShardsInTurn(t *testing.T) {
 	// since[x][y] counts the batches of y since x's last batch, while x
 	// has records left.
 	since := map[string]map[string]int{}
+	for i := range shards {
+		since[fmt.Sprintf("shardId-%012d", i)] = map[string]int{} // every shard waits from the start
+	}
 	worst, worstPair := 0, ""
 	turns := func(shard string, got map[string][]string) {
 		for x, counts := range since {
@@ -164,7 +167,10 @@ func TestBudgetServesShardsInTurn(t *testing.T) {
 		}
 		since[shard] = map[string]int{}
 	}
-	got := slowPipeline(ctx, c, api, shards*records, 2*time.Millisecond, turns)
+	// Each batch is held long enough that a round of all shards takes
+	// longer than their pace: shards always wait for the budget, not for
+	// poll_interval, so the order they are let in is the budget's.
+	got := slowPipeline(ctx, c, api, shards*records, 25*time.Millisecond, turns)
 	for i := range shards {
 		assert.Len(t, got[fmt.Sprintf("shardId-%012d", i)], records)
 	}
