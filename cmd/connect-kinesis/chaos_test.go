@@ -40,23 +40,25 @@ func TestIntegrationChaosShort(t *testing.T) {
 		}
 		seed = v
 	}
-	// As in `make chaos`, the first phase reads each shard in four lanes.
+	// As in `make chaos`, the first phase reads each shard in four lanes,
+	// the last under a byte budget so small that shards take turns.
 	for _, phase := range []struct {
 		name                         string
 		emptyRedis, stalls, standbys bool
 		lanes                        int
+		budget                       string
 	}{
-		{"redis keeps its data with shard_parallelism 4", false, false, false, 4},
-		{"redis down past the lease comes back empty with latest", true, false, false, 1},
-		{"redis stalls 2s three times", false, true, false, 1},
-		{"standbys while redis comes back empty with latest", true, false, true, 1},
+		{"redis keeps its data with shard_parallelism 4", false, false, false, 4, ""},
+		{"redis down past the lease comes back empty with latest", true, false, false, 1, ""},
+		{"redis stalls 2s three times with max_buffered_bytes 64KiB", false, true, false, 1, "64KiB"},
+		{"standbys while redis comes back empty with latest", true, false, true, 1, ""},
 	} {
 		t.Run(phase.name, func(t *testing.T) {
 			t.Parallel() // each phase starts its own emulator, Redis and binaries
 			dir := t.TempDir()
 			var started startedPIDs
 			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls,
-				Standbys: phase.standbys, ShardParallelism: phase.lanes, Logf: t.Logf, Started: func(pid int) { started.add(pid) }})
+				Standbys: phase.standbys, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget, Logf: t.Logf, Started: func(pid int) { started.add(pid) }})
 			started.assertGone(t)
 			testenv.Require(t, "running the chaos schedule", err)
 			t.Logf("chaos table (seed %d, %s):\n%s", seed, phase.name, table)

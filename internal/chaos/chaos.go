@@ -60,6 +60,9 @@ type Config struct {
 	// came back empty: it must take nothing from it before the holders
 	// re-seeded what they know.
 	Standbys bool
+	// MaxBufferedBytes, if set, is the instances' max_buffered_bytes: a
+	// budget small enough that shards take turns to fetch.
+	MaxBufferedBytes string
 }
 
 const (

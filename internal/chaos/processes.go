@@ -105,6 +105,9 @@ func (r *runner) start(name string) error {
 	if r.cfg.ShardParallelism > 1 {
 		efo += fmt.Sprintf("    shard_parallelism: %d\n", r.cfg.ShardParallelism)
 	}
+	if r.cfg.MaxBufferedBytes != "" {
+		efo += fmt.Sprintf("    max_buffered_bytes: %s\n", r.cfg.MaxBufferedBytes)
+	}
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML, streamName, startPosition, testenv.Region, endpoint,
 		testenv.AccessKey, testenv.SecretKey, r.red.URLAs(testenv.ACLInput), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance, efo, inc, out)), 0o600); err != nil {
 		return err

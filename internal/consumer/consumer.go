@@ -50,6 +50,10 @@ type Config struct {
 	EnhancedFanOut EnhancedFanOut
 
 	Backoff kinesisx.Backoff
+
+	// MaxBufferedBytes bounds the bytes of records the consumer holds, all
+	// streams and shards together (budget.go); 0 means no bound.
+	MaxBufferedBytes int64
 }
 
 // Validate names the field that is out of range and what it accepts.
@@ -79,6 +83,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("field lag_warn_threshold: %v is negative; use 0s for half the stream's retention or a positive duration", c.LagWarnThreshold)
 	case c.CommitPeriod <= 0 || c.LeasePeriod <= 0 || c.RebalancePeriod <= 0:
 		return errors.New("fields checkpoint.commit_period, lease.period and lease.rebalance_period must be positive")
+	case c.MaxBufferedBytes < 0:
+		return fmt.Errorf("field max_buffered_bytes: %d is negative; use a size such as 256MiB, or 0 for no bound", c.MaxBufferedBytes)
 	case c.Balance != "" && c.Balance != BalanceLoad && c.Balance != BalanceCount:
 		return fmt.Errorf("field lease.balance: %q is not one of %s, %s", c.Balance, BalanceLoad, BalanceCount)
 	}
@@ -118,6 +124,9 @@ type Batch struct {
 	// nack and waits for the verdict on verdict.
 	redelivering atomic.Bool
 	verdict      chan error
+	// charge is what the batch's records cost the input's byte budget,
+	// given back once, when the batch is acked.
+	charge atomic.Int64
 }
 
 // Ack reports the pipeline's verdict. A nil err advances the checkpoint
@@ -130,6 +139,7 @@ func (b *Batch) Ack(err error) {
 		} else {
 			b.reader.tracker.ack(b.id)
 		}
+		b.reader.budget.release(b.charge.Swap(0))
 	}
 	if b.redelivering.Load() {
 		select {
@@ -152,6 +162,8 @@ type Consumer struct {
 	metrics *metrics
 	owner   string
 	out     chan *Batch
+	// budget bounds what every reader holds together; nil without a bound.
+	budget *budget
 
 	mu      sync.Mutex
 	coords  []*coordinator
@@ -166,7 +178,7 @@ func New(cfg Config, api KinesisAPI, stores func(streamID string) Store, log *se
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Consumer{
+	c := &Consumer{
 		cfg:     cfg,
 		api:     api,
 		stores:  stores,
@@ -174,7 +186,11 @@ func New(cfg Config, api KinesisAPI, stores func(streamID string) Store, log *se
 		metrics: newMetrics(m),
 		owner:   cmp.Or(cfg.InstanceID, InstanceID()),
 		out:     make(chan *Batch),
-	}, nil
+	}
+	if cfg.MaxBufferedBytes > 0 {
+		c.budget = newBudget(cfg.MaxBufferedBytes, c.metrics)
+	}
+	return c, nil
 }
 
 // InstanceID names this process among the members of a group: host, pid
@@ -251,6 +267,13 @@ func (c *Consumer) Start(ctx context.Context) error {
 		go func() {
 			defer c.wg.Done()
 			co.run(runCtx)
+		}()
+	}
+	if c.budget != nil {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.watchBudget(runCtx, c.budgetWarnAfter(coords), budgetEpisodeGap, budgetCheckInterval)
 		}()
 	}
 	return nil

@@ -20,6 +20,7 @@ const lagLogInterval = time.Minute
 // then forgotten, as it never reached the pipeline.
 func (r *shardReader) deliver(ctx context.Context, recs []Record, behind int64) bool {
 	b := &Batch{Stream: r.co.streamName, Shard: r.shard.ID, Records: recs, MillisBehind: behind, reader: r}
+	b.charge.Store(recordsCost(recs))
 	b.id = r.tracker.add(batchEnd(recs))
 	if !r.handOver(ctx, b) {
 		r.tracker.drop(b.id)

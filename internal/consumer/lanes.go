@@ -160,6 +160,7 @@ func (ls *laneSet) run(i int) {
 		// A lane batch always reports its verdict to its lane (Ack and
 		// Consumer.Next's refusal past the lease's deadline alike).
 		b.redelivering.Store(true)
+		b.charge.Store(recordsCost(recs))
 		if !ls.send(b) {
 			return
 		}
@@ -247,7 +248,9 @@ func (r *shardReader) readLanes() bool {
 			continue
 		}
 		r.lag(sb.MillisBehindLatest)
-		ls.push(r.convert(sb.Records), sb.MillisBehindLatest)
+		recs := r.convert(sb.Records)
+		r.budget.settle(recs)
+		ls.push(recs, sb.MillisBehindLatest)
 		if sb.End {
 			ended = true
 			r.co.requestDiscovery()

@@ -85,6 +85,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+func (s *syncBuffer) count(sub string) int { return strings.Count(s.String(), sub) }
+
 // A re-seed that restores the lease confirms it like a renewal: the
 // waiting lanes go on at once rather than at the next renewal.
 func TestReseedWakesEveryLaneWaitingForTheLease(t *testing.T) {

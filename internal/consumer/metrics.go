@@ -21,6 +21,14 @@ const (
 	// MetricRecordsDropped counts user records not delivered, by reason:
 	// only DropOutsideHashRange today (hashrange.go).
 	MetricRecordsDropped = "kinesis_input_records_dropped_total"
+	// MetricBufferedBytes is what the input's records hold of its byte
+	// budget (max_buffered_bytes): fetched, waiting, or in the pipeline
+	// and not yet acked; MetricBufferBytes is the budget itself.
+	MetricBufferedBytes = "kinesis_input_buffered_bytes"
+	MetricBufferBytes   = "kinesis_input_max_buffered_bytes"
+	// MetricShardsWaitingForBuffer counts the shards that wait for room in
+	// the budget before they fetch again.
+	MetricShardsWaitingForBuffer = "kinesis_input_shards_waiting_for_buffer"
 )
 
 // metrics is nil-safe: every Benthos metric is a no-op on a nil receiver.
@@ -28,6 +36,7 @@ type metrics struct {
 	records, bytes, throttled, expired, taken, lost *service.MetricCounter
 	dropped                                         *service.MetricCounter
 	behind, owned, unowned                          *service.MetricGauge
+	buffered, budget, waiting                       *service.MetricGauge
 }
 
 func newMetrics(m *service.Metrics) *metrics {
@@ -42,6 +51,9 @@ func newMetrics(m *service.Metrics) *metrics {
 		behind:    m.NewGauge(MetricMillisBehind, "stream", "shard"),
 		owned:     m.NewGauge(MetricShardsOwned, "stream"),
 		unowned:   m.NewGauge(MetricShardsUnowned, "stream"),
+		buffered:  m.NewGauge(MetricBufferedBytes),
+		budget:    m.NewGauge(MetricBufferBytes),
+		waiting:   m.NewGauge(MetricShardsWaitingForBuffer),
 	}
 }
 

@@ -33,6 +33,9 @@ type pollingSource struct {
 	log        *service.Logger
 	onExpired  func()
 	onAnswer   func(time.Time) // told when each GetRecords was answered
+	// callLimit, when set, is the Limit of the next call: fewer records
+	// than `limit` when the byte budget granted room for fewer.
+	callLimit func() int32
 
 	exec failsafe.Executor[*kinesis.GetRecordsOutput]
 	warn warnPacer
@@ -137,7 +140,11 @@ func (s *pollingSource) fetch(ctx context.Context) (*kinesis.GetRecordsOutput, e
 	if err := sleepUntil(ctx, s.nextAt); err != nil {
 		return nil, err
 	}
-	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(s.iter), Limit: aws.Int32(s.limit)}
+	limit := s.limit
+	if s.callLimit != nil {
+		limit = s.callLimit()
+	}
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(s.iter), Limit: aws.Int32(limit)}
 	_, in.StreamARN = kinesisx.StreamRef(s.stream)
 	// Each attempt is bounded: an answer that never comes (a half-open
 	// connection) must not stall the shard, and the HTTP client has no

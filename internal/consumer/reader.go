@@ -68,6 +68,8 @@ type shardReader struct {
 	progress   readerProgress
 	// lanes is set when the shard is read in lanes (lanes.go).
 	lanes *laneSet
+	// budget is the shard's part of the input's byte budget.
+	budget *shardBudget
 	// rangeUnknownLogged is set once the reader said its shard's hash key
 	// range is unknown (hashrange.go).
 	rangeUnknownLogged bool
@@ -86,7 +88,8 @@ func newShardReader(co *coordinator, shard Shard, l Lease, start startSpec) *sha
 	r.lease.Store(&l)
 	r.ctx, r.cancel = context.WithCancel(co.runCtx)
 	r.fetchCtx, r.cancelFetch = context.WithCancel(r.ctx)
-	r.openSource = func() RecordSource { return co.newSource(shard.ID, start, r.log) }
+	r.budget = newShardBudget(co.c.budget, co.c.cfg.Limit, co.fanOut != nil)
+	r.openSource = func() RecordSource { return co.newSource(shard.ID, start, r.log, r.budget) }
 	r.storeRetry = newStoreRetry(r.ctx, co.c.cfg.Backoff)
 	unbounded := co.c.cfg.Backoff
 	unbounded.MaxRetries, unbounded.MaxElapsedTime = 0, 0
@@ -178,6 +181,7 @@ func (r *shardReader) markLost() {
 func (r *shardReader) run() {
 	defer close(r.done)
 	defer r.cancel()
+	defer r.budget.close()
 	// The shard leaves this instance however the reader ends: its lag is
 	// no longer this instance's to report, and a frozen value would keep an
 	// alert firing and count twice in a sum over instances.
@@ -266,6 +270,7 @@ func (r *shardReader) read() bool {
 		}
 		r.lag(sb.MillisBehindLatest)
 		held, behind = r.convert(sb.Records), sb.MillisBehindLatest
+		r.budget.settle(held)
 		if sb.End {
 			ended = true
 			r.co.requestDiscovery()
@@ -288,7 +293,11 @@ func (r *shardReader) fetch(ctx context.Context, src RecordSource) (sb SourceBat
 	if !r.awaitLease(ctx) {
 		return sb, false, false, false
 	}
+	if in, ok := r.admit(ctx); !in {
+		return sb, false, false, ok
+	}
 	sb, err := src.Next(ctx)
+	r.budget.answered(sb.Records, err)
 	if errors.Is(err, ErrShardNotFound) {
 		gone, stop := r.sourceNotFound(ctx, err)
 		return sb, false, gone, !stop

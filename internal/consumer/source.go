@@ -41,7 +41,9 @@ import (
 // The contract between the two:
 //   - The reader calls Next only when the shard has room for another batch
 //     (shard_max_in_flight; with lanes, while fewer than `limit` fetched
-//     records wait in them), and delivers everything Next returned before
+//     records wait in them) and its turn in the input's byte budget came
+//     (budget.go; a polling source then asks for no more records than the
+//     room granted holds), and delivers everything Next returned before
 //     calling it again, or with lanes keeps it queued for delivery. So
 //     "after the last record returned" is "after the last record the
 //     reader holds": that is where a source resumes when it must start
@@ -138,9 +140,11 @@ func after(sequence string) startSpec {
 
 // newSource opens the record source of a shard: a subscription with
 // enhanced fan-out, else GetRecords polling.
-func (co *coordinator) newSource(shard string, from startSpec, log *service.Logger) RecordSource {
+func (co *coordinator) newSource(shard string, from startSpec, log *service.Logger, budget *shardBudget) RecordSource {
 	if co.fanOut == nil {
-		return newPollingSource(co, shard, from, log)
+		s := newPollingSource(co, shard, from, log)
+		s.callLimit = budget.callLimit
+		return s
 	}
 	api := co.api.(FanOutAPI)
 	opts := []func(*kinesis.Options){ownEventDecoder}

@@ -23,10 +23,12 @@ import (
 //     The SDK's encoder starts every request at 1 KiB, grows it by doubling
 //     (for 500 records of 200 bytes, about eight copies of a 160 KiB body)
 //     and copies the result once more.
-//   - A successful answer is read into a buffer of its Content-Length (the
-//     SDK grows a pooled one) and decoded without a generic parser, with one
-//     allocation for the strings and pointers of all results instead of
-//     several per record.
+//   - A successful answer is decoded without a generic parser, with a few
+//     allocations for the strings and pointers of all results instead of
+//     several per record. A PutRecords answer is read into a buffer of its
+//     Content-Length (the SDK grows a pooled one); a GetRecords answer is
+//     decoded as it streams in, so its body (up to 14 MiB of base64) is not
+//     held next to its records.
 //
 // Whatever the codec does not expect goes to the SDK unchanged: requests
 // with fields it does not write (DryRun, StreamId), error answers, and
@@ -88,22 +90,31 @@ type noMembers struct{}
 func (noMembers) Serialize(smithy.ShapeSerializer) {}
 
 func (p recordsProtocol) DeserializeResponse(ctx context.Context, schema *smithy.OperationSchema, types *smithy.TypeRegistry, resp *smithyhttp.Response, out smithy.Deserializable) error {
-	var decode func([]byte) bool
-	switch o := out.(type) {
-	case *kinesis.PutRecordsOutput:
-		decode = func(b []byte) bool { return decodePutRecordsOutput(b, o) }
-	case *kinesis.GetRecordsOutput:
-		decode = func(b []byte) bool { return decodeGetRecordsOutput(b, o) }
-	}
-	if decode == nil || resp.StatusCode < 200 || resp.StatusCode >= 300 {
+	put, isPut := out.(*kinesis.PutRecordsOutput)
+	get, isGet := out.(*kinesis.GetRecordsOutput)
+	if !isPut && !isGet || resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		return p.ClientProtocol.DeserializeResponse(ctx, schema, types, resp, out)
 	}
-	body, err := readBody(resp)
-	if err != nil {
-		return &smithy.DeserializationError{Err: fmt.Errorf("reading the answer: %w", err)}
-	}
-	if len(body) > 0 && decode(body) {
-		return nil
+	var body []byte
+	if isGet {
+		// A GetRecords answer is decoded as it streams in, never held
+		// whole next to its records (codec_get.go).
+		ok, rest, err := decodeGetRecords(resp.Body, resp.ContentLength, get)
+		if err != nil {
+			return &smithy.DeserializationError{Err: fmt.Errorf("reading the answer: %w", err)}
+		}
+		if ok {
+			return nil
+		}
+		body = rest
+	} else {
+		var err error
+		if body, err = readBody(resp); err != nil {
+			return &smithy.DeserializationError{Err: fmt.Errorf("reading the answer: %w", err)}
+		}
+		if len(body) > 0 && decodePutRecordsOutput(body, put) {
+			return nil
+		}
 	}
 	// The SDK decodes what the codec did not take, into a clean output.
 	switch o := out.(type) {

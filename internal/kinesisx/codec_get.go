@@ -1,93 +1,152 @@
 package kinesisx
 
 import (
-	"encoding/base64"
+	"bytes"
+	"io"
+	"slices"
 	"strconv"
-	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	smithytime "github.com/aws/smithy-go/time"
 )
 
-// getRecord is one record of a GetRecords answer as found in the body: its
-// strings are slices of the body, copied out once the whole answer is read.
-type getRecord struct {
-	key, seq, data, encryption string
-	hasKey, hasSeq, hasData    bool
-	arrival                    string // the number as written, "" if absent
-}
-
-// decodeGetRecordsOutput fills out from the JSON answer body and reports
-// whether it could; on false, out may hold part of the answer. An answer
-// with child shards (a shard's last) is left to the SDK.
+// decodeGetRecords fills out from a GetRecords answer as it streams in
+// from r (ok). Each record's data is decoded as soon as its string is in,
+// so the answer's JSON body is never held whole next to its records: what
+// is held is the decoded records, the window reading the current one, and
+// the rest of the body without the data (to hand the SDK an answer the
+// codec does not take). On !ok, out may hold part of the answer and body
+// is the whole answer for the SDK to decode; err is a failed read.
 //
 // Each record's data gets its own slice, as from the SDK, so a message kept
-// by the pipeline holds only its own bytes; the records' keys, sequence
-// numbers and the pointers to them share one allocation per answer.
+// by the pipeline holds only its own bytes; the records' keys and sequence
+// numbers share a few blocks per answer, and the pointers to them one array.
+func decodeGetRecords(r io.Reader, sizeHint int64, out *kinesis.GetRecordsOutput) (ok bool, body []byte, err error) {
+	d := streamScanner{r: r, buf: make([]byte, 0, min(max(sizeHint, 512), streamChunk)), size: sizeHint}
+	if d.decode(out) {
+		if d.err != nil {
+			return false, nil, d.err
+		}
+		return true, nil, nil
+	}
+	body, err = d.body()
+	return false, body, err
+}
+
+// decodeGetRecordsOutput is decodeGetRecords of a body read already.
 func decodeGetRecordsOutput(body []byte, out *kinesis.GetRecordsOutput) bool {
-	// The scanner reads the body in place: nothing it returns is kept past
-	// this function, as every string is copied out below.
-	d := jsonScanner{s: unsafe.String(unsafe.SliceData(body), len(body))}
+	ok, _, _ := decodeGetRecords(bytes.NewReader(body), int64(len(body)), out)
+	return ok
+}
+
+// getRecordStrs is where a record's strings are, until the pointers to
+// them are made.
+type getRecordStrs struct {
+	key, seq       string
+	hasKey, hasSeq bool
+}
+
+func (d *streamScanner) decode(out *kinesis.GetRecordsOutput) bool {
 	var (
-		recs      []getRecord
-		sawRecs   bool
-		next      string
-		hasNext   bool
-		behind    int64
-		hasBehind bool
-		children  bool
+		recs     []types.Record
+		strs     []getRecordStrs
+		times    []time.Time
+		arena    strArena
+		sawRecs  bool
+		behind   int64
+		children bool
+		// Records of one answer mostly share their arrival time.
+		lastArrival string
+		lastTime    time.Time
 	)
 	ok := d.object(func(key string) bool {
 		switch key {
 		case "Records":
 			sawRecs = true
-			recs = make([]getRecord, 0, strings.Count(d.s, `"SequenceNumber"`))
 			return d.array(func() bool {
-				var r getRecord
+				var (
+					rec        types.Record
+					st         getRecordStrs
+					hasArrival bool
+					arrival    time.Time
+				)
 				if !d.object(func(key string) bool {
-					var ok bool
 					switch key {
 					case "Data":
-						r.data, ok = d.string()
-						r.hasData = ok
-					case "PartitionKey":
-						r.key, ok = d.string()
-						r.hasKey = ok
-					case "SequenceNumber":
-						r.seq, ok = d.string()
-						r.hasSeq = ok
-					case "EncryptionType":
-						r.encryption, ok = d.string()
+						data, ok := d.data()
+						rec.Data = data
+						return ok
+					case "PartitionKey", "SequenceNumber", "EncryptionType":
+						s, e, ok := d.rawString()
+						if !ok {
+							return false
+						}
+						switch key {
+						case "PartitionKey":
+							st.key, st.hasKey = arena.keep(d.buf[s:e]), true
+						case "SequenceNumber":
+							st.seq, st.hasSeq = arena.keep(d.buf[s:e]), true
+						default:
+							rec.EncryptionType = encryptionType(d.buf[s:e])
+						}
+						return true
 					case "ApproximateArrivalTimestamp":
-						r.arrival, ok = d.number()
-					default:
-						ok = false // a field this codec does not know: the SDK reads the answer
+						n, ok := d.number()
+						if !ok {
+							return false
+						}
+						if string(n) != lastArrival {
+							f, err := strconv.ParseFloat(string(n), 64)
+							if err != nil {
+								return false
+							}
+							lastArrival, lastTime = string(n), smithytime.ParseEpochSeconds(f)
+						}
+						hasArrival, arrival = true, lastTime
+						return true
 					}
-					return ok
+					return false // a field this codec does not know: the SDK reads the answer
 				}) {
 					return false
 				}
-				recs = append(recs, r)
+				if hasArrival {
+					times = append(times, arrival)
+					// A placeholder: the pointer is set once times stops growing.
+					rec.ApproximateArrivalTimestamp = &lastTime
+				}
+				recs = append(recs, rec)
+				strs = append(strs, st)
+				if len(recs) == 1 {
+					if n, skel := d.sizeAfterFirst(); n > 1 {
+						recs, strs = slices.Grow(recs, n-1), slices.Grow(strs, n-1)
+						times = slices.Grow(times, n)
+						d.skel = slices.Grow(d.skel, skel-len(d.skel))
+					}
+				}
 				return true
 			})
 		case "NextShardIterator":
 			if d.literal("null") {
 				return true
 			}
-			var ok bool
-			next, ok = d.string()
-			hasNext = ok
+			s, e, ok := d.rawString()
+			if ok {
+				// The iterator is kept by the reader until its next call,
+				// after the records are gone, so it has its own allocation.
+				it := string(d.buf[s:e])
+				out.NextShardIterator = &it
+			}
 			return ok
 		case "MillisBehindLatest":
 			n, ok := d.number()
 			if !ok {
 				return false
 			}
-			v, err := strconv.ParseInt(n, 10, 64)
-			behind, hasBehind = v, err == nil
+			v, err := strconv.ParseInt(string(n), 10, 64)
+			behind = v
+			out.MillisBehindLatest = &behind
 			return err == nil
 		case "ChildShards":
 			// Only an empty list is read here; the SDK reads shards.
@@ -96,91 +155,61 @@ func decodeGetRecordsOutput(body []byte, out *kinesis.GetRecordsOutput) bool {
 		}
 		return false // a field this codec does not know: the SDK reads the answer
 	})
-	d.space()
-	if !ok || d.i != len(d.s) {
+	if !ok {
 		return false
 	}
+	// Nothing but white space may follow the answer.
+	d.space()
+	if j := d.i; d.byteAt(&j) || d.err != nil {
+		return false
+	}
+	return d.finish(out, recs, strs, times, sawRecs, children)
+}
 
-	// Copy the strings out: one string for all keys and sequence numbers,
-	// and one array of strings for the pointers to point at.
-	size := 0
-	for i := range recs {
-		size += len(recs[i].key) + len(recs[i].seq)
-	}
-	var sb strings.Builder
-	sb.Grow(size)
-	strs := make([]string, 0, 2*len(recs))
-	// strs never grows, so the pointers into it stay valid.
-	keep := func(v string) *string {
-		start := sb.Len()
-		sb.WriteString(v)
-		strs = append(strs, sb.String()[start:])
-		return &strs[len(strs)-1]
-	}
-	if hasNext {
-		// The iterator is kept by the reader until its next call, after the
-		// records are gone, so it does not share their allocation.
-		it := strings.Clone(next)
-		out.NextShardIterator = &it
-	}
-	if hasBehind {
-		out.MillisBehindLatest = &behind
-	}
+// finish sets the pointers of the records decoded.
+func (d *streamScanner) finish(out *kinesis.GetRecordsOutput, recs []types.Record, strs []getRecordStrs, times []time.Time, sawRecs, children bool) bool {
 	if children {
 		out.ChildShards = make([]types.ChildShard, 0)
 	}
 	if !sawRecs {
 		return true
 	}
-	out.Records = make([]types.Record, len(recs))
-	times := make([]time.Time, len(recs))
-	var (
-		lastArrival string
-		lastTime    time.Time
-	)
+	ptrs := make([]string, 0, 2*len(recs))
+	// ptrs never grows, so the pointers into it stay valid.
+	keep := func(v string) *string {
+		ptrs = append(ptrs, v)
+		return &ptrs[len(ptrs)-1]
+	}
+	t := 0
 	for i := range recs {
-		r, o := &recs[i], &out.Records[i]
-		if r.hasData {
-			o.Data = make([]byte, base64.StdEncoding.DecodedLen(len(r.data)))
-			n, err := base64.StdEncoding.Decode(o.Data, unsafe.Slice(unsafe.StringData(r.data), len(r.data)))
-			if err != nil {
-				return false
-			}
-			o.Data = o.Data[:n:n]
+		if strs[i].hasKey {
+			recs[i].PartitionKey = keep(strs[i].key)
 		}
-		if r.hasKey {
-			o.PartitionKey = keep(r.key)
+		if strs[i].hasSeq {
+			recs[i].SequenceNumber = keep(strs[i].seq)
 		}
-		if r.hasSeq {
-			o.SequenceNumber = keep(r.seq)
-		}
-		o.EncryptionType = encryptionType(r.encryption)
-		if r.arrival != "" {
-			// Records of one answer mostly share their arrival time.
-			if r.arrival != lastArrival {
-				f, err := strconv.ParseFloat(r.arrival, 64)
-				if err != nil {
-					return false
-				}
-				lastArrival, lastTime = r.arrival, smithytime.ParseEpochSeconds(f)
-			}
-			times[i] = lastTime
-			o.ApproximateArrivalTimestamp = &times[i]
+		if recs[i].ApproximateArrivalTimestamp != nil {
+			recs[i].ApproximateArrivalTimestamp = &times[t]
+			t++
 		}
 	}
+	if recs == nil {
+		recs = []types.Record{}
+	}
+	out.Records = recs
 	return true
 }
 
 // encryptionType is v as an EncryptionType, without keeping the body for
 // the known values.
-func encryptionType(v string) types.EncryptionType {
-	switch types.EncryptionType(v) {
+func encryptionType(b []byte) types.EncryptionType {
+	switch string(b) {
 	case "":
 		return ""
-	case types.EncryptionTypeNone:
+	case string(types.EncryptionTypeNone):
 		return types.EncryptionTypeNone
-	case types.EncryptionTypeKms:
+	case string(types.EncryptionTypeKms):
 		return types.EncryptionTypeKms
 	}
-	return types.EncryptionType(strings.Clone(v))
+	return types.EncryptionType(string(b))
 }

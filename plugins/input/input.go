@@ -28,6 +28,7 @@ const (
 	fieldDiscoveryInterval = "shard_discovery_interval"
 	fieldDeaggregate       = "deaggregate"
 	fieldLagWarnThreshold  = "lag_warn_threshold"
+	fieldMaxBufferedBytes  = "max_buffered_bytes"
 	fieldEnhancedFanOut    = "enhanced_fan_out"
 	fieldEFOEnabled        = "enabled"
 	fieldEFOConsumerName   = "consumer_name"
@@ -95,6 +96,7 @@ func Spec() *service.ConfigSpec {
 		service.NewDurationField(fieldLagWarnThreshold).
 			Description("Log a warning when a shard is further behind than this. `0s` uses half the stream's retention period. An error is logged past 90% of the retention period, when records are about to expire unread.").
 			Default("0s").Advanced(),
+		maxBufferedBytesField(),
 	)
 	fields = append(fields, enhancedFanOutField())
 	fields = append(fields, awsconf.Fields()...)
@@ -196,6 +198,9 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 		return c, err
 	}
 	if cc.LagWarnThreshold, err = conf.FieldDuration(fieldLagWarnThreshold); err != nil {
+		return c, err
+	}
+	if cc.MaxBufferedBytes, err = maxBufferedBytesFromParsed(conf); err != nil {
 		return c, err
 	}
 	if c.Checkpointer, err = checkpointer.ConfigFromParsed(conf); err != nil {

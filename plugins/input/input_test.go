@@ -35,6 +35,20 @@ func TestConfigDefaults(t *testing.T) {
 	assert.True(t, cc.Deaggregate)
 	assert.Equal(t, "app", c.Checkpointer.Group)
 	assert.Equal(t, c.Checkpointer.CommitPeriod, cc.CommitPeriod)
+	assert.Equal(t, int64(256<<20), cc.MaxBufferedBytes)
+}
+
+func TestConfigMaxBufferedBytesTakesSizesAndNumbers(t *testing.T) {
+	for in, want := range map[string]int64{
+		"256MiB": 256 << 20, "1GiB": 1 << 30, "512 KiB": 512 << 10, "64MB": 64e6, "1.5GiB": 3 << 29,
+		"1048576": 1 << 20, "\"1048576\"": 1 << 20, "0": 0, "100B": 100, "2mib": 2 << 20,
+	} {
+		conf, err := Spec().ParseYAML(minimalYAML+"max_buffered_bytes: "+in+"\n", nil)
+		require.NoError(t, err, in)
+		c, err := ConfigFromParsed(conf)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, c.Consumer.MaxBufferedBytes, in)
+	}
 }
 
 func TestConfigRejectsInvalidValuesNamingTheField(t *testing.T) {
@@ -53,6 +67,10 @@ func TestConfigRejectsInvalidValuesNamingTheField(t *testing.T) {
 		{"too many lanes", "shard_parallelism: 65\n", "shard_parallelism"},
 		{"lanes with several batches in flight", "shard_parallelism: 4\nshard_max_in_flight: 2\n", "shard_max_in_flight"},
 		{"empty stream", "streams: [ \"\" ]\n", "streams"},
+		{"a size without a number", "max_buffered_bytes: MiB\n", "max_buffered_bytes"},
+		{"an unknown unit", "max_buffered_bytes: 256 megs\n", "max_buffered_bytes"},
+		{"a negative size", "max_buffered_bytes: -1\n", "max_buffered_bytes"},
+		{"a list", "max_buffered_bytes: [1]\n", "max_buffered_bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			yaml := minimalYAML + tc.extra

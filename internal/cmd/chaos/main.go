@@ -61,16 +61,18 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 	fmt.Fprintf(os.Stderr, "chaos: seed %d, files in %s\n", seed, dir)
 	failed := false
 	// The first phase reads each shard in four lanes (shard_parallelism),
-	// so per-key order and nothing lost are checked with lanes too.
+	// so per-key order and nothing lost are checked with lanes too; the
+	// last runs under a byte budget so small that shards take turns.
 	for _, phase := range []struct {
 		name                         string
 		emptyRedis, stalls, standbys bool
 		lanes                        int
+		budget                       string
 	}{
-		{"redis-keeps-data", false, false, false, 4},
-		{"redis-down-past-the-lease-comes-back-empty", true, false, false, 1},
-		{"redis-stalls", false, true, false, 1},
-		{"standbys-redis-comes-back-empty", true, false, true, 1},
+		{"redis-keeps-data", false, false, false, 4, ""},
+		{"redis-down-past-the-lease-comes-back-empty", true, false, false, 1, ""},
+		{"redis-stalls-64KiB-budget", false, true, false, 1, "64KiB"},
+		{"standbys-redis-comes-back-empty", true, false, true, 1, ""},
 	} {
 		phaseDir := filepath.Join(dir, phase.name)
 		if err := os.MkdirAll(phaseDir, 0o755); err != nil {
@@ -82,7 +84,7 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 			pids []int
 		)
 		t, err := chaos.Run(ctx, chaos.Config{
-			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, Standbys: phase.standbys, EFO: efo, ShardParallelism: phase.lanes,
+			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, Standbys: phase.standbys, EFO: efo, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget,
 			Logf:    func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 			Started: func(pid int) { mu.Lock(); pids = append(pids, pid); mu.Unlock() },
 		})

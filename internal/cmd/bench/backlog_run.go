@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
+)
+
+// One measured process of the backlog part (backlog.go).
+
+// backlogYAML is the process measured: the kinesis input (defaults but
+// for its fields), a pipeline slower than Kinesis, and a line per record.
+const backlogYAML = `
+http: { enabled: false }
+logger: { level: warn, format: logfmt }
+input:
+  kinesis:
+    streams: [ %s ]
+    region: %s
+    endpoint: %s
+    credentials: { id: %s, secret: %s }
+    checkpoint:
+      redis: { url: '%s' }
+      group: %s
+%spipeline:
+  processors:
+    - sleep: { duration: %s }
+    - mapping: 'root = "r"'
+output:
+  file: { path: %s, codec: lines }
+`
+
+// backlogRun runs one process for f.duration and reads its peak RSS
+// (VmHWM) and the records it passed.
+func backlogRun(ctx context.Context, dir string, s backlogSide, stream, group, endpoint, redisURL string, f backlogFlags) (backlogRun1, error) {
+	out := filepath.Join(dir, group+".out")
+	conf := filepath.Join(dir, group+".yaml")
+	yaml := fmt.Sprintf(backlogYAML, stream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, redisURL, group, s.fields, f.sleep, out)
+	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
+		return backlogRun1{}, err
+	}
+	logPath := filepath.Join(dir, group+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return backlogRun1{}, err
+	}
+	defer logf.Close()
+	logs := func() string { b, _ := os.ReadFile(logPath); return string(b) }
+	cmd := exec.CommandContext(ctx, s.bin, "-c", conf)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return backlogRun1{}, err
+	}
+	var once sync.Once
+	wait := func() { once.Do(func() { _ = cmd.Wait() }) }
+	defer func() { _ = cmd.Process.Kill(); wait() }()
+	if err := sleepCtx(ctx, f.duration); err != nil {
+		return backlogRun1{}, err
+	}
+	hwm, err := procHWM(cmd.Process.Pid)
+	if err != nil {
+		return backlogRun1{}, fmt.Errorf("%w; its log:\n%s", err, logs())
+	}
+	lines, err := countLines(out, map[string]int{})
+	if err != nil {
+		return backlogRun1{}, err
+	}
+	if lines == 0 {
+		fmt.Fprintf(os.Stderr, "bench backlog: %s passed no record; its log:\n%s\n", group, logs())
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+	}
+	return backlogRun1{peakRSS: hwm, rate: float64(lines) / f.duration.Seconds()}, nil
+}
+
+// procHWM is the peak resident set size of process pid (VmHWM).
+func procHWM(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the peak RSS of process %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("reading the peak RSS of process %d: no VmHWM line", pid)
+}
+
+// buildCommit builds cmd/connect-kinesis as of commit (git archive into
+// dir), for a measurement against it.
+func buildCommit(ctx context.Context, dir, commit string) (string, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	src := filepath.Join(dir, "src-"+commit)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	archive := exec.CommandContext(ctx, "sh", "-c", fmt.Sprintf("git -C %q archive %q | tar -x -C %q", root, commit, src))
+	archive.Stderr = os.Stderr
+	if err := archive.Run(); err != nil {
+		return "", fmt.Errorf("extracting %s: %w", commit, err)
+	}
+	fmt.Fprintf(os.Stderr, "bench backlog: building connect-kinesis at %s...\n", commit)
+	bin := filepath.Join(dir, "connect-kinesis-"+commit)
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/connect-kinesis")
+	build.Dir = src
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("building %s: %w", commit, err)
+	}
+	return bin, nil
+}
