@@ -22,7 +22,9 @@ import (
 
 // The dashboard test's pipelines. The writer's every 100th message has an
 // empty partition key, which the output refuses for good (and the fallback
-// drops), so the failed-messages panel has data. Two writers run: one
+// drops), so the failed-messages panel has data. The other keys are five,
+// so each batch of ten holds every key twice: an ordered write sends each
+// key once per request, and the key-wait panel has data. Two writers run: one
 // exports timers as summaries (the exporter's default), one as histograms,
 // so a query written for both is tried with both.
 const (
@@ -38,7 +40,7 @@ input:
     mapping: |
       let n = counter()
       root.n = $n
-      root.key = if $n %% 100 == 0 { "" } else { "key-" + $n.string() }
+      root.key = if $n %% 100 == 0 { "" } else { "key-" + ($n %% 5).string() }
 output:
   fallback:
     - kinesis:
