@@ -166,6 +166,16 @@ func TestIntegrationPruneKeepsRedisBoundedOverAHundredReshards(t *testing.T) {
 				most, mostKey = n, k
 			}
 		}
+		if i%30 == 29 {
+			// Every 30 reshards the prune must catch up within its grace
+			// (two lease periods, 6 s) plus a listing: how many entries a
+			// check right after a hiding sees depends only on how fast the
+			// emulator reshards (up to 122 of 151 on a quiet machine).
+			assert.Eventually(t, func() bool {
+				_, n := largestRedisKey(t, rc)
+				return n <= 6
+			}, 30*time.Second, 200*time.Millisecond, "entries of trimmed shards left in Redis after %d reshards", i+1)
+		}
 	}
 	writeRound(t, c, stream, counters, 1)
 	delivered()
@@ -178,12 +188,5 @@ func TestIntegrationPruneKeepsRedisBoundedOverAHundredReshards(t *testing.T) {
 	k, n := largestRedisKey(t, rc)
 	t.Logf("%d shards ever; the largest Redis key held at most %d entries (%s) at the checks every 10 reshards (%v), %d (%s) at the end",
 		ever, most, mostKey, series, n, k)
-	// A check comes right after a hiding: the shards hidden within the
-	// prune's grace (2 lease periods) are still there, not the others. How
-	// many that is depends on how fast the emulator reshards (a loaded run
-	// reached 75 entries at the fifth check, then stayed at 62), so the
-	// bound is on the last check: without pruning it held every shard
-	// ever seen (150).
-	assert.Less(t, series[len(series)-1], int64(ever*2/3), "a Redis key grew with the shards ever seen")
 	rs.stop(t)
 }
