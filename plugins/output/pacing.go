@@ -2,11 +2,7 @@ package output
 
 import (
 	"context"
-	"fmt"
-	"maps"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
@@ -47,30 +43,9 @@ const maxWaitingWrites = 1
 // stall on it.
 const pacingWait = 10 * time.Second
 
-var (
-	batchPacers   sync.Map
-	batchPacerIDs atomic.Uint64
-)
-
-func init() {
-	spec := service.NewConfigSpec().
-		Summary("Added by the kinesis output to its own batching policy to hold back batches that could only wait; not for use in a config.").
-		Field(service.NewStringField("id"))
-	err := service.RegisterBatchProcessor(batchPacingProcessor, spec, func(conf *service.ParsedConfig, _ *service.Resources) (service.BatchProcessor, error) {
-		id, err := conf.FieldString("id")
-		if err != nil {
-			return nil, err
-		}
-		p, ok := batchPacers.Load(id)
-		if !ok {
-			return nil, fmt.Errorf("%s is added by the kinesis output to its own batching; it cannot be used in a config", batchPacingProcessor)
-		}
-		return p.(*batchPacer), nil
-	})
-	if err != nil {
-		panic(err)
-	}
-}
+// batchPacers finds each output's pacer by the id in its processor's config.
+var batchPacers = registerOwnProcessor(batchPacingProcessor, "p",
+	"Added by the kinesis output to its own batching policy to hold back batches that could only wait; not for use in a config.")
 
 // batchPacer counts an output's writes by what they do.
 type batchPacer struct {
@@ -88,22 +63,15 @@ type batchPacer struct {
 }
 
 func newBatchPacer() *batchPacer {
-	p := &batchPacer{id: "p" + strconv.FormatUint(batchPacerIDs.Add(1), 10), wait: pacingWait, changed: make(chan struct{})}
-	batchPacers.Store(p.id, p)
+	p := &batchPacer{id: batchPacers.newID(), wait: pacingWait, changed: make(chan struct{})}
+	batchPacers.add(p.id, p)
 	return p
 }
 
 // withPacing returns the batching field raw with the pacing processor
 // appended to its processors.
 func (p *batchPacer) withPacing(raw any) (any, error) {
-	fields, ok := raw.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("field %s: expected an object, got %T", fieldBatching, raw)
-	}
-	paced := maps.Clone(fields)
-	procs, _ := fields["processors"].([]any)
-	paced["processors"] = append(append([]any(nil), procs...), map[string]any{batchPacingProcessor: map[string]any{"id": p.id}})
-	return paced, nil
+	return batchPacers.appendTo(raw, p.id)
 }
 
 // pacedWrite is one batch let through, in the context of its first message.
@@ -166,7 +134,7 @@ func (p *batchPacer) Close(context.Context) error { return nil }
 
 // close lets every batch through from now on and forgets the pacer.
 func (p *batchPacer) close() {
-	batchPacers.Delete(p.id)
+	batchPacers.remove(p.id)
 	p.mu.Lock()
 	p.closed = true
 	p.notifyLocked()
