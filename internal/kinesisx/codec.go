@@ -3,11 +3,15 @@ package kinesisx
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
@@ -35,11 +39,44 @@ import (
 // answers with escaped strings, child shards, a field it does not know (a
 // newer API's) or anything else it does not read; the SDK then decodes the
 // body it read. The method, path, headers and
-// signing are always the SDK's.
+// signing are always the SDK's; the signature's hash of a body the codec
+// wrote is taken of the body in memory, where the SDK's would copy it
+// through a 32 KiB buffer of its own per request.
 func WithRecordsCodec(o *kinesis.Options) {
 	if o.Protocol != nil {
 		o.Protocol = recordsProtocol{o.Protocol}
+		o.APIOptions = append(o.APIOptions, addBodyHash)
 	}
+}
+
+// computePayloadHashID is the SDK's middleware that hashes the body for
+// SigV4; bodyHash runs just before it, and it passes over a request whose
+// hash is already set.
+var computePayloadHashID = (*v4.ComputePayloadSHA256)(nil).ID()
+
+// addBodyHash puts bodyHash before the SDK's body hash, if the stack has
+// one (without it, nothing is signed with a body hash).
+func addBodyHash(stack *middleware.Stack) error {
+	if _, ok := stack.Finalize.Get(computePayloadHashID); !ok {
+		return nil
+	}
+	return stack.Finalize.Insert(bodyHash{}, computePayloadHashID, middleware.Before)
+}
+
+// bodyHash sets the SigV4 payload hash of a body the codec wrote, from
+// the bytes themselves; any other request is left to the SDK.
+type bodyHash struct{}
+
+func (bodyHash) ID() string { return "KinesisxBodyHash" }
+
+func (bodyHash) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+	if req, ok := in.Request.(*smithyhttp.Request); ok {
+		if body, ok := req.GetStream().(requestBody); ok {
+			sum := sha256.Sum256(body.b)
+			ctx = v4.SetPayloadHash(ctx, hex.EncodeToString(sum[:]))
+		}
+	}
+	return next.HandleFinalize(ctx, in)
 }
 
 // recordsProtocol is the client's protocol with the bodies of PutRecords and
@@ -59,7 +96,8 @@ func (p recordsProtocol) SerializeRequest(ctx context.Context, schema *smithy.Op
 	if err := p.ClientProtocol.SerializeRequest(ctx, schema, noMembers{}, req); err != nil {
 		return err
 	}
-	sreq, err := req.SetStream(requestBody{bytes.NewReader(AppendPutRecords(nil, put))})
+	body := AppendPutRecords(nil, put)
+	sreq, err := req.SetStream(requestBody{r: bytes.NewReader(body), b: body})
 	if err != nil {
 		return fmt.Errorf("setting the PutRecords body: %w", err)
 	}
@@ -78,7 +116,12 @@ func (p recordsProtocol) SerializeRequest(ctx context.Context, schema *smithy.Op
 // being read ("use of closed network connection" on a 200: the request's
 // records, already written, are sent again). Through Read, a closed body
 // just ends (0, io.EOF), which is what the check expects.
-type requestBody struct{ r *bytes.Reader }
+//
+// b is the whole body, for its hash (bodyHash).
+type requestBody struct {
+	r *bytes.Reader
+	b []byte
+}
 
 func (b requestBody) Read(p []byte) (int, error) { return b.r.Read(p) }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -99,9 +100,11 @@ func deref(s *string) string {
 }
 
 // decodePutRecordsOutput fills out from the JSON answer body and reports
-// whether it could; on false, out may hold part of the answer.
+// whether it could; on false, out may hold part of the answer. The strings
+// of out share body's memory, which must not change afterwards (an
+// answer's body is read into a buffer of its own and only read).
 func decodePutRecordsOutput(body []byte, out *kinesis.PutRecordsOutput) bool {
-	d := jsonScanner{s: string(body)}
+	d := jsonScanner{s: unsafe.String(unsafe.SliceData(body), len(body))}
 	ok := d.object(func(key string) bool {
 		switch key {
 		case "Records":

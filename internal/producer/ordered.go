@@ -214,20 +214,27 @@ func (w *orderedWrite) round() []records {
 		requests []records
 		req      records
 		bytes    int
+		left     int // records of the round not packed yet
 	)
 	for _, take := range w.takes {
+		left += len(take)
+	}
+	for _, take := range w.takes {
 		w.remaining -= len(take)
-		for n, k := range take {
+		for _, k := range take {
 			size := w.recs.size(k)
 			if req.len() == kinesisx.MaxPutRecordsCount || (req.len() > 0 && bytes+size > kinesisx.MaxPutRecordsBytes) {
 				requests = append(requests, req)
 				req, bytes = records{}, 0
 			}
 			if req.entries == nil {
-				req = w.recs.withCap(min(len(take)-n+w.remaining, kinesisx.MaxPutRecordsCount))
+				// Room for this round's records, not the write's: a
+				// round of a hot key's write holds each key once.
+				req = w.recs.withCap(min(left, kinesisx.MaxPutRecordsCount))
 			}
 			req.push(w.recs, k)
 			bytes += size
+			left--
 		}
 	}
 	if req.len() > 0 {

@@ -69,6 +69,9 @@ type batchOrder struct {
 	// lowest of them may pass over a gap: the numbers below a higher one
 	// include batches that are there, waiting their turn.
 	waiting map[uint64]int
+	// pacer, if set, holds each batch back before it is numbered
+	// (pacing.go).
+	pacer *batchPacer
 }
 
 // newBatchOrder registers a numbering for an output and returns it.
@@ -100,10 +103,13 @@ func (b *batchOrder) policy(raw any) (service.BatchPolicy, error) {
 	return conf.FieldBatchPolicy(fieldBatching)
 }
 
-// ProcessBatch numbers batch, in the context of its first and last
-// messages. Benthos calls it on the goroutine that forms the batches, in the
-// order it forms them.
-func (b *batchOrder) ProcessBatch(_ context.Context, batch service.MessageBatch) ([]service.MessageBatch, error) {
+// ProcessBatch paces batch (if the order has a pacer), then numbers it, in
+// the context of its first and last messages. Benthos calls it on the
+// goroutine that forms the batches, in the order it forms them.
+func (b *batchOrder) ProcessBatch(ctx context.Context, batch service.MessageBatch) ([]service.MessageBatch, error) {
+	if b.pacer != nil {
+		b.pacer.admit(ctx, batch)
+	}
 	if len(batch) > 0 {
 		n := b.issued.Add(1) - 1
 		for _, i := range []int{0, len(batch) - 1} {

@@ -177,11 +177,8 @@ func newOutput(conf *service.ParsedConfig, mgr *service.Resources) (*kinesisOutp
 	policy := oc.Batching
 	if oc.numbered() {
 		order, pacer := newBatchOrder(mgr.Logger()), newBatchPacer()
-		paced, err := pacer.withPacing(oc.batchingRaw)
-		var numbered service.BatchPolicy
-		if err == nil {
-			numbered, err = order.policy(paced)
-		}
+		order.pacer = pacer
+		numbered, err := order.policy(oc.batchingRaw)
 		if err != nil {
 			// The policy is rebuilt in the global environment, which does
 			// not know a batching processor registered in the caller's

@@ -21,16 +21,15 @@ import (
 // throughput, as a key lands one record per round trip however many
 // batches hold it.
 //
-// So the output's batching ends with one more processor of its own,
-// kinesis_batch_pacing, which holds the next batch back (and with it the
-// batching, and the input behind it) while the batch before it has not yet
-// sent or started to wait, or while maxWaitingWrites writes already wait
-// with nothing they may send. Batches whose keys do not collide never wait,
-// so they still go max_in_flight at once; batches that would only wait are
-// not formed until a write ends.
-
-// batchPacingProcessor is the name of the output's pacing processor.
-const batchPacingProcessor = "kinesis_batch_pacing"
+// So the processor that ends the output's batching, kinesis_batch_order
+// (batchorder.go), holds the next batch back before it numbers it (and with
+// it the batching, and the input behind it) while the batch before it has
+// not yet sent or started to wait, or while maxWaitingWrites writes already
+// wait with nothing they may send. Batches whose keys do not collide never
+// wait, so they still go max_in_flight at once; batches that would only
+// wait are not formed until a write ends. Pacing and numbering are one
+// processor, not two: Benthos wraps every processor's call in a span per
+// message, which at 500 messages a batch costs more than either does.
 
 // maxWaitingWrites is how many writes may wait with nothing to send before
 // the output forms no more batches: one, ready to go the moment the write
@@ -43,13 +42,8 @@ const maxWaitingWrites = 1
 // stall on it.
 const pacingWait = 10 * time.Second
 
-// batchPacers finds each output's pacer by the id in its processor's config.
-var batchPacers = registerOwnProcessor(batchPacingProcessor, "p",
-	"Added by the kinesis output to its own batching policy to hold back batches that could only wait; not for use in a config.")
-
 // batchPacer counts an output's writes by what they do.
 type batchPacer struct {
-	id string
 	// wait is pacingWait, shorter in tests.
 	wait time.Duration
 
@@ -63,15 +57,7 @@ type batchPacer struct {
 }
 
 func newBatchPacer() *batchPacer {
-	p := &batchPacer{id: batchPacers.newID(), wait: pacingWait, changed: make(chan struct{})}
-	batchPacers.add(p.id, p)
-	return p
-}
-
-// withPacing returns the batching field raw with the pacing processor
-// appended to its processors.
-func (p *batchPacer) withPacing(raw any) (any, error) {
-	return batchPacers.appendTo(raw, p.id)
+	return &batchPacer{wait: pacingWait, changed: make(chan struct{})}
 }
 
 // pacedWrite is one batch let through, in the context of its first message.
@@ -88,13 +74,12 @@ const (
 	pacedDone
 )
 
-// ProcessBatch lets batch through once the batch before it has sent or
-// started to wait and fewer than maxWaitingWrites writes wait, and tags it
-// so its write reports what it does. Benthos calls it on the goroutine that
-// forms the batches.
-func (p *batchPacer) ProcessBatch(ctx context.Context, batch service.MessageBatch) ([]service.MessageBatch, error) {
+// admit returns once the batch before has sent or started to wait and
+// fewer than maxWaitingWrites writes wait, and tags batch so its write
+// reports what it does. It runs on the goroutine that forms the batches.
+func (p *batchPacer) admit(ctx context.Context, batch service.MessageBatch) {
 	if len(batch) == 0 {
-		return []service.MessageBatch{batch}, nil
+		return
 	}
 	timeout := time.NewTimer(p.wait)
 	defer timeout.Stop()
@@ -127,14 +112,10 @@ wait:
 	p.mu.Unlock()
 	w := &pacedWrite{p: p}
 	batch[0] = batch[0].WithContext(context.WithValue(batch[0].Context(), p, w))
-	return []service.MessageBatch{batch}, nil
 }
 
-func (p *batchPacer) Close(context.Context) error { return nil }
-
-// close lets every batch through from now on and forgets the pacer.
+// close lets every batch through from now on.
 func (p *batchPacer) close() {
-	batchPacers.remove(p.id)
 	p.mu.Lock()
 	p.closed = true
 	p.notifyLocked()

@@ -106,10 +106,9 @@ func TestPacerLetsABatchThroughOnlyWhenTheOneBeforeHasStarted(t *testing.T) {
 		var w *pacedWrite
 		go func() {
 			defer close(done)
-			out, err := p.ProcessBatch(t.Context(), batch())
-			if assert.NoError(t, err) {
-				w = p.of(out[0])
-			}
+			b := batch()
+			p.admit(t.Context(), b)
+			w = p.of(b)
 		}()
 		<-done
 		return w, done
@@ -120,9 +119,9 @@ func TestPacerLetsABatchThroughOnlyWhenTheOneBeforeHasStarted(t *testing.T) {
 	// The first has not started: the second waits, until it sends.
 	second := make(chan *pacedWrite, 1)
 	go func() {
-		out, err := p.ProcessBatch(t.Context(), batch())
-		assert.NoError(t, err)
-		second <- p.of(out[0])
+		b := batch()
+		p.admit(t.Context(), b)
+		second <- p.of(b)
 	}()
 	select {
 	case <-second:
@@ -138,9 +137,9 @@ func TestPacerLetsABatchThroughOnlyWhenTheOneBeforeHasStarted(t *testing.T) {
 	w2.watch(true)
 	third := make(chan *pacedWrite, 1)
 	go func() {
-		out, err := p.ProcessBatch(t.Context(), batch())
-		assert.NoError(t, err)
-		third <- p.of(out[0])
+		b := batch()
+		p.admit(t.Context(), b)
+		third <- p.of(b)
 	}()
 	select {
 	case <-third:

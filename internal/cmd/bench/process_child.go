@@ -98,13 +98,16 @@ func heapAtPeak(ctx context.Context, pid int, path string) error {
 }
 
 // profiles names the files a profiled process' profiles go to.
-type profiles struct{ heap, cpu string }
+type profiles struct {
+	heap, cpu  string
+	cpuSeconds int
+}
 
-// cpuFor writes a 10 s CPU profile of the profiled process, from when its
-// pprof endpoint first answers.
-func cpuFor(ctx context.Context, path string) error {
+// cpuFor writes a CPU profile of the profiled process over its first
+// seconds, from when its pprof endpoint first answers.
+func cpuFor(ctx context.Context, path string, seconds int) error {
 	for range 100 {
-		b, err := httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=10", debugPort))
+		b, err := httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", debugPort, seconds))
 		if err == nil {
 			return os.WriteFile(path, b, 0o600)
 		}
