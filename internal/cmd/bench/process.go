@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/google/pprof/profile"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
@@ -206,6 +207,17 @@ func runProcessCase(ctx context.Context, emu *testenv.Kinesis, f processFlags, s
 	fmt.Printf("%-34s %6.2fx      target <= 0.90x  %s  (by round: %s)\n", "CPU/record unordered / raw SDK", ur, verdict(ur <= 0.9), urRounds)
 	fmt.Printf("%-34s %6.2fx      (the output alone: less generate -> drop)\n", "  net of the generator", (per(unordered)-per(drop))/per(raw))
 	fmt.Printf("%-34s %6.2fx      (the output alone: less generate -> batching -> drop)\n", "  net of generator and batching", (per(unordered)-per(batched))/per(raw))
+	// The output's own code, the way a profile sees it: one more
+	// unordered process, profiled over its run, charged with the share of
+	// its samples under the output's WriteBatch (the producer and the SDK
+	// within) and in the HTTP client's connection goroutines.
+	own, err := ownShare(ctx, bin, self, sides[1], emu, f, size, concurrency, unordered.wall)
+	if err != nil {
+		fmt.Printf("%-34s (no profile: %v)\n", "  the output's own code", err)
+	} else {
+		fmt.Printf("%-34s %6.2fx      (%.1f µs/record: %.0f%% of a profiled unordered process' CPU is under WriteBatch or the HTTP client's connections)\n",
+			"  the output's own code / raw", own*per(unordered)/per(raw), own*per(unordered), 100*own)
+	}
 	fmt.Println()
 	return nil
 }
@@ -299,4 +311,67 @@ func medianProcess(rs []processResult) processResult {
 		wall: time.Duration(mid(func(r processResult) int64 { return int64(r.wall) })),
 		rss:  uint64(mid(func(r processResult) int64 { return int64(r.rss) })),
 	}
+}
+
+// ownShare runs side once more with a CPU profile over nearly all of its
+// run (wall is how long the side took in the rounds) and returns the share
+// of the profile's CPU spent under the output's WriteBatch or in the HTTP
+// client's connection goroutines (net/http's persistConn loops).
+func ownShare(ctx context.Context, bin, self string, side processSide, emu *testenv.Kinesis, f processFlags, size, concurrency int, wall time.Duration) (float64, error) {
+	dir, err := os.MkdirTemp("", "bench-own-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	stream := "bench-process-own"
+	if _, err := emu.CreateStream(ctx, stream, f.shards); err != nil {
+		return 0, err
+	}
+	defer func() {
+		_, _ = emu.Client().DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(stream)})
+	}()
+	path := filepath.Join(dir, "cpu.pprof")
+	seconds := max(1, int(wall.Seconds())-2)
+	if _, err := runProcessSide(ctx, bin, self, side, stream, emu.Endpoint, f, size, concurrency, profiles{cpu: path, cpuSeconds: seconds}); err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	prof, err := profile.ParseData(b)
+	if err != nil {
+		return 0, err
+	}
+	value := len(prof.SampleType) - 1 // cpu nanoseconds, after the sample count
+	var total, own int64
+	for _, sample := range prof.Sample {
+		v := sample.Value[value]
+		total += v
+		if sampleUnder(sample, "plugins/output.(*kinesisOutput).WriteBatch", "net/http.(*persistConn).readLoop", "net/http.(*persistConn).writeLoop") {
+			own += v
+		}
+	}
+	if total == 0 {
+		return 0, errors.New("the profile has no samples")
+	}
+	return float64(own) / float64(total), nil
+}
+
+// sampleUnder reports whether a function whose name ends with one of names
+// is on the sample's stack.
+func sampleUnder(sample *profile.Sample, names ...string) bool {
+	for _, loc := range sample.Location {
+		for _, line := range loc.Line {
+			if line.Function == nil {
+				continue
+			}
+			for _, n := range names {
+				if strings.HasSuffix(line.Function.Name, n) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
