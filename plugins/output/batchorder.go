@@ -3,6 +3,8 @@ package output
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,10 +43,34 @@ const batchOrderProcessor = "kinesis_batch_order"
 // which would pass over that batch too), so the output cannot stall on it.
 const gapWait = 10 * time.Second
 
-// batchOrders finds each output's numbering by the id in its processor's
-// config.
-var batchOrders = registerOwnProcessor(batchOrderProcessor, "o",
-	"Added by the kinesis output to its own batching policy to number the batches it forms; not for use in a config.")
+var (
+	// batchOrders maps the id in each numbering processor's config to its
+	// output's numbering: Benthos builds a policy's processors from
+	// config, so the output writes its instance's id there, and a config
+	// naming the processor itself finds none and is refused.
+	batchOrders   sync.Map
+	batchOrderIDs atomic.Uint64
+)
+
+func init() {
+	spec := service.NewConfigSpec().
+		Summary("Added by the kinesis output to its own batching policy to pace and number the batches it forms; not for use in a config.").
+		Field(service.NewStringField("id"))
+	err := service.RegisterBatchProcessor(batchOrderProcessor, spec, func(conf *service.ParsedConfig, _ *service.Resources) (service.BatchProcessor, error) {
+		id, err := conf.FieldString("id")
+		if err != nil {
+			return nil, err
+		}
+		b, ok := batchOrders.Load(id)
+		if !ok {
+			return nil, fmt.Errorf("%s is added by the kinesis output to its own batching; it cannot be used in a config", batchOrderProcessor)
+		}
+		return b.(*batchOrder), nil
+	})
+	if err != nil {
+		panic(err)
+	}
+}
 
 // batchOrder numbers the batches an output's batching forms, and lets each
 // batch's write take its place in the order of the numbers.
@@ -76,21 +102,24 @@ type batchOrder struct {
 
 // newBatchOrder registers a numbering for an output and returns it.
 func newBatchOrder(log *service.Logger) *batchOrder {
-	b := &batchOrder{id: batchOrders.newID(), log: log, gapWait: gapWait, moved: make(chan struct{}), done: map[uint64]bool{}, waiting: map[uint64]int{}}
-	batchOrders.add(b.id, b)
+	b := &batchOrder{id: "o" + strconv.FormatUint(batchOrderIDs.Add(1), 10), log: log, gapWait: gapWait, moved: make(chan struct{}), done: map[uint64]bool{}, waiting: map[uint64]int{}}
+	batchOrders.Store(b.id, b)
 	return b
 }
 
 // close forgets the numbering; batches it numbered are still written.
-func (b *batchOrder) close() { batchOrders.remove(b.id) }
+func (b *batchOrder) close() { batchOrders.Delete(b.id) }
 
 // policy returns the batching policy raw (the batching field as written,
 // with its defaults) with the numbering processor appended.
 func (b *batchOrder) policy(raw any) (service.BatchPolicy, error) {
-	withOrder, err := batchOrders.appendTo(raw, b.id)
-	if err != nil {
-		return service.BatchPolicy{}, err
+	fields, ok := raw.(map[string]any)
+	if !ok {
+		return service.BatchPolicy{}, fmt.Errorf("field %s: expected an object, got %T", fieldBatching, raw)
 	}
+	withOrder := maps.Clone(fields)
+	procs, _ := fields["processors"].([]any)
+	withOrder["processors"] = append(append([]any(nil), procs...), map[string]any{batchOrderProcessor: map[string]any{"id": b.id}})
 	// yaml, not json: the processors Benthos parsed come back as YAML nodes.
 	doc, err := yaml.Marshal(map[string]any{fieldBatching: withOrder})
 	if err != nil {

@@ -60,7 +60,7 @@ func (p *processFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.cpuProfile, "process-cpuprofile", "", "write a CPU profile of one process of the case (see -profile-side), -profile-seconds from its start, to this file")
 	fs.StringVar(&p.sides, "process-sides", "", "comma-separated sides of the process case to run (0 ordered, 1 unordered, 2 generate -> drop, 3 raw SDK loop, 4 generate -> batching -> drop, 5 ordered + aggregation; empty: all, and the ratios)")
 	fs.IntVar(&p.profileSeconds, "profile-seconds", 10, "how long -process-cpuprofile profiles, from the process' start (shorter than the run: a profile the process does not live to finish is lost)")
-	fs.IntVar(&p.profileSide, "profile-side", 0, "the side -heapprofile and -process-cpuprofile profile, in its first round: 0 ordered, 1 unordered, 2 generate -> drop, 4 generate -> batching -> drop")
+	fs.IntVar(&p.profileSide, "profile-side", 0, "the side -heapprofile and -process-cpuprofile profile, in its first round: 0 ordered, 1 unordered, 2 generate -> drop, 4 generate -> batching -> drop, 5 ordered + aggregation")
 }
 
 // processSide is one process of the case.
@@ -186,29 +186,28 @@ func runProcessCase(ctx context.Context, emu *testenv.Kinesis, f processFlags, s
 		return nil
 	}
 	ordered, unordered, drop, raw, batched := med[0], med[1], med[2], med[3], med[4]
-	// A ratio between two sides is also taken round by round, of the two
-	// processes run one after the other: the machine's speed drifts
+	// The CPU ratio between two sides is also taken round by round, of
+	// the two processes run in the same round: the machine's speed drifts
 	// between rounds (a fifth on this shared machine), and both sides of
 	// a round see the same drift. The verdict is on the median of those.
-	paired := func(a, b int, of func(x, y processResult) float64) (float64, string) {
+	paired := func(a, b int) (float64, string) {
 		var rs []float64
 		var ss []string
 		for r := range f.rounds {
-			v := of(results[a][r], results[b][r])
+			v := per(results[a][r]) / per(results[b][r])
 			rs = append(rs, v)
 			ss = append(ss, fmt.Sprintf("%.2fx", v))
 		}
 		slices.Sort(rs)
 		return rs[len(rs)/2], strings.Join(ss, ", ")
 	}
-	cpu := func(x, y processResult) float64 { return per(x) / per(y) }
 	limit := min(120<<20, 2*drop.rss)
 	fmt.Printf("%-34s %6.0f MiB  target <= %.0f MiB (120 MiB and 2x generate -> drop)  %s\n", "peak RSS, ordered (default)", mib(ordered.rss), mib(limit), verdict(ordered.rss <= limit))
-	ou, ouRounds := paired(0, 1, cpu)
+	ou, ouRounds := paired(0, 1)
 	fmt.Printf("%-34s %6.2fx      target <= 1.15x  %s  (by round: %s; of the medians: %.2fx)\n", "CPU/record ordered / unordered", ou, verdict(ou <= 1.15), ouRounds, per(ordered)/per(unordered))
-	oa, oaRounds := paired(5, 1, cpu)
+	oa, oaRounds := paired(5, 1)
 	fmt.Printf("%-34s %6.2fx      (by round: %s)\n", "  ordered + aggregation / unordered", oa, oaRounds)
-	ur, urRounds := paired(1, 3, cpu)
+	ur, urRounds := paired(1, 3)
 	fmt.Printf("%-34s %6.2fx      target <= 0.90x  %s  (by round: %s)\n", "CPU/record unordered / raw SDK", ur, verdict(ur <= 0.9), urRounds)
 	fmt.Printf("%-34s %6.2fx      (the output alone: less generate -> drop)\n", "  net of the generator", (per(unordered)-per(drop))/per(raw))
 	fmt.Printf("%-34s %6.2fx      (the output alone: less generate -> batching -> drop)\n", "  net of generator and batching", (per(unordered)-per(batched))/per(raw))
