@@ -60,6 +60,7 @@ func TestBudgetHoldsBackFanOutSubscriptions(t *testing.T) {
 		r.openSource = func() RecordSource {
 			s := newSubscriptionSource(co, api.subscribe(id), id, start, r.log)
 			s.pausedAfter = pausedAfter
+			s.room = r.budget
 			return s
 		}
 		co.readers[id] = r

@@ -1,46 +1,13 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
-
-// admit waits for the shard's turn in the byte budget before a fetch
-// (true). It returns false, with ok still true, when an ack or nack comes
-// first: the reader then serves it (a redelivery needs no new room) and
-// asks again, keeping its place in the queue. ok is false when ctx ends.
-func (r *shardReader) admit(ctx context.Context) (in, ok bool) {
-	select {
-	case <-r.budget.ask():
-		r.budget.take()
-		return true, true
-	default:
-	}
-	select {
-	case <-r.budget.ask():
-		r.budget.take()
-		return true, true
-	case <-r.tracker.notify:
-		return false, true
-	case <-ctx.Done():
-		return false, false
-	}
-}
-
-// answered tells the shard's budget what the source returned: the records
-// to size the next fetch by, or a failure (its room is given back).
-func (s *shardBudget) answered(recs []types.Record, err error) {
-	if s == nil || s.b == nil {
-		return
-	}
-	if err != nil {
-		s.settle(nil)
-		return
-	}
-	s.observe(recs)
-}
 
 // budgetCheckInterval is how often the budget's waiters are looked at for
 // the warning; budgetEpisodeGap is how long no shard may wait for a
@@ -74,7 +41,7 @@ func (c *Consumer) watchBudget(ctx context.Context, after, gap, tick time.Durati
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	warned := false
-	var lastWaiting time.Time
+	var lastWaiting, stallWarned time.Time
 	for {
 		select {
 		case <-t.C:
@@ -83,6 +50,7 @@ func (c *Consumer) watchBudget(ctx context.Context, after, gap, tick time.Durati
 		}
 		held, waiting, oldest := c.budget.state()
 		now := time.Now()
+		stallWarned = c.watchStall(now, stallWarned)
 		if waiting > 0 {
 			lastWaiting = now
 		}
@@ -97,4 +65,46 @@ func (c *Consumer) watchBudget(ctx context.Context, after, gap, tick time.Durati
 			c.log.Infof("The input's byte budget no longer holds shards back (none waited for %v)", gap)
 		}
 	}
+}
+
+// watchStall warns when the head of the budget's queue has had no grant
+// for the budget's stallAfter, naming the shards that hold the room, and
+// says at INFO when the queue moves again. warned is when the current
+// stall was warned of (zero when none); it returns the new value.
+func (c *Consumer) watchStall(now, warned time.Time) time.Time {
+	b := c.budget
+	since, holders := b.stalledSince()
+	switch {
+	case since.IsZero() || since.After(warned) && !warned.IsZero():
+		if !warned.IsZero() {
+			c.log.Info("The input's byte budget lets shards in again")
+		}
+		return time.Time{}
+	case !warned.IsZero() || now.Sub(since) < b.stallAfter:
+		return warned
+	}
+	held, waiting, _ := b.state()
+	c.log.With("waiting_shards", waiting, "buffered_bytes", held, "max_buffered_bytes", b.capacity).
+		Warnf("The input's byte budget (max_buffered_bytes %d) has let no shard in for %v: %d shards wait while %d bytes are held by %s. "+
+			"Room comes back only when the pipeline acks: a pipeline that holds its messages without acking them (an output batching policy that flushes at a count and has no period, batching on the input side of a broker) stalls the input; give it a period, or raise max_buffered_bytes above what it holds",
+			b.capacity, now.Sub(since).Round(time.Second), waiting, held, describeHolders(holders))
+	return now
+}
+
+// describeHolders names the shards holding the most room, most first.
+func describeHolders(holders []*shardBudget) string {
+	slices.SortFunc(holders, func(x, y *shardBudget) int { return cmp.Compare(y.held.Load(), x.held.Load()) })
+	const shown = 5
+	var parts []string
+	for i, s := range holders {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("and %d more", len(holders)-shown))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (%d bytes)", s.name, s.held.Load()))
+	}
+	if len(parts) == 0 {
+		return "no shard"
+	}
+	return strings.Join(parts, ", ")
 }

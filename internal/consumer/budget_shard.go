@@ -1,49 +1,85 @@
 package consumer
 
 import (
+	"context"
+	"errors"
+	"math"
 	"sync"
+	"sync/atomic"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
 // What one shard asks of the budget (budget.go), and what it gives back.
 //
-// Before each fetch the reader asks for room for the answer it expects
-// (ask, take): before its first answer, room for the largest (10 MiB and
-// `limit` records); then twice its last answer (so a shard falling behind
-// doubles its answers call by call up to the largest), at least
-// minAnswerBytes, and no more than `limit` of its largest recent record. A
-// subscription, which waits for its next event holding that room and
-// cannot ask for a smaller event, asks for twice its last event (at least
-// minEventBytes), so quiet subscriptions hold little; a burst on many quiet
-// subscriptions at once can take the budget over by one event each (at
-// most what enhanced fan-out pushes per shard, 2 MiB/s). A polling source then
-// asks Kinesis for no more records than the room granted holds at that
-// record size (callLimit): with large records and a crowded budget, fewer
-// records per call, at the same pace. The answer, once converted into user
-// records, is charged at its own size (settle) and given back batch by
-// batch as the pipeline acks (release); whatever the reader still holds
-// when it ends is given back then (close).
+// A record costs the budget one measure wherever it is counted (cost): its
+// data, partition key and sequence number plus recordOverhead, counted on
+// the user records a Kinesis record becomes (with KPL de-aggregation, every
+// user record of an aggregate). So a request is sized, and its answer
+// charged, and its batches given back, in the same bytes.
 //
-// The bound is exact while a shard's records are no larger than the
-// largest of its previous answer: a record larger than any before can take
-// the budget over by the size of that one answer.
+// Right before each call that returns records (a GetRecords, or reading a
+// subscription's next event) the source reserves room (reserve) for the
+// answer it expects, and gives it back when the call fails (giveBack): a
+// shard whose calls fail, or that waits out a backoff, holds none. The
+// estimate:
+//   - a polling shard that knows nothing of its records yet, or is behind
+//     the tip, asks for the largest answer (10 MiB of its records' data,
+//     and at most `limit` records), so a backlog is read at full speed
+//     from the first call and a shard that falls behind does not ramp up;
+//   - after an empty answer at the tip (idle) it asks for minAnswerBytes
+//     and calls with the full `limit`: that answer holds only what was
+//     written since, so an idle shard holds little and a burst is read in
+//     one call;
+//   - at the tip with records, twice its last answer (at least
+//     minAnswerBytes, at most the largest);
+//   - a subscription, which waits for its next event holding the room and
+//     cannot ask for a smaller event, asks for twice its last event (at
+//     least minEventBytes), so quiet subscriptions hold little; a burst on
+//     many quiet subscriptions at once can take the budget over by one
+//     event each (at most what enhanced fan-out pushes per shard,
+//     2 MiB/s).
+//
+// No shard asks for more than half the budget unless one of its records
+// needs more. A polling source asks Kinesis for no more records than the
+// room granted holds at its records' cost (callLimit): with large records
+// and a crowded budget, fewer records per call, at the same pace. The
+// answer is charged at its cost in place of the room (settle) and given
+// back batch by batch as the pipeline acks (release); whatever the reader
+// still holds when it ends is given back then (close).
+//
+// The bound is exact while a shard's records cost no more than the
+// costliest of its previous answer: a record costlier than any before can
+// take the budget over by the size of that one answer.
 type shardBudget struct {
 	b     *budget // nil: no bound
 	limit int     // the configured `limit`
 	push  bool    // a subscription: an event cannot be asked to be smaller
+	// wake ends a wait for room early: the reader has acks or nacks to
+	// serve (its tracker's signal).
+	wake <-chan struct{}
+	// name is "<stream>/<shard>", for the budget's stall report.
+	name string
 
 	// Used by the reader's goroutine only (the source's Next runs on it).
-	wait       *budgetWait
-	reserved   int64 // granted for the fetch under way
-	recEst     int64 // the cost of the largest record of the last answer with records
-	lastAnswer int64
-	seen       bool // an answer came
+	wait     *budgetWait
+	holding  bool  // room is reserved for the call under way
+	reserved int64 // how much
+	// recCost is the cost of the costliest Kinesis record of the last
+	// answer with records (all its user records together), recData the
+	// largest data of one; zero until a record was seen.
+	recCost, recData int64
+	lastAnswer       int64 // the cost of the last answer
+	answered         bool  // an answer came
+	// behind says the last answer was behind the tip; idle that it was
+	// empty and at the tip.
+	behind, idle bool
 
 	mu          sync.Mutex
 	outstanding int64 // charged and not yet given back
 	closed      bool
+	// held mirrors outstanding for the stall report, read without mu.
+	held atomic.Int64
 }
 
 const (
@@ -53,126 +89,208 @@ const (
 	// minEventBytes the least a subscription does.
 	minAnswerBytes = 1 << 20
 	minEventBytes  = 64 << 10
-	// recordOverhead approximates what a record costs beyond its data,
-	// key and sequence number: the consumer's and the pipeline's structs
-	// around it, and the message's metadata.
+	// recordOverhead approximates what a user record costs beyond its
+	// data, key and sequence number: the consumer's and the pipeline's
+	// structs around it, and the message's metadata.
 	recordOverhead = 768
 	// maxRecordBytes is what a record is assumed to cost before any was
 	// seen: Kinesis' default record size limit.
 	maxRecordBytes = 1 << 20
 )
 
+// errServeReader ends a source's wait for room when the reader has acks
+// or nacks to serve first: Next returns it, and the reader calls Next
+// again once it served them, keeping its place in the queue.
+var errServeReader = errors.New("the reader has acks to serve")
+
 func newShardBudget(b *budget, limit int, push bool) *shardBudget {
-	return &shardBudget{b: b, limit: limit, push: push, recEst: maxRecordBytes}
+	return &shardBudget{b: b, limit: limit, push: push}
 }
 
-// inFlight is what an answer of decoded bytes costs while it is read: the
-// decoded records, and the part of its JSON body the decoder holds.
-func inFlight(decoded int64) int64 { return decoded + decoded*bodyNum/bodyDen }
+// cost is what one user record costs the budget, wherever it is counted.
+func cost(r *Record) int64 {
+	return int64(len(r.Data)+len(r.PartitionKey)+len(r.Sequence)) + recordOverhead
+}
 
-// decodedOf is the decoded bytes an in-flight grant holds: the inverse of
-// inFlight.
-func decodedOf(granted int64) int64 { return granted * bodyDen / (bodyDen + bodyNum) }
+// recordsCost is what user records cost the budget.
+func recordsCost(recs []Record) int64 {
+	var n int64
+	for i := range recs {
+		n += cost(&recs[i])
+	}
+	return n
+}
 
-// bodyNum/bodyDen is what reading an answer holds next to its decoded
-// records: the records codec decodes as the body streams in, holding the
-// window of the record being read and the body's other fields (keys,
-// sequence numbers), about half the data for records of a few hundred
-// bytes and next to nothing for large ones.
-const bodyNum, bodyDen = 1, 2
+// whileReading is what an answer whose records cost n holds while it is
+// read: the records, and about half their size more for what the records
+// codec holds as the body streams in (the window of the record being read,
+// the body's other fields: about half the data for records of a few
+// hundred bytes, next to nothing for large ones).
+func whileReading(n int64) int64 { return n + n/2 }
 
-// ask queues for room for the next fetch, unless already queued or
+// recordsRoom is the cost of records that room reserved by whileReading
+// holds: its inverse.
+func recordsRoom(room int64) int64 { return room * 2 / 3 }
+
+// largestAnswer is what the largest answer costs at the shard's record
+// sizes: 10 MiB of data, at most `limit` records.
+func (s *shardBudget) largestAnswer() int64 {
+	if s.recCost == 0 {
+		return maxAnswerBytes + int64(s.limit)*recordOverhead
+	}
+	n := min(int64(s.limit), max(maxAnswerBytes/max(s.recData, 1), 1))
+	return n * s.recCost
+}
+
+// ask queues for room for the next call, unless already queued or
 // granted; the channel is closed once the room is granted.
 func (s *shardBudget) ask() <-chan struct{} {
-	if s == nil || s.b == nil {
-		return closedChan
-	}
 	if s.wait == nil {
-		est := max(2*s.lastAnswer, minAnswerBytes)
-		least := s.recEst
+		least := s.recordEstimate()
+		var est int64
 		switch {
 		case s.push:
-			// A subscription waits for its event holding its room, and
-			// cannot ask for a smaller one: it asks for twice its last
-			// event, little while it is quiet.
 			est = max(2*s.lastAnswer, minEventBytes)
 			least = est
-		case !s.seen:
-			// Nothing is known of the shard yet: room for the largest
-			// answer, so a backlog is read at full speed from the first
-			// call.
-			est = maxAnswerBytes + int64(s.limit)*recordOverhead
+		case s.idle:
+			est = minAnswerBytes
+		case s.answered && !s.behind:
+			est = min(max(2*s.lastAnswer, minAnswerBytes), s.largestAnswer())
 		default:
-			est = min(est, max(int64(s.limit)*s.recEst, minAnswerBytes), maxAnswerBytes+int64(s.limit)*recordOverhead)
+			est = s.largestAnswer()
 		}
-		// More than the whole budget is never granted while anything else
-		// is held, so asking for it would only make the shard wait for the
-		// input to drain; a record larger than the budget still goes
-		// ahead alone.
-		want := min(inFlight(max(est, least)), max(s.b.capacity, inFlight(least)))
-		s.wait = s.b.enqueue(want, inFlight(least))
+		// Half the budget at most, so a shard never holds all of it while
+		// others wait; a record larger than that still goes ahead (alone
+		// when it is larger than the whole budget).
+		want := min(whileReading(max(est, least)), max(s.b.capacity/2, whileReading(least)))
+		s.wait = s.b.enqueue(want, whileReading(least))
 	}
 	return s.wait.ready
 }
 
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+// recordEstimate is what the shard's costliest record is taken to cost:
+// as seen in its last answer with records, else Kinesis' largest record.
+func (s *shardBudget) recordEstimate() int64 {
+	if s.recCost == 0 {
+		return maxRecordBytes
+	}
+	return s.recCost
+}
 
-// take turns the grant that ask's channel announced into the reservation
-// of the fetch under way.
-func (s *shardBudget) take() {
-	if s == nil || s.b == nil || s.wait == nil {
+// reserve waits for room for the next call that returns records, unless
+// the source holds it already. It returns errServeReader when the reader
+// has acks or nacks to serve first, or ctx's error.
+func (s *shardBudget) reserve(ctx context.Context) error {
+	if s == nil || s.b == nil || s.holding {
+		return nil
+	}
+	ready := s.ask()
+	select {
+	case <-ready:
+	default:
+		select {
+		case <-ready:
+		case <-s.wake:
+			return errServeReader
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.reserved, s.holding, s.wait = s.wait.granted, true, nil
+	s.mu.Lock()
+	s.add(s.reserved)
+	s.mu.Unlock()
+	return nil
+}
+
+// giveBack returns the room reserved: the call failed, or the source will
+// wait before it calls again. It keeps no place in the queue.
+func (s *shardBudget) giveBack() {
+	if s == nil || s.b == nil || !s.holding {
 		return
 	}
-	s.reserved = s.wait.granted
-	s.wait = nil
+	n := s.reserved
+	s.reserved, s.holding = 0, false
 	s.mu.Lock()
-	s.outstanding += s.reserved
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.add(-n)
+		s.b.giveBack(n)
+	}
+}
+
+// add changes outstanding by n; under mu.
+func (s *shardBudget) add(n int64) {
+	s.outstanding += n
+	s.held.Store(s.outstanding)
+	if s.b != nil {
+		s.b.hold(s, s.outstanding > 0)
+	}
 }
 
 // callLimit is the Limit of the GetRecords under way: `limit`, or fewer
 // records when the room granted holds fewer of the shard's records.
 func (s *shardBudget) callLimit() int32 {
-	if s == nil || s.b == nil || s.reserved == 0 {
+	if s == nil {
+		return math.MaxInt32
+	}
+	if s.b == nil || !s.holding || s.idle {
+		// An answer after an empty one at the tip holds only what was
+		// written since: the full `limit`, so a burst is read in one call.
 		return int32(s.limit)
 	}
-	room := decodedOf(s.reserved)
-	if room >= maxAnswerBytes+int64(s.limit)*recordOverhead {
+	room := recordsRoom(s.reserved)
+	if room >= s.largestAnswer() {
 		return int32(s.limit) // any answer fits
 	}
-	n := room / s.recEst
+	n := room / s.recordEstimate()
 	return int32(min(max(n, 1), int64(s.limit)))
 }
 
-// observe learns the size of the shard's records from a raw answer.
-func (s *shardBudget) observe(recs []types.Record) {
-	var largest, total int64
-	for i := range recs {
-		c := rawCost(&recs[i])
-		largest = max(largest, c)
-		total += c
-	}
-	if len(recs) > 0 {
-		s.recEst = largest
-	}
-	s.lastAnswer, s.seen = total, true
-}
-
-// settle charges the fetch under way at the cost of the records it gave
-// (none if it failed), in place of its reservation.
-func (s *shardBudget) settle(recs []Record) {
-	if s == nil || s.b == nil {
+// settle charges the call under way at the cost of the user records its
+// answer gave (recs, converted from raw), in place of the room reserved,
+// and learns the shard's record sizes and whether it is at the tip.
+func (s *shardBudget) settle(recs []Record, raw []types.Record, behind int64) {
+	if s == nil {
 		return
 	}
-	delta := recordsCost(recs) - s.reserved
-	s.reserved = 0
+	s.learn(recs, raw, behind)
+	if s.b == nil {
+		return
+	}
+	delta := s.lastAnswer - s.reserved
+	s.reserved, s.holding = 0, false
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return
 	}
-	s.outstanding += delta
-	s.b.add(delta)
+	s.add(delta)
+	s.b.charge(delta)
+}
+
+// learn notes what the answer's Kinesis records cost: the user records of
+// one Kinesis record share its sequence number.
+func (s *shardBudget) learn(recs []Record, raw []types.Record, behind int64) {
+	var total, costliest, run int64
+	for i := range recs {
+		c := cost(&recs[i])
+		total += c
+		if i > 0 && recs[i].Sequence != recs[i-1].Sequence {
+			run = 0
+		}
+		run += c
+		costliest = max(costliest, run)
+	}
+	var largest int64
+	for i := range raw {
+		largest = max(largest, int64(len(raw[i].Data)))
+	}
+	if len(recs) > 0 {
+		s.recCost, s.recData = costliest, largest
+	}
+	s.lastAnswer, s.answered = total, true
+	s.behind, s.idle = behind > 0, behind == 0 && len(raw) == 0
 }
 
 // release gives back the cost of records the pipeline acked.
@@ -185,8 +303,8 @@ func (s *shardBudget) release(n int64) {
 	if s.closed {
 		return
 	}
-	s.outstanding -= n
-	s.b.add(-n)
+	s.add(-n)
+	s.b.giveBack(n)
 }
 
 // close gives back everything the shard still holds, and its place in the
@@ -205,20 +323,7 @@ func (s *shardBudget) close() {
 		return
 	}
 	s.closed = true
-	s.b.add(-s.outstanding)
-	s.outstanding = 0
-}
-
-// recordsCost is what user records cost the budget.
-func recordsCost(recs []Record) int64 {
-	var n int64
-	for i := range recs {
-		n += int64(len(recs[i].Data)+len(recs[i].PartitionKey)+len(recs[i].Sequence)) + recordOverhead
-	}
-	return n
-}
-
-// rawCost is what one Kinesis record costs the budget.
-func rawCost(r *types.Record) int64 {
-	return int64(len(r.Data)+len(aws.ToString(r.PartitionKey))+len(aws.ToString(r.SequenceNumber))) + recordOverhead
+	n := s.outstanding
+	s.add(-n)
+	s.b.giveBack(n)
 }

@@ -119,7 +119,7 @@ func TestBudgetBoundsWhatShardsHold(t *testing.T) {
 			require.Equal(t, shards*records, total, "every record arrives")
 			bound := cfg.MaxBufferedBytes + api.largest.Load()
 			assert.LessOrEqual(t, api.peak.Load(), bound, "peak held %d MiB, budget %d MiB plus one answer of %d MiB", api.peak.Load()>>20, cfg.MaxBufferedBytes>>20, api.largest.Load()>>20)
-			assert.LessOrEqual(t, c.budget.peakHeld(), cfg.MaxBufferedBytes+inFlight(api.largest.Load()+records*recordOverhead), "the budget's own count")
+			assert.LessOrEqual(t, c.budget.peakHeld(), cfg.MaxBufferedBytes+whileReading(api.largest.Load()+records*recordOverhead), "the budget's own count")
 			// Readers at the tip still fetch (each holding room for its call
 			// under way); once they end, every byte is given back.
 			require.NoError(t, c.Close(ctx))
@@ -206,13 +206,13 @@ func TestBudgetWarnsOncePerEpisode(t *testing.T) {
 	go c.watchBudget(ctx, 100*time.Millisecond, 300*time.Millisecond, 10*time.Millisecond)
 	const warning = "level=WARN msg=\"The input's byte budget"
 
-	b.add(100)
+	b.charge(100)
 	w1, w2 := b.enqueue(50, 50), b.enqueue(50, 50)
 	assert.Eventually(t, func() bool { return logs.count(warning) == 1 }, 5*time.Second, 10*time.Millisecond)
 	time.Sleep(200 * time.Millisecond) // many more checks, both shards still waiting
 	assert.Equal(t, 1, logs.count(warning), "one warning for the episode")
 
-	b.add(-100)
+	b.giveBack(100)
 	<-w1.ready
 	<-w2.ready
 	assert.Eventually(t, func() bool { return logs.count("no longer holds shards back") == 1 }, 5*time.Second, 10*time.Millisecond)
@@ -223,44 +223,58 @@ func TestBudgetWarnsOncePerEpisode(t *testing.T) {
 
 // What a shard asks for and the Limit it then uses: the largest answer
 // before it knows its records, `limit` records when that room is granted,
-// fewer large records when only part of it is free, and little for a
-// quiet subscription.
+// fewer large records when only part of it is free, the largest answer at
+// its record size while behind, little (and the full `limit`) after an
+// empty answer at the tip, and little for a quiet subscription.
 func TestShardBudgetAsksAndLimits(t *testing.T) {
 	const limit = 10000
+	ctx := t.Context()
 	b := newBudget(1<<30, newMetrics(nil))
 	s := newShardBudget(b, limit, false)
-	<-s.ask()
-	s.take()
-	assert.Equal(t, inFlight(maxAnswerBytes+limit*recordOverhead), s.reserved, "room for the largest answer first")
+	require.NoError(t, s.reserve(ctx))
+	assert.Equal(t, whileReading(maxAnswerBytes+limit*recordOverhead), s.reserved, "room for the largest answer first")
 	assert.Equal(t, int32(limit), s.callLimit(), "which holds any answer")
 
-	big := make([]byte, 900_000)
-	s.observe([]types.Record{{Data: big, PartitionKey: aws.String("k"), SequenceNumber: aws.String("1")}})
-	s.settle([]Record{{Data: big, PartitionKey: "k", Sequence: "1"}})
+	big := []Record{{Data: make([]byte, 900_000), PartitionKey: "k", Sequence: "1"}}
+	raw := []types.Record{{Data: big[0].Data, PartitionKey: aws.String("k"), SequenceNumber: aws.String("1")}}
+	s.settle(big, raw, 5000)
 	held, _, _ := b.state()
-	assert.Equal(t, recordsCost([]Record{{Data: big, PartitionKey: "k", Sequence: "1"}}), held, "charged at its size")
+	rec := recordsCost(big)
+	assert.Equal(t, rec, held, "charged at its cost")
 
-	// It now asks for two such records; with only 2 MiB free it gets those
-	// and asks Kinesis for one record.
-	rec := rawCost(&types.Record{Data: big, PartitionKey: aws.String("k"), SequenceNumber: aws.String("1")})
-	b.add(1<<30 - 2<<20 - held)
-	<-s.ask()
-	s.take()
+	// Behind, it asks for the largest answer of such records (11 fit in
+	// 10 MiB); with only 2 MiB free it gets those and asks for one record.
+	b.charge(1<<30 - 2<<20 - held)
+	require.NoError(t, s.reserve(ctx))
 	assert.Equal(t, int64(2<<20), s.reserved, "what is free")
 	assert.Equal(t, int32(1), s.callLimit())
-	s.settle(nil)
+	s.giveBack()
 
-	// With room, two.
-	b.add(-(1<<30 - 2<<20 - held))
-	<-s.ask()
-	s.take()
-	assert.Equal(t, inFlight(2*rec), s.reserved)
-	assert.Equal(t, int32(2), s.callLimit())
+	// With room, all of it, and any answer fits.
+	b.giveBack(1<<30 - 2<<20 - held)
+	require.NoError(t, s.reserve(ctx))
+	assert.Equal(t, whileReading(11*rec), s.reserved)
+	assert.Equal(t, int32(limit), s.callLimit())
+
+	// An empty answer at the tip: little room, the full limit.
+	s.settle(nil, nil, 0)
+	require.NoError(t, s.reserve(ctx))
+	assert.Equal(t, whileReading(max(rec, minAnswerBytes)), s.reserved)
+	assert.Equal(t, int32(limit), s.callLimit(), "a burst is read in one call")
 	s.close()
 
 	sub := newShardBudget(newBudget(1<<30, newMetrics(nil)), limit, true)
-	<-sub.ask()
-	sub.take()
-	assert.Equal(t, inFlight(minEventBytes), sub.reserved, "a quiet subscription holds little")
+	require.NoError(t, sub.reserve(ctx))
+	assert.Equal(t, whileReading(minEventBytes), sub.reserved, "a quiet subscription holds little")
 	sub.close()
+}
+
+// No shard asks for more than half the budget, so one never holds all of
+// it while others wait; a record larger than that still goes ahead.
+func TestShardBudgetAsksHalfTheBudgetAtMost(t *testing.T) {
+	b := newBudget(4<<20, newMetrics(nil))
+	s := newShardBudget(b, 10000, false)
+	require.NoError(t, s.reserve(t.Context()))
+	assert.Equal(t, int64(2<<20), s.reserved)
+	s.close()
 }

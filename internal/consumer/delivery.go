@@ -14,6 +14,46 @@ import (
 // lagLogInterval rate-limits the lag warnings of one shard.
 const lagLogInterval = time.Minute
 
+// directOutlet hands a shard's records to the pipeline in batches of at
+// most `limit` (an answer that KPL de-aggregation made longer is handed
+// over in several), within shard_max_in_flight, serving redeliveries
+// first.
+type directOutlet struct {
+	r      *shardReader
+	held   []Record // fetched, not yet delivered
+	behind int64
+}
+
+func (o *directOutlet) serve(ctx context.Context) (busy, ok bool) {
+	r := o.r
+	if b := r.popRedeliver(); b != nil {
+		return true, r.redeliverBatch(ctx, b)
+	}
+	if len(o.held) == 0 || r.tracker.pending() >= r.co.c.cfg.ShardMaxInFlight {
+		return false, true
+	}
+	n := min(len(o.held), r.co.c.cfg.Limit)
+	if !r.deliver(ctx, o.held[:n:n], o.behind) {
+		return true, false
+	}
+	// Once all of it is handed over, the answer is the pipeline's: an
+	// empty held[n:] would still point at its records (Go keeps the base
+	// of a slice cut to zero capacity) and keep them alive while the next
+	// answer is fetched, two answers per shard.
+	if o.held = o.held[n:]; len(o.held) == 0 {
+		o.held = nil
+	}
+	return true, true
+}
+
+func (o *directOutlet) ready() bool {
+	return len(o.held) == 0 && o.r.tracker.pending() < o.r.co.c.cfg.ShardMaxInFlight
+}
+
+func (o *directOutlet) empty() bool { return len(o.held) == 0 }
+
+func (o *directOutlet) put(recs []Record, behind int64) { o.held, o.behind = recs, behind }
+
 // deliver hands one batch to the pipeline and registers it with the
 // tracker. It hands nothing over past the lease's local deadline: it waits
 // for a renewal first. It returns false when ctx ends first; the batch is

@@ -36,6 +36,9 @@ type fakeShard struct {
 	// memberKey, when set, is the partition key of user record j of
 	// aggregate i (else "k<j>").
 	memberKey func(i, j int) string
+	// memberSize > 0 pads the data of every user record of an aggregate
+	// to that many bytes.
+	memberSize int
 }
 
 // fakeKinesis serves shards whose record i has sequence number
@@ -45,6 +48,7 @@ type fakeKinesis struct {
 	mu        sync.Mutex
 	shards    map[string]*fakeShard
 	calls     map[string][]time.Time // GetRecords call times per shard
+	limits    map[string][]int32     // GetRecords Limits per shard
 	iterReqs  []kinesis.GetShardIteratorInput
 	expireAt  map[string]int // shard -> GetRecords call number that answers ExpiredIterator once
 	getErrors map[string]error
@@ -157,6 +161,10 @@ func (f *fakeKinesis) GetRecords(_ context.Context, in *kinesis.GetRecordsInput,
 	defer f.mu.Unlock()
 	id, nextStr, _ := strings.Cut(aws.ToString(in.ShardIterator), "/")
 	f.calls[id] = append(f.calls[id], time.Now())
+	if f.limits == nil {
+		f.limits = map[string][]int32{}
+	}
+	f.limits[id] = append(f.limits[id], aws.ToInt32(in.Limit))
 	if err := f.getErrors[id]; err != nil {
 		return nil, err
 	}
@@ -180,7 +188,11 @@ func (f *fakeKinesis) GetRecords(_ context.Context, in *kinesis.GetRecordsInput,
 				if s.memberKey != nil {
 					key = s.memberKey(next, j)
 				}
-				subs = append(subs, kpl.Record{PartitionKey: key, Data: []byte(fmt.Sprintf("%s/%d.%d", id, next, j))})
+				member := []byte(fmt.Sprintf("%s/%d.%d", id, next, j))
+				if len(member) < s.memberSize {
+					member = append(member, make([]byte, s.memberSize-len(member))...)
+				}
+				subs = append(subs, kpl.Record{PartitionKey: key, Data: member})
 			}
 			data = kpl.Encode(subs)
 		}

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -213,47 +214,15 @@ func (ls *laneSet) waitIdle(timeout time.Duration) {
 	}
 }
 
-// readLanes is read (reader.go) with shard_parallelism above 1: the same
-// fetching, pacing and end of shard, with the records handed over through
-// the lanes.
-func (r *shardReader) readLanes() bool {
-	cfg := &r.co.c.cfg
-	ctx := r.fetchCtx
-	src := r.openSource()
-	defer src.Close()
-	ls := newLaneSet(r, cfg.ShardParallelism)
-	r.lanes = ls
-	ls.start()
-	ended := false
-	for {
-		if ctx.Err() != nil {
-			return false
-		}
-		queued := ls.queuedRecords()
-		switch {
-		case ended && queued == 0 && r.tracker.pending() == 0:
-			return true
-		case ended || queued >= cfg.Limit:
-			if !r.wait(ctx, nil) {
-				return false
-			}
-			continue
-		}
-		sb, got, gone, ok := r.fetch(ctx, src)
-		if !ok {
-			return false
-		}
-		ended = ended || gone
-		if !got {
-			continue
-		}
-		r.lag(sb.MillisBehindLatest)
-		recs := r.convert(sb.Records)
-		r.budget.settle(recs)
-		ls.push(recs, sb.MillisBehindLatest)
-		if sb.End {
-			ended = true
-			r.co.requestDiscovery()
-		}
-	}
-}
+// serve has nothing to do: the lanes hand their records over themselves.
+func (ls *laneSet) serve(context.Context) (busy, ok bool) { return false, true }
+
+// ready says the fetcher may read another answer: fewer than `limit`
+// records wait in the lanes.
+func (ls *laneSet) ready() bool { return ls.queuedRecords() < ls.r.co.c.cfg.Limit }
+
+// empty says no fetched record waits in the lanes.
+func (ls *laneSet) empty() bool { return ls.queuedRecords() == 0 }
+
+// put queues the records of one answer in their lanes.
+func (ls *laneSet) put(recs []Record, behind int64) { ls.push(recs, behind) }

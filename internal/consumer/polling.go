@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,9 +34,10 @@ type pollingSource struct {
 	log        *service.Logger
 	onExpired  func()
 	onAnswer   func(time.Time) // told when each GetRecords was answered
-	// callLimit, when set, is the Limit of the next call: fewer records
-	// than `limit` when the byte budget granted room for fewer.
-	callLimit func() int32
+	// room is the shard's part of the input's byte budget: reserved right
+	// before each GetRecords, given back when it fails, and its Limit
+	// fewer records than `limit` when the room granted holds fewer.
+	room sourceRoom
 
 	exec failsafe.Executor[*kinesis.GetRecordsOutput]
 	warn warnPacer
@@ -60,6 +62,7 @@ func newPollingSource(co *coordinator, shard string, from startSpec, log *servic
 		onAnswer:  func(t time.Time) { co.lastRead.Store(shard, t) },
 		warn:      newWarnPacer(cfg.Backoff),
 		from:      from,
+		room:      (*shardBudget)(nil),
 		// The first call waits as the take said (coordinator.firstRead),
 		// so the shard's calls stay poll_interval apart across a change of
 		// reader.
@@ -73,7 +76,7 @@ func newPollingSource(co *coordinator, shard string, from startSpec, log *servic
 		// A shard or stream that does not exist is the reader's to judge
 		// (trimmed, or deleted), not a failure to retry blindly.
 		AbortIf(func(_ *kinesis.GetRecordsOutput, err error) bool {
-			return kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound
+			return kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound || errors.Is(err, errServeReader)
 		}).
 		Build()
 	s.exec = failsafe.With(p)
@@ -140,11 +143,13 @@ func (s *pollingSource) fetch(ctx context.Context) (*kinesis.GetRecordsOutput, e
 	if err := sleepUntil(ctx, s.nextAt); err != nil {
 		return nil, err
 	}
-	limit := s.limit
-	if s.callLimit != nil {
-		limit = s.callLimit()
+	// Room is reserved only now, with an iterator in hand and the pacing
+	// slot come, and given back if the call fails: a shard whose calls
+	// fail, or that waits out a backoff, holds none.
+	if err := s.room.reserve(ctx); err != nil {
+		return nil, err
 	}
-	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(s.iter), Limit: aws.Int32(limit)}
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(s.iter), Limit: aws.Int32(min(s.limit, s.room.callLimit()))}
 	_, in.StreamARN = kinesisx.StreamRef(s.stream)
 	// Each attempt is bounded: an answer that never comes (a half-open
 	// connection) must not stall the shard, and the HTTP client has no
@@ -159,6 +164,9 @@ func (s *pollingSource) fetch(ctx context.Context) (*kinesis.GetRecordsOutput, e
 	s.answeredAt = time.Now()
 	s.nextAt = s.answeredAt.Add(s.poll)
 	s.onAnswer(s.answeredAt)
+	if err != nil {
+		s.room.giveBack()
+	}
 	if kinesisx.IsExpiredIterator(err) {
 		s.onExpired()
 		s.iter = ""

@@ -89,6 +89,7 @@ func newShardReader(co *coordinator, shard Shard, l Lease, start startSpec) *sha
 	r.ctx, r.cancel = context.WithCancel(co.runCtx)
 	r.fetchCtx, r.cancelFetch = context.WithCancel(r.ctx)
 	r.budget = newShardBudget(co.c.budget, co.c.cfg.Limit, co.fanOut != nil)
+	r.budget.wake, r.budget.name = r.tracker.notify, co.streamName+"/"+shard.ID
 	r.openSource = func() RecordSource { return co.newSource(shard.ID, start, r.log, r.budget) }
 	r.storeRetry = newStoreRetry(r.ctx, co.c.cfg.Backoff)
 	unbounded := co.c.cfg.Backoff
@@ -207,54 +208,36 @@ func (r *shardReader) run() {
 }
 
 // read delivers the shard's records until it ends and every batch is acked
-// (true), or until the reader is stopped or ended (false). Between batches
-// it serves redeliveries first, keeps within shard_max_in_flight, and waits
-// for the source's pace where an ack or nack can still wake it. A response
-// that KPL de-aggregation made longer than `limit` user records is handed
-// over in batches of at most `limit`, each delivered before the next fetch.
+// (true), or until the reader is stopped or ended (false). Records go to
+// the pipeline through the reader's outlet: straight, one batch per
+// answer within shard_max_in_flight (delivery.go), or through lanes with
+// shard_parallelism above 1 (lanes.go). Between answers the outlet serves
+// what it owes first (redeliveries, held records), and the reader waits
+// for the source's pace where an ack or nack can still wake it.
 func (r *shardReader) read() bool {
 	if r.start.closeUnread {
 		return true
 	}
-	if r.co.c.cfg.ShardParallelism > 1 {
-		return r.readLanes()
-	}
-	cfg := &r.co.c.cfg
 	ctx := r.fetchCtx
 	src := r.openSource()
 	defer src.Close()
+	out := r.newOutlet()
 	ended := false
-	var held []Record // fetched, not yet delivered
-	var behind int64
 	for {
 		if ctx.Err() != nil {
 			return false
 		}
-		if b := r.popRedeliver(); b != nil {
-			if !r.redeliverBatch(ctx, b) {
-				return false
-			}
+		busy, ok := out.serve(ctx)
+		if !ok {
+			return false
+		}
+		if busy {
 			continue
 		}
-		full := r.tracker.pending() >= cfg.ShardMaxInFlight
 		switch {
-		case len(held) > 0 && !full:
-			n := min(len(held), cfg.Limit)
-			if !r.deliver(ctx, held[:n:n], behind) {
-				return false
-			}
-			// Once all of it is handed over, the answer is the pipeline's:
-			// an empty held[n:] would still point at its records (Go keeps
-			// the base of a slice cut to zero capacity) and keep them alive
-			// while the next answer is fetched, two answers per shard.
-			held = held[n:]
-			if len(held) == 0 {
-				held = nil
-			}
-			continue
-		case ended && len(held) == 0 && r.tracker.pending() == 0:
+		case ended && out.empty() && r.tracker.pending() == 0:
 			return true
-		case full || ended || len(held) > 0:
+		case ended || !out.ready():
 			if !r.wait(ctx, nil) {
 				return false
 			}
@@ -269,8 +252,9 @@ func (r *shardReader) read() bool {
 			continue
 		}
 		r.lag(sb.MillisBehindLatest)
-		held, behind = r.convert(sb.Records), sb.MillisBehindLatest
-		r.budget.settle(held)
+		recs := r.convert(sb.Records)
+		r.budget.settle(recs, sb.Records, sb.MillisBehindLatest)
+		out.put(recs, sb.MillisBehindLatest)
 		if sb.End {
 			ended = true
 			r.co.requestDiscovery()
@@ -278,10 +262,34 @@ func (r *shardReader) read() bool {
 	}
 }
 
+// outlet is where a reader's fetched records go to the pipeline.
+type outlet interface {
+	// serve does what the outlet owes now (a redelivery, held records):
+	// busy when it did something, ok false when ctx ended.
+	serve(ctx context.Context) (busy, ok bool)
+	// ready says another answer may be fetched.
+	ready() bool
+	// empty says no fetched record waits in the outlet.
+	empty() bool
+	// put takes the user records of one answer.
+	put(recs []Record, behind int64)
+}
+
+// newOutlet is the reader's outlet: lanes with shard_parallelism above 1.
+func (r *shardReader) newOutlet() outlet {
+	if n := r.co.c.cfg.ShardParallelism; n > 1 {
+		ls := newLaneSet(r, n)
+		r.lanes = ls
+		ls.start()
+		return ls
+	}
+	return &directOutlet{r: r}
+}
+
 // fetch asks the source for its next batch once the pace allows and the
 // lease is confirmed. got is false when there is nothing to hand over yet
-// (the pace's wait ended early for an ack, or Kinesis did not find a shard
-// that is still listed): the caller looks at its state again. gone reports
+// (the pace's or the budget's wait ended early for an ack, or Kinesis did
+// not find a shard that is still listed): the caller looks at its state again. gone reports
 // a shard trimmed past the retention period; ok false means stop reading.
 func (r *shardReader) fetch(ctx context.Context, src RecordSource) (sb SourceBatch, got, gone, ok bool) {
 	if d := time.Until(src.NextAt()); d > 0 {
@@ -293,11 +301,13 @@ func (r *shardReader) fetch(ctx context.Context, src RecordSource) (sb SourceBat
 	if !r.awaitLease(ctx) {
 		return sb, false, false, false
 	}
-	if in, ok := r.admit(ctx); !in {
-		return sb, false, false, ok
-	}
 	sb, err := src.Next(ctx)
-	r.budget.answered(sb.Records, err)
+	if err != nil {
+		r.budget.giveBack() // the source gives back what a failed call held; this is for certain
+	}
+	if errors.Is(err, errServeReader) {
+		return sb, false, false, true // an ack or nack came while it waited for room
+	}
 	if errors.Is(err, ErrShardNotFound) {
 		gone, stop := r.sourceNotFound(ctx, err)
 		return sb, false, gone, !stop

@@ -41,13 +41,19 @@ import (
 // The contract between the two:
 //   - The reader calls Next only when the shard has room for another batch
 //     (shard_max_in_flight; with lanes, while fewer than `limit` fetched
-//     records wait in them) and its turn in the input's byte budget came
-//     (budget.go; a polling source then asks for no more records than the
-//     room granted holds), and delivers everything Next returned before
+//     records wait in them), and delivers everything Next returned before
 //     calling it again, or with lanes keeps it queued for delivery. So
 //     "after the last record returned" is "after the last record the
 //     reader holds": that is where a source resumes when it must start
 //     over (an expired iterator, a subscription renewed or broken).
+//   - Next reserves room in the input's byte budget (sourceRoom) right
+//     before each call that returns records (a GetRecords; reading a
+//     subscription's next event), and gives it back when that call fails:
+//     no room is held while it gets an iterator, subscribes, or waits out
+//     a backoff. A polling source asks for no more records than the room
+//     granted holds. The room of a call that succeeded is the reader's to
+//     settle. While Next waits for room, an ack or nack ends the wait: Next
+//     returns errServeReader, and the reader calls it again once served.
 //   - Next blocks until it has a batch, or ctx ends; it retries its own
 //     trouble and returns an error only when ctx ends, or an error wrapping
 //     ErrShardNotFound when Kinesis says the shard or its stream does not
@@ -143,7 +149,7 @@ func after(sequence string) startSpec {
 func (co *coordinator) newSource(shard string, from startSpec, log *service.Logger, budget *shardBudget) RecordSource {
 	if co.fanOut == nil {
 		s := newPollingSource(co, shard, from, log)
-		s.callLimit = budget.callLimit
+		s.room = budget
 		return s
 	}
 	api := co.api.(FanOutAPI)
@@ -158,7 +164,24 @@ func (co *coordinator) newSource(shard string, from startSpec, log *service.Logg
 		}
 		return out.GetStream(), nil
 	}
-	return newSubscriptionSource(co, subscribe, shard, from, log)
+	s := newSubscriptionSource(co, subscribe, shard, from, log)
+	s.room = budget
+	return s
+}
+
+// sourceRoom is a record source's hold on the input's byte budget
+// (budget_shard.go): room is reserved right before each call that returns
+// records and given back when that call fails, so a shard that is not
+// reading holds none.
+type sourceRoom interface {
+	// reserve waits for room for the next call, unless the source holds
+	// it already. It returns errServeReader when the reader has acks or
+	// nacks to serve first (Next then returns that error), or ctx's error.
+	reserve(ctx context.Context) error
+	// giveBack returns the room held: the call failed.
+	giveBack()
+	// callLimit is the GetRecords Limit the room holds.
+	callLimit() int32
 }
 
 // sourceRetry starts the retry policy of a record source: every failure is

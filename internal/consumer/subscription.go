@@ -72,6 +72,10 @@ type subscriptionSource struct {
 	log       *service.Logger
 	exec      failsafe.Executor[eventStream]
 	warn      warnPacer
+	// room is the shard's part of the input's byte budget: reserved once
+	// a subscription is live, before its next event is read, and given
+	// back when the subscription fails or goes silent.
+	room sourceRoom
 	// inUse paces the warnings while another subscription holds the shard
 	// (ResourceInUse as the stream's first event), since inUseSince.
 	inUse      warnPacer
@@ -103,6 +107,7 @@ func newSubscriptionSource(co *coordinator, subscribe subscribeFunc, shard strin
 		inUse:       newWarnPacer(cfg.Backoff),
 		checkEvery:  cfg.DiscoveryInterval,
 		from:        from,
+		room:        (*shardBudget)(nil),
 		hungAfter:   2 * eventInterval,
 		pausedAfter: pausedLimit,
 	}
@@ -152,15 +157,6 @@ func (s *subscriptionSource) closeLocked() {
 // needed. While the reader does not call Next the subscription is unread;
 // after pausedLimit it is cancelled (see pausedLimit).
 func (s *subscriptionSource) Next(ctx context.Context) (SourceBatch, error) {
-	s.mu.Lock()
-	if s.pause != nil {
-		s.pause.Stop()
-	}
-	if s.endedByPause {
-		s.endedByPause = false
-		s.log.Debug("Subscription was cancelled while the pipeline had no room; subscribing again after the last delivered record")
-	}
-	s.mu.Unlock()
 	b, err := s.next(ctx)
 	if err == nil && !b.End {
 		s.mu.Lock()
@@ -168,6 +164,19 @@ func (s *subscriptionSource) Next(ctx context.Context) (SourceBatch, error) {
 		s.mu.Unlock()
 	}
 	return b, err
+}
+
+// resume stops the pause timer: the subscription is read again.
+func (s *subscriptionSource) resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pause != nil {
+		s.pause.Stop()
+	}
+	if s.endedByPause {
+		s.endedByPause = false
+		s.log.Debug("Subscription was cancelled while the pipeline had no room; subscribing again after the last delivered record")
+	}
 }
 
 // cancelPaused ends a subscription the reader left unread too long.
@@ -188,12 +197,20 @@ func (s *subscriptionSource) next(ctx context.Context) (SourceBatch, error) {
 		if err != nil {
 			return SourceBatch{}, err
 		}
+		// The subscription stays unread while the shard waits for room
+		// (the pause timer still runs: past pausedLimit it is cancelled,
+		// and its closed stream makes this loop subscribe again).
+		if err := s.room.reserve(ctx); err != nil {
+			return SourceBatch{}, err
+		}
+		s.resume()
 		hung.Reset(s.hungAfter)
 		select {
 		case <-ctx.Done():
 			return SourceBatch{}, ctx.Err()
 		case <-hung.C:
 			s.log.Debugf("No subscription event for %v; subscribing again", s.hungAfter)
+			s.room.giveBack()
 			s.renew()
 		case ev, ok := <-events:
 			if !ok {
@@ -225,7 +242,13 @@ func (s *subscriptionSource) events(ctx context.Context) (<-chan types.Subscribe
 		return cur.Events(), nil
 	}
 	s.warn.reset()
-	es, err := s.exec.WithContext(ctx).Get(func() (eventStream, error) { return s.open(ctx) })
+	es, err := s.exec.WithContext(ctx).Get(func() (eventStream, error) {
+		es, err := s.open(ctx)
+		if err != nil {
+			s.room.giveBack() // a subscribe that fails holds no room while it is retried
+		}
+		return es, err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -284,6 +307,11 @@ func (s *subscriptionSource) ended() {
 	}
 	err := cur.Err()
 	s.renew()
+	if err != nil {
+		// A subscription that failed holds no room while another one is
+		// opened; one that ran its five minutes keeps it.
+		s.room.giveBack()
+	}
 	if kinesisx.ErrorCode(err) != kinesisx.CodeResourceInUse {
 		s.inUseSince = time.Time{}
 	}
