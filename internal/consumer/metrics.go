@@ -21,11 +21,12 @@ const (
 	// MetricRecordsDropped counts user records not delivered, by reason:
 	// only DropOutsideHashRange today (hashrange.go).
 	MetricRecordsDropped = "kinesis_input_records_dropped_total"
-	// MetricBufferedBytes is what the input's records hold of its byte
-	// budget (max_buffered_bytes): fetched, waiting, or in the pipeline
-	// and not yet acked; MetricBufferBytes is the budget itself.
+	// MetricBufferedBytes is what the input holds of its byte budget:
+	// room reserved for calls under way, records fetched and waiting, and
+	// batches in the pipeline not yet acked.
 	MetricBufferedBytes = "kinesis_input_buffered_bytes"
-	MetricBufferBytes   = "kinesis_input_max_buffered_bytes"
+	// MetricMaxBufferedBytes is the budget itself (max_buffered_bytes).
+	MetricMaxBufferedBytes = "kinesis_input_max_buffered_bytes"
 	// MetricShardsWaitingForBuffer counts the shards that wait for room in
 	// the budget before they fetch again.
 	MetricShardsWaitingForBuffer = "kinesis_input_shards_waiting_for_buffer"
@@ -52,7 +53,7 @@ func newMetrics(m *service.Metrics) *metrics {
 		owned:     m.NewGauge(MetricShardsOwned, "stream"),
 		unowned:   m.NewGauge(MetricShardsUnowned, "stream"),
 		buffered:  m.NewGauge(MetricBufferedBytes),
-		budget:    m.NewGauge(MetricBufferBytes),
+		budget:    m.NewGauge(MetricMaxBufferedBytes),
 		waiting:   m.NewGauge(MetricShardsWaitingForBuffer),
 	}
 }

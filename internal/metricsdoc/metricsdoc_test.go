@@ -26,7 +26,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 	for _, n := range []string{
 		consumer.MetricRecords, consumer.MetricBytes, consumer.MetricRecordsDropped, consumer.MetricMillisBehind, consumer.MetricShardsOwned, consumer.MetricShardsUnowned,
 		consumer.MetricThrottled, consumer.MetricIteratorExpired, consumer.MetricLeasesTaken, consumer.MetricLeasesLost,
-		consumer.MetricBufferedBytes, consumer.MetricBufferBytes, consumer.MetricShardsWaitingForBuffer,
+		consumer.MetricBufferedBytes, consumer.MetricMaxBufferedBytes, consumer.MetricShardsWaitingForBuffer,
 		checkpointer.MetricCommits, checkpointer.MetricErrors, checkpointer.MetricCommitLatency,
 	} {
 		assert.Contains(t, names(metricsdoc.Input), n)

@@ -134,7 +134,7 @@ func TestIntegrationBudgetHoldsA64ShardBacklog(t *testing.T) {
 			assert.Less(t, ids[i-1], ids[i], "key %s: %s after %s", key, ids[i], ids[i-1])
 		}
 	}
-	assert.Equal(t, int64(budget), testGauges.max(consumer.MetricBufferBytes))
+	assert.Equal(t, int64(budget), testGauges.max(consumer.MetricMaxBufferedBytes))
 	peak := testGauges.max(consumer.MetricBufferedBytes)
 	assert.LessOrEqual(t, peak, int64(budget+perShard*size+perShard*(1<<10)), "held %d bytes at most for a budget of %d", peak, budget)
 	assert.Greater(t, peak, int64(budget/2), "the budget was used")
