@@ -13,9 +13,10 @@ import (
 // being fetched and decoded, or a subscription's next event), records
 // fetched and not yet handed to the pipeline, and batches in the pipeline
 // not yet acked (a nacked batch stays charged until it is acked). What a
-// reader still holds when it ends (lease lost, hand-off, shutdown) is given
-// back then, batches in the pipeline included: their records are the
-// pipeline's until acked, and for that while they are not counted.
+// reader still holds itself when it ends (lease lost, hand-off, shutdown)
+// is given back then; a batch it handed to the pipeline stays charged
+// until the pipeline acks or nacks it, since its records are in memory
+// until then (budget_shard.go).
 //
 // A record source asks for room right before each call that returns
 // records, and gives it back when that call fails, so a shard that is not

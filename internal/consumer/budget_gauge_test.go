@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The held-bytes gauge follows every grant, also when the queue stops at
@@ -22,4 +23,35 @@ func TestBudgetGaugeFollowsPartialGrants(t *testing.T) {
 	v, _ := testGauges.get(MetricBufferedBytes + "{}")
 	assert.Equal(t, int64(90), v, "kinesis_input_buffered_bytes")
 	b.cancel(w2)
+}
+
+// A reader that ends gives back what it holds itself, but a batch still
+// in the pipeline stays charged until it is acked (issue 33, item 6): its
+// records are in memory until then. Before the fix close gave back
+// everything (held 0 with the batch unacked), and the later ack did
+// nothing.
+func TestBudgetKeepsPipelineBatchesChargedAfterClose(t *testing.T) {
+	for _, verdict := range []string{"ack", "nack"} {
+		t.Run(verdict, func(t *testing.T) {
+			b := newBudget(1<<20, newMetrics(nil))
+			s := newShardBudget(b, 10, false)
+			require.NoError(t, s.reserve(t.Context()))
+			recs := []Record{{Data: make([]byte, 1000), PartitionKey: "k", Sequence: "1"}, {Data: make([]byte, 1000), PartitionKey: "k", Sequence: "2"}}
+			s.settle(recs, nil, 1)
+			// recs[0] is in the pipeline, recs[1] still with the reader.
+			batch := &Batch{Records: recs[:1]}
+			batch.charge.Store(recordsCost(recs[:1]))
+			s.handedOver(batch)
+			s.close()
+			held, _, _ := b.state()
+			assert.Equal(t, recordsCost(recs[:1]), held, "the batch in the pipeline stays charged")
+			if verdict == "ack" {
+				s.release(batch.charge.Swap(0))
+			} else {
+				s.returned(batch) // nobody sends it again: given back
+			}
+			held, _, _ = b.state()
+			assert.Equal(t, int64(0), held, "its verdict gives it back")
+		})
+	}
 }

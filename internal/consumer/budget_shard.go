@@ -45,8 +45,9 @@ import (
 // room granted holds at its records' cost (callLimit): with large records
 // and a crowded budget, fewer records per call, at the same pace. The
 // answer is charged at its cost in place of the room (settle) and given
-// back batch by batch as the pipeline acks (release); whatever the reader
-// still holds when it ends is given back then (close).
+// back batch by batch as the pipeline acks (release); what the reader
+// still holds itself when it ends is given back then (close), and a batch
+// still in the pipeline once its verdict comes.
 //
 // The bound is exact while a shard's records cost no more than the
 // costliest of its previous answer: a record costlier than any before can
@@ -77,7 +78,10 @@ type shardBudget struct {
 
 	mu          sync.Mutex
 	outstanding int64 // charged and not yet given back
-	closed      bool
+	// inPipeline is the part of outstanding handed to the pipeline and
+	// not yet acked or nacked: it stays charged after close.
+	inPipeline int64
+	closed     bool
 	// held mirrors outstanding for the stall report, read without mu.
 	held atomic.Int64
 }
@@ -293,22 +297,60 @@ func (s *shardBudget) learn(recs []Record, raw []types.Record, behind int64) {
 	s.behind, s.idle = behind > 0, behind == 0 && len(raw) == 0
 }
 
-// release gives back the cost of records the pipeline acked.
+// handedOver notes a batch handed to the pipeline: its records stay
+// charged until its verdict, even after the reader ends.
+func (s *shardBudget) handedOver(b *Batch) {
+	if s == nil || s.b == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		// Handed over as the reader ended (a lane's send racing the
+		// stop): close gave its room back already, so its ack gives
+		// back nothing.
+		b.charge.Store(0)
+		return
+	}
+	s.inPipeline += b.charge.Load()
+}
+
+// returned notes a batch back from the pipeline unacked (nacked, or
+// refused past the lease's deadline). The reader holds it again to send
+// it again; once the reader has ended nobody will, so its room is given
+// back.
+func (s *shardBudget) returned(b *Batch) {
+	if s == nil || s.b == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.inPipeline -= b.charge.Load()
+		return
+	}
+	n := b.charge.Swap(0)
+	s.inPipeline -= n
+	s.add(-n)
+	s.b.giveBack(n)
+}
+
+// release gives back the cost of a batch the pipeline acked, also after
+// the reader ended.
 func (s *shardBudget) release(n int64) {
 	if s == nil || s.b == nil || n == 0 {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return
-	}
+	s.inPipeline -= n
 	s.add(-n)
 	s.b.giveBack(n)
 }
 
-// close gives back everything the shard still holds, and its place in the
-// queue; later releases are no-ops.
+// close gives back everything the shard still holds but the batches in
+// the pipeline (given back as they are acked or nacked), and its place in
+// the queue.
 func (s *shardBudget) close() {
 	if s == nil || s.b == nil {
 		return
@@ -323,7 +365,7 @@ func (s *shardBudget) close() {
 		return
 	}
 	s.closed = true
-	n := s.outstanding
+	n := s.outstanding - s.inPipeline
 	s.add(-n)
 	s.b.giveBack(n)
 }

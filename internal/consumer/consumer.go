@@ -140,6 +140,8 @@ func (b *Batch) Ack(err error) {
 			b.reader.tracker.ack(b.id)
 		}
 		b.reader.budget.release(b.charge.Swap(0))
+	} else {
+		b.reader.budget.returned(b)
 	}
 	if b.redelivering.Load() {
 		select {

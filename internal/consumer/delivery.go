@@ -82,6 +82,7 @@ func (r *shardReader) handOver(ctx context.Context, b *Batch) bool {
 		select {
 		case r.co.c.out <- b:
 			stop()
+			r.budget.handedOver(b)
 			return true
 		case <-expired:
 			// The pipeline was busy until the lease's deadline passed:

@@ -40,6 +40,7 @@ func (r *shardReader) nack(b *Batch) {
 // deadline had passed: it is sent again, before anything later, once a
 // renewal confirms the lease.
 func (r *shardReader) bounce(b *Batch) {
+	r.budget.returned(b)
 	if b.redelivering.Load() {
 		select {
 		case b.verdict <- errLeaseDeadline:
@@ -104,6 +105,7 @@ func (r *shardReader) redeliverBatch(ctx context.Context, b *Batch) bool {
 		select {
 		case r.co.c.out <- b:
 			inPipeline = true
+			r.budget.handedOver(b)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
