@@ -166,29 +166,6 @@ func (s *subscriptionSource) Next(ctx context.Context) (SourceBatch, error) {
 	return b, err
 }
 
-// resume stops the pause timer: the subscription is read again.
-func (s *subscriptionSource) resume() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pause != nil {
-		s.pause.Stop()
-	}
-	if s.endedByPause {
-		s.endedByPause = false
-		s.log.Debug("Subscription was cancelled while the pipeline had no room; subscribing again after the last delivered record")
-	}
-}
-
-// cancelPaused ends a subscription the reader left unread too long.
-func (s *subscriptionSource) cancelPaused() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur != nil {
-		s.endedByPause = true
-		s.closeLocked()
-	}
-}
-
 func (s *subscriptionSource) next(ctx context.Context) (SourceBatch, error) {
 	hung := time.NewTimer(s.hungAfter)
 	defer hung.Stop()
@@ -294,56 +271,6 @@ func (s *subscriptionSource) open(ctx context.Context) (eventStream, error) {
 		return nil, fmt.Errorf("%w: %w", errConsumerGone, err)
 	}
 	return nil, fmt.Errorf("%w: %w", ErrShardNotFound, err)
-}
-
-// ended handles a subscription whose events stopped: the session ran its
-// five minutes (no error), or the stream failed.
-func (s *subscriptionSource) ended() {
-	s.mu.Lock()
-	cur := s.cur
-	s.mu.Unlock()
-	if cur == nil {
-		return // cancelled while paused
-	}
-	err := cur.Err()
-	s.renew()
-	if err != nil {
-		// A subscription that failed holds no room while another one is
-		// opened; one that ran its five minutes keeps it.
-		s.room.giveBack()
-	}
-	if kinesisx.ErrorCode(err) != kinesisx.CodeResourceInUse {
-		s.inUseSince = time.Time{}
-	}
-	switch {
-	case kinesisx.ErrorCode(err) == kinesisx.CodeResourceInUse:
-		s.heldElsewhere(err)
-	case err == nil:
-		s.log.Debug("Subscription ended; subscribing again after the last delivered record")
-	case kinesisx.Retryable(err) || errors.Is(err, context.Canceled):
-		s.log.Debugf("Subscription broke; subscribing again after the last delivered record: %v", err)
-	default:
-		s.log.Warnf("Subscription failed; subscribing again after the last delivered record: %v", err)
-	}
-}
-
-// heldElsewhere handles a subscription refused because another one of the
-// same consumer holds the shard: most often the previous owner's, which
-// Kinesis ends once it notices that connection gone, and at the latest when
-// its five minutes are over. Subscribing goes on once a second; a warning
-// comes only when the refusals last, and then at the pace of warnPacer.
-func (s *subscriptionSource) heldElsewhere(err error) {
-	if s.inUseSince.IsZero() {
-		s.inUseSince = time.Now()
-		s.inUse.reset()
-	}
-	held := time.Since(s.inUseSince)
-	if !s.inUse.due(true, held) {
-		s.log.Debugf("Another subscription holds the shard; subscribing again after the last delivered record: %v", err)
-		return
-	}
-	s.log.Warnf("Another subscription of this consumer has held the shard for %v (a previous owner's, until Kinesis notices its connection gone or its five minutes end); subscribing again after the last delivered record: %v",
-		held.Round(time.Second), err)
 }
 
 // renew drops the current subscription; the next read subscribes again.
