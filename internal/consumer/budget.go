@@ -103,7 +103,6 @@ func (b *budget) cancel(w *budgetWait) {
 // grant.
 func (b *budget) charge(n int64) {
 	if n <= 0 {
-		b.giveBack(-n)
 		return
 	}
 	b.mu.Lock()

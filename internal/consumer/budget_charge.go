@@ -27,7 +27,11 @@ func (s *shardBudget) settle(recs []Record, raw []types.Record, behind int64) {
 		return
 	}
 	s.add(delta)
-	s.b.charge(delta)
+	if delta > 0 {
+		s.b.charge(delta)
+	} else {
+		s.b.giveBack(-delta)
+	}
 }
 
 // learn notes what the answer's Kinesis records cost: the user records of
