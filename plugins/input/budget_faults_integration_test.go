@@ -35,28 +35,10 @@ func TestIntegrationBudgetDeniedStreamDoesNotStallTheOther(t *testing.T) {
 	p.Set("GetShardIterator", faultproxy.Rule{Hook: faultproxy.DenyStream(denied)})
 
 	col := &collector{}
-	in := fmt.Sprintf(`
-kinesis:
-  streams: [ %q, %q ]
-  region: %s
-  endpoint: %s
-  credentials:
-    id: %s
-    secret: %s
-  checkpoint:
-    redis:
-      url: %s
-    group: g
-    commit_period: 200ms
-  lease:
-    period: 3s
-    rebalance_period: 300ms
-  poll_interval: 200ms
-  idle_poll_interval: 200ms
-  shard_discovery_interval: 1s
+	in := streamsInputYAML([]string{denied, healthy}, p.URL, red.URL(), "g", `
   start_position: trim_horizon
   max_buffered_bytes: 4MiB
-`, denied, healthy, testenv.Region, p.URL, testenv.AccessKey, testenv.SecretKey, red.URL())
+`)
 	startStream(t, in, func(_ context.Context, b service.MessageBatch) error {
 		col.add(b)
 		return nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,9 +81,18 @@ func (c *collector) distinct() int {
 
 // inputYAML is a kinesis input with test-friendly periods.
 func inputYAML(stream, endpoint, redisURL, group string, extra string) string {
+	return streamsInputYAML([]string{stream}, endpoint, redisURL, group, extra)
+}
+
+// streamsInputYAML is inputYAML for an input that reads several streams.
+func streamsInputYAML(streams []string, endpoint, redisURL, group string, extra string) string {
+	quoted := make([]string, len(streams))
+	for i, s := range streams {
+		quoted[i] = strconv.Quote(s)
+	}
 	return fmt.Sprintf(`
 kinesis:
-  streams: [ %q ]
+  streams: [ %s ]
   region: %s
   endpoint: %s
   credentials:
@@ -99,7 +110,7 @@ kinesis:
   poll_interval: 200ms
   idle_poll_interval: 200ms
   shard_discovery_interval: 1s
-%s`, stream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, redisURL, group, extra)
+%s`, strings.Join(quoted, ", "), testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, redisURL, group, extra)
 }
 
 // runningStream is a Benthos stream reading the kinesis input into a func.
