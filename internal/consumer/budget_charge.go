@@ -59,7 +59,9 @@ func (s *shardBudget) learn(recs []Record, raw []types.Record, behind int64) {
 }
 
 // handedOver notes a batch handed to the pipeline: its records stay
-// charged until its verdict, even after the reader ends.
+// charged until its verdict, even after the reader ends. The pipeline may
+// ack the batch before handedOver runs (the send returns before this
+// call); the batch then is already given back and nothing is counted.
 func (s *shardBudget) handedOver(b *Batch) {
 	if s == nil || s.b == nil {
 		return
@@ -73,7 +75,19 @@ func (s *shardBudget) handedOver(b *Batch) {
 		b.charge.Store(0)
 		return
 	}
-	s.inPipeline += b.charge.Load()
+	if !b.inPipeline {
+		b.inPipeline = true
+		s.inPipeline += b.charge.Load()
+	}
+}
+
+// leftPipeline takes b, whose charge is n, out of inPipeline when it
+// was counted there; under mu.
+func (s *shardBudget) leftPipeline(b *Batch, n int64) {
+	if b.inPipeline {
+		b.inPipeline = false
+		s.inPipeline -= n
+	}
 }
 
 // returned notes a batch back from the pipeline unacked (nacked, or
@@ -87,24 +101,28 @@ func (s *shardBudget) returned(b *Batch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.closed {
-		s.inPipeline -= b.charge.Load()
+		s.leftPipeline(b, b.charge.Load())
 		return
 	}
 	n := b.charge.Swap(0)
-	s.inPipeline -= n
+	s.leftPipeline(b, n)
 	s.add(-n)
 	s.b.giveBack(n)
 }
 
 // release gives back the cost of a batch the pipeline acked, also after
-// the reader ended.
-func (s *shardBudget) release(n int64) {
-	if s == nil || s.b == nil || n == 0 {
+// the reader ended; only once, whatever the number of acks.
+func (s *shardBudget) release(b *Batch) {
+	if s == nil || s.b == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.inPipeline -= n
+	n := b.charge.Swap(0)
+	s.leftPipeline(b, n)
+	if n == 0 {
+		return
+	}
 	s.add(-n)
 	s.b.giveBack(n)
 }

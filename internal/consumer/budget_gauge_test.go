@@ -46,7 +46,7 @@ func TestBudgetKeepsPipelineBatchesChargedAfterClose(t *testing.T) {
 			held, _, _ := b.state()
 			assert.Equal(t, recordsCost(recs[:1]), held, "the batch in the pipeline stays charged")
 			if verdict == "ack" {
-				s.release(batch.charge.Swap(0))
+				s.release(batch)
 			} else {
 				s.returned(batch) // nobody sends it again: given back
 			}
@@ -54,4 +54,25 @@ func TestBudgetKeepsPipelineBatchesChargedAfterClose(t *testing.T) {
 			assert.Equal(t, int64(0), held, "its verdict gives it back")
 		})
 	}
+}
+
+// The pipeline may ack a batch before the reader notes it handed over (the
+// send on Consumer.Next returns, the ack comes, then handedOver runs).
+// Before the fix the ack took the batch's charge out of inPipeline and
+// handedOver added nothing back, so close gave back the batch twice: held
+// ended at minus the batch's cost (CI saw -262920 in
+// TestBudgetBoundsWhatShardsHold).
+func TestBudgetAckBeforeHandedOverGivesBackOnce(t *testing.T) {
+	b := newBudget(1<<20, newMetrics(nil))
+	s := newShardBudget(b, 10, false)
+	require.NoError(t, s.reserve(t.Context()))
+	recs := []Record{{Data: make([]byte, 1000), PartitionKey: "k", Sequence: "1"}, {Data: make([]byte, 1000), PartitionKey: "k", Sequence: "2"}}
+	s.settle(recs, nil, 1)
+	batch := &Batch{Records: recs}
+	batch.charge.Store(recordsCost(recs))
+	s.release(batch) // the ack, first
+	s.handedOver(batch)
+	s.close()
+	held, _, _ := b.state()
+	assert.Equal(t, int64(0), held, "every byte is given back, once")
 }

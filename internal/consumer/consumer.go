@@ -127,6 +127,9 @@ type Batch struct {
 	// charge is what the batch's records cost the input's byte budget,
 	// given back once, when the batch is acked.
 	charge atomic.Int64
+	// inPipeline says charge is counted in the reader's budget as handed
+	// to the pipeline; guarded by that shardBudget's mu.
+	inPipeline bool
 }
 
 // Ack reports the pipeline's verdict. A nil err advances the checkpoint
@@ -139,7 +142,7 @@ func (b *Batch) Ack(err error) {
 		} else {
 			b.reader.tracker.ack(b.id)
 		}
-		b.reader.budget.release(b.charge.Swap(0))
+		b.reader.budget.release(b)
 	} else {
 		b.reader.budget.returned(b)
 	}
