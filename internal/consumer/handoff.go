@@ -79,3 +79,14 @@ func (co *coordinator) askForHandOff(ctx context.Context, ready []string, leases
 		}
 	}
 }
+
+// shuttingDown says the instance is stopping (shutdown began), as opposed
+// to handing shards over while it goes on reading others.
+func (co *coordinator) shuttingDown() bool {
+	select {
+	case <-co.stopReq:
+		return true
+	default:
+		return false
+	}
+}

@@ -50,13 +50,16 @@ type shardReader struct {
 	done        chan struct{}
 	closedShard bool // written before done is closed
 	streamGone  bool // written before done is closed
+	// released says a hand-back committed and released the lease; unacked
+	// is how many batches (records, with lanes) it left unacknowledged.
+	// Both are written before done is closed.
+	released bool
+	unacked  int
 
-	// storeRetry, finalRetry and redeliverRetry are built once per reader.
-	// finalRetry is storeRetry without max_retries and max_elapsed_time:
-	// the hand-back's final commit is retried until it lands, the lease is
-	// lost or the reader is ended (finish.go).
-	storeRetry, finalRetry failsafe.Executor[any]
-	redeliverRetry         failsafe.Executor[any]
+	// storeRetry and redeliverRetry are built once per reader; the
+	// hand-back's final commit has its own (newFinalRetry, finish.go).
+	storeRetry     failsafe.Executor[any]
+	redeliverRetry failsafe.Executor[any]
 
 	redeliverMu sync.Mutex
 	redeliver   []*Batch
@@ -92,9 +95,6 @@ func newShardReader(co *coordinator, shard Shard, l Lease, start startSpec) *sha
 	r.budget.wake, r.budget.name = r.tracker.notify, co.streamName+"/"+shard.ID
 	r.openSource = func() RecordSource { return co.newSource(shard.ID, start, r.log, r.budget) }
 	r.storeRetry = newStoreRetry(r.ctx, co.c.cfg.Backoff)
-	unbounded := co.c.cfg.Backoff
-	unbounded.MaxRetries, unbounded.MaxElapsedTime = 0, 0
-	r.finalRetry = newStoreRetry(r.ctx, unbounded)
 	r.redeliverRetry = newRedeliverRetry(r.fetchCtx, co.c.cfg.Backoff)
 	r.progress.startRate(time.Now())
 	return r
