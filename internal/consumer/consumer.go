@@ -283,33 +283,3 @@ func (c *Consumer) Start(ctx context.Context) error {
 	}
 	return nil
 }
-
-// Close stops fetching, waits (within ctx) for in-flight batches to be
-// acked, commits, releases every lease and leaves the group, so another
-// instance takes the shards over at once.
-func (c *Consumer) Close(ctx context.Context) error {
-	c.mu.Lock()
-	coords := c.coords
-	c.coords = nil
-	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, co := range coords {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			co.shutdown(ctx)
-		}()
-	}
-	wg.Wait()
-	if c.cancel != nil {
-		c.cancel()
-	}
-	done := make(chan struct{})
-	go func() { c.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

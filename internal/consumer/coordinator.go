@@ -251,39 +251,6 @@ func (co *coordinator) bounded(step func(context.Context)) {
 	step(ctx)
 }
 
-// shutdown stops the run loop, then every reader gracefully: they stop
-// fetching, wait for acks, commit and release. Leases are renewed until the
-// last reader is done, so a slow drain never loses its lease and has its
-// final commit refused. Past ctx, readers are ended.
-func (co *coordinator) shutdown(ctx context.Context) {
-	co.stopOnce.Do(func() { close(co.stopReq) })
-	select {
-	case <-co.runDone:
-	case <-ctx.Done():
-		return
-	}
-	for _, r := range co.readers {
-		r.stop()
-	}
-	for _, r := range co.readers {
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			r.cancel()
-		}
-	}
-	close(co.renewStop)
-	select {
-	case <-co.renewDone:
-	case <-ctx.Done():
-	}
-	co.c.metrics.owned.Set(0, co.streamName)
-	if err := co.store.RemoveMember(ctx, co.c.owner); err != nil {
-		co.log.Debugf("Leaving the group failed; the member entry expires by itself: %v", err)
-	}
-	co.cancelRun()
-}
-
 // stopLost stops the readers of leases a renewal found lost. It says
 // another instance took a lease only when the store names that instance:
 // a lease may also have expired and been released, or vanished with a

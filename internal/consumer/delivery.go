@@ -61,7 +61,7 @@ func (o *directOutlet) put(recs []Record, behind int64) { o.held, o.behind = rec
 func (r *shardReader) deliver(ctx context.Context, recs []Record, behind int64) bool {
 	b := &Batch{Stream: r.co.streamName, Shard: r.shard.ID, Records: recs, MillisBehind: behind, reader: r}
 	b.charge.Store(recordsCost(recs))
-	b.id = r.tracker.add(batchEnd(recs))
+	b.id = r.tracker.addBatch(batchEnd(recs), len(recs))
 	if !r.handOver(ctx, b) {
 		r.tracker.drop(b.id)
 		return false

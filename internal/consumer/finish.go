@@ -45,7 +45,7 @@ func (r *shardReader) closeShard() {
 // from the last commit.
 func (r *shardReader) handBack() {
 	r.waitAcked(r.co.c.cfg.HandoffTimeout)
-	r.unacked = r.tracker.pending()
+	r.unacked = r.tracker.pendingRecords()
 	ctx, bound := r.ctx, time.Duration(0)
 	if !r.co.shuttingDown() {
 		bound = r.co.c.cfg.HandoffTimeout

@@ -20,7 +20,7 @@ func (t *tracker) addRecords(recs []Record) uint64 {
 	t.queue = slices.Grow(t.queue, len(recs))
 	for _, rec := range recs {
 		t.nextID++
-		t.queue = append(t.queue, trackedBatch{id: t.nextID, last: recordPosition(rec)})
+		t.queue = append(t.queue, trackedBatch{id: t.nextID, last: recordPosition(rec), records: 1})
 	}
 	return first
 }

@@ -51,8 +51,9 @@ type shardReader struct {
 	closedShard bool // written before done is closed
 	streamGone  bool // written before done is closed
 	// released says a hand-back committed and released the lease; unacked
-	// is how many batches (records, with lanes) it left unacknowledged.
-	// Both are written before done is closed.
+	// is how many records it left past the committed checkpoint (not
+	// acknowledged, or behind one that was not). Both are written before
+	// done is closed.
 	released bool
 	unacked  int
 

@@ -20,18 +20,24 @@ type trackedBatch struct {
 	id    uint64
 	last  Position
 	acked bool
+	// records is how many records the entry stands for (one with lanes).
+	records int
 }
 
 func newTracker() *tracker {
 	return &tracker{notify: make(chan struct{}, 1)}
 }
 
-// add registers a batch ending at last and returns its id.
-func (t *tracker) add(last Position) uint64 {
+// add registers a batch of one record ending at last and returns its id.
+func (t *tracker) add(last Position) uint64 { return t.addBatch(last, 1) }
+
+// addBatch registers a batch of n records ending at last and returns its
+// id.
+func (t *tracker) addBatch(last Position, n int) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.nextID++
-	t.queue = append(t.queue, trackedBatch{id: t.nextID, last: last})
+	t.queue = append(t.queue, trackedBatch{id: t.nextID, last: last, records: n})
 	return t.nextID
 }
 
@@ -84,6 +90,18 @@ func (t *tracker) pending() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.queue)
+}
+
+// pendingRecords is how many records the pending entries hold: what the
+// next checkpoint does not cover yet.
+func (t *tracker) pendingRecords() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, b := range t.queue {
+		n += b.records
+	}
+	return n
 }
 
 // checkpoint returns the highest contiguously acked position.

@@ -51,10 +51,6 @@ const (
 	MetaMillisBehind   = "kinesis_millis_behind_latest"
 )
 
-// closeGrace is added to lease.handoff_timeout to bound Close: Benthos
-// calls Close without a deadline once every pending ack has resolved.
-const closeGrace = 5 * time.Second
-
 // Spec is the configuration spec of the `kinesis` input.
 func Spec() *service.ConfigSpec {
 	fields := []*service.ConfigField{
@@ -231,8 +227,7 @@ type kinesisInput struct {
 	metrics *service.Metrics
 
 	mu   sync.Mutex
-	ckpt *checkpointer.Checkpointer
-	cons *consumer.Consumer
+	sess *session // nil until Connect, and again after Close
 }
 
 func newFromParsed(conf *service.ParsedConfig, mgr *service.Resources) (*kinesisInput, error) {
@@ -252,7 +247,7 @@ func newFromConfig(c Config, log *service.Logger, m *service.Metrics) *kinesisIn
 func (k *kinesisInput) Connect(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.cons != nil {
+	if k.sess != nil {
 		return nil
 	}
 	ckpt, err := checkpointer.New(ctx, k.conf.Checkpointer, k.log, k.metrics)
@@ -276,19 +271,20 @@ func (k *kinesisInput) Connect(ctx context.Context) error {
 		_ = ckpt.Close()
 		return err
 	}
-	k.ckpt, k.cons = ckpt, cons
+	k.sess = &session{cons: cons, ckpt: ckpt}
 	k.log.Debugf("Reading as group member %s", cons.Owner())
 	return nil
 }
 
 func (k *kinesisInput) ReadBatch(ctx context.Context) (service.MessageBatch, service.AckFunc, error) {
 	k.mu.Lock()
-	cons := k.cons
+	s := k.sess
 	k.mu.Unlock()
-	if cons == nil {
+	if s == nil {
 		return nil, nil, service.ErrNotConnected
 	}
-	b, err := cons.Next(ctx)
+	k.watchStop(ctx, s)
+	b, err := s.cons.Next(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -341,24 +337,4 @@ func messages(b *consumer.Batch) service.MessageBatch {
 		batch[i] = m
 	}
 	return batch
-}
-
-// Close stops fetching, waits for in-flight acks, commits, releases the
-// leases and leaves the group. Benthos calls it without a deadline, so it
-// bounds itself by lease.handoff_timeout.
-func (k *kinesisInput) Close(ctx context.Context) error {
-	k.mu.Lock()
-	cons, ckpt := k.cons, k.ckpt
-	k.cons, k.ckpt = nil, nil
-	k.mu.Unlock()
-	if cons == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, k.conf.Consumer.HandoffTimeout+closeGrace)
-	defer cancel()
-	err := cons.Close(ctx)
-	if cerr := ckpt.Close(); cerr != nil && err == nil {
-		err = cerr
-	}
-	return err
 }
