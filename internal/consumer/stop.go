@@ -76,6 +76,11 @@ func (co *coordinator) shutdown(ctx context.Context) stopTally {
 	select {
 	case <-co.runDone:
 	case <-ctx.Done():
+		// The run loop did not end in time: no reader was stopped, and
+		// their leases lapse.
+		for id := range co.readersNow() {
+			tally.unreleased = append(tally.unreleased, co.streamName+"/"+id)
+		}
 		return tally
 	}
 	for _, r := range co.readers {
