@@ -60,11 +60,7 @@ func (p *Producer) writeOrdered(ctx context.Context, recs *records, seq *sequenc
 			case <-w.wait:
 				continue
 			case <-ctx.Done():
-				for _, q := range w.lanes {
-					for _, k := range q {
-						recs.each(k, func(i int) { fail(i, ctx.Err()) })
-					}
-				}
+				w.failLanes(ctx.Err())
 				return nil
 			}
 		}
@@ -82,12 +78,9 @@ func (p *Producer) writeOrdered(ctx context.Context, recs *records, seq *sequenc
 			// again, fails with it.
 			for _, i := range resend {
 				fail(i, ctx.Err())
+				w.markKeyFailed(recs.src[i].PartitionKey, ctx.Err())
 			}
-			for _, q := range w.lanes {
-				for _, k := range q {
-					recs.each(k, func(i int) { fail(i, ctx.Err()) })
-				}
-			}
+			w.failLanes(ctx.Err())
 			return nil
 		}
 		if len(resend) > 0 {
@@ -187,15 +180,35 @@ func (w *orderedWrite) failAfter(k int) bool {
 
 // markFailed notes the keys of record k of r as failed for good with err.
 func (w *orderedWrite) markFailed(r *records, k int, err error) {
+	keys(r, k, func(pk string) bool {
+		w.markKeyFailed(pk, err)
+		return true
+	})
+}
+
+// markKeyFailed notes partition key pk as failed for good with err, unless
+// it already failed.
+func (w *orderedWrite) markKeyFailed(pk string, err error) {
 	if w.failed == nil {
 		w.failed = map[string]error{}
 	}
-	keys(r, k, func(pk string) bool {
-		if _, ok := w.failed[pk]; !ok {
-			w.failed[pk] = err
+	if _, ok := w.failed[pk]; !ok {
+		w.failed[pk] = err
+	}
+}
+
+// failLanes fails every record left in the lanes with err (the write's
+// context ended) and notes their keys as failed, so that the later writes
+// waiting for this one fail their records of those keys unsent rather than
+// land them before a replay of these.
+func (w *orderedWrite) failLanes(err error) {
+	for _, q := range w.lanes {
+		for _, k := range q {
+			w.markFailed(w.recs, k, err)
+			w.recs.each(k, func(i int) { w.fail(i, err) })
 		}
-		return true
-	})
+	}
+	w.lanes = nil
 }
 
 // round takes the next records of every lane and packs them into requests.
@@ -357,12 +370,7 @@ func (w *orderedWrite) held(k int, seen map[string]bool) int {
 	keys(w.recs, k, func(pk string) bool {
 		wait, failed = w.seq.waitingFor(pk)
 		if failed != nil {
-			if w.failed == nil {
-				w.failed = map[string]error{}
-			}
-			if _, ok := w.failed[pk]; !ok {
-				w.failed[pk] = failed
-			}
+			w.markKeyFailed(pk, failed)
 		}
 		return wait == nil && failed == nil
 	})
