@@ -97,7 +97,7 @@ With `+"`preserve_order: false`"+`, up to `+"`max_in_flight`"+` batches are writ
 
 When Kinesis refuses some records of a request (throttling, `+"`InternalFailure`"+`, KMS errors), only those records are sent again, with exponential backoff and jitter, until `+"`max_retries`"+` or `+"`backoff.max_elapsed_time`"+` is reached. Records Kinesis accepted are never sent again by this output. The messages that still fail are reported one by one with Kinesis' error code, so a `+"`fallback`"+` output, or an input whose `+"`auto_replay_nacks`"+` replays failed messages only (most Benthos inputs), handles exactly those. The `+"`kinesis`"+` input replays a nacked batch whole, so with it the messages of that batch that did land are written again (at least once).
 
-A message that can never be written fails alone, before anything is sent, and the rest of the batch is written: an empty partition key or one longer than 256 characters, a hash key that is not a decimal integer in [0, 2^128), an interpolation error, or a record (data plus partition key) larger than `+"`max_record_size`"+`.
+A message that can never be written fails alone, before anything is sent, and the rest of the batch is written: an empty partition key or one longer than 256 characters, a hash key that is not a decimal integer in [0, 2^128), an interpolation error, or a record (data plus partition key) larger than `+"`max_record_size`"+`. It fails the same way every time it is sent again, so an input that replays failed messages (at least once) retries it forever; the error names the field to fix, and a `+"`fallback`"+` output whose next output takes such messages sets them aside (see config/examples/output_dlq.yaml).
 
 ### Aggregation
 
@@ -110,7 +110,7 @@ An aggregated record never holds messages of two current shards. After a split o
 				Description("The stream to write to, by name or ARN.").
 				Examples("my-stream", "arn:aws:kinesis:us-east-1:123456789012:stream/my-stream"),
 			service.NewInterpolatedStringField(fieldPartitionKey).
-				Description("The partition key of each message, 1 to 256 characters. Messages with the same key go to the same shard, and with `"+fieldPreserveOrder+"` (the default) land in the order the pipeline emitted them. A key that is exactly one metadata value, `${! meta(\"key\") }`, is read without Bloblang (same result, less CPU per message).").
+				Description("The partition key of each message, 1 to 256 characters. Messages with the same key go to the same shard, and with `"+fieldPreserveOrder+"` (the default) land in the order the pipeline emitted them. A key that is exactly one metadata value, `${! meta(\"key\") }`, is read without Bloblang (same result, less CPU per message). A query that finds no value gives the key `null`: such messages are written, all under that one key, with a warning logged once and counted in `kinesis_output_null_partition_keys_total`; give them a default with `.or(...)`.").
 				Examples(`${! json("user_id") }`, `${! meta("kafka_key") }`, `${! uuid_v4() }`),
 			service.NewInterpolatedStringField(fieldHashKey).
 				Description("An explicit hash key, a decimal integer in [0, 2^128), that picks the shard instead of the partition key's hash.").
@@ -216,8 +216,10 @@ type kinesisOutput struct {
 	// pacer holds back batches that could only wait (pacing.go); nil
 	// when batches are not numbered.
 	pacer *batchPacer
-	// keyBound logs, once, that writes are bound by repeated keys.
-	keyBound sync.Once
+	// keyBound logs, once, that writes are bound by repeated keys;
+	// nullKeys, that keys came out as "null".
+	keyBound, nullKeys sync.Once
+	mNullKeys          *service.MetricCounter
 
 	mu       sync.RWMutex
 	producer *producer.Producer
@@ -231,6 +233,8 @@ func newOutputFromConfig(conf outputConfig, mgr *service.Resources) (*kinesisOut
 		log:     mgr.Logger(),
 		metrics: mgr.Metrics(),
 		mFailed: mgr.Metrics().NewCounter(producer.MetricFailed, "stream", "reason"),
+
+		mNullKeys: mgr.Metrics().NewCounter(MetricNullPartitionKeys, "stream"),
 	}
 	o.newClient = func(ctx context.Context) (kinesisAPI, string, error) {
 		cfg, err := conf.AWS.Load(ctx)
@@ -318,10 +322,6 @@ func (o *kinesisOutput) WriteBatch(ctx context.Context, batch service.MessageBat
 		place = place.Watch(paced.watch)
 	}
 
-	type failure struct {
-		index int
-		err   error
-	}
 	var (
 		failures []failure
 		entries  = make([]producer.Entry, 0, len(batch))
@@ -333,14 +333,21 @@ func (o *kinesisOutput) WriteBatch(ctx context.Context, batch service.MessageBat
 	if o.conf.HashKey != nil {
 		hashKeys = batch.InterpolationExecutor(o.conf.HashKey)
 	}
+	nulls := 0
 	for i, msg := range batch {
 		e, err := entry(keys, hashKeys, i, msg)
 		if err != nil {
 			failures = append(failures, failure{i, err})
 			continue
 		}
+		if e.PartitionKey == "null" {
+			nulls++
+		}
 		entries = append(entries, e)
 		index = append(index, i)
+	}
+	if nulls > 0 {
+		o.noteNullKeys(nulls, len(batch))
 	}
 	if len(failures) > 0 {
 		o.mFailed.Incr(int64(len(failures)), kinesisx.StreamName(o.conf.Stream), producer.FailInvalid)
@@ -356,8 +363,8 @@ func (o *kinesisOutput) WriteBatch(ctx context.Context, batch service.MessageBat
 	}
 	// Only the failed messages are marked, so a fallback output or
 	// auto_replay_nacks handles exactly those and nothing is written twice.
-	bErr := service.NewBatchError(batch, fmt.Errorf("writing to stream %s: %d of %d messages failed, e.g. message %d: %w",
-		o.conf.Stream, len(failures), len(batch), failures[0].index, failures[0].err))
+	bErr := service.NewBatchError(batch, fmt.Errorf("writing to stream %s: %d of %d messages failed, e.g. message %d: %w%s",
+		o.conf.Stream, len(failures), len(batch), failures[0].index, failures[0].err, neverWritable(failures)))
 	for _, f := range failures {
 		bErr.Failed(f.index, &messageError{err: f.err, batch: bErr})
 	}
