@@ -119,16 +119,16 @@ func (r Reservation) Write(ctx context.Context, entries []Entry) []error {
 	if r.s == nil {
 		return r.p.write(ctx, out, nil)
 	}
-	r.s.enter(entries, out.valid)
+	r.s.holdKeys(entries, out.valid)
 	defer r.s.end()
 	return r.p.write(ctx, out, r.s)
 }
 
-// enter waits for the writes reserved before to enter their keys (which
+// holdKeys waits for the writes reserved before to enter their keys (which
 // they do before sending anything, so this is short), then notes which of
 // the keys of its valid entries an earlier write still holds, and holds
 // them all.
-func (s *sequenced) enter(entries []Entry, valid []int) {
+func (s *sequenced) holdKeys(entries []Entry, valid []int) {
 	if s.prev != nil {
 		<-s.prev
 	}

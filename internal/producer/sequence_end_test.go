@@ -146,10 +146,10 @@ func TestOrderedWriteEndingEarlyPassesItsPredecessorOn(t *testing.T) {
 	p := newTestProducer(&fakeAPI{}, func(c *Config) { c.Ordered = true })
 	first, second, third := p.Reserve(), p.Reserve(), p.Reserve()
 	a := []Entry{{PartitionKey: "a", Data: []byte("x")}}
-	first.s.enter(a, []int{0})
-	second.s.enter(a, []int{0})
+	first.s.holdKeys(a, []int{0})
+	second.s.holdKeys(a, []int{0})
 	second.s.end() // ends without ever waiting for the first
-	third.s.enter(a, []int{0})
+	third.s.holdKeys(a, []int{0})
 	wait, failed := third.s.waitingFor("a")
 	assert.NoError(t, failed)
 	assert.NotNil(t, wait, "the third write waits for the first")

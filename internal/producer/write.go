@@ -98,41 +98,10 @@ func (p *Producer) write(ctx context.Context, out *outcome, seq *sequenced) []er
 // writeUnordered sends the requests of recs concurrently, up to MaxInFlight.
 // It returns the entries to send again (see Write).
 func (p *Producer) writeUnordered(ctx context.Context, recs *records, fail func(int, error)) []int {
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		resend []int
-	)
-	requests := pack(recs)
-	for n, req := range requests {
-		select {
-		case p.slots <- struct{}{}:
-		case <-ctx.Done():
-			for k := range req.len() {
-				req.each(k, func(i int) { fail(i, ctx.Err()) })
-			}
-			continue
-		}
-		run := func() {
-			defer func() { <-p.slots }()
-			if again := p.send(ctx, req, fail).resend; len(again) > 0 {
-				mu.Lock()
-				resend = append(resend, again...)
-				mu.Unlock()
-			}
-		}
-		if n == len(requests)-1 {
-			// The last (usually the only) request goes out from this
-			// goroutine, whose stack is already grown for the SDK.
-			run()
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			run()
-		}()
+	outcomes, _ := p.sendAll(ctx, pack(recs), fail)
+	var resend []int
+	for _, o := range outcomes {
+		resend = append(resend, o.resend...)
 	}
-	wg.Wait()
 	return resend
 }
