@@ -290,10 +290,10 @@ func (b *batchOrder) passOver(from, first uint64) {
 	b.advanceLocked(first)
 }
 
-// enter notes that the batch numbered first to last has taken its place
+// tookPlace notes that the batch numbered first to last has taken its place
 // (or will not: Benthos forms a new batch, with a new number, for messages
 // it sends again).
-func (b *batchOrder) enter(first, last uint64) {
+func (b *batchOrder) tookPlace(first, last uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for n := first; n <= last; n++ {
