@@ -52,13 +52,14 @@ func TestIntegrationChaosShort(t *testing.T) {
 		{"redis down past the lease comes back empty with latest", true, false, false, 1, ""},
 		{"redis stalls 2s three times with max_buffered_bytes 64KiB", false, true, false, 1, "64KiB"},
 		{"standbys while redis comes back empty with latest", true, false, true, 1, ""},
+		{splitBatchingPhase, false, false, false, 1, ""},
 	} {
 		t.Run(phase.name, func(t *testing.T) {
 			t.Parallel() // each phase starts its own emulator, Redis and binaries
 			dir := t.TempDir()
 			var started startedPIDs
 			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls,
-				Standbys: phase.standbys, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget, Logf: t.Logf, Started: func(pid int) { started.add(pid) }})
+				Standbys: phase.standbys, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget, SplitBatching: phase.name == splitBatchingPhase, Logf: t.Logf, Started: func(pid int) { started.add(pid) }})
 			started.assertGone(t)
 			testenv.Require(t, "running the chaos schedule", err)
 			t.Logf("chaos table (seed %d, %s):\n%s", seed, phase.name, table)
@@ -98,3 +99,8 @@ func TestIntegrationInputRecoversFromHungGetRecords(t *testing.T) {
 	require.Eventually(t, func() bool { return len(readLines(t, out)) >= 10 }, 90*time.Second, 200*time.Millisecond,
 		"the shard stalled behind one hung GetRecords")
 }
+
+// splitBatchingPhase writes through an output batching policy with a
+// splitting processor, with records that fail validation among valid ones
+// of the same keys (chaos.Config.SplitBatching).
+const splitBatchingPhase = "output split batching with invalid records"

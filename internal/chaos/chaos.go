@@ -63,6 +63,10 @@ type Config struct {
 	// MaxBufferedBytes, if set, is the instances' max_buffered_bytes: a
 	// budget small enough that shards take turns to fetch.
 	MaxBufferedBytes string
+	// SplitBatching makes the producer's output batch through a policy
+	// with a splitting processor, among records that fail validation
+	// (over max_record_size) in the same keys (see splitBatchingYAML).
+	SplitBatching bool
 }
 
 const (

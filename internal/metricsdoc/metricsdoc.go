@@ -94,6 +94,8 @@ var Output = []Metric{
 		Help: "Messages that failed for good and were returned to the pipeline as errors, by reason. `invalid`: never writable (empty or too long partition key, bad explicit hash key, too large, an interpolation failed). `refused`: Kinesis refused the record until the retry budget ran out. `earlier_failed`: ordered output, not sent because an earlier message with its partition key failed. `canceled`: the write was cancelled (shutdown) before Kinesis accepted it. `request_failed`: the PutRecords call itself failed after its retries (e.g. access denied, stream missing)."},
 	{Name: "kinesis_output_put_latency_ns", Type: Timer, Labels: []string{"stream"}, Unit: "seconds",
 		Help: "Duration of each PutRecords call, retries of a call counted separately."},
+	{Name: "kinesis_output_null_partition_keys_total", Type: Counter, Labels: []string{"stream"}, Unit: "messages",
+		Help: "Messages written with the partition key `null`: the `partition_key` interpolation found no value (`${! json(\"user_id\") }` on a message without user_id gives the text null), so they all land on one shard under one key. The first such batch of an output logs a warning."},
 	{Name: "kinesis_output_records_key_waited_total", Type: Counter, Labels: []string{"stream"}, Unit: "records",
 		Help: "Records of an ordered output that waited for an earlier round trip of their partition key: their key was already in their batch's first request, or in an earlier batch still being written. Near the rate of kinesis_output_records_total, the output is bound by its hot keys (one record, or one aggregated record, per key per round trip): see aggregation.enabled and preserve_order."},
 }

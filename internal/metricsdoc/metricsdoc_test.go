@@ -11,6 +11,7 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/metricsdoc"
 	"github.com/connect-kinesis/connect-kinesis/internal/producer"
 	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
+	"github.com/connect-kinesis/connect-kinesis/plugins/output"
 )
 
 // Every metric name the plugins use is documented, under its plugin, and
@@ -31,7 +32,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 	} {
 		assert.Contains(t, names(metricsdoc.Input), n)
 	}
-	for _, n := range []string{producer.MetricRecords, producer.MetricBytes, producer.MetricRetries, producer.MetricFailed, producer.MetricPutLatency} {
+	for _, n := range []string{producer.MetricRecords, producer.MetricBytes, producer.MetricRetries, producer.MetricFailed, producer.MetricPutLatency, output.MetricNullPartitionKeys} {
 		assert.Contains(t, names(metricsdoc.Output), n)
 	}
 	for _, m := range slices.Concat(metricsdoc.Input, metricsdoc.Output) {

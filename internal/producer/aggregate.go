@@ -174,15 +174,6 @@ func (p *Producer) aggregateLane(entries []Entry, valid []int, hashes []hashKey,
 	return out
 }
 
-// shardOf is the index of the open shard e goes to, or -1.
-func shardOf(m *ShardMap, e Entry) int {
-	k, err := entryHashKey(e)
-	if err != nil {
-		return -1
-	}
-	return m.lookup(k)
-}
-
 // emptyAggregate sizes a record alone in an aggregate. It is only read, so it
 // is shared by concurrent writes.
 var emptyAggregate = kpl.NewAggregator()

@@ -22,7 +22,7 @@ func (p *Producer) noteKeyWaits(recs *records, w *orderedWrite) {
 		return
 	}
 	p.mKeyWaited.Incr(int64(waited), p.streamLabel())
-	if repeated := waited - w.heldBack; p.conf.KeyBound != nil && 2*repeated > w.total {
+	if repeated := waited - w.heldRecords; p.conf.KeyBound != nil && 2*repeated > w.total {
 		p.conf.KeyBound(w.total, repeated)
 	}
 }

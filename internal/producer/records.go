@@ -118,20 +118,31 @@ func (r *records) add(src *records, k int, refusal *RecordError) {
 	r.refusals = append(r.refusals, refusal)
 }
 
+// requestFill is how full the request being packed is; full tells whether
+// a record of size bytes must start the next request. It is the one
+// packing rule of the producer: at most 500 records and 5 MiB a request.
+type requestFill struct{ records, bytes int }
+
+func (f *requestFill) full(size int) bool {
+	return f.records == kinesisx.MaxPutRecordsCount || (f.records > 0 && f.bytes+size > kinesisx.MaxPutRecordsBytes)
+}
+
+func (f *requestFill) add(size int) { f.records++; f.bytes += size }
+
 // pack splits records, in order, into requests within the PutRecords limits.
 func pack(recs *records) []records {
 	var (
 		requests []records
 		from     int
-		bytes    int
+		fill     requestFill
 	)
 	for k := range recs.len() {
 		size := recs.size(k)
-		if k-from == kinesisx.MaxPutRecordsCount || (k > from && bytes+size > kinesisx.MaxPutRecordsBytes) {
+		if fill.full(size) {
 			requests = append(requests, recs.slice(from, k))
-			from, bytes = k, 0
+			from, fill = k, requestFill{}
 		}
-		bytes += size
+		fill.add(size)
 	}
 	if recs.len() > from {
 		requests = append(requests, recs.slice(from, recs.len()))

@@ -21,8 +21,8 @@ type putResult struct {
 	sample string // one refusal, for the log
 }
 
-// sent is what became of a request.
-type sent struct {
+// requestOutcome is what became of a request.
+type requestOutcome struct {
 	// failed holds the records that failed for good, and err the error of
 	// the first of them.
 	failed records
@@ -34,7 +34,7 @@ type sent struct {
 
 // send writes one request, retrying refused entries and retryable errors
 // under the policy, and reports what failed for good through fail.
-func (p *Producer) send(ctx context.Context, req records, fail func(int, error)) (result sent) {
+func (p *Producer) send(ctx context.Context, req records, fail func(int, error)) (result requestOutcome) {
 	pending := req
 	attempts := 0
 
@@ -61,7 +61,7 @@ func (p *Producer) send(ctx context.Context, req records, fail func(int, error))
 		}
 
 		var (
-			still           records
+			refused         records
 			res             putResult
 			written, nbytes int
 		)
@@ -76,7 +76,7 @@ func (p *Producer) send(ctx context.Context, req records, fail func(int, error))
 				continue
 			}
 			code, msg := aws.ToString(r.ErrorCode), aws.ToString(r.ErrorMessage)
-			still.add(&pending, k, &RecordError{Code: code, Message: msg})
+			refused.add(&pending, k, &RecordError{Code: code, Message: msg})
 			if res.codes == nil {
 				res.codes = map[string]int{}
 				res.sample = code + ": " + msg
@@ -85,8 +85,8 @@ func (p *Producer) send(ctx context.Context, req records, fail func(int, error))
 		}
 		p.mRecords.Incr(int64(written), p.streamLabel())
 		p.mBytes.Incr(int64(nbytes), p.streamLabel())
-		pending = still
-		res.failed = still.len()
+		pending = refused
+		res.failed = refused.len()
 		return res, nil
 	})
 
@@ -118,8 +118,8 @@ func (p *Producer) send(ctx context.Context, req records, fail func(int, error))
 // producer, and returns what became of each. When ctx ends while it waits
 // for a slot, the requests not sent yet fail with ctx's error and sentAll is
 // false.
-func (p *Producer) sendAll(ctx context.Context, requests []records, fail func(int, error)) (results []sent, sentAll bool) {
-	results = make([]sent, len(requests))
+func (p *Producer) sendAll(ctx context.Context, requests []records, fail func(int, error)) (results []requestOutcome, sentAll bool) {
+	results = make([]requestOutcome, len(requests))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for n, req := range requests {

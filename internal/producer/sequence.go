@@ -111,19 +111,24 @@ func (s *sequenced) tell(waiting bool) {
 }
 
 // Write writes entries in the reservation's place; see Producer.Write.
+// Entries are validated before the write enters its keys: an invalid record
+// is never sent, so it holds no key, and a write whose records of a key are
+// all invalid does not stand between the writes before and after it.
 func (r Reservation) Write(ctx context.Context, entries []Entry) []error {
+	out := r.p.validate(entries)
 	if r.s == nil {
-		return r.p.write(ctx, entries, nil)
+		return r.p.write(ctx, out, nil)
 	}
-	r.s.enter(entries)
+	r.s.holdKeys(entries, out.valid)
 	defer r.s.end()
-	return r.p.write(ctx, entries, r.s)
+	return r.p.write(ctx, out, r.s)
 }
 
-// enter waits for the writes reserved before to enter their keys (which
+// holdKeys waits for the writes reserved before to enter their keys (which
 // they do before sending anything, so this is short), then notes which of
-// its keys an earlier write still holds, and holds them all.
-func (s *sequenced) enter(entries []Entry) {
+// the keys of its valid entries an earlier write still holds, and holds
+// them all.
+func (s *sequenced) holdKeys(entries []Entry, valid []int) {
 	if s.prev != nil {
 		<-s.prev
 	}
@@ -134,9 +139,10 @@ func (s *sequenced) enter(entries []Entry) {
 	if o.last == nil {
 		o.last = map[string]*sequenced{}
 	}
-	s.keys = make([]string, 0, len(entries))
-	for _, e := range entries {
-		w, held := o.last[e.PartitionKey]
+	s.keys = make([]string, 0, len(valid))
+	for _, i := range valid {
+		pk := entries[i].PartitionKey
+		w, held := o.last[pk]
 		if w == s {
 			continue
 		}
@@ -144,44 +150,69 @@ func (s *sequenced) enter(entries []Entry) {
 			if s.after == nil {
 				s.after = map[string]*sequenced{}
 			}
-			s.after[e.PartitionKey] = w
+			s.after[pk] = w
 		}
-		o.last[e.PartitionKey] = s
-		s.keys = append(s.keys, e.PartitionKey)
+		o.last[pk] = s
+		s.keys = append(s.keys, pk)
 	}
 }
 
-// end releases the write's keys and lets the writes waiting for it go.
+// end releases the write's keys and lets the writes waiting for it go. A
+// key the write still waited for an earlier write on (it ended before that
+// one, without failing the key) is not released but passed on to that
+// write, which still holds it; waitingFor follows the same chain for the
+// writes already waiting on this one. ended is closed under the lock, so
+// that a write found not ended here has not released its keys yet.
 func (s *sequenced) end() {
 	o := s.order
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	for _, k := range s.keys {
-		if o.last[k] == s {
-			delete(o.last, k)
+		if o.last[k] != s {
+			continue
 		}
+		if w := s.after[k]; w != nil && !w.hasEnded() {
+			o.last[k] = w
+			continue
+		}
+		delete(o.last, k)
 	}
-	o.mu.Unlock()
 	close(s.ended)
+}
+
+func (s *sequenced) hasEnded() bool {
+	select {
+	case <-s.ended:
+		return true
+	default:
+		return false
+	}
 }
 
 // waitingFor returns the end of an earlier write that still holds key pk,
 // or nil when pk is free to send; failed is why that write's record of pk
-// failed for good, if it did.
+// failed for good, if it did. An earlier write that ended without resolving
+// its own predecessor for pk (see end) passes it on: pk then waits for
+// that one.
 func (s *sequenced) waitingFor(pk string) (wait <-chan struct{}, failed error) {
 	if s == nil || s.after == nil {
 		return nil, nil
 	}
 	w, ok := s.after[pk]
-	if !ok {
-		return nil, nil
+	for ok {
+		if !w.hasEnded() {
+			s.after[pk] = w
+			return w.ended, nil
+		}
+		if err := w.failed[pk]; err != nil {
+			delete(s.after, pk)
+			return nil, err
+		}
+		// w has ended, so its after is no longer written.
+		w, ok = w.after[pk]
 	}
-	select {
-	case <-w.ended:
-		delete(s.after, pk)
-		return nil, w.failed[pk]
-	default:
-		return w.ended, nil
-	}
+	delete(s.after, pk)
+	return nil, nil
 }
 
 // noteFailed records the keys that failed for good in one pass of the

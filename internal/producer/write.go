@@ -29,31 +29,43 @@ func (p *Producer) Write(ctx context.Context, entries []Entry) []error {
 	return p.Reserve().Write(ctx, entries)
 }
 
-// write is Write in the place seq holds among ordered writes (nil when
-// unordered).
-func (p *Producer) write(ctx context.Context, entries []Entry, seq *sequenced) []error {
-	var (
-		errs []error
-		mu   sync.Mutex
-	)
-	fail := func(i int, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if errs == nil {
-			errs = make([]error, len(entries))
-		}
-		errs[i] = err
-	}
+// outcome is a write's entries, those still to send (valid) and one error
+// per entry once one failed (errs, nil until then).
+type outcome struct {
+	entries []Entry
+	valid   []int
+	mu      sync.Mutex
+	errs    []error
+}
 
-	valid := make([]int, 0, len(entries))
+// fail notes that entry i failed for good with err; safe for concurrent use.
+func (o *outcome) fail(i int, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.errs == nil {
+		o.errs = make([]error, len(o.entries))
+	}
+	o.errs[i] = err
+}
+
+// validate fails the entries that can never be written and returns the
+// write's outcome so far.
+func (p *Producer) validate(entries []Entry) *outcome {
+	out := &outcome{entries: entries, valid: make([]int, 0, len(entries))}
 	for i, e := range entries {
 		if err := Validate(e, p.conf.MaxRecordSize); err != nil {
-			fail(i, err)
+			out.fail(i, err)
 			continue
 		}
-		valid = append(valid, i)
+		out.valid = append(out.valid, i)
 	}
+	return out
+}
 
+// write sends the valid entries of out in the place seq holds among ordered
+// writes (nil when unordered).
+func (p *Producer) write(ctx context.Context, out *outcome, seq *sequenced) []error {
+	entries, valid, fail := out.entries, out.valid, out.fail
 	for round := 0; len(valid) > 0; round++ {
 		recs := p.records(entries, valid, p.conf.Aggregation.Enabled && round < maxAggregatingRounds)
 		if p.conf.Ordered {
@@ -69,7 +81,7 @@ func (p *Producer) write(ctx context.Context, entries []Entry, seq *sequenced) [
 		}
 	}
 
-	if errs != nil {
+	if errs := out.errs; errs != nil {
 		byReason := map[string]int64{}
 		for _, err := range errs {
 			if err != nil {
@@ -80,47 +92,16 @@ func (p *Producer) write(ctx context.Context, entries []Entry, seq *sequenced) [
 			p.mFailed.Incr(n, p.streamLabel(), reason)
 		}
 	}
-	return errs
+	return out.errs
 }
 
 // writeUnordered sends the requests of recs concurrently, up to MaxInFlight.
 // It returns the entries to send again (see Write).
 func (p *Producer) writeUnordered(ctx context.Context, recs *records, fail func(int, error)) []int {
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		resend []int
-	)
-	requests := pack(recs)
-	for n, req := range requests {
-		select {
-		case p.slots <- struct{}{}:
-		case <-ctx.Done():
-			for k := range req.len() {
-				req.each(k, func(i int) { fail(i, ctx.Err()) })
-			}
-			continue
-		}
-		run := func() {
-			defer func() { <-p.slots }()
-			if again := p.send(ctx, req, fail).resend; len(again) > 0 {
-				mu.Lock()
-				resend = append(resend, again...)
-				mu.Unlock()
-			}
-		}
-		if n == len(requests)-1 {
-			// The last (usually the only) request goes out from this
-			// goroutine, whose stack is already grown for the SDK.
-			run()
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			run()
-		}()
+	outcomes, _ := p.sendAll(ctx, pack(recs), fail)
+	var resend []int
+	for _, o := range outcomes {
+		resend = append(resend, o.resend...)
 	}
-	wg.Wait()
 	return resend
 }

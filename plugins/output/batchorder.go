@@ -36,12 +36,14 @@ import (
 // batchOrderProcessor is the name of the output's numbering processor.
 const batchOrderProcessor = "kinesis_batch_order"
 
-// gapWait is how long a batch waits for an earlier number that no
-// WriteBatch has brought. Benthos only loses a formed batch on its way to
-// the writers when it shuts down; a gap that outlasts this is logged and
-// passed over by the lowest batch waiting behind it (never by a later one,
-// which would pass over that batch too), so the output cannot stall on it.
-const gapWait = 10 * time.Second
+// lostBatchWait bounds how long the output waits for a batch its batching
+// formed that has not reached WriteBatch: a batch waiting for an earlier
+// number (await) and the batching holding the next batch back for one let
+// through before it (pacing.go) each wait at most this long. Benthos only
+// loses a formed batch on its way to the writers when it shuts down, so a
+// wait that outlasts it is a lost batch, passed over (a gap is logged), and
+// the output cannot stall on one.
+const lostBatchWait = 10 * time.Second
 
 var (
 	// batchOrders maps the id in each numbering processor's config to its
@@ -55,9 +57,14 @@ var (
 func init() {
 	spec := service.NewConfigSpec().
 		Summary("Added by the kinesis output to its own batching policy to pace and number the batches it forms; not for use in a config.").
-		Field(service.NewStringField("id"))
+		Field(service.NewStringField("id")).
+		Field(service.NewStringEnumField("step", stepBoth, stepPace, stepNumber).Default(stepBoth))
 	err := service.RegisterBatchProcessor(batchOrderProcessor, spec, func(conf *service.ParsedConfig, _ *service.Resources) (service.BatchProcessor, error) {
 		id, err := conf.FieldString("id")
+		if err != nil {
+			return nil, err
+		}
+		step, err := conf.FieldString("step")
 		if err != nil {
 			return nil, err
 		}
@@ -65,7 +72,7 @@ func init() {
 		if !ok {
 			return nil, fmt.Errorf("%s is added by the kinesis output to its own batching; it cannot be used in a config", batchOrderProcessor)
 		}
-		return b.(*batchOrder), nil
+		return batchOrderStep{b: b.(*batchOrder), pace: step != stepNumber, number: step != stepPace}, nil
 	})
 	if err != nil {
 		panic(err)
@@ -77,7 +84,7 @@ func init() {
 type batchOrder struct {
 	id  string
 	log *service.Logger
-	// gapWait is the package's gapWait, shorter in tests.
+	// gapWait is lostBatchWait, shorter in tests.
 	gapWait time.Duration
 
 	issued atomic.Uint64 // the next number to give a batch
@@ -95,14 +102,17 @@ type batchOrder struct {
 	// lowest of them may pass over a gap: the numbers below a higher one
 	// include batches that are there, waiting their turn.
 	waiting map[uint64]int
-	// pacer, if set, holds each batch back before it is numbered
-	// (pacing.go).
+	// pacer, if set, holds each batch back before it is formed
+	// (pacing.go); paced is the write it let through last, which the
+	// batch's first message is to carry. Only the goroutine forming the
+	// batches uses paced.
 	pacer *batchPacer
+	paced *pacedWrite
 }
 
 // newBatchOrder registers a numbering for an output and returns it.
 func newBatchOrder(log *service.Logger) *batchOrder {
-	b := &batchOrder{id: "o" + strconv.FormatUint(batchOrderIDs.Add(1), 10), log: log, gapWait: gapWait, moved: make(chan struct{}), done: map[uint64]bool{}, waiting: map[uint64]int{}}
+	b := &batchOrder{id: "o" + strconv.FormatUint(batchOrderIDs.Add(1), 10), log: log, gapWait: lostBatchWait, moved: make(chan struct{}), done: map[uint64]bool{}, waiting: map[uint64]int{}}
 	batchOrders.Store(b.id, b)
 	return b
 }
@@ -110,8 +120,17 @@ func newBatchOrder(log *service.Logger) *batchOrder {
 // close forgets the numbering; batches it numbered are still written.
 func (b *batchOrder) close() { batchOrders.Delete(b.id) }
 
+// The steps of the numbering processor: a policy without processors of its
+// own runs both in one call; one with processors paces before them, once
+// per batch formed, and numbers after them, once per part they leave.
+const (
+	stepBoth   = "both"
+	stepPace   = "pace"
+	stepNumber = "number"
+)
+
 // policy returns the batching policy raw (the batching field as written,
-// with its defaults) with the numbering processor appended.
+// with its defaults) with the numbering processor added.
 func (b *batchOrder) policy(raw any) (service.BatchPolicy, error) {
 	fields, ok := raw.(map[string]any)
 	if !ok {
@@ -119,7 +138,14 @@ func (b *batchOrder) policy(raw any) (service.BatchPolicy, error) {
 	}
 	withOrder := maps.Clone(fields)
 	procs, _ := fields["processors"].([]any)
-	withOrder["processors"] = append(append([]any(nil), procs...), map[string]any{batchOrderProcessor: map[string]any{"id": b.id}})
+	step := func(name string) any {
+		return map[string]any{batchOrderProcessor: map[string]any{"id": b.id, "step": name}}
+	}
+	if len(procs) == 0 {
+		withOrder["processors"] = []any{step(stepBoth)}
+	} else {
+		withOrder["processors"] = append(append([]any{step(stepPace)}, procs...), step(stepNumber))
+	}
 	// yaml, not json: the processors Benthos parsed come back as YAML nodes.
 	doc, err := yaml.Marshal(map[string]any{fieldBatching: withOrder})
 	if err != nil {
@@ -132,23 +158,56 @@ func (b *batchOrder) policy(raw any) (service.BatchPolicy, error) {
 	return conf.FieldBatchPolicy(fieldBatching)
 }
 
-// ProcessBatch paces batch (if the order has a pacer), then numbers it, in
-// the context of its first and last messages. Benthos calls it on the
-// goroutine that forms the batches, in the order it forms them.
-func (b *batchOrder) ProcessBatch(ctx context.Context, batch service.MessageBatch) ([]service.MessageBatch, error) {
-	if b.pacer != nil {
-		b.pacer.admit(ctx, batch)
+// batchOrderStep is the numbering processor at one place of a policy.
+// Benthos calls it on the goroutine that forms the batches, in the order it
+// forms them.
+type batchOrderStep struct {
+	b            *batchOrder
+	pace, number bool
+}
+
+func (s batchOrderStep) ProcessBatch(ctx context.Context, batch service.MessageBatch) ([]service.MessageBatch, error) {
+	if s.pace && len(batch) > 0 {
+		s.b.pace(ctx)
 	}
-	if len(batch) > 0 {
-		n := b.issued.Add(1) - 1
-		for _, i := range []int{0, len(batch) - 1} {
-			batch[i] = batch[i].WithContext(context.WithValue(batch[i].Context(), b, n))
-		}
+	if s.number && len(batch) > 0 {
+		s.b.numberBatch(batch)
 	}
 	return []service.MessageBatch{batch}, nil
 }
 
-func (b *batchOrder) Close(context.Context) error { return nil }
+func (batchOrderStep) Close(context.Context) error { return nil }
+
+// pace holds the batch being formed back (if the order has a pacer). A
+// write let through before whose batch no part of reached the numbering
+// (the user's processors dropped it) will never be written: it is done.
+func (b *batchOrder) pace(ctx context.Context) {
+	if b.pacer == nil {
+		return
+	}
+	if b.paced != nil && !b.paced.tagged {
+		b.paced.done()
+	}
+	b.paced = b.pacer.letThrough(ctx)
+}
+
+// numberBatch numbers batch in the context of its first and last messages,
+// and has its first message carry the write the pacer let through. A part
+// of a batch split by the user's processors is numbered like a batch, and
+// Benthos joins the parts again, in order, so the batch's first message
+// carries the write.
+func (b *batchOrder) numberBatch(batch service.MessageBatch) {
+	n := b.issued.Add(1) - 1
+	first := context.WithValue(batch[0].Context(), b, n)
+	if w := b.paced; w != nil {
+		first = context.WithValue(first, b.pacer, w)
+		w.tagged = true
+	}
+	batch[0] = batch[0].WithContext(first)
+	if last := len(batch) - 1; last > 0 {
+		batch[last] = batch[last].WithContext(context.WithValue(batch[last].Context(), b, n))
+	}
+}
 
 // numbers returns the lowest and highest number batch carries, from its
 // first and last messages. A batch that user processors split carries
@@ -231,10 +290,10 @@ func (b *batchOrder) passOver(from, first uint64) {
 	b.advanceLocked(first)
 }
 
-// enter notes that the batch numbered first to last has taken its place
+// tookPlace notes that the batch numbered first to last has taken its place
 // (or will not: Benthos forms a new batch, with a new number, for messages
 // it sends again).
-func (b *batchOrder) enter(first, last uint64) {
+func (b *batchOrder) tookPlace(first, last uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for n := first; n <= last; n++ {

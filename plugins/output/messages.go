@@ -38,11 +38,11 @@ func entry(keys keyOf, hashKeys *service.MessageBatchInterpolationExecutor, i in
 		err error
 	)
 	if e.PartitionKey, err = keys.TryString(i, msg); err != nil {
-		return e, fmt.Errorf("interpolating %s: %w", fieldPartitionKey, err)
+		return e, &fieldError{field: fieldPartitionKey, err: err}
 	}
 	if hashKeys != nil {
 		if e.ExplicitHashKey, err = hashKeys.TryString(i); err != nil {
-			return e, fmt.Errorf("interpolating %s: %w", fieldHashKey, err)
+			return e, &fieldError{field: fieldHashKey, err: err}
 		}
 	}
 	if e.Data, err = msg.AsBytes(); err != nil {

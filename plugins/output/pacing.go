@@ -21,85 +21,91 @@ import (
 // throughput, as a key lands one record per round trip however many
 // batches hold it.
 //
-// So the processor that ends the output's batching, kinesis_batch_order
-// (batchorder.go), holds the next batch back before it numbers it (and with
-// it the batching, and the input behind it) while the batch before it has
-// not yet sent or started to wait, or while maxWaitingWrites writes already
-// wait with nothing they may send. Batches whose keys do not collide never
-// wait, so they still go max_in_flight at once; batches that would only
-// wait are not formed until a write ends. Pacing and numbering are one
-// processor, not two: Benthos wraps every processor's call in a span per
-// message, which at 500 messages a batch costs more than either does.
+// So the output's batching holds the next batch back before it forms it
+// (and with it the input behind it) while the batch before it has not yet
+// sent or started to wait, or while maxWaitingWrites writes already wait
+// with nothing they may send. Batches whose keys do not collide never wait,
+// so they still go max_in_flight at once; batches that would only wait are
+// not formed until a write ends. The output's processor kinesis_batch_order
+// (batchorder.go) paces and numbers each batch in one call: Benthos wraps
+// every processor's call in a span per message, which at 500 messages a
+// batch costs more than either does. Only a policy with processors of its
+// own runs it twice, pacing before them and numbering after, because a
+// processor that splits a batch (split, group_by, group_by_value) has the
+// processors after it run once per part, while the parts reach the output
+// as one batch, joined again: pacing per part held every part after the
+// first back for a part that could not reach its write yet.
 
 // maxWaitingWrites is how many writes may wait with nothing to send before
 // the output forms no more batches: one, ready to go the moment the write
 // it waits for ends.
 const maxWaitingWrites = 1
 
-// pacingWait bounds how long a batch is held back for one let through
-// before it that has not yet reached its write: Benthos only loses a formed
-// batch on its way to the writers when it shuts down, so the output cannot
-// stall on it.
-const pacingWait = 10 * time.Second
-
 // batchPacer counts an output's writes by what they do.
 type batchPacer struct {
-	// wait is pacingWait, shorter in tests.
+	// wait is lostBatchWait, shorter in tests.
 	wait time.Duration
 
 	mu sync.Mutex
-	// starting counts the batches let through that have neither sent nor
-	// started to wait; waiting the writes with nothing they may send.
-	starting, waiting int
-	closed            bool
+	// starting holds the batches let through that have neither sent nor
+	// started to wait (and were not given up for lost); waiting counts the
+	// writes with nothing they may send.
+	starting map[*pacedWrite]struct{}
+	waiting  int
+	closed   bool
 	// changed is closed, and replaced, whenever a count goes down.
 	changed chan struct{}
 }
 
 func newBatchPacer() *batchPacer {
-	return &batchPacer{wait: pacingWait, changed: make(chan struct{})}
+	return &batchPacer{wait: lostBatchWait, starting: map[*pacedWrite]struct{}{}, changed: make(chan struct{})}
 }
 
 // pacedWrite is one batch let through, in the context of its first message.
 type pacedWrite struct {
 	p     *batchPacer
-	state int
+	state pacedState
+	// tagged is set once the batch's first message carries the write (see
+	// batchOrder.number); only the goroutine forming batches reads it.
+	tagged bool
 }
 
-// States of a pacedWrite.
+// pacedState is what a batch let through does.
+type pacedState int
+
 const (
-	pacedStarting = iota
+	pacedStarting pacedState = iota // not yet sending or waiting
 	pacedSending
-	pacedWaiting
+	pacedWaiting // with nothing it may send
 	pacedDone
 )
 
-// admit returns once the batch before has sent or started to wait and
-// fewer than maxWaitingWrites writes wait, and tags batch so its write
-// reports what it does. It runs on the goroutine that forms the batches.
-func (p *batchPacer) admit(ctx context.Context, batch service.MessageBatch) {
-	if len(batch) == 0 {
-		return
-	}
+// letThrough returns once the batch before has sent or started to wait and
+// fewer than maxWaitingWrites writes wait, with the write of the batch
+// about to be formed, for the batch to carry. It runs on the goroutine that
+// forms the batches.
+func (p *batchPacer) letThrough(ctx context.Context) *pacedWrite {
 	timeout := time.NewTimer(p.wait)
 	defer timeout.Stop()
 	p.mu.Lock()
+	defer p.mu.Unlock()
 wait:
-	for !p.closed && (p.starting > 0 || p.waiting >= maxWaitingWrites) {
+	for !p.closed && (len(p.starting) > 0 || p.waiting >= maxWaitingWrites) {
 		changed := p.changed
 		p.mu.Unlock()
 		select {
 		case <-changed:
 			p.mu.Lock()
 		case <-timeout.C:
-			// A batch let through has not reached its write for this
-			// long: Benthos lost it (it only drops a formed batch when
-			// it shuts down). Stop counting it, but keep waiting for
-			// the writes that wait: a hot key's writes may take
-			// minutes, and letting a batch in every interval would
-			// pile them up.
+			// The batches let through have not reached their writes for
+			// this long: Benthos lost them (it only drops a formed batch
+			// when it shuts down). Stop counting them, each alone, so
+			// that one reaching its write after all counts for nothing
+			// else; keep waiting for the writes that wait: a hot key's
+			// writes may take minutes, and letting a batch in every
+			// interval would pile them up.
 			p.mu.Lock()
-			p.starting = 0
+			clear(p.starting)
 			timeout.Reset(p.wait)
 		case <-ctx.Done():
 			// Shutting down: the batch goes on, to be written or
@@ -108,10 +114,9 @@ wait:
 			break wait
 		}
 	}
-	p.starting++
-	p.mu.Unlock()
 	w := &pacedWrite{p: p}
-	batch[0] = batch[0].WithContext(context.WithValue(batch[0].Context(), p, w))
+	p.starting[w] = struct{}{}
+	return w
 }
 
 // close lets every batch through from now on.
@@ -127,7 +132,7 @@ func (p *batchPacer) notifyLocked() {
 	p.changed = make(chan struct{})
 }
 
-// of returns the paced write of batch, or nil if it was not let through by p.
+// of returns the paced write batch carries, or nil if it carries none of p.
 func (p *batchPacer) of(batch service.MessageBatch) *pacedWrite {
 	if p == nil || len(batch) == 0 {
 		return nil
@@ -138,7 +143,7 @@ func (p *batchPacer) of(batch service.MessageBatch) *pacedWrite {
 
 // set moves the write to state; a write that is done stays done (Benthos
 // may write a batch again after a reconnection).
-func (w *pacedWrite) set(state int) {
+func (w *pacedWrite) set(state pacedState) {
 	p := w.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -147,7 +152,8 @@ func (w *pacedWrite) set(state int) {
 	}
 	switch w.state {
 	case pacedStarting:
-		p.starting = max(0, p.starting-1)
+		// A no-op for a write given up for lost: it counts no more.
+		delete(p.starting, w)
 	case pacedWaiting:
 		p.waiting--
 	}

@@ -100,15 +100,12 @@ func TestPacerLetsABatchThroughOnlyWhenTheOneBeforeHasStarted(t *testing.T) {
 	p := newBatchPacer()
 	defer p.close()
 	p.wait = 200 * time.Millisecond
-	batch := func() service.MessageBatch { return service.MessageBatch{service.NewMessage([]byte("x"))} }
 	through := func() (*pacedWrite, <-chan struct{}) {
 		done := make(chan struct{})
 		var w *pacedWrite
 		go func() {
 			defer close(done)
-			b := batch()
-			p.admit(t.Context(), b)
-			w = p.of(b)
+			w = p.letThrough(t.Context())
 		}()
 		<-done
 		return w, done
@@ -119,9 +116,7 @@ func TestPacerLetsABatchThroughOnlyWhenTheOneBeforeHasStarted(t *testing.T) {
 	// The first has not started: the second waits, until it sends.
 	second := make(chan *pacedWrite, 1)
 	go func() {
-		b := batch()
-		p.admit(t.Context(), b)
-		second <- p.of(b)
+		second <- p.letThrough(t.Context())
 	}()
 	select {
 	case <-second:
@@ -137,9 +132,7 @@ func TestPacerLetsABatchThroughOnlyWhenTheOneBeforeHasStarted(t *testing.T) {
 	w2.watch(true)
 	third := make(chan *pacedWrite, 1)
 	go func() {
-		b := batch()
-		p.admit(t.Context(), b)
-		third <- p.of(b)
+		third <- p.letThrough(t.Context())
 	}()
 	select {
 	case <-third:
@@ -156,4 +149,36 @@ func TestPacerLetsABatchThroughOnlyWhenTheOneBeforeHasStarted(t *testing.T) {
 	w3.done()
 	first.done()
 	w2.done()
+}
+
+// Issue 38 item 3: when the pacer gives up on a batch that has not reached
+// its write (the pacer's wait), it forgets that batch alone. Before, it set
+// the count of starting batches to 0, and the late batch's write then took
+// the count of the batch let through after it: a third batch went through
+// while the second had neither sent nor started to wait.
+func TestPacerGivingUpOnALateBatchForgetsOnlyThatOne(t *testing.T) {
+	p := newBatchPacer()
+	defer p.close()
+	p.wait = 100 * time.Millisecond
+	letThrough := func() *pacedWrite { return p.letThrough(t.Context()) }
+	late := letThrough()
+	second := letThrough() // after the wait: late is given up on
+	late.watch(false)      // late reaches its write after all
+
+	third := make(chan *pacedWrite, 1)
+	go func() { third <- letThrough() }()
+	select {
+	case <-third:
+		t.Fatal("a batch went through while the one before it had not started")
+	case <-time.After(p.wait / 2):
+	}
+	second.watch(false)
+	select {
+	case w := <-third:
+		w.done()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the third batch was not let through once the second sent")
+	}
+	late.done()
+	second.done()
 }

@@ -166,6 +166,12 @@ func runOutput(ctx context.Context, args []string) error {
 	}
 	printMemory("raw SDK", raw, uint64(f.concurrency*kinesisx.MaxPutRecordsCount*f.size), mem...)
 	fmt.Println()
+	split := f
+	split.records, split.rounds, split.batching = min(f.records, 60000), 3, ""
+	if err := splitCase(ctx, emu.Endpoint, emu.CreateStream, split); err != nil {
+		return fmt.Errorf("split case: %w", err)
+	}
+	fmt.Println()
 	return runProcessCase(ctx, emu, f.process, f.size, f.concurrency)
 }
 

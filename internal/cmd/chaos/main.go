@@ -73,6 +73,7 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 		{"redis-down-past-the-lease-comes-back-empty", true, false, false, 1, ""},
 		{"redis-stalls-64KiB-budget", false, true, false, 1, "64KiB"},
 		{"standbys-redis-comes-back-empty", true, false, true, 1, ""},
+		{splitBatchingPhase, false, false, false, 1, ""},
 	} {
 		phaseDir := filepath.Join(dir, phase.name)
 		if err := os.MkdirAll(phaseDir, 0o755); err != nil {
@@ -85,8 +86,9 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 		)
 		t, err := chaos.Run(ctx, chaos.Config{
 			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, Standbys: phase.standbys, EFO: efo, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget,
-			Logf:    func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
-			Started: func(pid int) { mu.Lock(); pids = append(pids, pid); mu.Unlock() },
+			SplitBatching: phase.name == splitBatchingPhase,
+			Logf:          func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+			Started:       func(pid int) { mu.Lock(); pids = append(pids, pid); mu.Unlock() },
 		})
 		// Every process a phase started must be gone when it returns.
 		mu.Lock()
@@ -110,3 +112,8 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 	}
 	return nil
 }
+
+// splitBatchingPhase writes through an output batching policy with a
+// splitting processor, with records that fail validation among valid ones
+// of the same keys (chaos.Config.SplitBatching).
+const splitBatchingPhase = "output-split-batching-invalid-records"
