@@ -49,9 +49,9 @@ func TestIntegrationJoinWaitsOnAYoungUnseededGroupRecord(t *testing.T) {
 
 	t.Run("re-seeded record", func(t *testing.T) {
 		holder := newStore("seeded", 3*time.Second)
-		_, err := holder.Acquire(t.Context(), "shard-1", "a")
+		took, err := holder.Acquire(t.Context(), "shard-1", "a")
 		require.NoError(t, err)
-		_, err = holder.Reseed(t.Context(), consumer.Seed{Owner: "a"})
+		_, err = holder.Reseed(t.Context(), consumer.Seed{Owner: "a", Leases: []consumer.Lease{took.Lease}})
 		require.NoError(t, err)
 		wait, err := newStore("seeded", 3*time.Second).Join(t.Context())
 		require.NoError(t, err)

@@ -144,7 +144,9 @@ var groupScript = newScript("group")
 // the other owner's checkpoint) or the reader is done with it (the shard is closed, or the lease was
 // released under the caller's token): a closed shard keeps SHARD_END, stays
 // closed and gets no lease. It marks the group re-seeded now: for a lease
-// period, shards whose lease the store does not know are not handed out.
+// period, shards whose lease the store does not know are not handed out;
+// not for a seed of closes alone on a store that kept the caller's record
+// (a close written back), which must not pause new shards.
 // Returns {epochId, groupStart, foundId, expiresAt, now, nLost,
 // lostShard..., doneShard...}.
 var reseedScript = newScript("reseed")

@@ -5,7 +5,6 @@ local mine = tonumber(ARGV[2])
 if found == '' or (found ~= ARGV[1] and fstart ~= nil and fstart > mine) then
   redis.call('HSET', KEYS[1], 'id', ARGV[1], 'start', ARGV[2])
 end
-redis.call('HSET', KEYS[1], 'reseeded', now)
 -- The caller's world won when the stored record is now its own: a lease of
 -- another owner under the very token it presents was then handed out by the
 -- record it replaced (after a wipe tokens start again at 1), not by its own,
@@ -32,6 +31,11 @@ for _ = 1, nclosed do
   redis.call('HSET', KEYS[2], ARGV[i], 'SHARD_END')
   i = i + 1
 end
+-- A store that forgot holds every shard it does not know for a lease period
+-- (acquire), so that their holders re-seed them first. A seed of closes
+-- alone (no position, no lease) on a store that kept the caller's record (a close written back) is
+-- no such re-seed, and pauses no new shard.
+if found ~= ARGV[1] or tonumber(ARGV[5]) > 0 or i <= #ARGV then redis.call('HSET', KEYS[1], '{{reseededField}}', now) end
 local exp = now + tonumber(ARGV[4])
 local out = {redis.call('HGET', KEYS[1], 'id'), tonumber(redis.call('HGET', KEYS[1], 'start')), found, exp, now, 0}
 local done = {}
