@@ -161,13 +161,8 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 	}
 	co.store = forgetWatch{Store: c.stores(co.id), forgot: co.storeForgot}
 	co.log = c.log.With("stream", co.streamName)
-	wait, err := co.store.Join(ctx)
-	if err != nil {
+	if err := co.join(ctx); err != nil {
 		return nil, fmt.Errorf("joining the group's checkpoints of stream %s: %w", configured, err)
-	}
-	co.takeAfter = time.Now().Add(wait)
-	if wait > 0 {
-		co.log.Infof("The group's record in the checkpoint store is new and was not re-seeded: taking no shard for %v, so that instances still reading (if Redis just came back empty) write back where they got to first", wait.Round(time.Millisecond))
 	}
 	if err := co.useFanOut(ctx); err != nil {
 		return nil, err

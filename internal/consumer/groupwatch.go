@@ -34,6 +34,25 @@ func NewcomerWait(leasePeriod time.Duration) time.Duration {
 	return min(leasePeriod, 2*GroupCheckInterval(leasePeriod))
 }
 
+// join joins the group before the first take and sets when this instance
+// may take its first shard. A new group's wait is no fault, so it is said
+// plainly at INFO, and why at DEBUG.
+func (co *coordinator) join(ctx context.Context) error {
+	wait, err := co.store.Join(ctx)
+	if err != nil {
+		return err
+	}
+	co.takeAfter = time.Now().Add(wait)
+	if wait <= 0 {
+		return nil
+	}
+	w := wait.Round(time.Millisecond)
+	co.log.Infof("New consumer group: taking its first shards in %v (a new group waits this once before its first take)", w)
+	co.log.Debugf("The group's record in the checkpoint store is new and no instance re-seeded it. A store that just came back empty (Redis restarted or flushed) looks the same, so this instance takes no shard for %v: instances still reading check the record every %v and write back where they got to first",
+		w, GroupCheckInterval(co.c.cfg.LeasePeriod))
+	return nil
+}
+
 // GroupChecker is a Store that can tell in one call whether it still holds
 // the group record its caller knows: ErrStoreForgot when it does not. A
 // Store without it is noticed to forget only by renewals.
