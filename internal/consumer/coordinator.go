@@ -58,7 +58,8 @@ type coordinator struct {
 	// last seen changing hands (its cool-down), and who held it.
 	asked, moved map[string]time.Time
 	lastOwner    map[string]string
-	lastRenewOK  time.Time // written by the renew goroutine (and before it starts)
+	// renewal is when renewals last succeeded and re-seeds last ran (leases.go).
+	renewal renewalState
 	// missingSince is when discovery first found the stream deleted (zero
 	// while it exists); missingLogged when that was last logged.
 	missingSince, missingLogged time.Time
@@ -183,7 +184,7 @@ func (co *coordinator) run(ctx context.Context) {
 	co.runCtx, co.cancelRun = context.WithCancel(ctx)
 	defer close(co.runDone)
 	cfg := &co.c.cfg
-	co.lastRenewOK = time.Now()
+	co.renewal.succeeded(time.Now())
 	co.bounded(co.heartbeat)
 	co.discover(co.runCtx)
 	co.bounded(co.rebalance)
