@@ -305,7 +305,7 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]*shardRe
 			co.known.newerOwner(r.shard.ID)
 			log.Warnf("Lease taken by instance %s (token %d); stopped the shard reader", holder.Owner, holder.Token)
 		case holder.Owner == "" && holder.Token == 0:
-			log.Warn("Lease missing from the store (was it flushed or replaced, or the group deleted with `checkpoints delete`?); stopped the shard reader")
+			log.Warn("Lease missing from the store (pruned as trimmed while this instance could not renew it, or the group deleted with `checkpoints delete`?); stopped the shard reader")
 		case holder.Owner == "" && holder.ExpiresAt.UnixMilli() == 0:
 			// Only an operator's reset or import frees a lease this way
 			// (released at time 0 with its token bumped); a release or an

@@ -28,6 +28,8 @@ const (
 	formatField   = "format"
 	createdField  = "created"
 	reseededField = "reseeded"
+	// prunedField lists the shards pruned lately, " a b ... " (prune.lua).
+	prunedField = "pruned"
 )
 
 // joinScript: KEYS epoch; ARGV newEpoch, format. Creates the group record

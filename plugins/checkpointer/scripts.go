@@ -41,6 +41,8 @@ var luaFields = strings.NewReplacer(
 	"{{formatField}}", formatField,
 	"{{createdField}}", createdField,
 	"{{reseededField}}", reseededField,
+	"{{prunedField}}", prunedField,
+	"{{shardStartPrefix}}", shardStartPrefix,
 )
 
 // embeddedScript is one script with the source it was made from.

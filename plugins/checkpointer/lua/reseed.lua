@@ -10,13 +10,16 @@ end
 -- record it replaced (after a wipe tokens start again at 1), not by its own,
 -- where every take raises the token.
 local won = redis.call('HGET', KEYS[1], 'id') == ARGV[1]
+-- Shards pruned as trimmed (prune) are not written back.
+local prunedList = redis.call('HGET', KEYS[1], '{{prunedField}}') or ''
+local function pruned(shard) return string.find(prunedList, ' ' .. shard .. ' ', 1, true) ~= nil end
 local seeded = {}
 local i = 7
 for _ = 1, tonumber(ARGV[5]) do
   seeded[ARGV[i]] = ARGV[i + 1]
   local cur = redis.call('HGET', KEYS[2], ARGV[i])
-  local ok = true
-  if cur then
+  local ok = not pruned(ARGV[i])
+  if ok and cur then
     local _, _, _, valid = parse_pos(cur)
     ok = not valid or cmp_pos(ARGV[i + 1], cur) > 0
   end
@@ -27,8 +30,10 @@ if ARGV[6] ~= '' then redis.call('HSETNX', KEYS[2], '{{startField}}', ARGV[6]) e
 local nclosed = tonumber(ARGV[i])
 i = i + 1
 for _ = 1, nclosed do
-  redis.call('SADD', KEYS[3], ARGV[i])
-  redis.call('HSET', KEYS[2], ARGV[i], 'SHARD_END')
+  if not pruned(ARGV[i]) then
+    redis.call('SADD', KEYS[3], ARGV[i])
+    redis.call('HSET', KEYS[2], ARGV[i], 'SHARD_END')
+  end
   i = i + 1
 end
 -- A store that forgot holds every shard it does not know for a lease period
@@ -46,6 +51,10 @@ for j = i, #ARGV, 2 do
   if redis.call('SISMEMBER', KEYS[3], ARGV[j]) == 1 or (raw and owner == '' and tok == want) then
     -- Closed, or released under this very token: the reader is done.
     table.insert(done, ARGV[j])
+  elseif pruned(ARGV[j]) and not raw then
+    -- Pruned as trimmed while its holder could not renew: lost.
+    table.insert(out, ARGV[j])
+    out[6] = out[6] + 1
   elseif not raw or (owner == ARGV[3] and tok == want) or tok < want or (won and tok == want) then
     -- Unknown to the store, the caller's own, or an older token's (the
     -- caller's take fenced it): the newer token wins. An equal one of
