@@ -20,9 +20,8 @@ import (
 // A holder paused (SIGSTOP, as a long GC or VM pause) at the moment Redis
 // comes back empty keeps its shards (issue 33, item 4). One instance reads
 // 2 shards under keyed load, with the default 10 s lease; it is frozen
-// for 9 s; 6 s in, Redis is emptied and a newcomer starts; then the holder
-// wakes. Before the fix: with `latest`, 128 records lost when flushed, 64
-// lost and 16 per-key order violations when restarted empty.
+// for 9 s; 4 s in, Redis is emptied and a newcomer starts; then the holder
+// wakes.
 //   - flushed: no trace in Redis, the newcomer waits only 2 s and takes the
 //     shards under token 1; the holder's re-seed wins the tie and goes on
 //     from its own position, so nothing is lost (the two read the shards
@@ -92,7 +91,11 @@ func pausedHolderAtAWipe(t *testing.T, stream, start string, restart bool) (lost
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGSTOP))
 	t.Cleanup(func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) })
 	paused := time.Now()
-	time.Sleep(6 * time.Second) // the pause, before the wipe
+	// The pause before the wipe: 4 s, so that the newcomer (a process
+	// start and the 2 s newcomer wait) takes the shards before the holder
+	// wakes. 6 s in, as first reported, it took them too late here to
+	// show anything when Redis was flushed.
+	time.Sleep(4 * time.Second)
 	rc := r.Client()
 	defer rc.Close()
 	if restart {
