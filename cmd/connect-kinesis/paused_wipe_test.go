@@ -20,8 +20,9 @@ import (
 // A holder paused (SIGSTOP, as a long GC or VM pause) at the moment Redis
 // comes back empty keeps its shards (issue 33, item 4). One instance reads
 // 2 shards under keyed load, with the default 10 s lease; it is frozen
-// for 9 s; 4 s in, Redis is emptied and a newcomer starts; then the holder
-// wakes.
+// for 12 s; 6 s in, Redis is emptied and a newcomer starts; then the
+// holder wakes (a 9 s pause, as first reported, let the holder wake before
+// the newcomer took anything here).
 //   - flushed: no trace in Redis, the newcomer waits only 2 s and takes the
 //     shards under token 1; the holder's re-seed wins the tie and goes on
 //     from its own position, so nothing is lost (the two read the shards
@@ -91,11 +92,10 @@ func pausedHolderAtAWipe(t *testing.T, stream, start string, restart bool) (lost
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGSTOP))
 	t.Cleanup(func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) })
 	paused := time.Now()
-	// The pause before the wipe: 4 s, so that the newcomer (a process
-	// start and the 2 s newcomer wait) takes the shards before the holder
-	// wakes. 6 s in, as first reported, it took them too late here to
-	// show anything when Redis was flushed.
-	time.Sleep(4 * time.Second)
+	// The wipe comes 6 s into the pause: past LatestSkewMargin (5 s), so a
+	// newcomer reading from `latest` of its own new group record starts
+	// after records the holder never delivered.
+	time.Sleep(6 * time.Second)
 	rc := r.Client()
 	defer rc.Close()
 	if restart {
@@ -104,7 +104,7 @@ func pausedHolderAtAWipe(t *testing.T, stream, start string, restart bool) (lost
 		require.NoError(t, rc.FlushAll(t.Context()).Err())
 	}
 	insts = append(insts, startAt("newcomer"))
-	time.Sleep(time.Until(paused.Add(9 * time.Second)))
+	time.Sleep(time.Until(paused.Add(12 * time.Second)))
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGCONT))
 	time.Sleep(8 * time.Second) // both run under load
 	stopLoad()
