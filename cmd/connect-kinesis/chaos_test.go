@@ -24,8 +24,9 @@ import (
 // must first arrive in order, and duplicates must stay within the bound of
 // the events that cause them. It runs in phases: with a Redis that keeps its
 // data (AOF), `trim_horizon` and `shard_parallelism: 4`; with a Redis that
-// comes back empty and `latest`; with Redis stalls; and with standbys (more
-// instances than shards) and a Redis that comes back empty. CHAOS_SEED
+// comes back empty and `latest`; with Redis stalls; with standbys (more
+// instances than shards) and a Redis that comes back empty; and with a
+// holder paused while Redis restarts empty and a newcomer starts. CHAOS_SEED
 // replays a run.
 func TestIntegrationChaosShort(t *testing.T) {
 	t.Parallel()
@@ -47,19 +48,21 @@ func TestIntegrationChaosShort(t *testing.T) {
 		emptyRedis, stalls, standbys bool
 		lanes                        int
 		budget                       string
+		pausedHolder                 bool
 	}{
-		{"redis keeps its data with shard_parallelism 4", false, false, false, 4, ""},
-		{"redis down past the lease comes back empty with latest", true, false, false, 1, ""},
-		{"redis stalls 2s three times with max_buffered_bytes 64KiB", false, true, false, 1, "64KiB"},
-		{"standbys while redis comes back empty with latest", true, false, true, 1, ""},
-		{splitBatchingPhase, false, false, false, 1, ""},
+		{"redis keeps its data with shard_parallelism 4", false, false, false, 4, "", false},
+		{"redis down past the lease comes back empty with latest", true, false, false, 1, "", false},
+		{"redis stalls 2s three times with max_buffered_bytes 64KiB", false, true, false, 1, "64KiB", false},
+		{"standbys while redis comes back empty with latest", true, false, true, 1, "", false},
+		{splitBatchingPhase, false, false, false, 1, "", false},
+		{"a holder paused while redis restarts empty, with a newcomer, with latest", true, false, false, 1, "", true},
 	} {
 		t.Run(phase.name, func(t *testing.T) {
 			t.Parallel() // each phase starts its own emulator, Redis and binaries
 			dir := t.TempDir()
 			var started startedPIDs
 			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls,
-				Standbys: phase.standbys, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget, SplitBatching: phase.name == splitBatchingPhase, Logf: t.Logf, Started: func(pid int) { started.add(pid) }})
+				Standbys: phase.standbys, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget, SplitBatching: phase.name == splitBatchingPhase, PausedHolder: phase.pausedHolder, Logf: t.Logf, Started: func(pid int) { started.add(pid) }})
 			started.assertGone(t)
 			testenv.Require(t, "running the chaos schedule", err)
 			t.Logf("chaos table (seed %d, %s):\n%s", seed, phase.name, table)

@@ -60,6 +60,10 @@ type Config struct {
 	// came back empty: it must take nothing from it before the holders
 	// re-seeded what they know.
 	Standbys bool
+	// PausedHolder, with EmptyRedis, freezes the instance holding the most
+	// shards while Redis restarts empty and starts a newcomer the moment
+	// it is back (paused_holder.go).
+	PausedHolder bool
 	// MaxBufferedBytes, if set, is the instances' max_buffered_bytes: a
 	// budget small enough that shards take turns to fetch.
 	MaxBufferedBytes string

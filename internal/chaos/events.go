@@ -59,6 +59,9 @@ func (r *runner) killRandom(ctx context.Context) error {
 
 // restartName names the Redis restart event in the log.
 func (r *runner) restartName() string {
+	if r.cfg.PausedHolder {
+		return "redis restart, empty, under a paused holder"
+	}
 	if r.cfg.EmptyRedis {
 		return "redis restart, empty"
 	}
@@ -66,6 +69,9 @@ func (r *runner) restartName() string {
 }
 
 func (r *runner) restartRedis(ctx context.Context) error {
+	if r.cfg.PausedHolder {
+		return r.restartUnderAPausedHolder(ctx)
+	}
 	if r.cfg.Standbys {
 		if err := r.countStandbys(ctx); err != nil {
 			return err

@@ -58,7 +58,8 @@ type coordinator struct {
 	// last seen changing hands (its cool-down), and who held it.
 	asked, moved map[string]time.Time
 	lastOwner    map[string]string
-	lastRenewOK  time.Time // written by the renew goroutine (and before it starts)
+	// renewal is when renewals last succeeded and re-seeds last ran (leases.go).
+	renewal renewalState
 	// missingSince is when discovery first found the stream deleted (zero
 	// while it exists); missingLogged when that was last logged.
 	missingSince, missingLogged time.Time
@@ -161,13 +162,8 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 	}
 	co.store = forgetWatch{Store: c.stores(co.id), forgot: co.storeForgot}
 	co.log = c.log.With("stream", co.streamName)
-	wait, err := co.store.Join(ctx)
-	if err != nil {
+	if err := co.join(ctx); err != nil {
 		return nil, fmt.Errorf("joining the group's checkpoints of stream %s: %w", configured, err)
-	}
-	co.takeAfter = time.Now().Add(wait)
-	if wait > 0 {
-		co.log.Infof("The group's record in the checkpoint store is new and was not re-seeded: taking no shard for %v, so that instances still reading (if Redis just came back empty) write back where they got to first", wait.Round(time.Millisecond))
 	}
 	if err := co.useFanOut(ctx); err != nil {
 		return nil, err
@@ -188,7 +184,7 @@ func (co *coordinator) run(ctx context.Context) {
 	co.runCtx, co.cancelRun = context.WithCancel(ctx)
 	defer close(co.runDone)
 	cfg := &co.c.cfg
-	co.lastRenewOK = time.Now()
+	co.renewal.succeeded(time.Now())
 	co.bounded(co.heartbeat)
 	co.discover(co.runCtx)
 	co.bounded(co.rebalance)
@@ -276,7 +272,7 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]*shardRe
 			co.known.newerOwner(r.shard.ID)
 			log.Warnf("Lease taken by instance %s (token %d); stopped the shard reader", holder.Owner, holder.Token)
 		case holder.Owner == "" && holder.Token == 0:
-			log.Warn("Lease missing from the store (was it flushed or replaced, or the group deleted with `checkpoints delete`?); stopped the shard reader")
+			log.Warn("Lease missing from the store (pruned as trimmed while this instance could not renew it, or the group deleted with `checkpoints delete`?); stopped the shard reader")
 		case holder.Owner == "" && holder.ExpiresAt.UnixMilli() == 0:
 			// Only an operator's reset or import frees a lease this way
 			// (released at time 0 with its token bumped); a release or an

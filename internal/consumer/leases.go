@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -74,15 +75,19 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// renewLoop renews on its own goroutine, every third of the lease period,
-// so slow discovery or balancing never delays it. Each attempt is bounded by
-// a sixth of the period. A renewal that fails stops no reader: past its
-// lease's local deadline a reader neither fetches nor delivers (awaitLease)
-// until a renewal confirms the lease, so a Redis that stalls or is away
-// costs no re-read. It runs until shutdown has seen every reader done
-// (renewStop), not only until the run loop ends. Beside it, watchGroup
-// checks the group record every second (groupwatch.go) and wakes it
-// through forgot.
+// renewLoop renews every third of the lease period, so slow discovery or
+// balancing never delays it. Each attempt is bounded by a sixth of the
+// period, and so is the progress published after it. A renewal that fails
+// stops no reader: past its lease's local deadline a reader neither fetches
+// nor delivers (awaitLease) until a renewal confirms the lease, so a Redis
+// that stalls or is away costs no re-read. It runs until shutdown has seen
+// every reader done (renewStop), not only until the run loop ends. Beside
+// it, watchGroup checks the group record every second (groupwatch.go) and
+// wakes it through forgot. The periodic renewal runs apart from the loop,
+// so a store found to have forgotten is re-seeded at once rather than
+// behind a renewal that hangs (on a half-open connection after a failover,
+// say: up to a third of the period with the progress, longer than a
+// newcomer's wait).
 func (co *coordinator) renewLoop() {
 	defer close(co.renewDone)
 	stopWatch, watched := make(chan struct{}), make(chan struct{})
@@ -96,13 +101,38 @@ func (co *coordinator) renewLoop() {
 	}()
 	t := time.NewTicker(co.c.cfg.LeasePeriod / 3)
 	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
+	var out chan struct{} // the periodic renewal still running; nil when none
+	missed := false       // a tick came while it ran
+	defer func() {
+		if out != nil {
+			<-out
+		}
+	}()
+	periodic := func() {
+		done := make(chan struct{})
+		out = done
+		go func() {
+			defer close(done)
 			ctx, cancel := context.WithTimeout(co.runCtx, co.c.cfg.LeasePeriod/6)
 			co.renew(ctx, false)
 			cancel()
 			co.publishProgress()
+		}()
+	}
+	for {
+		select {
+		case <-t.C:
+			if out != nil {
+				missed = true
+				continue
+			}
+			periodic()
+		case <-out:
+			out = nil
+			if missed {
+				missed = false
+				periodic()
+			}
 		case <-co.forgot:
 			// A call found the store forgot the group: renewing at once
 			// confirms it and re-seeds.
@@ -138,7 +168,7 @@ func (co *coordinator) renew(ctx context.Context, forgot bool) {
 		byShard[id] = r
 	}
 	if len(ls) == 0 {
-		co.lastRenewOK = attempt
+		co.renewal.succeeded(attempt)
 		if forgot {
 			co.reseed(ctx)
 		}
@@ -146,14 +176,16 @@ func (co *coordinator) renew(ctx context.Context, forgot bool) {
 	}
 	renewed, lost, err := co.store.RenewAll(ctx, co.c.owner, ls)
 	if errors.Is(err, ErrStoreForgot) {
-		co.reseed(ctx)
+		if !co.renewal.reseededSince(attempt) {
+			co.reseed(ctx)
+		}
 		return
 	}
 	if err != nil {
 		co.renewalFailed("Renewing leases", byShard, err)
 		return
 	}
-	co.lastRenewOK = attempt
+	co.renewal.succeeded(attempt)
 	for _, l := range renewed {
 		if r := byShard[l.Shard]; r != nil {
 			r.leaseRenewed(l)
@@ -181,5 +213,44 @@ func (co *coordinator) renewalFailed(doing string, byShard map[string]*shardRead
 		return
 	}
 	co.log.Errorf("%s failed for %v; %d of %d shard readers are past their lease's local deadline and read nothing until a renewal confirms the lease (retrying): %v",
-		doing, time.Since(co.lastRenewOK).Round(time.Millisecond), waiting, len(byShard), err)
+		doing, time.Since(co.renewal.lastOK()).Round(time.Millisecond), waiting, len(byShard), err)
+}
+
+// renewalState is shared by the renew loop and the periodic renewal it
+// runs apart.
+type renewalState struct {
+	mu sync.Mutex
+	// ok is when the last renewal or re-seed that succeeded was sent;
+	// reseed when the last re-seed that succeeded was.
+	ok, reseed time.Time
+	// reseeding runs re-seeds one at a time.
+	reseeding sync.Mutex
+}
+
+func (s *renewalState) succeeded(at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ok = later(s.ok, at)
+}
+
+func (s *renewalState) lastOK() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ok
+}
+
+func (s *renewalState) reseeded(at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reseed = later(s.reseed, at)
+}
+
+// reseededSince reports whether a re-seed sent after at succeeded: a
+// renewal sent at at that found the store forgot was answered before it,
+// most likely, and needs no re-seed of its own (should the store have
+// forgotten again, the next group check says so).
+func (s *renewalState) reseededSince(at time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reseed.After(at)
 }

@@ -54,6 +54,17 @@ func (co *coordinator) pruneUnlisted(ctx context.Context, closed map[string]bool
 	for id := range closed {
 		inStore[id] = true
 	}
+	// A reset or an import writes checkpoints (and shard starts) for
+	// shards nobody may ever lease: they are the store's entries too.
+	if cl, ok := co.checkpointLister(); ok {
+		ids, err := cl.CheckpointedShards(ctx)
+		if err != nil {
+			co.log.Debugf("Listing the shards with a checkpoint failed; pruning only those with a lease or a close this time: %v", err)
+		}
+		for _, id := range ids {
+			inStore[id] = true
+		}
+	}
 	// Shards read by a listed child that was never taken stay.
 	needed := map[string]bool{}
 	for _, s := range co.listed {
@@ -152,4 +163,19 @@ func (co *coordinator) forgetShard(id string) {
 	delete(co.known.closedSet, id)
 	delete(co.known.committed, id)
 	co.known.mu.Unlock()
+}
+
+// CheckpointLister is a Store that lists the shards it holds a checkpoint
+// or a shard start of, in one call.
+type CheckpointLister interface {
+	CheckpointedShards(ctx context.Context) ([]string, error)
+}
+
+func (co *coordinator) checkpointLister() (CheckpointLister, bool) {
+	var s Store = co.store
+	if w, ok := s.(forgetWatch); ok {
+		s = w.Store
+	}
+	cl, ok := s.(CheckpointLister)
+	return cl, ok
 }

@@ -77,8 +77,12 @@ func (co *coordinator) storeForgot() {
 
 // reseed writes what this instance knows back into a store that forgot
 // the group, and takes the leases it holds again. It runs on the renew
-// goroutine, so no renewal races with the leases it restores.
+// goroutine, beside at most one periodic renewal still out (renewLoop): both
+// present the same tokens, so whichever lands last confirms the same
+// leases. Re-seeds run one at a time.
 func (co *coordinator) reseed(ctx context.Context) {
+	co.renewal.reseeding.Lock()
+	defer co.renewal.reseeding.Unlock()
 	attempt := time.Now()
 	seed := Seed{Owner: co.c.owner, Checkpoints: map[string]Position{}}
 	co.known.mu.Lock()
@@ -121,7 +125,8 @@ func (co *coordinator) reseed(ctx context.Context) {
 		co.renewalFailed("Re-seeding the checkpoint store", byShard, err)
 		return
 	}
-	co.lastRenewOK = attempt
+	co.renewal.succeeded(attempt)
+	co.renewal.reseeded(attempt)
 	found := "had no record of the group"
 	if res.FoundEpoch == res.Epoch {
 		found = "had lost this instance's leases; another instance had restored the group record"

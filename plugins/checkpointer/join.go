@@ -28,6 +28,8 @@ const (
 	formatField   = "format"
 	createdField  = "created"
 	reseededField = "reseeded"
+	// prunedField lists the shards pruned lately, " a b ... " (prune.lua).
+	prunedField = "pruned"
 )
 
 // joinScript: KEYS epoch; ARGV newEpoch, format. Creates the group record
@@ -82,9 +84,59 @@ func (s *Store) Join(ctx context.Context) (time.Duration, error) {
 	if created == 0 || reseeded != 0 {
 		return 0, nil
 	}
-	wait := consumer.NewcomerWait(s.c.cfg.LeasePeriod).Milliseconds()
-	return max(0, time.Duration(created+wait-now)*time.Millisecond), nil
+	newcomer := consumer.NewcomerWait(s.c.cfg.LeasePeriod).Milliseconds()
+	wait := created + newcomer - now
+	// A Redis restarted empty (not only flushed) says so: a new run, up for
+	// a short time. Holders paused or cut off while it restarted may wake
+	// any time within their lease, so a record created since it started is
+	// taken from only once it has been up a lease period and the newcomer
+	// wait: by then every holder whose lease was live at the restart has
+	// re-seeded, or its lease ended (consumer.RestartWait).
+	up, err := s.serverUptime(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("joining group %s: %w", s.c.cfg.Group, err)
+	}
+	// INFO counts whole seconds: the server started up to a second
+	// before now-up, and no later than it.
+	if started := now - up.Milliseconds(); created >= started-1000 {
+		if rest := consumer.RestartWait(s.c.cfg.LeasePeriod).Milliseconds() - up.Milliseconds(); rest > 0 {
+			s.youngServer, s.young = up, true
+			wait = max(wait, rest)
+		}
+	}
+	return max(0, time.Duration(wait)*time.Millisecond), nil
 }
+
+// serverUptime reads how long the Redis server that holds the group's keys
+// has been up (INFO server, in whole seconds).
+func (s *Store) serverUptime(ctx context.Context) (time.Duration, error) {
+	node, err := s.c.masterFor(ctx, s.keys.Epoch)
+	if err != nil {
+		return 0, err
+	}
+	info, err := node.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, fmt.Errorf("reading how long Redis has been up (INFO server): %w", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				break
+			}
+			return time.Duration(n) * time.Second, nil
+		}
+	}
+	return 0, fmt.Errorf("reading how long Redis has been up: INFO server has no uptime_in_seconds")
+}
+
+// JoinedYoungServer reports the Redis server's uptime when Join waited for
+// it to have been up a lease period (consumer.YoungServer).
+func (s *Store) JoinedYoungServer() (time.Duration, bool) {
+	return s.youngServer, s.young
+}
+
+var _ consumer.YoungServer = (*Store)(nil)
 
 // CheckGroup tells whether the store still holds the group record this
 // store knows: ErrStoreForgot when it is gone or replaced. One HGET in a

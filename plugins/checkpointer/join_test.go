@@ -1,6 +1,7 @@
 package checkpointer
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -30,16 +31,47 @@ func TestIntegrationJoinWaitsOnAYoungUnseededGroupRecord(t *testing.T) {
 		return c.Stream("arn:aws:kinesis:us-east-1:000000000000:stream/s")
 	}
 
+	t.Run("young server", func(t *testing.T) {
+		// This Redis started moments ago: it may be one that restarted
+		// empty while holders were paused, so a newcomer waits until it
+		// has been up a lease period and the newcomer wait.
+		const period = 30 * time.Second
+		s := newStore("young", period)
+		wait, err := s.Join(t.Context())
+		require.NoError(t, err)
+		up, young := s.JoinedYoungServer()
+		require.True(t, young)
+		assert.Equal(t, consumer.RestartWait(period), 32*time.Second)
+		assert.LessOrEqual(t, wait, consumer.RestartWait(period)-up, "until it has been up 32 s (INFO counts whole seconds)")
+		assert.Greater(t, wait, consumer.RestartWait(period)-up-time.Second-200*time.Millisecond)
+	})
+
+	// Past RestartWait of the periods below, the server is no longer young:
+	// the wait is the newcomer wait alone, as on a Redis that runs for long.
+	c := red.Client()
+	defer c.Close()
+	for {
+		info, err := c.Info(t.Context(), "server").Result()
+		require.NoError(t, err)
+		if strings.Contains(info, "uptime_in_seconds:6") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the server must age: nothing to poll for sooner
+	}
 	t.Run("new record", func(t *testing.T) {
+		assert.Equal(t, 2*time.Second, consumer.NewcomerWait(30*time.Second))
+		assert.Equal(t, 2*time.Second, consumer.NewcomerWait(10*time.Second))
 		for period, want := range map[time.Duration]time.Duration{
-			30 * time.Second: 2 * time.Second, 10 * time.Second: 2 * time.Second, 3 * time.Second: 2 * time.Second,
-			900 * time.Millisecond: 600 * time.Millisecond,
+			3 * time.Second: 2 * time.Second, 900 * time.Millisecond: 600 * time.Millisecond,
 		} {
 			group := "fresh-" + period.String()
-			wait, err := newStore(group, period).Join(t.Context())
+			s := newStore(group, period)
+			wait, err := s.Join(t.Context())
 			require.NoError(t, err)
 			assert.Equal(t, consumer.NewcomerWait(period), wait, "a record created by this Join: the whole newcomer wait")
 			assert.Equal(t, want, wait, "two check intervals of at most a second (a third of a shorter period)")
+			_, young := s.JoinedYoungServer()
+			assert.False(t, young)
 			again, err := newStore(group, period).Join(t.Context())
 			require.NoError(t, err)
 			assert.Positive(t, again, "a second newcomer waits for the rest of it")
@@ -49,9 +81,9 @@ func TestIntegrationJoinWaitsOnAYoungUnseededGroupRecord(t *testing.T) {
 
 	t.Run("re-seeded record", func(t *testing.T) {
 		holder := newStore("seeded", 3*time.Second)
-		_, err := holder.Acquire(t.Context(), "shard-1", "a")
+		took, err := holder.Acquire(t.Context(), "shard-1", "a")
 		require.NoError(t, err)
-		_, err = holder.Reseed(t.Context(), consumer.Seed{Owner: "a"})
+		_, err = holder.Reseed(t.Context(), consumer.Seed{Owner: "a", Leases: []consumer.Lease{took.Lease}})
 		require.NoError(t, err)
 		wait, err := newStore("seeded", 3*time.Second).Join(t.Context())
 		require.NoError(t, err)

@@ -3,6 +3,9 @@ package checkpointer
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
 // pruneScript: KEYS epoch, ckpt, closed, lease, progress, handoff; ARGV
@@ -32,3 +35,27 @@ func (s *Store) Prune(ctx context.Context, shards []string) ([]string, error) {
 	}
 	return pruned, nil
 }
+
+// CheckpointedShards lists the shards the store holds a checkpoint or a
+// shard start of (one HKEYS of the checkpoint hash), so that the consumer
+// can prune those nobody ever leased: a reset or an import writes them
+// for every shard it names (consumer.CheckpointLister).
+func (s *Store) CheckpointedShards(ctx context.Context) ([]string, error) {
+	fields, err := s.c.client.HKeys(ctx, s.keys.Checkpoints).Result()
+	if err != nil {
+		return nil, fmt.Errorf("listing the shards with a checkpoint: %w", err)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range fields {
+		id, _ := strings.CutPrefix(f, shardStartPrefix)
+		if f == startField || id == "" || seen[id] {
+			continue
+		}
+		seen[id] = true
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+var _ consumer.CheckpointLister = (*Store)(nil)

@@ -41,6 +41,8 @@ var luaFields = strings.NewReplacer(
 	"{{formatField}}", formatField,
 	"{{createdField}}", createdField,
 	"{{reseededField}}", reseededField,
+	"{{prunedField}}", prunedField,
+	"{{shardStartPrefix}}", shardStartPrefix,
 )
 
 // embeddedScript is one script with the source it was made from.
@@ -137,11 +139,16 @@ var groupScript = newScript("group")
 // (only forwards), the start override (if none), closed shards, and the
 // caller's leases with their tokens (so commits in flight stay valid),
 // unless another owner took one meanwhile (the store holds a newer token;
-// an older one, even live, was fenced by the caller's take and gives way)
-// or the reader is done with it (the shard is closed, or the lease was
+// an older one, even live, was fenced by the caller's take and gives way;
+// an equal one goes to the caller when its group record is the one now
+// stored: the other was handed out from the record it replaced, after a
+// wipe started the tokens again, and the caller's position then replaces
+// the other owner's checkpoint) or the reader is done with it (the shard is closed, or the lease was
 // released under the caller's token): a closed shard keeps SHARD_END, stays
 // closed and gets no lease. It marks the group re-seeded now: for a lease
-// period, shards whose lease the store does not know are not handed out.
+// period, shards whose lease the store does not know are not handed out;
+// not for a seed of closes alone on a store that kept the caller's record
+// (a close written back), which must not pause new shards.
 // Returns {epochId, groupStart, foundId, expiresAt, now, nLost,
 // lostShard..., doneShard...}.
 var reseedScript = newScript("reseed")

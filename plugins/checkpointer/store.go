@@ -41,6 +41,11 @@ type Store struct {
 	groupStart time.Time
 
 	replicas replicaGate
+	// youngServer is the Redis server's uptime when Join found it younger
+	// than a lease period, with a record of the group created since it
+	// started that no re-seed marked (0 otherwise; join.go).
+	youngServer time.Duration
+	young       bool
 }
 
 // streamLabel is the `stream` label of the checkpoint metrics: the stream's

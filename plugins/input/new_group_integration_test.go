@@ -28,6 +28,10 @@ func TestIntegrationNewGroupReadsWithoutALeasePeriodWait(t *testing.T) {
 	const stream, group, period = "new-group", "g-new", 30 * time.Second
 	arn := emu.MustCreateStream(t, stream, 2)
 	writeN(t, emu, stream, "r", 10)
+	// A Redis up for less than consumer.RestartWait may have restarted
+	// empty under paused holders, and makes a newcomer wait that long: a
+	// healthy Redis runs for longer.
+	redisUpFor(t, red, consumer.RestartWait(period))
 	c := &counting{}
 	yaml := strings.Replace(inputYAML(stream, emu.Endpoint, red.URL(), group, "  start_position: trim_horizon\n"),
 		"period: 3s", "period: "+period.String(), 1)
@@ -72,6 +76,10 @@ func TestIntegrationIdleHoldersReseedBeforeANewcomerTakes(t *testing.T) {
 	const stream, group = "idle-holders", "g-idle"
 	arn := emu.MustCreateStream(t, stream, outageShards)
 	writeN(t, emu, stream, "before", 40)
+	// The Redis runs for longer than consumer.RestartWait, as a healthy one
+	// does: once flushed (no restart) the newcomer waits only the newcomer
+	// wait, and the holder's group check must beat it.
+	redisUpFor(t, red, consumer.RestartWait(30*time.Second))
 	c := &counting{}
 	yaml := strings.NewReplacer("    period: 3s\n    rebalance_period: 300ms\n", "    period: 30s\n    rebalance_period: 10s\n",
 		"shard_discovery_interval: 1s", "shard_discovery_interval: 10s").
@@ -103,4 +111,27 @@ func TestIntegrationIdleHoldersReseedBeforeANewcomerTakes(t *testing.T) {
 	}, 5*time.Second, 50*time.Millisecond, "the holder re-seeds its shards with their tokens")
 	_, dups := c.tally("before")
 	assert.Zero(t, dups, "nothing read again")
+}
+
+// redisUpFor waits until the Redis server has been up for at least d (INFO
+// server counts whole seconds), as a long-running one has. Time must pass:
+// there is nothing to poll for sooner.
+func redisUpFor(t *testing.T, red *testenv.Redis, d time.Duration) {
+	t.Helper()
+	c := red.Client()
+	defer c.Close()
+	for {
+		info, err := c.Info(t.Context(), "server").Result()
+		require.NoError(t, err)
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
+				n, err := strconv.Atoi(v)
+				require.NoError(t, err)
+				if time.Duration(n)*time.Second > d {
+					return
+				}
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }

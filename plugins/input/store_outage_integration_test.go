@@ -241,13 +241,14 @@ func TestIntegrationRedisBackEmptyAfterTheLease(t *testing.T) {
 		{"latest-newcomer", outageRun{start: "latest", lease: testLease, fault: stoppedPastTheLease, newcomer: true}},
 		// The newcomer meets the empty store before the holders can
 		// reach it (half a group-check interval, 500 ms): it must wait,
-		// not take shards they still read. The newcomer waits two check
-		// intervals (2 s), so holders later than that by more than the
-		// check's own interval are beyond the rule (docs/checkpointer.md).
+		// not take shards they still read. Redis restarted, so the
+		// newcomer waits until it has been up a lease period and 2 s
+		// (consumer.RestartWait; docs/checkpointer.md).
 		{"latest-newcomer-first", outageRun{start: "latest", lease: testLease, fault: stoppedPastTheLease, newcomer: true, holdersLate: 500 * time.Millisecond}},
-		// A 30 s lease: the holders' next renewal is up to 10 s away, far
-		// past the newcomer's 2 s wait; their group check, every second,
-		// is what makes them re-seed before it takes anything.
+		// A 30 s lease: the holders' next renewal is up to 10 s away; their
+		// group check, every second, makes them re-seed within about a
+		// second, and the newcomer waits for the restarted Redis to have
+		// been up 32 s in any case.
 		{"latest-newcomer-long-lease", outageRun{start: "latest", lease: "  lease:\n    period: 30s\n    rebalance_period: 300ms\n", fault: stoppedPastTheLease, newcomer: true}},
 		{"trim-horizon-newcomer", outageRun{start: "trim_horizon", lease: testLease, fault: stoppedPastTheLease, newcomer: true}},
 	} {

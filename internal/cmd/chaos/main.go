@@ -68,12 +68,14 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 		emptyRedis, stalls, standbys bool
 		lanes                        int
 		budget                       string
+		pausedHolder                 bool
 	}{
-		{"redis-keeps-data", false, false, false, 4, ""},
-		{"redis-down-past-the-lease-comes-back-empty", true, false, false, 1, ""},
-		{"redis-stalls-64KiB-budget", false, true, false, 1, "64KiB"},
-		{"standbys-redis-comes-back-empty", true, false, true, 1, ""},
-		{splitBatchingPhase, false, false, false, 1, ""},
+		{"redis-keeps-data", false, false, false, 4, "", false},
+		{"redis-down-past-the-lease-comes-back-empty", true, false, false, 1, "", false},
+		{"redis-stalls-64KiB-budget", false, true, false, 1, "64KiB", false},
+		{"standbys-redis-comes-back-empty", true, false, true, 1, "", false},
+		{splitBatchingPhase, false, false, false, 1, "", false},
+		{"paused-holder-redis-comes-back-empty", true, false, false, 1, "", true},
 	} {
 		phaseDir := filepath.Join(dir, phase.name)
 		if err := os.MkdirAll(phaseDir, 0o755); err != nil {
@@ -85,7 +87,7 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 			pids []int
 		)
 		t, err := chaos.Run(ctx, chaos.Config{
-			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, Standbys: phase.standbys, EFO: efo, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget,
+			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, Standbys: phase.standbys, EFO: efo, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget, PausedHolder: phase.pausedHolder,
 			SplitBatching: phase.name == splitBatchingPhase,
 			Logf:          func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 			Started:       func(pid int) { mu.Lock(); pids = append(pids, pid); mu.Unlock() },

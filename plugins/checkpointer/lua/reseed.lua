@@ -5,12 +5,21 @@ local mine = tonumber(ARGV[2])
 if found == '' or (found ~= ARGV[1] and fstart ~= nil and fstart > mine) then
   redis.call('HSET', KEYS[1], 'id', ARGV[1], 'start', ARGV[2])
 end
-redis.call('HSET', KEYS[1], 'reseeded', now)
+-- The caller's world won when the stored record is now its own: a lease of
+-- another owner under the very token it presents was then handed out by the
+-- record it replaced (after a wipe tokens start again at 1), not by its own,
+-- where every take raises the token.
+local won = redis.call('HGET', KEYS[1], 'id') == ARGV[1]
+-- Shards pruned as trimmed (prune) are not written back.
+local prunedList = redis.call('HGET', KEYS[1], '{{prunedField}}') or ''
+local function pruned(shard) return string.find(prunedList, ' ' .. shard .. ' ', 1, true) ~= nil end
+local seeded = {}
 local i = 7
 for _ = 1, tonumber(ARGV[5]) do
+  seeded[ARGV[i]] = ARGV[i + 1]
   local cur = redis.call('HGET', KEYS[2], ARGV[i])
-  local ok = true
-  if cur then
+  local ok = not pruned(ARGV[i])
+  if ok and cur then
     local _, _, _, valid = parse_pos(cur)
     ok = not valid or cmp_pos(ARGV[i + 1], cur) > 0
   end
@@ -21,10 +30,17 @@ if ARGV[6] ~= '' then redis.call('HSETNX', KEYS[2], '{{startField}}', ARGV[6]) e
 local nclosed = tonumber(ARGV[i])
 i = i + 1
 for _ = 1, nclosed do
-  redis.call('SADD', KEYS[3], ARGV[i])
-  redis.call('HSET', KEYS[2], ARGV[i], 'SHARD_END')
+  if not pruned(ARGV[i]) then
+    redis.call('SADD', KEYS[3], ARGV[i])
+    redis.call('HSET', KEYS[2], ARGV[i], 'SHARD_END')
+  end
   i = i + 1
 end
+-- A store that forgot holds every shard it does not know for a lease period
+-- (acquire), so that their holders re-seed them first. A seed of closes
+-- alone (no position, no lease) on a store that kept the caller's record (a close written back) is
+-- no such re-seed, and pauses no new shard.
+if found ~= ARGV[1] or tonumber(ARGV[5]) > 0 or i <= #ARGV then redis.call('HSET', KEYS[1], '{{reseededField}}', now) end
 local exp = now + tonumber(ARGV[4])
 local out = {redis.call('HGET', KEYS[1], 'id'), tonumber(redis.call('HGET', KEYS[1], 'start')), found, exp, now, 0}
 local done = {}
@@ -35,10 +51,26 @@ for j = i, #ARGV, 2 do
   if redis.call('SISMEMBER', KEYS[3], ARGV[j]) == 1 or (raw and owner == '' and tok == want) then
     -- Closed, or released under this very token: the reader is done.
     table.insert(done, ARGV[j])
-  elseif not raw or (owner == ARGV[3] and tok == want) or tok < want then
+  elseif pruned(ARGV[j]) and not raw then
+    -- Pruned as trimmed while its holder could not renew: lost.
+    table.insert(out, ARGV[j])
+    out[6] = out[6] + 1
+  elseif not raw or (owner == ARGV[3] and tok == want) or tok < want or (won and tok == want) then
     -- Unknown to the store, the caller's own, or an older token's (the
-    -- caller's take fenced it): the newer token wins.
+    -- caller's take fenced it): the newer token wins. An equal one of
+    -- another owner was handed out from the record the caller's replaced,
+    -- by a newcomer that found the store empty: the holder wins it back.
     redis.call('HSET', KEYS[4], ARGV[j], lease_value(ARGV[3], exp, want))
+    if raw and owner ~= ARGV[3] and owner ~= '' then
+      -- The other owner may have committed from a start the caller's reader
+      -- is behind: the shard's position is the caller's again (a re-read,
+      -- never a skip), or none when it seeds none.
+      if seeded[ARGV[j]] then
+        redis.call('HSET', KEYS[2], ARGV[j], seeded[ARGV[j]])
+      else
+        redis.call('HDEL', KEYS[2], ARGV[j])
+      end
+    end
   else
     table.insert(out, ARGV[j])
     out[6] = out[6] + 1
