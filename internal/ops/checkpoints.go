@@ -86,6 +86,7 @@ func CheckpointsCommand() *cli.Command {
 				Flags: common(
 					&cli.StringFlag{Name: flagTo, Usage: "trim_horizon | latest | at_timestamp=<RFC3339> | sequences=<FILE> (JSON: {\"shardId\": \"<seq>[/<sub>]\"|\"SHARD_END\"} or `show --json` output)", Required: true},
 					&cli.BoolFlag{Name: flagForce, Usage: "reset even while pipelines hold live leases (they are fenced out)"},
+					&cli.BoolFlag{Name: flagAllowOtherOrigin, Usage: "restore a sequences file written for another stream or group"},
 				),
 				Action: runReset,
 			},

@@ -225,11 +225,18 @@ func TestIntegrationCLI(t *testing.T) {
 
 	t.Run("reset to sequences from a file and from show --json", func(t *testing.T) {
 		dir := t.TempDir()
+		// A record of shard 2 (the lower half of shard 0's range): a
+		// reset checks each position against Kinesis.
+		put, err := k.Client().PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"),
+			PartitionKey: aws.String("k"), ExplicitHashKey: aws.String("0"), Data: []byte("x")})
+		require.NoError(t, err)
+		require.Equal(t, "shardId-000000000002", *put.ShardId)
+		seq2 := *put.SequenceNumber + "/4"
 		flat := filepath.Join(dir, "seq.json")
-		require.NoError(t, os.WriteFile(flat, []byte(`{"shardId-000000000000":"SHARD_END","shardId-000000000002":"123/4"}`), 0o600))
+		require.NoError(t, os.WriteFile(flat, []byte(`{"shardId-000000000000":"SHARD_END","shardId-000000000002":"`+seq2+`"}`), 0o600))
 		out, err := runCLI(ctx, with("reset", "--to", "sequences="+flat)...)
 		require.NoError(t, err, out)
-		assert.Contains(t, out, "shardId-000000000002: (none) -> 123/4")
+		assert.Contains(t, out, "shardId-000000000002: (none) -> "+seq2)
 		closed, err := s.ClosedShards(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, map[string]bool{"shardId-000000000000": true}, closed)
@@ -247,7 +254,7 @@ func TestIntegrationCLI(t *testing.T) {
 		require.NoError(t, err, out)
 		all, err := s.Checkpoints(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, "123/4", all["shardId-000000000002"].String())
+		assert.Equal(t, seq2, all["shardId-000000000002"].String())
 		assert.True(t, all["shardId-000000000000"].ShardEnd)
 	})
 
