@@ -116,18 +116,14 @@ func checkPositionsInStream(ctx context.Context, api kinesisAPI, stream streamIn
 // (to an earlier position, or away: a shard without an imported position
 // loses its checkpoint and starts again), with both positions and, when
 // Kinesis still holds both records, how much time of records lies between.
-func findRewinds(ctx context.Context, api kinesisAPI, stream streamInfo, before map[string]consumer.Position, plan importPlan) []string {
+func findRewinds(ctx context.Context, api kinesisAPI, stream streamInfo, before map[string]consumer.Position, plan importPlan, gs groupStarts) []string {
 	var out []string
 	for _, id := range slices.Sorted(maps.Keys(before)) {
 		cur := before[id]
 		next, ok := plan.Positions[id]
 		switch {
 		case !ok:
-			to := "the pipelines' start_position"
-			if st, has := plan.Starts[id]; has {
-				to = st.String()
-			}
-			out = append(out, fmt.Sprintf("%s: %s -> none (starts again at %s)", id, cur, to))
+			out = append(out, fmt.Sprintf("%s: %s -> none (starts again at %s)", id, cur, gs.startAfter(plan, id)))
 		case next.Compare(cur) < 0:
 			out = append(out, fmt.Sprintf("%s: %s -> %s%s", id, cur, next, rewindSpan(ctx, api, stream, id, cur, next)))
 		}
