@@ -193,7 +193,7 @@ func TestIntegrationCLI(t *testing.T) {
 	})
 
 	t.Run("reset refuses while a lease is live, then fences it with --force", func(t *testing.T) {
-		out, err := runCLI(ctx, with("reset", "--to", "latest")...)
+		out, err := runCLI(ctx, with("reset", "--to", "latest", "--yes")...)
 		require.Error(t, err)
 		assert.ErrorIs(t, err, checkpointer.ErrLiveLeases)
 		assert.Contains(t, err.Error(), "shardId-000000000001")
@@ -202,7 +202,7 @@ func TestIntegrationCLI(t *testing.T) {
 		require.True(t, ok, "a refused reset changes nothing")
 		assert.Equal(t, p, got)
 
-		out, err = runCLI(ctx, with("reset", "--to", "latest", "--force")...)
+		out, err = runCLI(ctx, with("reset", "--to", "latest", "--force", "--yes")...)
 		require.NoError(t, err, out)
 		assert.Contains(t, out, "shardId-000000000001: 49590338271490256608559692538361571095921575989136588898 -> (none)")
 		assert.Contains(t, out, "closed shards cleared: 1")
@@ -234,7 +234,7 @@ func TestIntegrationCLI(t *testing.T) {
 		seq2 := *put.SequenceNumber + "/4"
 		flat := filepath.Join(dir, "seq.json")
 		require.NoError(t, os.WriteFile(flat, []byte(`{"shardId-000000000000":"SHARD_END","shardId-000000000002":"`+seq2+`"}`), 0o600))
-		out, err := runCLI(ctx, with("reset", "--to", "sequences="+flat)...)
+		out, err := runCLI(ctx, with("reset", "--to", "sequences="+flat, "--yes")...)
 		require.NoError(t, err, out)
 		assert.Contains(t, out, "shardId-000000000002: (none) -> "+seq2)
 		closed, err := s.ClosedShards(ctx)
@@ -248,9 +248,9 @@ func TestIntegrationCLI(t *testing.T) {
 		require.NoError(t, err)
 		bf := filepath.Join(dir, "backup.json")
 		require.NoError(t, os.WriteFile(bf, []byte(backup), 0o600))
-		_, err = runCLI(ctx, with("reset", "--to", "trim_horizon")...)
+		_, err = runCLI(ctx, with("reset", "--to", "trim_horizon", "--yes")...)
 		require.NoError(t, err)
-		out, err = runCLI(ctx, with("reset", "--to", "sequences="+bf)...)
+		out, err = runCLI(ctx, with("reset", "--to", "sequences="+bf, "--yes")...)
 		require.NoError(t, err, out)
 		all, err := s.Checkpoints(ctx)
 		require.NoError(t, err)

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -62,6 +63,13 @@ func runReset(c *cli.Context) error {
 				len(foreign), o.stream.Name, flagStream, strings.Join(foreign, "\n  "))
 		}
 	}
+	if !c.Bool(flagYes) {
+		if err := previewReset(c.Context, w, o, start, positions, starts); err != nil {
+			return err
+		}
+		return fmt.Errorf("flag --%s: reset replaces every checkpoint of group %s on stream %s (what it would change is printed above; nothing was written); pass --%s to confirm",
+			flagYes, o.cp.Config().Group, o.stream.Name, flagYes)
+	}
 	res, err := o.store.Reset(c.Context, start, positions, starts, c.Bool(flagForce))
 	if err != nil {
 		return err
@@ -75,6 +83,48 @@ func runReset(c *cli.Context) error {
 		fmt.Fprintf(w, "shards without a checkpoint now start at: %s\n", res.Start)
 	} else {
 		fmt.Fprintln(w, "shards without a checkpoint start at the pipelines' start_position")
+	}
+	return nil
+}
+
+// previewReset prints what a reset would change, writing nothing: every
+// checkpoint before and after, the closed shards cleared, the live leases
+// it would refuse for (or fence out with --force), and the new start.
+func previewReset(ctx context.Context, w io.Writer, o *opened, start *consumer.StartOverride, positions map[string]consumer.Position, starts map[string]consumer.StartOverride) error {
+	var res checkpointer.ResetResult
+	var err error
+	if res.Checkpoints, err = o.store.Checkpoints(ctx); err != nil {
+		return err
+	}
+	if res.Closed, err = o.store.ClosedShards(ctx); err != nil {
+		return err
+	}
+	leases, err := o.store.Leases(ctx)
+	if err != nil {
+		return err
+	}
+	var live []string
+	for id, l := range leases {
+		if !l.Expired && l.Owner != "" {
+			live = append(live, id)
+		}
+	}
+	slices.Sort(live)
+	fmt.Fprintf(w, "reset of group %s on %s would change (nothing is written without --%s):\n", o.cp.Config().Group, o.stream.ID, flagYes)
+	printChanges(w, res, positions)
+	if len(live) > 0 {
+		fmt.Fprintf(w, "  live leases (refused without --%s, fenced out with it): %s\n", flagForce, strings.Join(live, ", "))
+	}
+	for _, shard := range slices.Sorted(maps.Keys(starts)) {
+		fmt.Fprintf(w, "  %s would start at %s while it has no checkpoint\n", shard, starts[shard])
+	}
+	switch {
+	case start != nil && start.Mode == consumer.StartLatest:
+		fmt.Fprintln(w, "shards without a checkpoint would start at the time of the reset (latest)")
+	case start != nil:
+		fmt.Fprintf(w, "shards without a checkpoint would start at: %s\n", start)
+	default:
+		fmt.Fprintln(w, "shards without a checkpoint would start at the pipelines' start_position")
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func TestIntegrationResetRefusesAnotherStreamsExport(t *testing.T) {
 	require.NoError(t, err, out)
 
 	t.Run("an export of another stream is refused, naming the flag", func(t *testing.T) {
-		out, err := runCLI(ctx, args("reset", "origin-b", "g", "--to", "sequences="+file)...)
+		out, err := runCLI(ctx, args("reset", "origin-b", "g", "--to", "sequences="+file, "--yes")...)
 		require.Error(t, err, out)
 		t.Logf("error: %v", err)
 		assert.Contains(t, err.Error(), "stream "+arnA)
@@ -59,14 +59,14 @@ func TestIntegrationResetRefusesAnotherStreamsExport(t *testing.T) {
 	})
 
 	t.Run("an export of another group is refused, naming the flag", func(t *testing.T) {
-		out, err := runCLI(ctx, args("reset", "origin-a", "h", "--to", "sequences="+file)...)
+		out, err := runCLI(ctx, args("reset", "origin-a", "h", "--to", "sequences="+file, "--yes")...)
 		require.Error(t, err, out)
 		t.Logf("error: %v", err)
 		assert.Contains(t, err.Error(), "group g")
 		assert.Contains(t, err.Error(), "--allow-other-origin")
 		assert.Empty(t, groupCheckpoints(t, r.URL(), "h", arnA), "nothing written")
 
-		out, err = runCLI(ctx, args("reset", "origin-a", "h", "--to", "sequences="+file, "--allow-other-origin")...)
+		out, err = runCLI(ctx, args("reset", "origin-a", "h", "--to", "sequences="+file, "--yes", "--allow-other-origin")...)
 		require.NoError(t, err, out)
 		assert.Equal(t, consumer.Position{Sequence: seqA}, groupCheckpoints(t, r.URL(), "h", arnA)[shard0], "the same stream's positions are restored")
 	})
@@ -77,7 +77,7 @@ func TestIntegrationResetRefusesAnotherStreamsExport(t *testing.T) {
 		raw, err := json.Marshal(map[string]string{shard0: seqA})
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(flat, raw, 0o600))
-		out, err := runCLI(ctx, args("reset", "origin-b", "g", "--to", "sequences="+flat)...)
+		out, err := runCLI(ctx, args("reset", "origin-b", "g", "--to", "sequences="+flat, "--yes")...)
 		require.Error(t, err, out)
 		t.Logf("error: %v", err)
 		assert.Contains(t, err.Error(), fmt.Sprintf("%s: %s", shard0, seqA))
@@ -85,7 +85,7 @@ func TestIntegrationResetRefusesAnotherStreamsExport(t *testing.T) {
 		assert.Empty(t, groupCheckpoints(t, r.URL(), "g", arnB), "nothing written")
 
 		// With the flag, the stream check is skipped but not Kinesis'.
-		out, err = runCLI(ctx, args("reset", "origin-b", "g", "--to", "sequences="+file, "--allow-other-origin")...)
+		out, err = runCLI(ctx, args("reset", "origin-b", "g", "--to", "sequences="+file, "--yes", "--allow-other-origin")...)
 		require.Error(t, err, out)
 		assert.Contains(t, err.Error(), "not records of stream origin-b")
 	})
