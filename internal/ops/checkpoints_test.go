@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -334,23 +333,4 @@ func TestIntegrationCLIKinesalite(t *testing.T) {
 	assert.Regexp(t, `shardId-000000000000\s+ready`, out)
 }
 
-// syncWriter is an io.Writer safe to read while a command writes to it.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
-// leaseOf keeps the lease of a take.
 func leaseOf(t consumer.Take, err error) (consumer.Lease, error) { return t.Lease, err }
