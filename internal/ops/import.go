@@ -230,6 +230,11 @@ func runImport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	for id := range gs.shards {
+		if st, ok := gs.kept(plan, id); ok {
+			plan.Notes[id] = "no checkpoint or start in the source: keeps the group's start for it, " + st.String()
+		}
+	}
 	if c.Bool(flagDryRun) {
 		return printDryRun(ctx, w, o, plan, gs, live)
 	}
@@ -239,11 +244,6 @@ func runImport(c *cli.Context) error {
 	}
 	printChanges(w, res, plan.Positions)
 	printNotes(w, plan)
-	for _, id := range slices.Sorted(maps.Keys(gs.shards)) {
-		if st, ok := gs.kept(plan, id); ok {
-			fmt.Fprintf(w, "  %s starts at %s while it has no checkpoint (kept)\n", id, st)
-		}
-	}
 	fmt.Fprintf(w, "other shards without a checkpoint start at %s (a child of a finished shard at its beginning)\n", gs.otherShards())
 	return nil
 }

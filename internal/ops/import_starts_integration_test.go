@@ -44,6 +44,7 @@ func TestIntegrationImportKeepsStartsAndSeesLateCommits(t *testing.T) {
 		t.Logf("dry run:\n%s", out)
 		assert.Contains(t, out, "start override at_timestamp=2024-05-01T12:00:00Z is kept")
 		assert.Contains(t, out, shard3+": (none) -> (none; starts at trim_horizon, kept)")
+		assert.Contains(t, out, shard3+": no checkpoint or start in the source: keeps the group's start for it, trim_horizon")
 
 		out, err = runCLI(ctx, importArgs("moved")...)
 		require.NoError(t, err, out)
