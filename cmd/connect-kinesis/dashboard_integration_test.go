@@ -282,11 +282,11 @@ func startDashboardPipeline(t *testing.T, dir, name, conf string) {
 	startBinary(t, dir, name, path, nil)
 }
 
-// resetGroup runs `checkpoints reset --to latest --force` on the group.
+// resetGroup runs `checkpoints reset --to latest --force --yes` on the group.
 func resetGroup(t *testing.T, r *testenv.Redis, stream, arn string) {
 	t.Helper()
 	out, err := exec.CommandContext(t.Context(), binary, "checkpoints", "reset", "--redis-url", r.URL(),
-		"--group", dashboardGroup, "--stream", stream, "--stream-id", arn, "--to", "latest", "--force").CombinedOutput()
+		"--group", dashboardGroup, "--stream", stream, "--stream-id", arn, "--to", "latest", "--force", "--yes").CombinedOutput()
 	require.NoError(t, err, "checkpoints reset: %s", out)
 }
 

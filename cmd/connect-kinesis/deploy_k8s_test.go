@@ -119,6 +119,12 @@ func TestDeployManifestsStrict(t *testing.T) {
 		require.Contains(t, objs, want)
 	}
 	d := objs["Deployment/connect-kinesis"].(*appsv1.Deployment)
+	// A rolling update replaces one copy at a time, without a surge pod
+	// (the comment above the strategy says why).
+	if ru := d.Spec.Strategy.RollingUpdate; assert.NotNil(t, ru) && assert.NotNil(t, ru.MaxSurge) && assert.NotNil(t, ru.MaxUnavailable) {
+		assert.Equal(t, "0", ru.MaxSurge.String())
+		assert.Equal(t, "1", ru.MaxUnavailable.String())
+	}
 	pod := d.Spec.Template.Spec
 	require.Len(t, pod.Containers, 1)
 	c := pod.Containers[0]

@@ -80,7 +80,7 @@ func TestIntegrationOperatorCausesAreLogged(t *testing.T) {
 	assert.Contains(t, line, "checkpoints reset")
 
 	run(t, "checkpoints", "reset", "--redis-url", r.URL(), "--group", "g", "--stream", stream, "--stream-id", arn,
-		"--to", "trim_horizon", "--force")
+		"--to", "trim_horizon", "--force", "--yes")
 	assert.Eventually(t, func() bool { return strings.Contains(logOf(), "Lease fenced by an operator") }, 60*time.Second, 200*time.Millisecond,
 		"the fenced reader names the operator's reset as the cause")
 }

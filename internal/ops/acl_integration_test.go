@@ -68,9 +68,9 @@ func TestIntegrationCLIACLUsers(t *testing.T) {
 	assert.Contains(t, out, seq)
 	cli(as(testenv.ACLViewer, "show", "--json")...)
 	cli(as(testenv.ACLViewer, "export", "--output", exported)...)
-	cli(as(testenv.ACLAdmin, "reset", "--to", "trim_horizon")...)
-	cli(as(testenv.ACLAdmin, "reset", "--to", "latest")...)
-	cli(as(testenv.ACLAdmin, "reset", "--to", "sequences="+exported)...)
+	cli(as(testenv.ACLAdmin, "reset", "--to", "trim_horizon", "--yes")...)
+	cli(as(testenv.ACLAdmin, "reset", "--to", "latest", "--yes")...)
+	cli(as(testenv.ACLAdmin, "reset", "--to", "sequences="+exported, "--yes")...)
 	cli(as(testenv.ACLAdmin, "import", "--from", SourceKCL, "--table", table, "--dynamodb-endpoint", d.Endpoint, "--allow-rewind")...)
 	cli(as(testenv.ACLAdmin, "show")...)
 	denied, err := r.ACLDenials(ctx)
@@ -82,7 +82,7 @@ func TestIntegrationCLIACLUsers(t *testing.T) {
 	before, _, err := s.Checkpoint(ctx, shard0)
 	require.NoError(t, err)
 	for _, args := range [][]string{
-		as(testenv.ACLViewer, "reset", "--to", "trim_horizon"),
+		as(testenv.ACLViewer, "reset", "--to", "trim_horizon", "--yes"),
 		as(testenv.ACLViewer, "delete", "--yes"),
 	} {
 		out, err := runCLI(ctx, args...)

@@ -65,7 +65,7 @@ func CheckpointsCommand() *cli.Command {
 			&cli.DurationFlag{Name: flagLeasePeriod, Usage: "lease.period of the pipelines, to judge which members are live", Value: checkpointer.DefaultLeasePeriod},
 		}, extra...)
 	}
-	return &cli.Command{
+	return markRequired(&cli.Command{
 		Name:  "checkpoints",
 		Usage: "Inspect, reset, import, export or delete a consumer group's Kinesis checkpoints in Redis",
 		Description: "Works on the keys <key-prefix>:{<group>:<stream ARN>}:ckpt|closed|lease|members|handoff|progress.\n" +
@@ -84,8 +84,11 @@ func CheckpointsCommand() *cli.Command {
 				Name:  "reset",
 				Usage: "Move the group to a new start: trim_horizon, latest, at_timestamp=RFC3339 or sequences=FILE",
 				Flags: common(
-					&cli.StringFlag{Name: flagTo, Usage: "trim_horizon | latest | at_timestamp=<RFC3339> | sequences=<FILE> (JSON: {\"shardId\": \"<seq>[/<sub>]\"|\"SHARD_END\"} or `show --json` output)", Required: true},
+					// The first backtick pair of a usage is the value's placeholder.
+					&cli.StringFlag{Name: flagTo, Usage: "where the group moves (`MODE`): trim_horizon | latest | at_timestamp=<RFC3339> | sequences=<FILE> (JSON: {\"shardId\": \"<seq>[/<sub>]\"|\"SHARD_END\"}, the output of 'show --json', or an export)", Required: true},
+					&cli.BoolFlag{Name: flagYes, Usage: "confirm the reset: it replaces every checkpoint of the group (without --yes it prints what it would change and writes nothing)"},
 					&cli.BoolFlag{Name: flagForce, Usage: "reset even while pipelines hold live leases (they are fenced out)"},
+					&cli.BoolFlag{Name: flagAllowOtherOrigin, Usage: "restore a sequences file written for another stream or group"},
 				),
 				Action: runReset,
 			},
@@ -125,7 +128,20 @@ func CheckpointsCommand() *cli.Command {
 				Action: runDelete,
 			},
 		},
+	})
+}
+
+// markRequired ends the usage of every required flag of the subcommands
+// with "(required)": the help does not say so otherwise.
+func markRequired(cmd *cli.Command) *cli.Command {
+	for _, sub := range cmd.Subcommands {
+		for _, f := range sub.Flags {
+			if sf, ok := f.(*cli.StringFlag); ok && sf.Required {
+				sf.Usage += " (required)"
+			}
+		}
 	}
+	return cmd
 }
 
 // opened is what every subcommand starts from.
@@ -175,7 +191,7 @@ func openFromFlags(c *cli.Context) (*opened, error) {
 		settings := awsconf.Settings{Region: c.String(flagRegion), Endpoint: c.String(flagEndpoint), Profile: c.String(flagProfile)}
 		awsCfg, err := settings.Load(ctx)
 		if err != nil {
-			return nil, err
+			return nil, flagError(err)
 		}
 		api := settings.KinesisClient(awsCfg)
 		info, err := describeStream(ctx, api, c.String(flagStream))
@@ -191,14 +207,14 @@ func openFromFlags(c *cli.Context) (*opened, error) {
 
 	cp, err := checkpointer.New(ctx, cfg, nil, nil)
 	if err != nil {
-		return nil, err
+		return nil, flagError(err)
 	}
 	o.cp, o.store = cp, cp.Stream(o.stream.ID)
 	return o, nil
 }
 
-// flagOfField maps the config fields the checkpointer's validation names to
-// the flags that set them.
+// flagOfField maps the config fields the checkpointer's and the AWS
+// settings' validation name to the flags that set them.
 var flagOfField = map[string]string{
 	fieldPath(checkpointer.FieldCheckpoint, checkpointer.FieldRedis, checkpointer.FieldRedisURL):    flagRedisURL,
 	fieldPath(checkpointer.FieldCheckpoint, checkpointer.FieldRedis, checkpointer.FieldRedisKind):   flagRedisKind,
@@ -206,15 +222,34 @@ var flagOfField = map[string]string{
 	fieldPath(checkpointer.FieldCheckpoint, checkpointer.FieldGroup):                                flagGroup,
 	fieldPath(checkpointer.FieldCheckpoint, checkpointer.FieldKeyPrefix):                            flagKeyPrefix,
 	fieldPath(checkpointer.FieldLease, checkpointer.FieldLeasePeriod):                               flagLeasePeriod,
+	awsconf.FieldRegion:   flagRegion,
+	awsconf.FieldEndpoint: flagEndpoint,
+	fieldPath(awsconf.FieldCredentials, awsconf.FieldProfile): flagProfile,
 }
 
 func fieldPath(names ...string) string { return strings.Join(names, ".") }
 
-// flagError turns a config field name into the flag that sets it.
+// flagError turns the config field names in err's message into the flags
+// that set them ("field region" -> "flag --region", "set `region`" ->
+// "pass --region"), keeping err for errors.Is.
 func flagError(err error) error {
 	msg := err.Error()
 	for field, flag := range flagOfField {
 		msg = strings.ReplaceAll(msg, "field "+field, "flag --"+flag)
+		msg = strings.ReplaceAll(msg, "set `"+field+"`", "pass --"+flag)
 	}
-	return errors.New(msg)
+	msg = strings.ReplaceAll(msg, " or AWS_REGION", " or set AWS_REGION")
+	if msg == err.Error() {
+		return err
+	}
+	return renamedError{msg: msg, err: err}
 }
+
+// renamedError is an error with its message reworded for the command line.
+type renamedError struct {
+	msg string
+	err error
+}
+
+func (e renamedError) Error() string { return e.msg }
+func (e renamedError) Unwrap() error { return e.err }

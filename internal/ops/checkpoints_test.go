@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -193,7 +192,7 @@ func TestIntegrationCLI(t *testing.T) {
 	})
 
 	t.Run("reset refuses while a lease is live, then fences it with --force", func(t *testing.T) {
-		out, err := runCLI(ctx, with("reset", "--to", "latest")...)
+		out, err := runCLI(ctx, with("reset", "--to", "latest", "--yes")...)
 		require.Error(t, err)
 		assert.ErrorIs(t, err, checkpointer.ErrLiveLeases)
 		assert.Contains(t, err.Error(), "shardId-000000000001")
@@ -202,7 +201,7 @@ func TestIntegrationCLI(t *testing.T) {
 		require.True(t, ok, "a refused reset changes nothing")
 		assert.Equal(t, p, got)
 
-		out, err = runCLI(ctx, with("reset", "--to", "latest", "--force")...)
+		out, err = runCLI(ctx, with("reset", "--to", "latest", "--force", "--yes")...)
 		require.NoError(t, err, out)
 		assert.Contains(t, out, "shardId-000000000001: 49590338271490256608559692538361571095921575989136588898 -> (none)")
 		assert.Contains(t, out, "closed shards cleared: 1")
@@ -225,11 +224,18 @@ func TestIntegrationCLI(t *testing.T) {
 
 	t.Run("reset to sequences from a file and from show --json", func(t *testing.T) {
 		dir := t.TempDir()
+		// A record of shard 2 (the lower half of shard 0's range): a
+		// reset checks each position against Kinesis.
+		put, err := k.Client().PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"),
+			PartitionKey: aws.String("k"), ExplicitHashKey: aws.String("0"), Data: []byte("x")})
+		require.NoError(t, err)
+		require.Equal(t, "shardId-000000000002", *put.ShardId)
+		seq2 := *put.SequenceNumber + "/4"
 		flat := filepath.Join(dir, "seq.json")
-		require.NoError(t, os.WriteFile(flat, []byte(`{"shardId-000000000000":"SHARD_END","shardId-000000000002":"123/4"}`), 0o600))
-		out, err := runCLI(ctx, with("reset", "--to", "sequences="+flat)...)
+		require.NoError(t, os.WriteFile(flat, []byte(`{"shardId-000000000000":"SHARD_END","shardId-000000000002":"`+seq2+`"}`), 0o600))
+		out, err := runCLI(ctx, with("reset", "--to", "sequences="+flat, "--yes")...)
 		require.NoError(t, err, out)
-		assert.Contains(t, out, "shardId-000000000002: (none) -> 123/4")
+		assert.Contains(t, out, "shardId-000000000002: (none) -> "+seq2)
 		closed, err := s.ClosedShards(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, map[string]bool{"shardId-000000000000": true}, closed)
@@ -241,13 +247,13 @@ func TestIntegrationCLI(t *testing.T) {
 		require.NoError(t, err)
 		bf := filepath.Join(dir, "backup.json")
 		require.NoError(t, os.WriteFile(bf, []byte(backup), 0o600))
-		_, err = runCLI(ctx, with("reset", "--to", "trim_horizon")...)
+		_, err = runCLI(ctx, with("reset", "--to", "trim_horizon", "--yes")...)
 		require.NoError(t, err)
-		out, err = runCLI(ctx, with("reset", "--to", "sequences="+bf)...)
+		out, err = runCLI(ctx, with("reset", "--to", "sequences="+bf, "--yes")...)
 		require.NoError(t, err, out)
 		all, err := s.Checkpoints(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, "123/4", all["shardId-000000000002"].String())
+		assert.Equal(t, seq2, all["shardId-000000000002"].String())
 		assert.True(t, all["shardId-000000000000"].ShardEnd)
 	})
 
@@ -327,23 +333,4 @@ func TestIntegrationCLIKinesalite(t *testing.T) {
 	assert.Regexp(t, `shardId-000000000000\s+ready`, out)
 }
 
-// syncWriter is an io.Writer safe to read while a command writes to it.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
-// leaseOf keeps the lease of a take.
 func leaseOf(t consumer.Take, err error) (consumer.Lease, error) { return t.Lease, err }

@@ -97,6 +97,7 @@ type exportedState struct {
 	positions map[string]consumer.Position
 	start     *consumer.StartOverride
 	starts    map[string]consumer.StartOverride
+	origin    fileOrigin
 }
 
 // state returns what an export holds: its checkpoints (closed shards

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/connect-kinesis/connect-kinesis/internal/awsconf"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
-	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
 
 // Sources `checkpoints import --from` reads.
@@ -228,46 +226,46 @@ func runImport(c *cli.Context) error {
 			return err
 		}
 	}
-	before, err := o.store.Checkpoints(ctx)
+	gs, err := readGroupStarts(ctx, o.store)
 	if err != nil {
 		return err
 	}
-	rewinds := findRewinds(ctx, o.api, o.stream, before, plan)
-	if len(rewinds) > 0 && !c.Bool(flagAllowRewind) && !c.Bool(flagDryRun) {
-		return fmt.Errorf("the import would move %d checkpoints of group %s back, so what the group already read would be read again:\n  %s\npass --%s to import anyway",
-			len(rewinds), o.cp.Config().Group, strings.Join(rewinds, "\n  "), flagAllowRewind)
+	for id := range gs.shards {
+		if st, ok := gs.kept(plan, id); ok {
+			plan.Notes[id] = "no checkpoint or start in the source: keeps the group's start for it, " + st.String()
+		}
 	}
-
 	if c.Bool(flagDryRun) {
-		return printDryRun(ctx, w, o, plan, live, rewinds)
+		return printDryRun(ctx, w, o, plan, gs, live)
 	}
-	res, err := o.store.Reset(ctx, nil, plan.Positions, plan.Starts, over.fenceReaders)
-	if errors.Is(err, checkpointer.ErrLiveLeases) {
-		return fmt.Errorf("pipelines of group %s hold live leases on %s: stop them first, or pass --%s to fence them out (their next renewal or commit fails and they stop reading those shards): %w",
-			o.cp.Config().Group, strings.Join(res.LiveLeases, ", "), flagFenceReaders, checkpointer.ErrLiveLeases)
-	}
+	res, err := writeImport(c, o, plan, gs, over.fenceReaders)
 	if err != nil {
 		return err
 	}
 	printChanges(w, res, plan.Positions)
 	printNotes(w, plan)
-	fmt.Fprintln(w, "other shards without a checkpoint start at the pipelines' start_position (a child of a finished shard at its beginning)")
+	fmt.Fprintf(w, "other shards without a checkpoint start at %s (a child of a finished shard at its beginning)\n", gs.otherShards())
 	return nil
 }
 
+// beforeImportWrite runs just before an import writes: a test makes a
+// running reader commit there.
+var beforeImportWrite = func() {}
+
 // printDryRun shows what an import would write over the group's current
 // checkpoints, and whether it would be refused, without changing anything.
-func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, sourceLive, rewinds []string) error {
+func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, gs groupStarts, sourceLive []string) error {
 	before, err := o.store.Checkpoints(ctx)
 	if err != nil {
 		return err
 	}
+	rewinds := findRewinds(ctx, o.api, o.stream, before, plan, gs)
 	leases, err := o.store.Leases(ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "dry run: nothing is written; the import would replace the group's checkpoints with:")
-	ids := slices.AppendSeq(slices.AppendSeq(slices.Collect(maps.Keys(before)), maps.Keys(plan.Positions)), maps.Keys(plan.Starts))
+	ids := slices.AppendSeq(slices.AppendSeq(slices.AppendSeq(slices.Collect(maps.Keys(before)), maps.Keys(plan.Positions)), maps.Keys(plan.Starts)), maps.Keys(gs.shards))
 	slices.Sort(ids)
 	for _, id := range slices.Compact(ids) {
 		from, to := "(none)", "(none)"
@@ -278,10 +276,13 @@ func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, s
 			to = p.String()
 		} else if st, ok := plan.Starts[id]; ok {
 			to = "(none; starts at " + st.String() + ")"
+		} else if st, ok := gs.kept(plan, id); ok {
+			to = "(none; starts at " + st.String() + ", kept)"
 		}
 		fmt.Fprintf(w, "  %s: %s -> %s\n", id, from, to)
 	}
 	printNotes(w, plan)
+	printKeptStarts(w, gs)
 	var held []string
 	for id, l := range leases {
 		if !l.Expired {

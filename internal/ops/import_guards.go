@@ -64,14 +64,14 @@ func liveSourceLeases(src foreignTable) []string {
 	return live
 }
 
-// checkPositionsInStream asks Kinesis for an iterator at each imported
-// sequence number: a position that is not a record of the shard (another
-// stream's, or of a stream deleted and created again under the same name)
-// is refused, since a reader would stall on it forever. One request per
-// shard with a position.
-func checkPositionsInStream(ctx context.Context, api kinesisAPI, stream streamInfo, positions map[string]consumer.Position) error {
+// foreignPositions asks Kinesis for an iterator at each sequence number an
+// import or a reset would write, and lists ("<shard>: <seq>") those that are
+// not a record of their shard (another stream's, or of a stream deleted and
+// created again under the same name): a reader would stall on them forever,
+// so both commands refuse them. One request per shard with a position.
+func foreignPositions(ctx context.Context, api kinesisAPI, stream streamInfo, positions map[string]consumer.Position) ([]string, error) {
 	if api == nil {
-		return nil
+		return nil, nil
 	}
 	listed := stream.listed()
 	retry := failsafe.With(kinesisx.RetryBuilder[*kinesis.GetShardIteratorOutput](operatorBackoff).Build()).WithContext(ctx)
@@ -91,8 +91,18 @@ func checkPositionsInStream(ctx context.Context, api kinesisAPI, stream streamIn
 		case kinesisx.IsUnknownSequence(err):
 			foreign = append(foreign, fmt.Sprintf("%s: %s", id, p.Sequence))
 		case err != nil:
-			return fmt.Errorf("checking the imported position of shard %s against stream %s: %w", id, stream.Name, err)
+			return nil, fmt.Errorf("checking the position of shard %s against stream %s: %w", id, stream.Name, err)
 		}
+	}
+	return foreign, nil
+}
+
+// checkPositionsInStream refuses an import whose positions are not records
+// of the stream (see foreignPositions).
+func checkPositionsInStream(ctx context.Context, api kinesisAPI, stream streamInfo, positions map[string]consumer.Position) error {
+	foreign, err := foreignPositions(ctx, api, stream, positions)
+	if err != nil {
+		return err
 	}
 	if len(foreign) > 0 {
 		return fmt.Errorf("the source's positions of %d shards are not records of stream %s, so a reader would stall on them; "+
@@ -106,18 +116,14 @@ func checkPositionsInStream(ctx context.Context, api kinesisAPI, stream streamIn
 // (to an earlier position, or away: a shard without an imported position
 // loses its checkpoint and starts again), with both positions and, when
 // Kinesis still holds both records, how much time of records lies between.
-func findRewinds(ctx context.Context, api kinesisAPI, stream streamInfo, before map[string]consumer.Position, plan importPlan) []string {
+func findRewinds(ctx context.Context, api kinesisAPI, stream streamInfo, before map[string]consumer.Position, plan importPlan, gs groupStarts) []string {
 	var out []string
 	for _, id := range slices.Sorted(maps.Keys(before)) {
 		cur := before[id]
 		next, ok := plan.Positions[id]
 		switch {
 		case !ok:
-			to := "the pipelines' start_position"
-			if st, has := plan.Starts[id]; has {
-				to = st.String()
-			}
-			out = append(out, fmt.Sprintf("%s: %s -> none (starts again at %s)", id, cur, to))
+			out = append(out, fmt.Sprintf("%s: %s -> none (starts again at %s)", id, cur, gs.startAfter(plan, id)))
 		case next.Compare(cur) < 0:
 			out = append(out, fmt.Sprintf("%s: %s -> %s%s", id, cur, next, rewindSpan(ctx, api, stream, id, cur, next)))
 		}

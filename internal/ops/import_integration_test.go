@@ -415,10 +415,10 @@ func TestIntegrationImportResumesAfterForeignCheckpoints(t *testing.T) {
 		assert.Contains(t, string(raw), `"`+shard0+`": "SHARD_END"`)
 		assert.Contains(t, string(raw), `"shard_starts": {`)
 
-		out, err = runCLI(t.Context(), base("reset", "from-kcl", "--to", "latest")...)
+		out, err = runCLI(t.Context(), base("reset", "from-kcl", "--to", "latest", "--yes")...)
 		require.NoError(t, err, out)
 		assert.Empty(t, groupCheckpoints(t, r.URL(), "from-kcl", rs.arn))
-		out, err = runCLI(t.Context(), base("reset", "from-kcl", "--to", "sequences="+file)...)
+		out, err = runCLI(t.Context(), base("reset", "from-kcl", "--to", "sequences="+file, "--yes")...)
 		require.NoError(t, err, out)
 		assert.Equal(t, before, groupCheckpoints(t, r.URL(), "from-kcl", rs.arn))
 		closed, err := groupStore(t, r.URL(), "from-kcl", rs.arn).ClosedShards(t.Context())

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,12 +21,13 @@ func runReset(c *cli.Context) error {
 	var start *consumer.StartOverride
 	var positions map[string]consumer.Position
 	var starts map[string]consumer.StartOverride
+	var origin fileOrigin
 	if file, ok := strings.CutPrefix(to, "sequences="); ok {
 		st, err := readSequencesFile(file)
 		if err != nil {
 			return fmt.Errorf("flag --%s: %w", flagTo, err)
 		}
-		positions, start, starts = st.positions, st.start, st.starts
+		positions, start, starts, origin = st.positions, st.start, st.starts, st.origin
 	} else {
 		so, err := consumer.ParseStartOverride(to)
 		if err != nil {
@@ -39,6 +41,11 @@ func runReset(c *cli.Context) error {
 	}
 	defer o.cp.Close()
 	w := c.App.Writer
+	if positions != nil {
+		if err := checkOrigin(origin, o.stream.ID, o.cp.Config().Group, c.Bool(flagAllowOtherOrigin)); err != nil {
+			return err
+		}
+	}
 	if o.listed && positions != nil {
 		listed := o.stream.listed()
 		for _, shard := range slices.Sorted(maps.Keys(positions)) {
@@ -46,6 +53,22 @@ func runReset(c *cli.Context) error {
 				fmt.Fprintf(w, "warning: %s is not a shard the stream lists (trimmed?); its checkpoint is written anyway\n", shard)
 			}
 		}
+		foreign, err := foreignPositions(c.Context, o.api, o.stream, positions)
+		if err != nil {
+			return err
+		}
+		if len(foreign) > 0 {
+			return fmt.Errorf("the file's positions of %d shards are not records of stream %s, so a reader would stall on them; "+
+				"is the file of another stream (check --%s)? nothing was written\n  %s",
+				len(foreign), o.stream.Name, flagStream, strings.Join(foreign, "\n  "))
+		}
+	}
+	if !c.Bool(flagYes) {
+		if err := previewReset(c.Context, w, o, start, positions, starts); err != nil {
+			return err
+		}
+		return fmt.Errorf("flag --%s: reset replaces every checkpoint of group %s on stream %s (what it would change is printed above; nothing was written); pass --%s to confirm",
+			flagYes, o.cp.Config().Group, o.stream.Name, flagYes)
 	}
 	res, err := o.store.Reset(c.Context, start, positions, starts, c.Bool(flagForce))
 	if err != nil {
@@ -60,6 +83,48 @@ func runReset(c *cli.Context) error {
 		fmt.Fprintf(w, "shards without a checkpoint now start at: %s\n", res.Start)
 	} else {
 		fmt.Fprintln(w, "shards without a checkpoint start at the pipelines' start_position")
+	}
+	return nil
+}
+
+// previewReset prints what a reset would change, writing nothing: every
+// checkpoint before and after, the closed shards cleared, the live leases
+// it would refuse for (or fence out with --force), and the new start.
+func previewReset(ctx context.Context, w io.Writer, o *opened, start *consumer.StartOverride, positions map[string]consumer.Position, starts map[string]consumer.StartOverride) error {
+	var res checkpointer.ResetResult
+	var err error
+	if res.Checkpoints, err = o.store.Checkpoints(ctx); err != nil {
+		return err
+	}
+	if res.Closed, err = o.store.ClosedShards(ctx); err != nil {
+		return err
+	}
+	leases, err := o.store.Leases(ctx)
+	if err != nil {
+		return err
+	}
+	var live []string
+	for id, l := range leases {
+		if !l.Expired && l.Owner != "" {
+			live = append(live, id)
+		}
+	}
+	slices.Sort(live)
+	fmt.Fprintf(w, "reset of group %s on %s would change (nothing is written without --%s):\n", o.cp.Config().Group, o.stream.ID, flagYes)
+	printChanges(w, res, positions)
+	if len(live) > 0 {
+		fmt.Fprintf(w, "  live leases (refused without --%s, fenced out with it): %s\n", flagForce, strings.Join(live, ", "))
+	}
+	for _, shard := range slices.Sorted(maps.Keys(starts)) {
+		fmt.Fprintf(w, "  %s would start at %s while it has no checkpoint\n", shard, starts[shard])
+	}
+	switch {
+	case start != nil && start.Mode == consumer.StartLatest:
+		fmt.Fprintln(w, "shards without a checkpoint would start at the time of the reset (latest)")
+	case start != nil:
+		fmt.Fprintf(w, "shards without a checkpoint would start at: %s\n", start)
+	default:
+		fmt.Fprintln(w, "shards without a checkpoint would start at the pipelines' start_position")
 	}
 	return nil
 }
@@ -87,6 +152,33 @@ func printChanges(w io.Writer, res checkpointer.ResetResult, positions map[strin
 	}
 }
 
+// flagAllowOtherOrigin lets `reset --to sequences=FILE` restore a file
+// written for another stream or group.
+const flagAllowOtherOrigin = "allow-other-origin"
+
+// fileOrigin is the stream and group a sequences file was written for, as
+// an export or `show --json` records them (empty for a flat file).
+type fileOrigin struct{ streamID, group string }
+
+// checkOrigin refuses a file written for another stream or group: shard ids
+// are the same in every stream, so nothing else tells that the file's
+// positions are not this stream's, and a group's checkpoints copied to
+// another group is rarely what was meant.
+func checkOrigin(origin fileOrigin, streamID, group string, allow bool) error {
+	var diffs []string
+	if origin.streamID != "" && origin.streamID != streamID {
+		diffs = append(diffs, fmt.Sprintf("stream %s, not %s", origin.streamID, streamID))
+	}
+	if origin.group != "" && origin.group != group {
+		diffs = append(diffs, fmt.Sprintf("group %s, not %s", origin.group, group))
+	}
+	if len(diffs) == 0 || allow {
+		return nil
+	}
+	return fmt.Errorf("flag --%s: the file was written for %s; check --%s and --%s, or pass --%s to restore it all the same",
+		flagTo, strings.Join(diffs, " and "), flagStream, flagGroup, flagAllowOtherOrigin)
+}
+
 // readSequencesFile reads {"shardId": "<seq>[/<sub>]"|"SHARD_END"}, the
 // document `show --json` prints, or an export (which may also hold a start
 // override and per-shard starts).
@@ -101,6 +193,7 @@ func readSequencesFile(path string) (exportedState, error) {
 		if err != nil {
 			return exportedState{}, fmt.Errorf("sequences file %s: %w", path, err)
 		}
+		st.origin = fileOrigin{streamID: export.StreamID, group: export.Group}
 		return st, nil
 	}
 	var show ShowReport
@@ -116,7 +209,7 @@ func readSequencesFile(path string) (exportedState, error) {
 			}
 			out[r.Shard] = p
 		}
-		return exportedState{positions: out}, nil
+		return exportedState{positions: out, origin: fileOrigin{streamID: show.StreamID, group: show.Group}}, nil
 	}
 	var flat map[string]string
 	if err := json.Unmarshal(raw, &flat); err != nil {

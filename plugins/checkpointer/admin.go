@@ -89,9 +89,8 @@ type ResetResult struct {
 // and exactly the given positions are written as checkpoints (SHARD_END ones
 // also mark the shard closed), and starts as per-shard starts (where a shard
 // without a checkpoint begins, ahead of the start override; trim_horizon or
-// at_timestamp only); an import passes positions and starts, restoring an
-// export may pass all. Refused with ErrLiveLeases while leases are live
-// unless force.
+// at_timestamp only); restoring an export may pass all. Refused with
+// ErrLiveLeases while leases are live unless force.
 func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positions map[string]consumer.Position, starts map[string]consumer.StartOverride, force bool) (ResetResult, error) {
 	marker := ""
 	if start != nil {
@@ -107,10 +106,44 @@ func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positi
 		}
 		marker = start.String()
 	}
-	args := []any{boolArg(force), marker}
+	res, err := s.replace(ctx, "resetting checkpoints", marker, false, nil, positions, starts, force)
+	res.Start = start
+	return res, err
+}
+
+// ErrCheckpointsMoved: ReplaceCheckpoints found checkpoints other than the
+// ones its caller expected (a reader committed since they were read), and
+// changed nothing.
+var ErrCheckpointsMoved = errors.New("checkpoints moved since they were read")
+
+// ReplaceCheckpoints is what an import writes: like Reset, but the group's
+// start override and the per-shard starts of shards given neither a
+// position nor a start stay, and it writes only if the stored checkpoints
+// are still expect (a reader of the group may commit between the caller's
+// check of what moves back and the write, which would rewind that commit
+// unseen): otherwise it changes nothing and returns ErrCheckpointsMoved.
+func (s *Store) ReplaceCheckpoints(ctx context.Context, expect, positions map[string]consumer.Position, starts map[string]consumer.StartOverride, force bool) (ResetResult, error) {
+	if expect == nil {
+		expect = map[string]consumer.Position{}
+	}
+	return s.replace(ctx, "importing checkpoints", "", true, expect, positions, starts, force)
+}
+
+// replace runs resetScript (see there): keep keeps the starts not given,
+// a non-nil expect is the checkpoints the write is judged on.
+func (s *Store) replace(ctx context.Context, what, marker string, keep bool, expect, positions map[string]consumer.Position, starts map[string]consumer.StartOverride, force bool) (ResetResult, error) {
+	args := []any{boolArg(force), marker, boolArg(keep)}
+	if expect == nil {
+		args = append(args, -1)
+	} else {
+		args = append(args, len(expect))
+		for _, shard := range slices.Sorted(maps.Keys(expect)) {
+			args = append(args, shard, expect[shard].String())
+		}
+	}
 	for _, shard := range slices.Sorted(maps.Keys(positions)) {
 		if shard == "" || strings.HasPrefix(shard, "_") {
-			return ResetResult{}, fmt.Errorf("resetting checkpoints: %q is not a shard id", shard)
+			return ResetResult{}, fmt.Errorf("%s: %q is not a shard id", what, shard)
 		}
 		args = append(args, shard, positions[shard].String())
 	}
@@ -119,17 +152,15 @@ func (s *Store) Reset(ctx context.Context, start *consumer.StartOverride, positi
 	for _, shard := range slices.Sorted(maps.Keys(starts)) {
 		o := starts[shard]
 		if shard == "" || strings.HasPrefix(shard, "_") {
-			return ResetResult{}, fmt.Errorf("resetting checkpoints: %q is not a shard id", shard)
+			return ResetResult{}, fmt.Errorf("%s: %q is not a shard id", what, shard)
 		}
 		if o.Mode != consumer.StartTrimHorizon && o.Mode != consumer.StartAtTimestamp {
-			return ResetResult{}, fmt.Errorf("resetting checkpoints: the start of shard %s must be %s or %s, not %q", shard, consumer.StartTrimHorizon, consumer.StartAtTimestamp, o.Mode)
+			return ResetResult{}, fmt.Errorf("%s: the start of shard %s must be %s or %s, not %q", what, shard, consumer.StartTrimHorizon, consumer.StartAtTimestamp, o.Mode)
 		}
 		args = append(args, shardStartPrefix+shard, o.String())
 	}
-	res, err := s.runAdmin(ctx, "resetting checkpoints", resetScript,
+	return s.runAdmin(ctx, what, resetScript,
 		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Handoff}, args...)
-	res.Start = start
-	return res, err
 }
 
 // Delete removes every key of the group+stream: checkpoints, closed set,
@@ -165,6 +196,9 @@ func (s *Store) runAdmin(ctx context.Context, what string, script *redis.Script,
 func (s *Store) adminOutcome(what string, out []any, res *ResetResult) error {
 	if len(out) < 1 {
 		return fmt.Errorf("%s: unexpected script reply %v", what, out)
+	}
+	if toInt(out[0]) == 2 {
+		return fmt.Errorf("%s: %w", what, ErrCheckpointsMoved)
 	}
 	if toInt(out[0]) == -1 {
 		for _, v := range out[1:] {

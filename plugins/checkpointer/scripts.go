@@ -37,6 +37,7 @@ var luaPrelude = readLua("prelude")
 // luaFields fills in the Go constants the bodies refer to.
 var luaFields = strings.NewReplacer(
 	"{{startField}}", startField,
+	"{{shardStartPrefix}}", shardStartPrefix,
 	"{{streamCreatedField}}", streamCreatedField,
 	"{{formatField}}", formatField,
 	"{{createdField}}", createdField,
@@ -55,10 +56,10 @@ type embeddedScript struct {
 var scripts = map[string]embeddedScript{}
 
 // newScript returns the script whose body is lua/<name>.lua, joined to the
-// prelude. The newlines around the prelude keep each source, and so the SHA1
-// Redis caches it under, what it was when the scripts were Go strings (but
-// for the final newline now.lua gained), so instances of both releases share
-// cached scripts during a rolling upgrade.
+// prelude. A change to the prelude or a body changes the SHA1 Redis caches
+// the script under; during a rolling upgrade each release then loads its
+// own copy (Script.Run falls back to EVAL once), which costs nothing else:
+// a script's behaviour depends only on its source.
 func newScript(name string) *redis.Script {
 	src := "\n" + luaPrelude + "\n" + luaFields.Replace(readLua(name))
 	s := redis.NewScript(src)
@@ -178,11 +179,15 @@ var requestHandoffScript = newScript("request_handoff")
 var handoffRequestsScript = newScript("handoff_requests")
 
 // resetScript: KEYS ckpt, closed, lease, handoff; ARGV force ("1"/"0"),
-// start marker ("" for none), then shard, position pairs. Refuses with
-// {0, liveShard...} while leases are live unless forced; otherwise frees
-// every lease with its token bumped (a reader still running is fenced out of
-// its next renew or commit), replaces the checkpoints and the closed set and
-// returns {1, liveShard...}.
+// start marker ("" for none), keep ("1": the start override and per-shard
+// starts not given stay), the number of expected checkpoints (-1: none)
+// and those shard, position pairs, then shard, position pairs. Refuses with
+// {0, liveShard...} while leases are live unless forced, and with {2} when
+// the stored checkpoints are not the expected ones (a reader committed
+// since the caller read them); otherwise frees every lease with its token
+// bumped (a reader still running is fenced out of its next renew or
+// commit), replaces the checkpoints and the closed set and returns
+// {1, liveShard...}.
 var resetScript = newScript("reset")
 
 // deleteScript: KEYS ckpt, closed, lease, members, handoff, progress,

@@ -2,6 +2,8 @@ package prometheus
 
 import (
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,15 +12,33 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/metricsdoc"
 )
 
+// registered is a collector with the label names it was registered with.
+type registered struct {
+	c      prometheus.Collector
+	labels []string
+}
+
 // register returns the collector already registered under name, or registers
 // c. Benthos asks for the same metric once per component, so a second call
-// with the same name and labels shares the first collector; a call with the
-// same name but other labels cannot be served and gets nil.
+// with the same name and labels shares the first collector. A call with the
+// same name but other labels (or of another kind) cannot be served: it gets
+// nil, so its metric is not exported, and a WARN names it once; handing it
+// the first collector would record its values under the first one's label
+// names, or fail on every use when the counts differ.
 func (e *Exporter) register(name string, labels []string, c prometheus.Collector) prometheus.Collector {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if existing, ok := e.collectors[name]; ok {
-		return existing
+		if slices.Equal(existing.labels, labels) && reflect.TypeOf(existing.c) == reflect.TypeOf(c) {
+			return existing.c
+		}
+		key := name + "\x00" + strings.Join(labels, ",") + "\x00" + reflect.TypeOf(c).String()
+		if !e.refused[key] && e.log != nil {
+			e.refused[key] = true
+			e.log.With("metric", name, "labels", strings.Join(labels, ","), "registered_labels", strings.Join(existing.labels, ",")).
+				Warnf("Metric not exported: a metric of this name is already exported with other labels or of another type; give one of them another name (a metric processor's name, or its labels)")
+		}
+		return nil
 	}
 	if err := e.reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
@@ -30,7 +50,7 @@ func (e *Exporter) register(name string, labels []string, c prometheus.Collector
 		}
 		return nil
 	}
-	e.collectors[name] = c
+	e.collectors[name] = registered{c: c, labels: labels}
 	return c
 }
 

@@ -116,7 +116,10 @@ type Exporter struct {
 	reg          *prometheus.Registry
 
 	mu         sync.Mutex
-	collectors map[string]prometheus.Collector
+	collectors map[string]registered
+	// refused holds the name, labels and kind of each metric refused,
+	// so each is warned about once.
+	refused map[string]bool
 }
 
 func newExporterFromParsed(conf *service.ParsedConfig, log *service.Logger) (*Exporter, error) {
@@ -154,7 +157,8 @@ func newExporterFromParsed(conf *service.ParsedConfig, log *service.Logger) (*Ex
 		buckets:      buckets,
 		log:          log,
 		reg:          prometheus.NewRegistry(),
-		collectors:   map[string]prometheus.Collector{},
+		collectors:   map[string]registered{},
+		refused:      map[string]bool{},
 	}
 	if goMetrics {
 		e.reg.MustRegister(collectors.NewGoCollector())

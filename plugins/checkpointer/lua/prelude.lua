@@ -36,6 +36,18 @@ local function refuse_live(key, force)
   return leases, held, refused
 end
 
+-- Frees every lease of the hash at key with its token bumped, so a reader
+-- still running is fenced out of its next renewal or commit: a reset, or a
+-- stream created again under the same name. leases is the hash's HGETALL
+-- when the caller has read it already.
+local function fence_all(key, leases)
+  leases = leases or redis.call('HGETALL', key)
+  for i = 1, #leases, 2 do
+    local _, _, tok = parse_lease(leases[i + 1])
+    redis.call('HSET', key, leases[i], lease_value('', 0, tok + 1))
+  end
+end
+
 -- The group record (KEYS epoch, a HASH: id, start, reseeded) names this
 -- incarnation of the group's state. A mutation presents the id its caller
 -- knows; a missing or different one means the store forgot the group

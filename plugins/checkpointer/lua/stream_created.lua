@@ -3,11 +3,7 @@ if recorded == ARGV[2] then
   redis.call('HSET', KEYS[1], '{{streamCreatedField}}', ARGV[2])
   return 0
 end
-local leases = redis.call('HGETALL', KEYS[4])
-for i = 1, #leases, 2 do
-  local _, _, tok = parse_lease(leases[i + 1])
-  redis.call('HSET', KEYS[4], leases[i], lease_value('', 0, tok + 1))
-end
+fence_all(KEYS[4])
 local ckpt = redis.call('HKEYS', KEYS[2])
 for _, f in ipairs(ckpt) do
   if string.sub(f, 1, 1) ~= '_' then redis.call('HDEL', KEYS[2], f) end
