@@ -70,13 +70,16 @@ func maxBufferedBytesField() *service.ConfigField {
 // number of bytes; unset, the default that follows the memory limit, with
 // the sentence to log about it.
 func maxBufferedBytesFromParsed(conf *service.ParsedConfig) (n int64, note string, err error) {
-	if !conf.Contains(fieldMaxBufferedBytes) {
+	var v any
+	if conf.Contains(fieldMaxBufferedBytes) {
+		if v, err = conf.FieldAny(fieldMaxBufferedBytes); err != nil {
+			return 0, "", err
+		}
+	}
+	if v == nil {
+		// Unset, or null as a full config example writes it.
 		n, note = defaultMaxBufferedBytes()
 		return n, note, nil
-	}
-	v, err := conf.FieldAny(fieldMaxBufferedBytes)
-	if err != nil {
-		return 0, "", err
 	}
 	if n, err = parseByteSize(v); err != nil {
 		return 0, "", fmt.Errorf("field %s: %w", fieldMaxBufferedBytes, err)

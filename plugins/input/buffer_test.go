@@ -34,6 +34,8 @@ func TestDefaultMaxBufferedBytesFollowsTheMemoryLimit(t *testing.T) {
 			"max_buffered_bytes is unset: the input's byte budget is 256.0MiB, a quarter of the Go memory limit (4096.0MiB), at most 256.0MiB; set max_buffered_bytes to choose another"},
 		{"no limit", 0, "", "", 256 << 20,
 			"max_buffered_bytes is unset and the process has no memory limit (no GOMEMLIMIT, no container limit): the input's byte budget is 256.0MiB"},
+		{"null is unset", 512 << 20, "the container's memory limit", "max_buffered_bytes: null\n", 128 << 20,
+			"max_buffered_bytes is unset: the input's byte budget is 128.0MiB, a quarter of the container's memory limit (512.0MiB), at most 256.0MiB; set max_buffered_bytes to choose another"},
 		{"an explicit value wins", 300 << 20, "GOMEMLIMIT", "max_buffered_bytes: 200MiB\n", 200 << 20, ""},
 		{"an explicit 0 wins", 300 << 20, "GOMEMLIMIT", "max_buffered_bytes: 0\n", 0, ""},
 	} {
