@@ -162,8 +162,8 @@ func TestDeployManifestsStrict(t *testing.T) {
 	require.NotNil(t, c.SecurityContext.Capabilities)
 	assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
 
-	// Memory: a 512Mi limit, the size the input's default buffer
-	// (max_buffered_bytes, 256 MiB) is made for; requested in full, so the
+	// Memory: a 512Mi limit, with the input's default buffer
+	// (max_buffered_bytes: a quarter of GOMEMLIMIT) within it; requested in full, so the
 	// pod is not placed where that memory is not there; GOMEMLIMIT below it.
 	limit := c.Resources.Limits[corev1.ResourceMemory]
 	assert.Equal(t, resource.MustParse("512Mi"), limit)

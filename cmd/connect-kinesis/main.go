@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	// Benthos core components: generate, bloblang, stdin/stdout, file, http...
@@ -29,6 +30,8 @@ func main() {
 		return
 	}
 	setAppHelp()
+	// Before any pipeline allocates: the limit is said once the logger exists.
+	memLimit := setMemoryLimit(memlimit.FromCgroup)
 	// This binary has no other Prometheus exporter: serve ours as
 	// `prometheus` too, the name Benthos configs usually use.
 	if _, err := prometheus.RegisterAsPrometheus(service.GlobalEnvironment()); err != nil {
@@ -41,5 +44,6 @@ func main() {
 		service.CLIOptSetVersion(b.Version, b.Date),
 		service.CLIOptAddCommand(ops.CheckpointsCommand()),
 		service.CLIOptAddCommand(ops.ConsumersCommand()),
+		service.CLIOptOnLoggerInit(memLimit.log),
 	)
 }

@@ -3,37 +3,88 @@ package input
 import (
 	"fmt"
 	"math"
+	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/redpanda-data/benthos/v4/public/service"
 )
 
-// defaultMaxBufferedBytes fits a container of 512 MiB: the budget, plus
-// about 100 MiB for the process itself, plus room for the pipeline.
-const defaultMaxBufferedBytes = "256MiB"
+// maxDefaultBudget is the default budget's ceiling, and the default where
+// the process has no memory limit: it fits a container of 512 MiB (the
+// budget, about 100 MiB for the process, room for the pipeline).
+const maxDefaultBudget = 256 << 20
+
+// defaultBudgetShare is the part of the process's memory limit the default
+// budget takes: the Go heap holds the budget's records, Benthos' messages
+// made of them, the process itself and what the collector has not yet
+// freed, all within the limit.
+const defaultBudgetShare = 4
+
+// memoryLimit is the process's memory limit and where it is from: the Go
+// memory limit (GOMEMLIMIT, or what the program set, such as the
+// connect-kinesis binary from the container's limit) when there is one,
+// else the container's memory limit (cgroup v2 or v1); 0 when there is
+// none. A variable so that tests choose the limit.
+var memoryLimit = func() (int64, string) {
+	if l := debug.SetMemoryLimit(-1); l < math.MaxInt64 {
+		if os.Getenv("GOMEMLIMIT") != "" {
+			return l, "GOMEMLIMIT"
+		}
+		return l, "the Go memory limit"
+	}
+	if l, err := memlimit.FromCgroup(); err == nil && l > 0 && l < math.MaxInt64 {
+		return int64(l), "the container's memory limit"
+	}
+	return 0, ""
+}
+
+// defaultMaxBufferedBytes is the budget when max_buffered_bytes is unset,
+// with the sentence that says why: a quarter of the memory limit, at most
+// 256 MiB.
+func defaultMaxBufferedBytes() (int64, string) {
+	limit, source := memoryLimit()
+	if limit <= 0 {
+		return maxDefaultBudget, "max_buffered_bytes is unset and the process has no memory limit (no GOMEMLIMIT, no container limit): the input's byte budget is 256.0MiB"
+	}
+	n := min(limit/defaultBudgetShare, maxDefaultBudget)
+	return n, fmt.Sprintf("max_buffered_bytes is unset: the input's byte budget is %s, a quarter of %s (%s), at most 256.0MiB; set max_buffered_bytes to choose another",
+		mibText(n), source, mibText(limit))
+}
+
+func mibText(n int64) string { return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20)) }
 
 func maxBufferedBytesField() *service.ConfigField {
 	return service.NewAnyField(fieldMaxBufferedBytes).
 		Description("The most bytes of records the input holds at once, all its streams and shards together: room for the call under way (an answer being fetched and decoded, a subscription's next event), records fetched and waiting to be handed over, and batches handed to the pipeline and not yet acknowledged (a nacked batch counts until it is acknowledged; a batch still in the pipeline when its shard's reader ends counts until its acknowledgement or nack). A record costs its data, key and sequence number plus 768 bytes, counted on the user records it becomes (a KPL aggregate costs what its user records cost). Above it, shards stop fetching and wait their turn, first come first served, so none starves: a shard holds room only for a call under way and gives it back when the call fails, so a shard whose reads keep failing (access denied, throttling) or that waits out a backoff holds none, and no shard asks for more than half the budget. A single answer larger than the whole budget still goes ahead, alone. With large records and a crowded budget a shard asks Kinesis for fewer records per call, at the same pace. " +
+			"Unset, it follows the process's memory limit: a quarter of the Go memory limit when there is one (`GOMEMLIMIT`, or what the connect-kinesis binary sets from the container's memory limit), else a quarter of the container's memory limit (cgroup v2 or v1), at most 256 MiB; 256 MiB with no limit at all. The value chosen is logged at INFO when the input starts. " +
 			"A size with a unit (`256MiB`, `1GiB`, `512KiB`, `64MB`) or a plain number of bytes; `0` removes the bound. " +
 			"To size it: the process needs about this much plus 100 MiB for itself, plus what the pipeline keeps of its own (buffers, caches, windows), within the container's memory limit. Each shard catching up wants room for one answer of up to 10 MiB (Kinesis' largest) to read at full speed: the budget divided by the shard count is what each shard gets when all fall behind at once. " +
 			"The gauges `kinesis_input_buffered_bytes`, `kinesis_input_max_buffered_bytes` and `kinesis_input_shards_waiting_for_buffer` show it, and a warning names the shards holding the room when no shard was let in for a minute, and another is logged when shards wait longer than `lag_warn_threshold`. An output `batching` policy must flush by `period` (or at a count the budget can hold): the budget is only freed by acknowledgements.").
-		Default(defaultMaxBufferedBytes).Advanced()
+		Optional().Advanced()
 }
 
 // maxBufferedBytesFromParsed reads max_buffered_bytes: a size string or a
-// number of bytes.
-func maxBufferedBytesFromParsed(conf *service.ParsedConfig) (int64, error) {
-	v, err := conf.FieldAny(fieldMaxBufferedBytes)
-	if err != nil {
-		return 0, err
+// number of bytes; unset, the default that follows the memory limit, with
+// the sentence to log about it.
+func maxBufferedBytesFromParsed(conf *service.ParsedConfig) (n int64, note string, err error) {
+	var v any
+	if conf.Contains(fieldMaxBufferedBytes) {
+		if v, err = conf.FieldAny(fieldMaxBufferedBytes); err != nil {
+			return 0, "", err
+		}
 	}
-	n, err := parseByteSize(v)
-	if err != nil {
-		return 0, fmt.Errorf("field %s: %w", fieldMaxBufferedBytes, err)
+	if v == nil {
+		// Unset, or null as a full config example writes it.
+		n, note = defaultMaxBufferedBytes()
+		return n, note, nil
 	}
-	return n, nil
+	if n, err = parseByteSize(v); err != nil {
+		return 0, "", fmt.Errorf("field %s: %w", fieldMaxBufferedBytes, err)
+	}
+	return n, "", nil
 }
 
 // byteUnits are the units a size may end with.

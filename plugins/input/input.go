@@ -142,6 +142,8 @@ type Config struct {
 	Consumer     consumer.Config
 	Checkpointer checkpointer.Config
 	AWS          awsconf.Settings
+
+	budgetNote string // how the default max_buffered_bytes was chosen, to log
 }
 
 // ConfigFromParsed reads and validates the input's fields.
@@ -196,7 +198,7 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	if cc.LagWarnThreshold, err = conf.FieldDuration(fieldLagWarnThreshold); err != nil {
 		return c, err
 	}
-	if cc.MaxBufferedBytes, err = maxBufferedBytesFromParsed(conf); err != nil {
+	if cc.MaxBufferedBytes, c.budgetNote, err = maxBufferedBytesFromParsed(conf); err != nil {
 		return c, err
 	}
 	if c.Checkpointer, err = checkpointer.ConfigFromParsed(conf); err != nil {
@@ -234,6 +236,9 @@ func newFromParsed(conf *service.ParsedConfig, mgr *service.Resources) (*kinesis
 	c, err := ConfigFromParsed(conf)
 	if err != nil {
 		return nil, err
+	}
+	if c.budgetNote != "" {
+		mgr.Logger().Info(c.budgetNote)
 	}
 	return newFromConfig(c, mgr.Logger(), mgr.Metrics()), nil
 }

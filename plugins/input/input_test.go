@@ -19,6 +19,7 @@ checkpoint:
 `
 
 func TestConfigDefaults(t *testing.T) {
+	withMemoryLimit(t, 0, "")
 	conf, err := Spec().ParseYAML(minimalYAML, nil)
 	require.NoError(t, err)
 	c, err := ConfigFromParsed(conf)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +22,7 @@ import (
 // for its fields), a pipeline slower than Kinesis, and a line per record.
 const backlogYAML = `
 http: { enabled: false }
-logger: { level: warn, format: logfmt }
+logger: { level: %s, format: logfmt }
 input:
   kinesis:
     streams: [ %s ]
@@ -33,18 +34,23 @@ input:
       group: %s
 %spipeline:
   processors:
-    - sleep: { duration: %s }
+    # sleep sleeps for each message: once per batch here, at its first.
+    - sleep: { duration: '${! if batch_index() == 0 { "%s" } else { "0s" } }' }
     - mapping: 'root = "r"'
 output:
   file: { path: %s, codec: lines }
 `
 
-// backlogRun runs one process for f.duration and reads its peak RSS
-// (VmHWM) and the records it passed.
-func backlogRun(ctx context.Context, dir string, s backlogSide, stream, group, endpoint, redisURL string, f backlogFlags) (backlogRun1, error) {
+// budgetLine finds the budget the input chose in its INFO line.
+var budgetLine = regexp.MustCompile(`byte budget is ([0-9.]+)MiB`)
+
+// backlogRun runs one process for f.duration, with GOMEMLIMIT limit (0:
+// none), and reads its peak RSS (VmHWM), the records it passed and the
+// budget it logged.
+func backlogRun(ctx context.Context, dir string, s backlogSide, stream, group, endpoint, redisURL string, limit int64, f backlogFlags) (backlogRun1, error) {
 	out := filepath.Join(dir, group+".out")
 	conf := filepath.Join(dir, group+".yaml")
-	yaml := fmt.Sprintf(backlogYAML, stream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, redisURL, group, s.fields, f.sleep, out)
+	yaml := fmt.Sprintf(backlogYAML, f.logLevel, stream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, redisURL, group, s.fields, f.sleep, out)
 	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
 		return backlogRun1{}, err
 	}
@@ -57,6 +63,13 @@ func backlogRun(ctx context.Context, dir string, s backlogSide, stream, group, e
 	logs := func() string { b, _ := os.ReadFile(logPath); return string(b) }
 	cmd := exec.CommandContext(ctx, s.bin, "-c", conf)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = os.Environ()
+	if limit > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMEMLIMIT=%dMiB", limit>>20))
+	} else {
+		// No limit at all: the binary reads no container limit either.
+		cmd.Env = append(cmd.Env, "GOMEMLIMIT=", "AUTOMEMLIMIT=off")
+	}
 	if err := cmd.Start(); err != nil {
 		return backlogRun1{}, err
 	}
@@ -84,7 +97,12 @@ func backlogRun(ctx context.Context, dir string, s backlogSide, stream, group, e
 	case <-done:
 	case <-time.After(30 * time.Second):
 	}
-	return backlogRun1{peakRSS: hwm, rate: float64(lines) / f.duration.Seconds()}, nil
+	var budget int64
+	if m := budgetLine.FindStringSubmatch(logs()); m != nil {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		budget = int64(v * (1 << 20))
+	}
+	return backlogRun1{peakRSS: hwm, rate: float64(lines) / f.duration.Seconds(), budget: budget}, nil
 }
 
 // procHWM is the peak resident set size of process pid (VmHWM).

@@ -75,7 +75,7 @@ func runInput(ctx context.Context, args []string) error {
 	}
 
 	// Warm both paths up (connections, code) on a small read.
-	if err := rawRead(ctx, emu.Endpoint, stream, min(f.records, 2000)); err != nil {
+	if err := rawRead(ctx, emu.Endpoint, stream, min(f.records, 2000), nil); err != nil {
 		return fmt.Errorf("warming up the raw loop: %w", err)
 	}
 	warm := []string{""}
@@ -113,7 +113,11 @@ func runInput(ctx context.Context, args []string) error {
 			// go tool pprof -tagfocus side=plugin.
 			pprof.Do(ctx, pprof.Labels("side", s.name), func(context.Context) {
 				if s.name == "raw" {
-					err = s.add(measure(f.records, func() error { return rawRead(ctx, emu.Endpoint, stream, f.records) }))
+					w := readingWindow{begin: time.Now()}
+					err = s.add(measure(f.records, func() error {
+						return rawRead(ctx, emu.Endpoint, stream, f.records, func(first bool, n int64) { w.mark(first, n) })
+					}))
+					s.windows = append(s.windows, w)
 					return
 				}
 				var n int64
@@ -128,16 +132,23 @@ func runInput(ctx context.Context, args []string) error {
 	stopProfile()
 
 	raw, plugin := median(sides[0].rounds), median(sides[1].rounds)
-	printComparison(
-		fmt.Sprintf("input: %d records x %d B, %d shards, kinesalite, defaults (commit_period %v), medians of %d alternating rounds", f.records, f.size, f.shards, f.commitPeriod, f.rounds),
-		"raw GetRecords", "plugin", raw, plugin, 0.9, 1.3)
+	rawRead, pluginRead := median(sides[0].reading()), median(sides[1].reading())
+	rawRead.peakHeap, pluginRead.peakHeap = raw.peakHeap, plugin.peakHeap
+	fmt.Printf("input: %d records x %d B, %d shards, kinesalite, defaults (commit_period %v), medians of %d alternating rounds\n\n", f.records, f.size, f.shards, f.commitPeriod, f.rounds)
+	fmt.Println("Start-up, from the start to the first records (for information: a new group waits 2s once before its first take):")
+	fmt.Printf("%-22s %10s\n%-22s %10s\n%-22s %10s\n\n", "raw GetRecords", sides[0].startup().Round(time.Millisecond),
+		"plugin", sides[1].startup().Round(time.Millisecond), "difference", (sides[1].startup() - sides[0].startup()).Round(time.Millisecond))
+	printComparison("Reading, from the first records to the last (the target):", "raw GetRecords", "plugin", rawRead, pluginRead, 0.9, 1.3)
 	for _, s := range sides[1:] {
 		fmt.Printf("%-22s", "rounds "+s.name+"/raw")
-		for i, m := range s.rounds {
-			fmt.Printf("  %.2fx %.2fx CPU", m.perSecond()/sides[0].rounds[i].perSecond(), m.cpuPer100k()/sides[0].rounds[i].cpuPer100k())
+		for i, m := range s.reading() {
+			r := sides[0].reading()[i]
+			fmt.Printf("  %.2fx %.2fx CPU", m.perSecond()/r.perSecond(), m.cpuPer100k()/r.cpuPer100k())
 		}
 		fmt.Println()
 	}
+	fmt.Println()
+	printComparison("The whole run, start-up and stop included (for information):", "raw GetRecords", "plugin", raw, plugin, 0, 0)
 	mem := []side{{"plugin", plugin}}
 	if len(sides) > 2 {
 		variant := median(sides[2].rounds)
@@ -203,16 +214,15 @@ func (s *inputSide) readPlugin(ctx context.Context, rc *redis.Client, endpoint, 
 	// The reading window runs from the first batch to the last record: it
 	// leaves out start-up (leases, checkpoints) and shutdown (final
 	// commits).
-	var w readingWindow
+	w := readingWindow{begin: time.Now()}
 	sample := func() int64 { n, _ := redisCommands(ctx, rc); return n }
 	err = s.add(measure(f.records, func() error {
-		return inputRead(ctx, endpoint, redisURL, group, stream, f.records, f, s.fields, func(first bool) {
+		return inputRead(ctx, endpoint, redisURL, group, stream, f.records, f, s.fields, func(first bool, n int64) {
+			w.mark(first, n)
 			if first {
-				w.startCmds, w.start = sample(), time.Now()
-				w.startStats = commandStats(ctx, rc)
+				w.startCmds, w.startStats = sample(), commandStats(ctx, rc)
 			} else {
-				w.endCmds, w.end = sample(), time.Now()
-				w.endStats = commandStats(ctx, rc)
+				w.endCmds, w.endStats = sample(), commandStats(ctx, rc)
 			}
 		})
 	}))
@@ -224,12 +234,6 @@ func (s *inputSide) readPlugin(ctx context.Context, rc *redis.Client, endpoint, 
 	// The first INFO is counted in after (an INFO does not count itself),
 	// and so are the window's four.
 	return after - before - 1 - 4, err
-}
-
-type readingWindow struct {
-	start, end           time.Time
-	startCmds, endCmds   int64
-	startStats, endStats map[string]int64
 }
 
 // commandStats is calls per command from INFO commandstats; commands run
@@ -280,8 +284,12 @@ func redisCommands(ctx context.Context, c *redis.Client) (int64, error) {
 
 // rawRead is the baseline: one goroutine per shard, GetRecords at most once
 // per poll interval (the service's 5 reads/s/shard, as the input), until n
-// records are read in all.
-func rawRead(ctx context.Context, endpoint, stream string, n int) error {
+// records are read in all. mark, when set, is called as inputRead's is.
+func rawRead(ctx context.Context, endpoint, stream string, n int, mark func(first bool, records int64)) error {
+	if mark == nil {
+		mark = func(bool, int64) {}
+	}
+	var firstOnce, lastOnce sync.Once
 	c := kinesis.New(kinesis.Options{
 		Region:       testenv.Region,
 		BaseEndpoint: aws.String(endpoint),
@@ -318,7 +326,12 @@ func rawRead(ctx context.Context, endpoint, stream string, n int) error {
 					if err != nil {
 						return err
 					}
-					if total.Add(int64(len(out.Records))) >= int64(n) {
+					got := total.Add(int64(len(out.Records)))
+					if len(out.Records) > 0 {
+						firstOnce.Do(func() { mark(true, got) })
+					}
+					if got >= int64(n) {
+						lastOnce.Do(func() { mark(false, got) })
 						cancel()
 						return nil
 					}
@@ -347,8 +360,8 @@ func rawRead(ctx context.Context, endpoint, stream string, n int) error {
 // checkpoints) and the given extra fields into a consumer that counts,
 // until n records arrived.
 // mark, when set, is called at the first batch (true) and once n records
-// arrived (false).
-func inputRead(ctx context.Context, endpoint, redisURL, group, stream string, n int, f inputFlags, fields string, mark func(first bool)) error {
+// arrived (false), with the records arrived so far.
+func inputRead(ctx context.Context, endpoint, redisURL, group, stream string, n int, f inputFlags, fields string, mark func(first bool, records int64)) error {
 	b := service.NewStreamBuilder()
 	if err := b.SetLoggerYAML("level: warn"); err != nil {
 		return err
@@ -372,12 +385,13 @@ kinesis:
 	done := make(chan struct{})
 	var once, firstOnce sync.Once
 	if mark == nil {
-		mark = func(bool) {}
+		mark = func(bool, int64) {}
 	}
 	if err := b.AddBatchConsumerFunc(func(_ context.Context, batch service.MessageBatch) error {
-		firstOnce.Do(func() { mark(true) })
-		if total.Add(int64(len(batch))) >= int64(n) {
-			once.Do(func() { mark(false); close(done) })
+		got := total.Add(int64(len(batch)))
+		firstOnce.Do(func() { mark(true, got) })
+		if got >= int64(n) {
+			once.Do(func() { mark(false, got); close(done) })
 		}
 		return nil
 	}); err != nil {

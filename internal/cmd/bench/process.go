@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -58,7 +59,7 @@ func (p *processFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.only, "only", "", "run only this case: process (the in-process sides are skipped)")
 	fs.StringVar(&p.heapProfile, "heapprofile", "", "write a heap profile of one process of the case (see -profile-side), taken at its peak RSS, to this file")
 	fs.StringVar(&p.cpuProfile, "process-cpuprofile", "", "write a CPU profile of one process of the case (see -profile-side), -profile-seconds from its start, to this file")
-	fs.StringVar(&p.sides, "process-sides", "", "comma-separated sides of the process case to run (0 ordered, 1 unordered, 2 generate -> drop, 3 raw SDK loop, 4 generate -> batching -> drop, 5 ordered + aggregation; empty: all, and the ratios)")
+	fs.StringVar(&p.sides, "process-sides", "", "comma-separated sides of the process case to run (0 ordered, 1 unordered, 2 generate -> drop, 3 raw SDK loop, 4 generate -> batching -> drop, 5 ordered + aggregation, 6 ordered at 1,024 keys, 7 unordered at 1,024 keys; empty: all, and the ratios)")
 	fs.IntVar(&p.profileSeconds, "profile-seconds", 10, "how long -process-cpuprofile profiles, from the process' start (shorter than the run: a profile the process does not live to finish is lost)")
 	fs.IntVar(&p.profileSide, "profile-side", 0, "the side -heapprofile and -process-cpuprofile profile, in its first round: 0 ordered, 1 unordered, 2 generate -> drop, 4 generate -> batching -> drop, 5 ordered + aggregation")
 }
@@ -68,6 +69,7 @@ type processSide struct {
 	name   string
 	output string // the output section of the config; "" for the raw loop
 	raw    bool
+	keys   int // partition keys; 0 is -process-keys
 }
 
 // processResult is what one process used.
@@ -102,6 +104,10 @@ func processSides() []processSide {
 		// The remedy the output's INFO names for a key-bound write: a
 		// round then holds each key once as one aggregated record.
 		{name: "ordered + aggregation", output: kinesisOutput("\n    aggregation: { enabled: true }")},
+		// Order at many keys, where a request still holds 500 records: what
+		// the ordered machinery costs beyond the requests it must send.
+		{name: "ordered, 1024 keys", output: kinesisOutput(""), keys: 1024},
+		{name: "unordered, 1024 keys", output: kinesisOutput("\n    preserve_order: false"), keys: 1024},
 	}
 }
 
@@ -171,7 +177,7 @@ func runProcessCase(ctx context.Context, emu *testenv.Kinesis, f processFlags, s
 		med[i] = medianProcess(results[i])
 	}
 	per := func(r processResult) float64 { return float64(r.cpu.Microseconds()) / float64(f.records) }
-	fmt.Printf("Whole processes (connect-kinesis run: generate -> output), %d messages x %d B, %d keys, %d shards, batching {count: 500, period: 100ms}, max_in_flight 64;\n", f.records, size, f.keys, f.shards)
+	fmt.Printf("Whole processes (connect-kinesis run: generate -> output), %d messages x %d B, %d keys (1024 where named), %d shards, batching {count: 500, period: 100ms}, max_in_flight 64;\n", f.records, size, f.keys, f.shards)
 	fmt.Printf("CPU = user + system of the process, peak RSS = its VmHWM; medians of %d alternating rounds:\n", f.rounds)
 	fmt.Printf("%-22s %14s %10s %14s\n", "", "CPU µs/record", "wall", "peak RSS MiB")
 	for i, s := range sides {
@@ -182,47 +188,10 @@ func runProcessCase(ctx context.Context, emu *testenv.Kinesis, f processFlags, s
 		}
 		fmt.Printf("%-22s   rounds: %s\n", "", strings.Join(rounds, ", "))
 	}
-	if len(sides) < 6 {
+	if len(sides) < 8 {
 		return nil
 	}
-	ordered, unordered, drop, raw, batched := med[0], med[1], med[2], med[3], med[4]
-	// The CPU ratio between two sides is also taken round by round, of
-	// the two processes run in the same round: the machine's speed drifts
-	// between rounds (a fifth on this shared machine), and both sides of
-	// a round see the same drift. The verdict is on the median of those.
-	paired := func(a, b int) (float64, string) {
-		var rs []float64
-		var ss []string
-		for r := range f.rounds {
-			v := per(results[a][r]) / per(results[b][r])
-			rs = append(rs, v)
-			ss = append(ss, fmt.Sprintf("%.2fx", v))
-		}
-		slices.Sort(rs)
-		return rs[len(rs)/2], strings.Join(ss, ", ")
-	}
-	limit := min(120<<20, 2*drop.rss)
-	fmt.Printf("%-34s %6.0f MiB  target <= %.0f MiB (120 MiB and 2x generate -> drop)  %s\n", "peak RSS, ordered (default)", mib(ordered.rss), mib(limit), verdict(ordered.rss <= limit))
-	ou, ouRounds := paired(0, 1)
-	fmt.Printf("%-34s %6.2fx      target <= 1.15x  %s  (by round: %s; of the medians: %.2fx)\n", "CPU/record ordered / unordered", ou, verdict(ou <= 1.15), ouRounds, per(ordered)/per(unordered))
-	oa, oaRounds := paired(5, 1)
-	fmt.Printf("%-34s %6.2fx      (by round: %s)\n", "  ordered + aggregation / unordered", oa, oaRounds)
-	ur, urRounds := paired(1, 3)
-	fmt.Printf("%-34s %6.2fx      target <= 0.90x  %s  (by round: %s)\n", "CPU/record unordered / raw SDK", ur, verdict(ur <= 0.9), urRounds)
-	fmt.Printf("%-34s %6.2fx      (the output alone: less generate -> drop)\n", "  net of the generator", (per(unordered)-per(drop))/per(raw))
-	fmt.Printf("%-34s %6.2fx      (the output alone: less generate -> batching -> drop)\n", "  net of generator and batching", (per(unordered)-per(batched))/per(raw))
-	// The output's own code, the way a profile sees it: one more
-	// unordered process, profiled over its run, charged with the share of
-	// its samples under the output's WriteBatch (the producer and the SDK
-	// within) and in the HTTP client's connection goroutines.
-	own, err := ownShare(ctx, bin, self, sides[1], emu, f, size, concurrency, unordered.wall)
-	if err != nil {
-		fmt.Printf("%-34s (no profile: %v)\n", "  the output's own code", err)
-	} else {
-		fmt.Printf("%-34s %6.2fx      (%.1f µs/record: %.0f%% of a profiled unordered process' CPU is under WriteBatch or the HTTP client's connections)\n",
-			"  the output's own code / raw", own*per(unordered)/per(raw), own*per(unordered), 100*own)
-	}
-	fmt.Println()
+	printProcessTargets(ctx, bin, self, emu, f, size, concurrency, sides, results, med)
 	return nil
 }
 
@@ -232,7 +201,7 @@ func runProcessSide(ctx context.Context, bin, self string, s processSide, stream
 	var cmd *exec.Cmd
 	if s.raw {
 		cmd = exec.CommandContext(ctx, self, "rawloop", "-endpoint", endpoint, "-stream", stream,
-			"-n", fmt.Sprint(f.records), "-size", fmt.Sprint(size), "-keys", fmt.Sprint(f.keys), "-concurrency", fmt.Sprint(concurrency))
+			"-n", fmt.Sprint(f.records), "-size", fmt.Sprint(size), "-keys", fmt.Sprint(cmp.Or(s.keys, f.keys)), "-concurrency", fmt.Sprint(concurrency))
 	} else {
 		conf := fmt.Sprintf(`
 http:
@@ -249,7 +218,7 @@ input:
 output:%s
 logger:
   level: warn
-`, debug, debugPort, debug, f.records, string(payload(size)), f.keys, s.output)
+`, debug, debugPort, debug, f.records, string(payload(size)), cmp.Or(s.keys, f.keys), s.output)
 		conf = strings.NewReplacer("${STREAM}", stream, "${ENDPOINT}", endpoint).Replace(conf)
 		path := filepath.Join(os.TempDir(), fmt.Sprintf("bench-process-%s.yaml", stream))
 		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
