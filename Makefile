@@ -19,7 +19,10 @@ BIN         := bin/connect-kinesis
 COMMIT      := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DIRTY       := $(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 VERSION     ?= $(patsubst v%,%,$(or $(shell git describe --tags --exact-match 2>/dev/null),0.0.0-$(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)))$(DIRTY)
-DATE        := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+# DATE: the commit's time in UTC, so that `make release` builds the same
+# archives from the same commit whenever it runs (the build's own time made
+# every binary, and so every archive, differ). Without git, the time now.
+DATE        := $(or $(shell TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 2>/dev/null),$(shell date -u +%Y-%m-%dT%H:%M:%SZ))
 LDFLAGS     := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.dateBuilt=$(DATE)
 # No cgo anywhere: one static binary that runs in a FROM scratch image and
 # on any Linux, and cross-compiles without a C toolchain. -trimpath keeps
@@ -163,7 +166,8 @@ test-image: deps image
 	  $(GO) test -race -count=1 -timeout 10m -run 'TestIntegrationImage' -v ./cmd/connect-kinesis
 
 # dist/connect-kinesis_<version>_<os>_<arch>.tar.gz per platform, each with
-# the binary, README.md and LICENSE, and SHA256SUMS. Archives are
+# the binary, README.md, LICENSE and docs/ (the pages the binary's help and
+# the README point at), and SHA256SUMS. Archives are
 # reproducible for a commit: entries sorted, owned by root, dated by the
 # commit.
 release:
@@ -174,13 +178,15 @@ release:
 	  echo "release: $$name"; mkdir -p $(DIST)/$$name; \
 	  GOOS=$$os GOARCH=$$arch $(GOBUILD) -o $(DIST)/$$name/connect-kinesis ./cmd/connect-kinesis; \
 	  cp README.md LICENSE $(DIST)/$$name/; \
+	  git ls-files -z docs | xargs -0 cp --parents -t $(DIST)/$$name/; \
 	  tar -C $(DIST) --sort=name --owner=0 --group=0 --numeric-owner --mtime=$$mtime -czf $(DIST)/$$name.tar.gz $$name; \
 	  rm -rf $(DIST)/$$name; \
 	done
 	cd $(DIST) && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
 
 # Checks every archive `release` wrote: its platform's binary (ELF or Mach-O,
-# the right CPU, static), README.md, LICENSE, and SHA256SUMS.
+# the right CPU, static, dated by the commit), README.md, LICENSE, docs/, and
+# SHA256SUMS.
 test-release: build release
 	CONNECT_KINESIS_BIN=$(abspath $(BIN)) \
 	CONNECT_KINESIS_BIN_VERSION=$(VERSION) CONNECT_KINESIS_BIN_DATE=$(DATE) \
