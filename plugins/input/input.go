@@ -63,7 +63,7 @@ func Spec() *service.ConfigSpec {
 			Example([]string{"orders"}).
 			Example([]string{"arn:aws:kinesis:us-east-1:123456789012:stream/orders"}),
 		service.NewStringEnumField(fieldStartPosition, consumer.StartTrimHorizon, consumer.StartLatest, consumer.StartAtTimestamp).
-			Description("Where a shard without a checkpoint starts: `trim_horizon` (the oldest retained record), `latest` (only records written from now on) or `at_timestamp` (see `start_timestamp`). Shards with a checkpoint always resume after it.").
+			Description(fmt.Sprintf("Where a shard without a checkpoint starts: `trim_horizon` (the oldest retained record), `latest` or `at_timestamp` (see `start_timestamp`). Shards with a checkpoint always resume after it. `latest` means the records written since the group's first start, less %v: the group's start is taken by the Redis server's clock and records are dated by Kinesis', and the margin keeps a difference between the two clocks from skipping a record. So a new group's first read may also deliver records written up to %v before it started; and every shard the group reads later without a checkpoint (a child after a reshard, a shard that changed hands before its first commit) starts from that same time, not from when it was taken.", consumer.LatestSkewMargin, consumer.LatestSkewMargin)).
 			Default(consumer.StartTrimHorizon),
 		service.NewStringField(fieldStartTimestamp).
 			Description("The RFC3339 time to start from with `start_position: at_timestamp`; required with it and only used with it.").
