@@ -170,6 +170,9 @@ func (s Settings) Load(ctx context.Context) (aws.Config, error) {
 		})
 		cfg.Credentials = aws.NewCredentialsCache(provider)
 	}
+	if cfg.Credentials != nil {
+		cfg.Credentials = aws.NewCredentialsCache(explainedCredentials{provider: cfg.Credentials, settings: s})
+	}
 	return cfg, nil
 }
 
