@@ -33,3 +33,9 @@ func (e explainedCredentials) Retrieve(ctx context.Context) (aws.Credentials, er
 	return c, fmt.Errorf("field %s: no AWS credentials found: set %s.%s and %s.%s, or %s.%s; or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, in the environment; or run with an instance, task or pod role (the SDK tried: %w)",
 		FieldCredentials, FieldCredentials, FieldID, FieldCredentials, FieldSecret, FieldCredentials, FieldProfile, err)
 }
+
+// IsCredentialsProvider answers for the provider it wraps, so the SDK (and
+// a test) still sees which provider gives the credentials.
+func (e explainedCredentials) IsCredentialsProvider(target aws.CredentialsProvider) bool {
+	return aws.IsCredentialsProvider(e.provider, target)
+}
