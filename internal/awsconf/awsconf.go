@@ -135,9 +135,20 @@ func (s Settings) Validate() error {
 // retried call is retried exactly as the user's `max_retries`/`backoff` say,
 // not that many times the SDK's default three attempts.
 func (s Settings) Load(ctx context.Context) (aws.Config, error) {
+	return s.LoadLogged(ctx, nil)
+}
+
+// LoadLogged is Load with the SDK's log lines (a fallback to IMDSv1, a
+// response it could not read) going to log, tagged `source: aws-sdk`, in the
+// Benthos logger's format and at the matching level. A nil log leaves the
+// SDK's own logger (stderr), for commands that have no Benthos logger.
+func (s Settings) LoadLogged(ctx context.Context, log *service.Logger) (aws.Config, error) {
 	opts := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
 		config.WithHTTPClient(httpClient()),
+	}
+	if log != nil {
+		opts = append(opts, config.WithLogger(sdkLogger{log.With("source", "aws-sdk")}))
 	}
 	if s.Region != "" {
 		opts = append(opts, config.WithRegion(s.Region))

@@ -266,7 +266,7 @@ func (k *kinesisInput) Connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("connecting to the checkpoint store: %w", err)
 	}
-	awsCfg, err := k.conf.AWS.Load(ctx)
+	awsCfg, err := k.conf.AWS.LoadLogged(ctx, k.log)
 	if err != nil {
 		_ = ckpt.Close()
 		return err

@@ -233,7 +233,7 @@ func newOutputFromConfig(conf outputConfig, mgr *service.Resources) (*kinesisOut
 		mFailed: mgr.Metrics().NewCounter(producer.MetricFailed, "stream", "reason"),
 	}
 	o.newClient = func(ctx context.Context) (kinesisAPI, string, error) {
-		cfg, err := conf.AWS.Load(ctx)
+		cfg, err := conf.AWS.LoadLogged(ctx, o.log)
 		if err != nil {
 			return nil, "", err
 		}
