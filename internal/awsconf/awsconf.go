@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
 // Field names.
@@ -165,11 +167,11 @@ func (s Settings) LoadLogged(ctx context.Context, log *service.Logger) (aws.Conf
 		return aws.Config{}, fmt.Errorf("loading AWS config: %w", err)
 	}
 	if cfg.Region == "" {
-		return aws.Config{}, errors.New("field region: no region is set here or in the default chain; set `region` (e.g. us-east-1) or AWS_REGION")
+		return aws.Config{}, kinesisx.MarkPermanent(errors.New("field region: no region is set here or in the default chain; set `region` (e.g. us-east-1) or AWS_REGION"))
 	}
 	if s.Endpoint == "" {
 		if err := checkRegion(ctx, cfg.Region); err != nil {
-			return aws.Config{}, err
+			return aws.Config{}, kinesisx.MarkPermanent(err)
 		}
 	}
 	if s.Role != "" {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
 // explainedCredentials names, when credentials cannot be had, the fields and
@@ -22,15 +24,20 @@ func (e explainedCredentials) Retrieve(ctx context.Context) (aws.Credentials, er
 	if err == nil || ctx.Err() != nil {
 		return c, err
 	}
+	return c, kinesisx.MarkPermanent(e.explain(err))
+}
+
+// explain names what to set for the settings in use.
+func (e explainedCredentials) explain(err error) error {
 	switch s := e.settings; {
 	case s.Role != "":
-		return c, fmt.Errorf("field %s.%s: assuming %s failed; check that the credentials below it may assume it (and %s.%s, if the role asks for one): %w", FieldCredentials, FieldRole, s.Role, FieldCredentials, FieldRoleExternalID, err)
+		return fmt.Errorf("field %s.%s: assuming %s failed; check that the credentials below it may assume it (and %s.%s, if the role asks for one): %w", FieldCredentials, FieldRole, s.Role, FieldCredentials, FieldRoleExternalID, err)
 	case s.Profile != "":
-		return c, fmt.Errorf("field %s.%s: profile %q gives no credentials; check ~/.aws/credentials and ~/.aws/config (or AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE): %w", FieldCredentials, FieldProfile, s.Profile, err)
+		return fmt.Errorf("field %s.%s: profile %q gives no credentials; check ~/.aws/credentials and ~/.aws/config (or AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE): %w", FieldCredentials, FieldProfile, s.Profile, err)
 	case s.ID != "":
-		return c, fmt.Errorf("fields %s.%s and %s.%s: %w", FieldCredentials, FieldID, FieldCredentials, FieldSecret, err)
+		return fmt.Errorf("fields %s.%s and %s.%s: %w", FieldCredentials, FieldID, FieldCredentials, FieldSecret, err)
 	}
-	return c, fmt.Errorf("field %s: no AWS credentials found: set %s.%s and %s.%s, or %s.%s; or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, in the environment; or run with an instance, task or pod role (the SDK tried: %w)",
+	return fmt.Errorf("field %s: no AWS credentials found: set %s.%s and %s.%s, or %s.%s; or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, in the environment; or run with an instance, task or pod role (the SDK tried: %w)",
 		FieldCredentials, FieldCredentials, FieldID, FieldCredentials, FieldSecret, FieldCredentials, FieldProfile, err)
 }
 

@@ -240,6 +240,8 @@ type kinesisInput struct {
 	mu   sync.Mutex
 	ckpt *checkpointer.Checkpointer
 	cons *consumer.Consumer
+	// permanentFailures counts Connects in a row that failed for good.
+	permanentFailures int
 }
 
 func newFromParsed(conf *service.ParsedConfig, mgr *service.Resources) (*kinesisInput, error) {
@@ -255,21 +257,47 @@ func newFromConfig(c Config, log *service.Logger, m *service.Metrics) *kinesisIn
 }
 
 // Connect reaches Redis (failing, so Benthos retries, when it is down: a
-// checkpoint is never guessed), then Kinesis, and starts reading.
+// checkpoint is never guessed), then Kinesis, and starts reading. An error
+// that will not pass by itself (see connectError) is retried less and less
+// often.
 func (k *kinesisInput) Connect(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.cons != nil {
 		return nil
 	}
+	err := k.connectLocked(ctx)
+	if err == nil {
+		k.permanentFailures = 0
+		return nil
+	}
+	return k.connectError(err)
+}
+
+// connectError tells Benthos how long to wait before the next Connect.
+// Benthos retries about once a second; an error kinesisx.Permanent calls
+// permanent (credentials, a stream that does not exist, a Redis that refuses
+// the password or a permission, no region) waits kinesisx.ConnectWait
+// instead, growing to a bound, and says it will keep retrying.
+func (k *kinesisInput) connectError(err error) error {
+	if !kinesisx.Permanent(err) {
+		k.permanentFailures = 0
+		return err
+	}
+	k.permanentFailures++
+	wait := kinesisx.ConnectWait(k.permanentFailures)
+	return service.NewErrBackOff(fmt.Errorf("%w (this needs a fix of the configuration, credentials or permissions: retrying in %v, at most every %v, until it works)", err, wait, kinesisx.ConnectMaxWait), wait)
+}
+
+func (k *kinesisInput) connectLocked(ctx context.Context) error {
 	ckpt, err := checkpointer.New(ctx, k.conf.Checkpointer, k.log, k.metrics)
 	if err != nil {
-		return fmt.Errorf("connecting to the checkpoint store: %w", err)
+		return fmt.Errorf("connecting to the checkpoint store (Redis): %w", err)
 	}
 	awsCfg, err := k.conf.AWS.LoadLogged(ctx, k.log)
 	if err != nil {
 		_ = ckpt.Close()
-		return err
+		return fmt.Errorf("connecting to Kinesis: %w", err)
 	}
 	api := k.conf.AWS.KinesisClient(awsCfg)
 	cons, err := consumer.New(k.conf.Consumer, api, func(id string) consumer.Store {
