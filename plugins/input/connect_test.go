@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
@@ -71,10 +70,4 @@ func TestConnectBacksOffOnPermanentErrors(t *testing.T) {
 		assert.False(t, errors.As(err, &boff), "a transient error keeps Benthos' own retry: %v", err)
 		assert.Contains(t, err.Error(), "Redis")
 	})
-}
-
-func TestPermanent(t *testing.T) {
-	assert.True(t, kinesisx.Permanent(kinesisx.MarkPermanent(errors.New("field region: no region"))))
-	assert.False(t, kinesisx.Permanent(errors.New("dial tcp 127.0.0.1:1: connect: connection refused")))
-	assert.Equal(t, 30*time.Second, kinesisx.ConnectWait(100))
 }
