@@ -6,9 +6,12 @@
 #   make release  dist/: archives for linux and darwin, amd64 and arm64
 #   make test-image, make test-release  build those and test them (CI runs both)
 #
-# `make deps` installs what the tests need (redis-server and prometheus, for
-# promtool and the alert test, from apt; the Kinesis and DynamoDB emulators
-# from npm into .deps/npm); the other targets call it.
+# `make deps` installs what `make test` needs: redis-server and prometheus
+# (promtool, and the server the alert test runs) from apt, the Kinesis and
+# DynamoDB emulators from npm into .deps/npm. Each target installs only what
+# it needs (deps-redis, deps-emulators, deps-prometheus): `make demo` needs
+# no prometheus. apt runs only as root; anyone else is told the command to
+# run (sudo on Debian, Homebrew on macOS).
 
 SHELL       := /usr/bin/env bash
 GO          ?= go
@@ -19,7 +22,10 @@ BIN         := bin/connect-kinesis
 COMMIT      := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DIRTY       := $(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 VERSION     ?= $(patsubst v%,%,$(or $(shell git describe --tags --exact-match 2>/dev/null),0.0.0-$(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)))$(DIRTY)
-DATE        := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+# DATE: the commit's time in UTC, so that `make release` builds the same
+# archives from the same commit whenever it runs (the build's own time made
+# every binary, and so every archive, differ). Without git, the time now.
+DATE        := $(or $(shell TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 2>/dev/null),$(shell date -u +%Y-%m-%dT%H:%M:%SZ))
 LDFLAGS     := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.dateBuilt=$(DATE)
 # No cgo anywhere: one static binary that runs in a FROM scratch image and
 # on any Linux, and cross-compiles without a C toolchain. -trimpath keeps
@@ -46,25 +52,40 @@ CONTAINER   ?= $(or $(shell command -v podman 2>/dev/null),$(shell command -v bu
 DIST        := dist
 PLATFORMS   := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
+.PHONY: deps-redis deps-emulators deps-prometheus
 .PHONY: all deps build test vet fmt-check unit suite-norace docs docs-check lint-examples alerts-check demo bench chaos clean \
 	image-deps image test-image release test-release
 
 all: build
 
-deps: $(NPM_DIR)/.installed
-	@command -v redis-server >/dev/null && command -v redis-cli >/dev/null || { \
-	  echo "deps: installing redis-server with apt"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq >/dev/null && apt-get install -y -qq redis-server >/dev/null; }
-	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
-	  echo "deps: installing prometheus (promtool, and the server the alert test runs) with apt"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq >/dev/null && apt-get install -y -qq prometheus >/dev/null; }
-	@command -v node >/dev/null || { echo "deps: node is required (Node 20); install it with your package manager" >&2; exit 1; }
+# apt_install,<apt packages>,<what needs them>,<Homebrew formula>: installs
+# with apt-get as root; otherwise stops and names the command to run, since
+# apt-get as a user fails on its lock file.
+apt_install = { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "deps: installing $(1) with apt ($(2))"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get update -qq >/dev/null && apt-get install -y -qq $(1) >/dev/null; \
+	  elif command -v apt-get >/dev/null; then \
+	    echo "deps: $(2) needs $(1); install it as root, e.g. sudo apt-get install -y $(1), then run make again" >&2; exit 1; \
+	  else \
+	    echo "deps: $(2) needs $(1); on macOS: brew install $(3); elsewhere, your package manager; then run make again" >&2; exit 1; \
+	  fi; }
+
+deps: deps-redis deps-emulators deps-prometheus
+
+deps-redis:
+	@command -v redis-server >/dev/null && command -v redis-cli >/dev/null || $(call apt_install,redis-server,redis-server and redis-cli,redis)
 	@# Debian starts a system redis on 6379 when it installs the package; the
 	@# tests use their own servers on free ports and need no system service.
 
+deps-prometheus:
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null || $(call apt_install,prometheus,promtool and the alert test,prometheus)
+
+deps-emulators: $(NPM_DIR)/.installed
+
 $(NPM_DIR)/.installed: deps/package.json deps/package-lock.json
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "deps: the emulators need node (20) and npm; install them with your package manager (apt-get install nodejs npm, brew install node), then run make again" >&2; exit 1; }
 	@mkdir -p $(NPM_DIR)
 	@cp deps/package.json deps/package-lock.json $(NPM_DIR)/
 	@echo "deps: installing the Kinesis and DynamoDB emulators into $(NPM_DIR)"
@@ -107,39 +128,33 @@ lint-examples: build
 
 # The Prometheus alert rules live in config/alerts/, outside config/examples/,
 # because they are Prometheus files, not Benthos pipelines.
-alerts-check: deps
+alerts-check: deps-prometheus
 	promtool check rules config/alerts/kinesis.rules.yaml
 	cd config/alerts && promtool test rules kinesis.rules_test.yaml
 
 # Benthos' connector suite once more without -race: one of its definitions
 # races on its own state (plugins/input/benthos_suite_race_test.go), so
 # only this run includes it.
-suite-norace: deps
+suite-norace: deps-redis deps-emulators
 	CI=$(CI) $(GO) test -count=1 -timeout 15m -run 'TestIntegrationBenthosConnectorSuite' ./plugins/input/
 
 test: deps vet fmt-check docs-check lint-examples alerts-check suite-norace unit
 
-demo: deps build
+demo: deps-redis deps-emulators build
 	$(GO) run ./internal/cmd/demo -bin $(BIN)
 
-bench: deps
+bench: deps-redis deps-emulators
 	@for part in $(or $(PART),output ordered input lanes); do $(GO) run ./internal/cmd/bench $$part || exit 1; done
 
-chaos: deps build
+chaos: deps-redis deps-emulators build
 	$(GO) run ./internal/cmd/chaos -bin $(BIN)
 
 clean:
 	rm -rf bin $(DIST)
 
 image-deps:
-	@command -v podman >/dev/null || command -v buildah >/dev/null || { \
-	  echo "image-deps: installing podman with apt"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq >/dev/null && apt-get install -y -qq podman >/dev/null; }
-	@test -f /etc/ssl/certs/ca-certificates.crt || { \
-	  echo "image-deps: installing ca-certificates with apt"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq >/dev/null && apt-get install -y -qq ca-certificates >/dev/null; }
+	@command -v podman >/dev/null || command -v buildah >/dev/null || $(call apt_install,podman,make image,podman)
+	@test -f /etc/ssl/certs/ca-certificates.crt || $(call apt_install,ca-certificates,make image,ca-certificates)
 
 # The image holds only what $(IMAGE_CTX) holds (see config/deploy/Containerfile):
 # building it copies a few files, no base image is pulled.
@@ -156,14 +171,15 @@ image: build image-deps
 # Runs the image against the emulator and Redis (TestIntegrationImage in
 # cmd/connect-kinesis; docs/testing.md says how it runs it). With CI=true a
 # missing podman fails the test instead of skipping it.
-test-image: deps image
+test-image: deps-redis deps-emulators image
 	CONNECT_KINESIS_BIN=$(abspath $(BIN)) \
 	CONNECT_KINESIS_BIN_VERSION=$(VERSION) CONNECT_KINESIS_BIN_DATE=$(DATE) \
 	CONNECT_KINESIS_IMAGE=$(IMAGE):$(VERSION) CONNECT_KINESIS_CONTAINER=$(CONTAINER) \
 	  $(GO) test -race -count=1 -timeout 10m -run 'TestIntegrationImage' -v ./cmd/connect-kinesis
 
 # dist/connect-kinesis_<version>_<os>_<arch>.tar.gz per platform, each with
-# the binary, README.md and LICENSE, and SHA256SUMS. Archives are
+# the binary, README.md, LICENSE and docs/ (the pages the binary's help and
+# the README point at), and SHA256SUMS. Archives are
 # reproducible for a commit: entries sorted, owned by root, dated by the
 # commit.
 release:
@@ -174,13 +190,15 @@ release:
 	  echo "release: $$name"; mkdir -p $(DIST)/$$name; \
 	  GOOS=$$os GOARCH=$$arch $(GOBUILD) -o $(DIST)/$$name/connect-kinesis ./cmd/connect-kinesis; \
 	  cp README.md LICENSE $(DIST)/$$name/; \
+	  git ls-files -z docs | xargs -0 cp --parents -t $(DIST)/$$name/; \
 	  tar -C $(DIST) --sort=name --owner=0 --group=0 --numeric-owner --mtime=$$mtime -czf $(DIST)/$$name.tar.gz $$name; \
 	  rm -rf $(DIST)/$$name; \
 	done
 	cd $(DIST) && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
 
 # Checks every archive `release` wrote: its platform's binary (ELF or Mach-O,
-# the right CPU, static), README.md, LICENSE, and SHA256SUMS.
+# the right CPU, static, dated by the commit), README.md, LICENSE, docs/, and
+# SHA256SUMS.
 test-release: build release
 	CONNECT_KINESIS_BIN=$(abspath $(BIN)) \
 	CONNECT_KINESIS_BIN_VERSION=$(VERSION) CONNECT_KINESIS_BIN_DATE=$(DATE) \

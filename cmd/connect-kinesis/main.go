@@ -38,6 +38,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "registering the prometheus exporter:", err)
 		os.Exit(1)
 	}
+	if err := createFormHint(service.GlobalEnvironment(), os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	service.RunCLI(context.Background(),
 		service.CLIOptSetBinaryName("connect-kinesis"),
 		service.CLIOptSetProductName("connect-kinesis"),

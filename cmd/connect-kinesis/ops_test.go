@@ -44,7 +44,8 @@ func TestCreatedConfigStartsOnceRequiredFieldsAreFilled(t *testing.T) {
 	conf := run(t, "create", "kinesis//drop")
 	require.Contains(t, conf, "streams: [] # No default (required)")
 	conf = strings.Replace(conf, "streams: []", "streams: [ orders ]", 1)
-	conf = strings.Replace(conf, "url: redis://localhost:6379", "url: redis://127.0.0.1:1", 1)
+	conf = strings.Replace(conf, `url: ""`, "url: redis://127.0.0.1:1", 1)
+	conf = strings.Replace(conf, `group: ""`, "group: created", 1)
 	conf = strings.Replace(conf, "address: 0.0.0.0:4195", "address: 127.0.0.1:0", 1)
 	conf = strings.Replace(conf, `region: ""`, "region: us-east-1", 1)
 	path := writeFile(t, "created.yaml", conf)
@@ -63,7 +64,10 @@ func TestDocsCommonConfigLints(t *testing.T) {
 	t.Parallel()
 	for page, fill := range map[string]func(string) string{
 		"inputs/kinesis.md": func(c string) string {
-			return strings.Replace(c, "streams: []", "streams: [ orders ]", 1) + "output:\n  drop: {}\n"
+			c = strings.Replace(c, "streams: []", "streams: [ orders ]", 1)
+			c = strings.Replace(c, `url: ""`, "url: redis://localhost:6379", 1)
+			c = strings.Replace(c, `group: ""`, "group: billing", 1)
+			return c + "output:\n  drop: {}\n"
 		},
 		"outputs/kinesis.md": func(c string) string {
 			return "input:\n  generate: { mapping: 'root = {}' }\n" + c
@@ -88,7 +92,7 @@ func TestLintCatchesCrossFieldMistakes(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct{ conf, want string }{
 		"start_timestamp without at_timestamp": {badInputConfig(map[string]string{"start_timestamp": "2024-05-01T12:00:00Z"}), "field start_timestamp: only used with start_position: at_timestamp"},
-		"no stream":                            {badInputConfig(map[string]string{"streams": "[]"}), "field streams: list at least one stream name or ARN"},
+		"no stream":                            {badInputConfig(map[string]string{"streams": "[]"}), "field streams: write a list of at least one stream name or ARN"},
 		"stream by name and ARN":               {badInputConfig(map[string]string{"streams": "[ orders, 'arn:aws:kinesis:us-east-1:123456789012:stream/orders' ]"}), "field streams: one stream is listed by name and by ARN"},
 		"output aggregate above record size":   {badOutputConfig(map[string]string{"max_record_size": "1000", "aggregation": "{ enabled: true, max_bytes: 2000 }"}), "field aggregation.max_bytes"},
 	} {

@@ -58,9 +58,10 @@ func untar(t *testing.T, archive, dir string) []string {
 
 // TestReleaseArchives checks what `make release` wrote to dist/ (named in
 // CONNECT_KINESIS_DIST by `make test-release`): one archive per platform,
-// each holding README.md, LICENSE and a binary built for that platform
-// (its ELF or Mach-O header names the OS's format and the CPU; a Linux one
-// is static), and SHA256SUMS matching every archive.
+// each holding README.md, LICENSE, docs/ and a binary built for that
+// platform (its ELF or Mach-O header names the OS's format and the CPU; a
+// Linux one is static; it is dated by the commit), and SHA256SUMS matching
+// every archive.
 func TestReleaseArchives(t *testing.T) {
 	dist := os.Getenv("CONNECT_KINESIS_DIST")
 	if dist == "" {
@@ -77,6 +78,16 @@ func TestReleaseArchives(t *testing.T) {
 		sums[name] = sum
 	}
 
+	gitOut := func(args ...string) string {
+		cmd := exec.CommandContext(t.Context(), "git", args...)
+		cmd.Env = append(os.Environ(), "TZ=UTC")
+		out, err := cmd.Output()
+		require.NoError(t, err, "git %v", args)
+		return strings.TrimSpace(string(out))
+	}
+	repoDocs := strings.Fields(gitOut("-C", "../..", "ls-files", "docs"))
+	slices.Sort(repoDocs)
+
 	var names []string
 	for _, p := range releasePlatforms {
 		goos, goarch, _ := strings.Cut(p, "/")
@@ -91,9 +102,23 @@ func TestReleaseArchives(t *testing.T) {
 
 			dir := t.TempDir()
 			entries := untar(t, archive, dir)
-			slices.Sort(entries)
-			assert.Equal(t, []string{name + "/", name + "/LICENSE", name + "/README.md", name + "/connect-kinesis"}, entries)
-			for _, doc := range []string{"LICENSE", "README.md"} {
+			var top, docs []string
+			for _, e := range entries {
+				if rest, ok := strings.CutPrefix(e, name+"/docs/"); ok {
+					if rest != "" && !strings.HasSuffix(rest, "/") {
+						docs = append(docs, "docs/"+rest)
+					}
+					continue
+				}
+				top = append(top, e)
+			}
+			slices.Sort(top)
+			slices.Sort(docs)
+			assert.Equal(t, []string{name + "/", name + "/LICENSE", name + "/README.md", name + "/connect-kinesis"}, top)
+			// The binary's help and the README send the reader to docs/:
+			// the archive holds every page the repository does.
+			assert.Equal(t, repoDocs, docs, "the archive holds the repository's docs/")
+			for _, doc := range append([]string{"LICENSE", "README.md"}, docs...) {
 				got, err := os.ReadFile(filepath.Join(dir, name, doc))
 				require.NoError(t, err)
 				want, err := os.ReadFile(filepath.Join("../..", doc))
@@ -115,6 +140,9 @@ func TestReleaseArchives(t *testing.T) {
 				out, err := exec.CommandContext(t.Context(), bin, "--version").CombinedOutput()
 				require.NoError(t, err, "%s", out)
 				assert.Equal(t, wantVersion, versionLines(string(out))["Version"], "the archive's binary is this version")
+				v := versionLines(string(out))
+				commitDate := gitOut("log", "-1", "--date=format-local:%Y-%m-%dT%H:%M:%SZ", "--format=%cd", v["Commit"])
+				assert.Equal(t, commitDate, v["Date"], "the archive's binary is dated by its commit, so a rebuild is the same")
 			}
 		})
 	}

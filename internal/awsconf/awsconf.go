@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
 // Field names.
@@ -135,9 +137,20 @@ func (s Settings) Validate() error {
 // retried call is retried exactly as the user's `max_retries`/`backoff` say,
 // not that many times the SDK's default three attempts.
 func (s Settings) Load(ctx context.Context) (aws.Config, error) {
+	return s.LoadLogged(ctx, nil)
+}
+
+// LoadLogged is Load with the SDK's log lines (a fallback to IMDSv1, a
+// response it could not read) going to log, tagged `source: aws-sdk`, in the
+// Benthos logger's format and at the matching level. A nil log leaves the
+// SDK's own logger (stderr), for commands that have no Benthos logger.
+func (s Settings) LoadLogged(ctx context.Context, log *service.Logger) (aws.Config, error) {
 	opts := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
 		config.WithHTTPClient(httpClient()),
+	}
+	if log != nil {
+		opts = append(opts, config.WithLogger(sdkLogger{log.With("source", "aws-sdk")}))
 	}
 	if s.Region != "" {
 		opts = append(opts, config.WithRegion(s.Region))
@@ -154,11 +167,11 @@ func (s Settings) Load(ctx context.Context) (aws.Config, error) {
 		return aws.Config{}, fmt.Errorf("loading AWS config: %w", err)
 	}
 	if cfg.Region == "" {
-		return aws.Config{}, errors.New("field region: no region is set here or in the default chain; set `region` (e.g. us-east-1) or AWS_REGION")
+		return aws.Config{}, kinesisx.MarkPermanent(errors.New("field region: no region is set here or in the default chain; set `region` (e.g. us-east-1) or AWS_REGION"))
 	}
 	if s.Endpoint == "" {
 		if err := checkRegion(ctx, cfg.Region); err != nil {
-			return aws.Config{}, err
+			return aws.Config{}, kinesisx.MarkPermanent(err)
 		}
 	}
 	if s.Role != "" {
@@ -169,6 +182,9 @@ func (s Settings) Load(ctx context.Context) (aws.Config, error) {
 			}
 		})
 		cfg.Credentials = aws.NewCredentialsCache(provider)
+	}
+	if cfg.Credentials != nil {
+		cfg.Credentials = aws.NewCredentialsCache(explainedCredentials{provider: cfg.Credentials, settings: s})
 	}
 	return cfg, nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/failsafe-go/failsafe-go/retrypolicy"
 	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/lintrule"
 )
 
 // Field names of the standard retry group.
@@ -50,12 +52,15 @@ func RetryFields(def Backoff) []*service.ConfigField {
 		service.NewObjectField(FieldBackoff,
 			service.NewDurationField(FieldInitialInterval).
 				Description("The delay before the first retry. Each further retry doubles it, with jitter, up to `max_interval`.").
+				LintRule(lintrule.Duration(FieldBackoff+"."+FieldInitialInterval, def.InitialInterval.String())).
 				Default(def.InitialInterval.String()),
 			service.NewDurationField(FieldMaxInterval).
 				Description("The longest delay between two retries.").
+				LintRule(lintrule.Duration(FieldBackoff+"."+FieldMaxInterval, def.MaxInterval.String())).
 				Default(def.MaxInterval.String()),
 			service.NewDurationField(FieldMaxElapsedTime).
 				Description("The longest time spent retrying one request before its error is returned. `0s` retries until `max_retries` is reached (or forever if that is 0 too).").
+				LintRule(lintrule.Duration(FieldBackoff+"."+FieldMaxElapsedTime, def.MaxElapsedTime.String())).
 				Default(def.MaxElapsedTime.String()),
 		).Description("Exponential backoff with jitter between retries of throttled or failed requests.").Advanced(),
 	}

@@ -41,3 +41,28 @@ func Mapping(checks ...Check) string {
 	b.WriteString("].filter(m -> m != null)\n")
 	return b.String()
 }
+
+// Field returns the lint rule of one field (service.ConfigField.LintRule):
+// in its checks `this` is the field's value, and lint reports each message
+// at the field's own line, where a plugin's rule (Mapping) can only point at
+// the plugin's block. A check of one field belongs here; only a check that
+// compares fields belongs in the plugin's rule.
+func Field(checks ...Check) string { return Mapping(checks...) }
+
+// Duration is the lint rule of a duration field at path (as the user writes
+// it, e.g. checkpoint.commit_period): the constructor's parse refuses a
+// number other than 0 (lint sees it as a string) ("time: missing unit") and a string that is not a Go
+// duration, so lint refuses them too, with example as the fix.
+func Duration(path, example string) string {
+	bare := `this.string().re_match("^[-+]?[0-9.]+$")`
+	return Field(
+		Check{
+			When:    bare + ` && this.string().parse_duration().catch(null) == null`,
+			Message: `"field ` + path + `: %v has no unit; write it like ` + example + ` (units: ms, s, m, h)".format(this)`,
+		},
+		Check{
+			When:    `!` + bare + ` && this.string().parse_duration().catch(null) == null`,
+			Message: `"field ` + path + `: %q is not a duration; write it like ` + example + ` (units: ms, s, m, h)".format(this)`,
+		},
+	)
+}

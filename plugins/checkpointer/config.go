@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/lintrule"
 )
 
 // Field names of the `checkpoint` and `lease` objects.
@@ -78,9 +80,8 @@ func Fields() []*service.ConfigField {
 				// fails at start. The URL field's own scrubber hides a URL
 				// that holds a password.
 				service.NewURLField(FieldRedisURL).
-					Description("The Redis URL, e.g. `redis://:password@host:6379/0`, or `rediss://` for TLS. Credentials go in the URL: it is never logged, errors name this field instead, and `echo` prints a URL with a password in its userinfo as `!!!SECRET_SCRUBBED!!!`; `echo` resolves environment variables and prints a password in the query (a Sentinel URL's `?password=`, the master's) as it is, so do not share `echo`'s output of such a config. The input's own logs and errors hide both. For `cluster` and `failover` name further nodes with `addr` query parameters: `redis://host1:6379?addr=host2:6379&addr=host3:6379`.").
-					Example("redis://localhost:6379").
-					Example("rediss://user:${REDIS_PASSWORD}@redis.internal:6380/0"),
+					Description("The Redis URL, e.g. `redis://localhost:6379`, `redis://:password@host:6379/0`, or `rediss://user:${REDIS_PASSWORD}@redis.internal:6380/0` for TLS. Required, with no example written by `create`: `lint` refuses it empty. Credentials go in the URL: it is never logged, errors name this field instead, and `echo` prints a URL with a password in its userinfo as `!!!SECRET_SCRUBBED!!!`; `echo` resolves environment variables and prints a password in the query (a Sentinel URL's `?password=`, the master's) as it is, so do not share `echo`'s output of such a config. The input's own logs and errors hide both. For `cluster` and `failover` name further nodes with `addr` query parameters: `redis://host1:6379?addr=host2:6379&addr=host3:6379`.").
+					LintRule(lintRedisURL),
 				service.NewStringEnumField(FieldRedisKind, KindSimple, KindCluster, KindFailover).
 					Description("How to reach Redis: `simple` (one server), `cluster` (Redis Cluster) or `failover` (Sentinel; the URL names the sentinels and `master` the monitored master).").
 					Default(KindSimple),
@@ -98,27 +99,32 @@ func Fields() []*service.ConfigField {
 					Default(AutoReplicas).Advanced(),
 				service.NewDurationField(FieldReplicaAckTimeout).
 					Description("How long a commit or a shard close waits for `min_replicas_to_ack` replicas before it is retried.").
+					LintRule(lintrule.Duration(fieldPathReplicaTimeout, DefaultReplicaAckTimeout.String())).
 					Default(DefaultReplicaAckTimeout.String()).Advanced(),
 			).Description("Where checkpoints and leases are kept."),
 			service.NewStringField(FieldGroup).
-				Description("The name of the consuming application. Instances with the same group share the stream's shards and its checkpoints; a different group reads the stream independently from its own checkpoints. Required: there is no default, so that two applications never share checkpoints by accident.").
-				Example("orders-to-s3"),
+				Description("The name of the consuming application. Instances with the same group share the stream's shards and its checkpoints; a different group reads the stream independently from its own checkpoints. Required, e.g. `orders-to-s3`: there is no default, and `create` writes it empty (`lint` refuses it so), so that two applications never share checkpoints by accident.").
+				LintRule(lintGroup),
 			service.NewStringField(FieldKeyPrefix).
 				Description("The prefix of every Redis key, e.g. `kinesis:{group:stream}:ckpt`.").
 				Default(DefaultKeyPrefix).Advanced(),
 			service.NewDurationField(FieldCommitPeriod).
 				Description("How often each shard's highest contiguously acknowledged position is written to Redis. After a crash at most this much is delivered again. A graceful shutdown and a hand-off commit at once.").
+				LintRule(lintrule.Duration(fieldPathCommitPeriod, DefaultCommitPeriod.String())).
 				Default(DefaultCommitPeriod.String()),
 		).Description("Checkpoints, kept in Redis, so that a restarted or added instance resumes where the group left off."),
 		service.NewObjectField(FieldLease,
 			service.NewDurationField(FieldLeasePeriod).
 				Description("How long a shard lease lasts without renewal (renewed every third of it). A dead instance's shards are taken over after about `period + rebalance_period`.").
+				LintRule(lintrule.Duration(fieldPathLeasePeriod, DefaultLeasePeriod.String())).
 				Default(DefaultLeasePeriod.String()).Advanced(),
 			service.NewDurationField(FieldRebalancePeriod).
 				Description("How often an instance takes free shards up to its fair share, or asks an instance holding more than its share to hand one over.").
+				LintRule(lintrule.Duration(fieldPathRebalance, DefaultRebalancePeriod.String())).
 				Default(DefaultRebalancePeriod.String()).Advanced(),
 			service.NewDurationField(FieldHandoffTimeout).
 				Description("How long an instance handing a shard over (to a member that asked for it, or because it is stopping) waits for in-flight messages to be acknowledged before it commits what was acknowledged and releases the lease anyway. A stop starts this wait at the signal, whether or not the output ever answers. A hand-off to another member tries its final commit for up to this long again; one that never lands is given up with an error, and the lease lapses after `period`.").
+				LintRule(lintrule.Duration(fieldPathHandoffTimout, DefaultHandoffTimeout.String())).
 				Default(DefaultHandoffTimeout.String()).Advanced(),
 			service.NewStringEnumField(FieldBalance, string(consumer.BalanceLoad), string(consumer.BalanceCount)).
 				Description("What balancing evens out between the instances of the group. `load`: the bytes per second each instance reads, as the owners measure and publish it with their lease renewals; an instance below the fair load (the group's total divided by the instances) asks the busiest instance for the shard whose move best evens the two out, only while the busiest reads more than 1.25 times the fair load (or the asking one less than the fair load divided by 1.25), and after any move the group waits six `rebalance_period`s (at least two `period`s) before load moves anything again, so shards do not bounce. Use it when traffic is uneven over the shards (a few hot partition keys). `count`: the number of shards each instance reads, whatever their traffic. Either way free shards are taken up to the fair share by count, and a round where some instance publishes no load (an older release) or nothing is read balances by count.").
@@ -126,6 +132,7 @@ func Fields() []*service.ConfigField {
 			service.NewStringField(FieldInstanceID).
 				Description("This instance's name in the group, shown as the owner of its leases by `connect-kinesis checkpoints show` and in logs. Empty uses host name, process id and a random suffix. Set it to something that names the running copy, e.g. the Kubernetes pod name (`${POD_NAME}`); it must be unique among the running instances of the group, since two instances with one name would both believe they own the same shards.").
 				Example("${POD_NAME}").
+				LintRule(lintInstanceID).
 				Default("").Advanced(),
 		).Description("Shard leases: which instance of the group reads which shard.").Advanced(),
 	}

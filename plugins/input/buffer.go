@@ -10,6 +10,8 @@ import (
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/lintrule"
 )
 
 // maxDefaultBudget is the default budget's ceiling, and the default where
@@ -63,8 +65,22 @@ func maxBufferedBytesField() *service.ConfigField {
 			"A size with a unit (`256MiB`, `1GiB`, `512KiB`, `64MB`) or a plain number of bytes; `0` removes the bound. " +
 			"To size it: the process needs about this much plus 100 MiB for itself, plus what the pipeline keeps of its own (buffers, caches, windows), within the container's memory limit. Each shard catching up wants room for one answer of up to 10 MiB (Kinesis' largest) to read at full speed: the budget divided by the shard count is what each shard gets when all fall behind at once. " +
 			"The gauges `kinesis_input_buffered_bytes`, `kinesis_input_max_buffered_bytes` and `kinesis_input_shards_waiting_for_buffer` show it, and a warning names the shards holding the room when no shard was let in for a minute, and another is logged when shards wait longer than `lag_warn_threshold`. An output `batching` policy must flush by `period` (or at a count the budget can hold): the budget is only freed by acknowledgements.").
+		LintRule(lintByteSize).
 		Optional().Advanced()
 }
+
+// lintByteSize refuses what parseByteSize refuses: a negative number, or a
+// string that is not a number with one of byteUnits.
+var lintByteSize = lintrule.Field(
+	lintrule.Check{
+		When:    `this.type() == "number" && this < 0`,
+		Message: `"field ` + fieldMaxBufferedBytes + `: %v bytes is out of range: ` + sizeAccepted + `".format(this)`,
+	},
+	lintrule.Check{
+		When:    `this.type() == "string" && !this.trim().re_match("(?i)^[0-9]+(\\.[0-9]+)?([e][+]?[0-9]+)?\\s*(KiB|MiB|GiB|TiB|KB|MB|GB|TB|B)?$")`,
+		Message: `"field ` + fieldMaxBufferedBytes + `: %q is not a size: ` + sizeAccepted + `".format(this)`,
+	},
+)
 
 // maxBufferedBytesFromParsed reads max_buffered_bytes: a size string or a
 // number of bytes; unset, the default that follows the memory limit, with
@@ -87,6 +103,9 @@ func maxBufferedBytesFromParsed(conf *service.ParsedConfig) (n int64, note strin
 	return n, "", nil
 }
 
+// sizeAccepted is what a size may be, for errors.
+const sizeAccepted = "use a number of bytes or a size such as 256MiB, 1GiB, 512KiB, 64MB"
+
 // byteUnits are the units a size may end with.
 var byteUnits = []struct {
 	suffix string
@@ -100,7 +119,7 @@ var byteUnits = []struct {
 // parseByteSize reads a number of bytes from YAML: an integer, or a
 // string such as "256MiB", "1.5GiB", "64 MB" or "1048576".
 func parseByteSize(v any) (int64, error) {
-	const accepted = "use a number of bytes or a size such as 256MiB, 1GiB, 512KiB, 64MB"
+	const accepted = sizeAccepted
 	switch n := v.(type) {
 	case int:
 		return checkSize(float64(n), accepted)

@@ -16,7 +16,8 @@ import (
 const rfc3339Layout = "2006-01-02T15:04:05.999999999Z07:00"
 
 // lintRule is the input's Bloblang lint rule: the cross-field checks the
-// constructor makes, so that `lint` reports them before a start does.
+// constructor makes, so that `lint` reports them before a start does. A check
+// of one field is that field's own rule (below), so lint points at its line.
 func lintRule() string {
 	checks := []lintrule.Check{
 		{
@@ -26,24 +27,6 @@ func lintRule() string {
 		{
 			When:    `this.` + fieldStartPosition + `.or("") == "` + consumer.StartAtTimestamp + `" && this.` + fieldStartTimestamp + `.or("") == ""`,
 			Message: `"field ` + fieldStartTimestamp + `: required with ` + fieldStartPosition + `: ` + consumer.StartAtTimestamp + `, an RFC3339 time such as 2024-05-01T12:00:00Z"`,
-		},
-		{
-			When:    `this.` + fieldStartTimestamp + `.or("") != "" && this.` + fieldStartTimestamp + `.ts_parse("` + rfc3339Layout + `").catch(null) == null`,
-			Message: `"field ` + fieldStartTimestamp + `: %q is not an RFC3339 time, e.g. 2024-05-01T12:00:00Z".format(this.` + fieldStartTimestamp + `)`,
-		},
-		{
-			// An empty list passes the spec (the field is set); the
-			// constructor refuses it, so lint does too.
-			When:    `this.` + fieldStreams + `.or([]).length() == 0`,
-			Message: `"field ` + fieldStreams + `: list at least one stream name or ARN"`,
-		},
-		{
-			When:    `this.` + fieldStreams + `.or([]).any(s -> s == "")`,
-			Message: `"field ` + fieldStreams + `: an entry is empty; list stream names or ARNs"`,
-		},
-		{
-			When:    `this.` + fieldStreams + `.unique().length() < this.` + fieldStreams + `.length()`,
-			Message: `"field ` + fieldStreams + `: a stream is listed twice; list each stream once"`,
 		},
 		{
 			// An ARN names the stream after "stream/"; with the region of the
@@ -60,6 +43,34 @@ func lintRule() string {
 	checks = append(checks, awsconf.LintChecks()...)
 	return lintrule.Mapping(checks...)
 }
+
+// lintStreams is the streams field's rule. Lint runs it on the list and on
+// each entry: only the list is checked. Lint gives a rule an empty list both
+// for `[]` and for a string in place of the list (which Benthos itself
+// reports as "expected array value"), so the first message is worded for
+// both.
+var lintStreams = lintrule.Field(
+	lintrule.Check{
+		// An empty list passes the spec (the field is set); the
+		// constructor refuses it, so lint does too.
+		When:    `this.type() == "array" && this.length() == 0`,
+		Message: `"field ` + fieldStreams + `: write a list of at least one stream name or ARN, e.g. [ orders ]"`,
+	},
+	lintrule.Check{
+		When:    `this.type() == "array" && this.any(s -> s == "")`,
+		Message: `"field ` + fieldStreams + `: an entry is empty; list stream names or ARNs"`,
+	},
+	lintrule.Check{
+		When:    `this.type() == "array" && this.unique().length() < this.length()`,
+		Message: `"field ` + fieldStreams + `: a stream is listed twice; list each stream once"`,
+	},
+)
+
+// lintStartTimestamp is the start_timestamp field's rule.
+var lintStartTimestamp = lintrule.Field(lintrule.Check{
+	When:    `this.type() == "string" && this != "" && this.ts_parse("` + rfc3339Layout + `").catch(null) == null`,
+	Message: `"field ` + fieldStartTimestamp + `: %q is not an RFC3339 time, e.g. 2024-05-01T12:00:00Z".format(this)`,
+})
 
 // checkStreams rejects a stream listed twice, also by its name and its ARN
 // (the same rule as lintRule): both would read the same shards under the same

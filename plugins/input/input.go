@@ -12,6 +12,7 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/awsconf"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+	"github.com/connect-kinesis/connect-kinesis/internal/lintrule"
 	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
 
@@ -56,13 +57,15 @@ func Spec() *service.ConfigSpec {
 	fields := []*service.ConfigField{
 		service.NewStringListField(fieldStreams).
 			Description("The streams to read, by name or by ARN. A name and the ARN of the same stream share checkpoints (they are keyed by the ARN).").
+			LintRule(lintStreams).
 			Example([]string{"orders"}).
 			Example([]string{"arn:aws:kinesis:us-east-1:123456789012:stream/orders"}),
 		service.NewStringEnumField(fieldStartPosition, consumer.StartTrimHorizon, consumer.StartLatest, consumer.StartAtTimestamp).
-			Description("Where a shard without a checkpoint starts: `trim_horizon` (the oldest retained record), `latest` (only records written from now on) or `at_timestamp` (see `start_timestamp`). Shards with a checkpoint always resume after it.").
+			Description(fmt.Sprintf("Where a shard without a checkpoint starts: `trim_horizon` (the oldest retained record), `latest` or `at_timestamp` (see `start_timestamp`). Shards with a checkpoint always resume after it. `latest` means the records written since the group's first start, less %v: the group's start is taken by the Redis server's clock and records are dated by Kinesis', and the margin keeps a difference between the two clocks from skipping a record. So a new group's first read may also deliver records written up to %v before it started; and every shard the group reads later without a checkpoint (a child after a reshard, a shard that changed hands before its first commit) starts from that same time, not from when it was taken.", consumer.LatestSkewMargin, consumer.LatestSkewMargin)).
 			Default(consumer.StartTrimHorizon),
 		service.NewStringField(fieldStartTimestamp).
 			Description("The RFC3339 time to start from with `start_position: at_timestamp`; required with it and only used with it.").
+			LintRule(lintStartTimestamp).
 			Example("2024-05-01T12:00:00Z").
 			Default(""),
 	}
@@ -79,18 +82,22 @@ func Spec() *service.ConfigSpec {
 			Default(kinesisx.MaxGetRecordsLimit).Advanced(),
 		service.NewDurationField(fieldPollInterval).
 			Description(fmt.Sprintf("The shortest time between two GetRecords calls of one shard. At least %v, so a shard is never read more than %d times per second (its Kinesis limit, shared by every consumer of the stream).", kinesisx.MinPollInterval, kinesisx.MaxGetRecordsPerSecond)).
+			LintRule(lintrule.Duration(fieldPollInterval, "200ms")).
 			Default("200ms").Advanced(),
 		service.NewDurationField(fieldIdlePollInterval).
 			Description("The time to wait after a GetRecords call returned nothing and the shard is caught up.").
+			LintRule(lintrule.Duration(fieldIdlePollInterval, "1s")).
 			Default("1s").Advanced(),
 		service.NewDurationField(fieldDiscoveryInterval).
 			Description("How often shards are listed to find new ones after a reshard. A shard that ends triggers a listing at once.").
+			LintRule(lintrule.Duration(fieldDiscoveryInterval, "10s")).
 			Default("10s").Advanced(),
 		service.NewBoolField(fieldDeaggregate).
 			Description("Split KPL aggregated records into their user records (checked against their MD5). A batch that ends inside an aggregate commits a sub-sequence checkpoint (`<sequence>/<sub-sequence>`), so a restart resumes inside the aggregate after the last acknowledged user record. An aggregate holding a user record whose hash key (its explicit hash key, else the MD5 of its partition key) lies outside its shard's hash key range is a stray copy, written before the producer saw a reshard and sent again to the right shards: as KCL does, it is dropped whole and counted in `kinesis_input_records_dropped_total{reason=\"outside_hash_range\"}`. With `false` an aggregate is one message; a sub-sequence checkpoint (from an earlier run with `true`) then resumes at that aggregate and delivers it whole again, as a record is never skipped.").
 			Default(true).Advanced(),
 		service.NewDurationField(fieldLagWarnThreshold).
 			Description("Log a warning when a shard is further behind than this. `0s` uses half the stream's retention period. An error is logged past 90% of the retention period, when records are about to expire unread.").
+			LintRule(lintrule.Duration(fieldLagWarnThreshold, "12h")).
 			Default("0s").Advanced(),
 		maxBufferedBytesField(),
 	)
@@ -230,6 +237,8 @@ type kinesisInput struct {
 
 	mu   sync.Mutex
 	sess *session // nil until Connect, and again after Close
+	// permanentFailures counts Connects in a row that failed for good.
+	permanentFailures int
 }
 
 func newFromParsed(conf *service.ParsedConfig, mgr *service.Resources) (*kinesisInput, error) {
@@ -248,21 +257,32 @@ func newFromConfig(c Config, log *service.Logger, m *service.Metrics) *kinesisIn
 }
 
 // Connect reaches Redis (failing, so Benthos retries, when it is down: a
-// checkpoint is never guessed), then Kinesis, and starts reading.
+// checkpoint is never guessed), then Kinesis, and starts reading. An error
+// that will not pass by itself (see connectError) is retried less and less
+// often.
 func (k *kinesisInput) Connect(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.sess != nil {
 		return nil
 	}
+	err := k.connectLocked(ctx)
+	if err == nil {
+		k.permanentFailures = 0
+		return nil
+	}
+	return k.connectError(err)
+}
+
+func (k *kinesisInput) connectLocked(ctx context.Context) error {
 	ckpt, err := checkpointer.New(ctx, k.conf.Checkpointer, k.log, k.metrics)
 	if err != nil {
-		return fmt.Errorf("connecting to the checkpoint store: %w", err)
+		return fmt.Errorf("connecting to the checkpoint store (Redis): %w", err)
 	}
-	awsCfg, err := k.conf.AWS.Load(ctx)
+	awsCfg, err := k.conf.AWS.LoadLogged(ctx, k.log)
 	if err != nil {
 		_ = ckpt.Close()
-		return err
+		return fmt.Errorf("connecting to Kinesis: %w", err)
 	}
 	api := k.conf.AWS.KinesisClient(awsCfg)
 	cons, err := consumer.New(k.conf.Consumer, api, func(id string) consumer.Store {

@@ -32,7 +32,7 @@ func TestLintRejectsWhatTheConstructorRejects(t *testing.T) {
 		"timestamp without at_timestamp": {"  start_timestamp: 2024-05-01T12:00:00Z\n", "field start_timestamp: only used with start_position: at_timestamp"},
 		"at_timestamp without timestamp": {"  start_position: at_timestamp\n", "field start_timestamp: required with start_position: at_timestamp"},
 		"timestamp not RFC3339":          {"  start_position: at_timestamp\n  start_timestamp: yesterday\n", `field start_timestamp: "yesterday" is not an RFC3339 time`},
-		"no stream":                      {"  streams: []\n", "field streams: list at least one stream name or ARN"},
+		"no stream":                      {"  streams: []\n", "field streams: write a list of at least one stream name or ARN, e.g. [ orders ]"},
 		"an empty stream":                {"  streams: [ orders, '' ]\n", "field streams: an entry is empty"},
 		"stream listed twice":            {"  streams: [ orders, orders ]\n", "field streams: a stream is listed twice"},
 		"stream by name and ARN":         {"  streams: [ orders, 'arn:aws:kinesis:us-east-1:123456789012:stream/orders' ]\n", "field streams: one stream is listed by name and by ARN"},
@@ -129,7 +129,7 @@ func TestInstanceID(t *testing.T) {
 // does not fail at start over its streams (streams: [] used to lint clean).
 func TestEmptyStreamsFailLintAndConstructor(t *testing.T) {
 	for name, tc := range map[string]struct{ streams, want string }{
-		"no stream":      {"[]", "field streams: list at least one stream name or ARN"},
+		"no stream":      {"[]", "at least one stream name or ARN"},
 		"an empty entry": {"[ orders, '' ]", "field streams: an entry is empty"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -142,6 +142,60 @@ func TestEmptyStreamsFailLintAndConstructor(t *testing.T) {
 			_, err = ConfigFromParsed(conf)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// lintInputLines lints a whole `kinesis:` block and returns each message
+// with the line it points at.
+func lintInputLines(t *testing.T, conf string) map[string]int {
+	t.Helper()
+	lints, err := service.GlobalEnvironment().NewComponentConfigLinter().LintInputYAML([]byte(conf))
+	require.NoError(t, err)
+	out := map[string]int{}
+	for _, l := range lints {
+		out[l.What] = l.Line
+	}
+	return out
+}
+
+// What the constructor refuses at start lint refuses too, once, pointing at
+// the line of the field to fix (issue 39 item 9: a size or a duration that
+// does not parse linted clean, a stream given as a string gave a second,
+// misleading message, and every message pointed at the block's first line).
+func TestLintPointsAtTheFieldToFix(t *testing.T) {
+	base := "kinesis:\n  streams: [ orders ]\n  checkpoint:\n    redis: { url: 'redis://localhost:6379' }\n    group: g\n"
+	for name, tc := range map[string]struct {
+		conf string
+		want string
+		line int
+	}{
+		"size without a known unit": {base + "  max_buffered_bytes: 12XB\n", `field max_buffered_bytes: "12XB" is not a size`, 6},
+		"duration without a unit": {
+			"kinesis:\n  streams: [ orders ]\n  checkpoint:\n    redis: { url: 'redis://localhost:6379' }\n    group: g\n    commit_period: 5\n",
+			"field checkpoint.commit_period: 5 has no unit; write it like 5s", 6,
+		},
+		"duration that is not one": {base + "  poll_interval: soon\n", `field poll_interval: "soon" is not a duration`, 6},
+		"streams as a string":      {"kinesis:\n  checkpoint:\n    redis: { url: 'redis://localhost:6379' }\n    group: g\n  streams: events\n", "field streams: write a list of at least one stream name or ARN, e.g. [ orders ]", 5},
+		"no stream":                {"kinesis:\n  checkpoint:\n    redis: { url: 'redis://localhost:6379' }\n    group: g\n  streams: []\n", "field streams: write a list of at least one stream name or ARN, e.g. [ orders ]", 5},
+		"an empty stream":          {"kinesis:\n  checkpoint:\n    redis: { url: 'redis://localhost:6379' }\n    group: g\n  streams: [ orders, '' ]\n", "field streams: an entry is empty; list stream names or ARNs", 5},
+		"timestamp not RFC3339":    {base + "  start_position: at_timestamp\n  start_timestamp: yesterday\n", `field start_timestamp: "yesterday" is not an RFC3339 time, e.g. 2024-05-01T12:00:00Z`, 7},
+		"redis URL scheme":         {"kinesis:\n  streams: [ orders ]\n  checkpoint:\n    group: g\n    redis:\n      url: 'http://localhost:6379'\n", "field checkpoint.redis.url: use a redis:// or rediss:// URL, e.g. redis://localhost:6379", 6},
+		"instance id with a pipe":  {base + "  lease:\n    instance_id: 'pod|1'\n", `field lease.instance_id: "pod|1" must not contain spaces or '|', e.g. the pod name`, 7},
+	} {
+		t.Run(name, func(t *testing.T) {
+			lints := lintInputLines(t, tc.conf)
+			if name == "streams as a string" {
+				// Benthos' own type check says "expected array value"
+				// there too; the plugin's message says what to write.
+				assert.Equal(t, tc.line, lints["expected array value"], "%v", lints)
+				delete(lints, "expected array value")
+			}
+			require.Len(t, lints, 1, "exactly one message: %v", lints)
+			for what, line := range lints {
+				assert.Contains(t, what, tc.want)
+				assert.Equal(t, tc.line, line, "the line of the field: %s", what)
+			}
 		})
 	}
 }

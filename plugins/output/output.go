@@ -88,7 +88,7 @@ func newOutputFromConfig(conf outputConfig, mgr *service.Resources) (*kinesisOut
 		mNullKeys: mgr.Metrics().NewCounter(MetricNullPartitionKeys, "stream"),
 	}
 	o.newClient = func(ctx context.Context) (kinesisAPI, string, error) {
-		cfg, err := conf.AWS.Load(ctx)
+		cfg, err := conf.AWS.LoadLogged(ctx, o.log)
 		if err != nil {
 			return nil, "", err
 		}
