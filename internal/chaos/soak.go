@@ -93,7 +93,8 @@ type soak struct {
 	denied   map[string]bool
 	storm    bool
 	kicks    int
-	incN     map[string]int // incarnations started per instance name
+	incN     map[string]int  // incarnations started per instance name
+	stopped  map[string]bool // incarnations the soak stopped
 	pids     []int
 	wiped    bool // a wipe since the last checkpoint poll
 }
@@ -130,7 +131,7 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 		sc: sc, on: on,
 		outRNG: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x5eed)),
 		active: map[string]int{}, quiet: map[string]time.Time{}, denied: map[string]bool{},
-		incN: map[string]int{},
+		incN: map[string]int{}, stopped: map[string]bool{},
 	}
 	s.runner = &runner{
 		cfg: Config{Binary: sc.Binary, Dir: sc.Dir, Seed: sc.Seed, Logf: sc.Logf, Started: func(pid int) {
@@ -149,8 +150,8 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 		s.logf = func(string, ...any) {}
 	}
 	s.streams = []*soakStream{
-		{name: "soak-a", shards: 3, keys: 8, every: 200 * time.Millisecond, scoped: true},
-		{name: "soak-kpl", shards: 2, keys: 8, every: 200 * time.Millisecond, aggregation: true, scoped: true},
+		{name: "soak-a", shards: 3, keys: 6, every: 250 * time.Millisecond, scoped: true},
+		{name: "soak-kpl", shards: 2, keys: 6, every: 250 * time.Millisecond, aggregation: true, scoped: true},
 	}
 	if on[ClassBudget] {
 		s.streams = append(s.streams, &soakStream{name: "soak-big", shards: 1, keys: 2, every: time.Second, padKiB: 96})

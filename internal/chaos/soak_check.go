@@ -63,11 +63,18 @@ func (m *monitor) streamNames() []string {
 // check runs every invariant once; final processes every delivery.
 func (m *monitor) check(ctx context.Context, final bool) error {
 	now := time.Now()
-	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	err := m.sh.poll(pctx, m.streamNames())
-	cancel()
-	if err != nil && final {
-		return err
+	// The shadow's reads are retried on the next tick; at the end, until
+	// they succeed or two minutes passed.
+	for try := 0; ; try++ {
+		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err := m.sh.poll(pctx, m.streamNames())
+		cancel()
+		if err == nil || !final {
+			break
+		}
+		if try == 5 || ctx.Err() != nil {
+			return err
+		}
 	}
 	ds, err := m.tail.read(m.s.outputFiles())
 	if err != nil {
@@ -190,6 +197,18 @@ func (m *monitor) rss() {
 	}
 	m.s.mu.Unlock()
 	for _, in := range insts {
+		select {
+		case <-in.done:
+			m.s.smu.Lock()
+			ours := m.s.stopped[in.name]
+			m.s.stopped[in.name] = true // reported once
+			m.s.smu.Unlock()
+			if !ours {
+				m.fail("process", "%s exited on its own (%v); see %s.log", in.name, in.err, in.name)
+			}
+			continue
+		default:
+		}
 		mib := rssMiB(in.cmd.Process.Pid)
 		m.v.PeakRSSMiB = max(m.v.PeakRSSMiB, mib)
 		if mib > limit && !m.rssOver[in.name] {

@@ -71,7 +71,7 @@ func (s *soak) outputBehaviour(out string) (slow, output, what string) {
       - check: 'random_int(min: 0, max: 99) < 2'
         output: { reject: "soak nack" }
       - output:
-        %s`, strings.TrimSpace(file)), ", output nacks 2%"
+          file: { path: %s, codec: lines }`, out), ", output nacks 2%"
 	}
 	return "", file, ""
 }
@@ -143,6 +143,9 @@ func (s *soak) stopInstance(name string, sig syscall.Signal) *incarnation {
 	if in == nil {
 		return nil
 	}
+	s.smu.Lock()
+	s.stopped[in.name] = true
+	s.smu.Unlock()
 	_ = in.cmd.Process.Signal(sig)
 	select {
 	case <-in.done:
@@ -165,14 +168,16 @@ func (s *soak) baseNames() []string {
 
 var extraNames = []string{"x", "y"}
 
-// soakProducerYAML writes count records, one per key per interval, keys
-// <prefix>0..N, each with its key's counter, to one stream.
+// soakProducerYAML writes one record per key per interval, keys
+// <prefix>0..N, each with its key's counter, to one stream, until it is
+// stopped (a busy machine slows it, so it runs for the load's time rather
+// than for a count).
 const soakProducerYAML = `
 http: { enabled: false }
 logger: { level: info, format: logfmt }
 input:
   generate:
-    count: %d
+    count: 0
     batch_size: %d
     interval: %s
     mapping: |
@@ -192,19 +197,18 @@ input:
     aggregation: { enabled: %t }
 `
 
-// startProducers launches one producer per stream, each writing for the
-// soak's duration, and sets the counters the checker expects.
+// startProducers launches one producer per stream; stopProducers ends
+// them at the load's end.
 func (s *soak) startProducers() ([]*child, error) {
 	var out []*child
 	for _, st := range s.streams {
-		batches := int(s.sc.Duration / st.every)
 		prefix := strings.TrimPrefix(st.name, "soak-") + "-k"
 		pad := ""
 		if st.padKiB > 0 {
 			pad = fmt.Sprintf("pipeline:\n  processors:\n    - mapping: |\n        root = this\n        root.pad = range(0, %d).map_each(_ -> \"%s\").join(\"\")\n", st.padKiB*16, strings.Repeat("0123456789abcdef", 4))
 		}
 		conf := filepath.Join(s.cfg.Dir, "producer-"+st.name+".yaml")
-		if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakProducerYAML, batches*st.keys, st.keys, st.every, prefix, st.keys, st.keys, pad,
+		if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakProducerYAML, st.keys, st.every, prefix, st.keys, st.keys, pad,
 			st.name, testenv.Region, s.front.URL, testenv.AccessKey, testenv.SecretKey, st.aggregation)), 0o600); err != nil {
 			return nil, err
 		}
@@ -213,11 +217,34 @@ func (s *soak) startProducers() ([]*child, error) {
 			return nil, err
 		}
 		out = append(out, c)
-		s.mu.Lock()
-		for k := range st.keys {
-			s.counter[prefix+strconv.Itoa(k)] = batches
-		}
-		s.mu.Unlock()
 	}
 	return out, nil
+}
+
+// stopProducers stops the producers gracefully (SIGTERM: what they hold is
+// written or dropped unwritten), at most 30 s each.
+func stopProducers(ps []*child) {
+	for _, p := range ps {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range ps {
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+// producedCounters are what the checker expects of each key: counters 1
+// up to the highest in the stream. The producers were stopped at the load's
+// end, so a gap below it is a message the output lost; what they held
+// unwritten when stopped is not counted.
+func producedCounters(stream []Record) map[string]int {
+	out := map[string]int{}
+	for _, r := range stream {
+		out[r.K] = max(out[r.K], r.C)
+	}
+	return out
 }

@@ -54,7 +54,6 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 	}()
 
 	loadEnd := s.start.Add(s.sc.Duration)
-	producerDeadline := loadEnd.Add(3*s.sc.Duration + time.Minute)
 	for {
 		if err := s.pause(ctx, tick); err != nil {
 			return Verdict{}, err
@@ -67,18 +66,14 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 			return Verdict{}, err
 		default:
 		}
-		if time.Now().Before(loadEnd) {
-			continue
-		}
-		if done, err := producersDone(producers); err != nil {
-			return Verdict{}, err
-		} else if done {
+		if !time.Now().Before(loadEnd) {
 			break
 		}
-		if time.Now().After(producerDeadline) {
-			return Verdict{}, fmt.Errorf("the producers did not finish within %v of the load's end (see producer-*.log in %s)", producerDeadline.Sub(loadEnd), s.cfg.Dir)
+		if done, err := producersDone(producers); err != nil || done {
+			return Verdict{}, fmt.Errorf("a producer ended before the load did (see producer-*.log in %s): %v", s.cfg.Dir, err)
 		}
 	}
+	stopProducers(producers)
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
@@ -117,11 +112,8 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
+	counter := producedCounters(stream)
 	s.mu.Lock()
-	counter := make(map[string]int, len(s.counter))
-	for k, n := range s.counter {
-		counter[k] = n
-	}
 	windows, kills := append([]Window(nil), s.windows...), append([]Kill(nil), s.kills...)
 	s.mu.Unlock()
 	v := mon.v
@@ -155,17 +147,14 @@ func (m *monitor) caughtUp() bool {
 	return len(m.pending) == 0
 }
 
-// producersDone says whether every producer ended, and fails if one failed.
+// producersDone says whether a producer ended, and with what error.
 func producersDone(ps []*child) (bool, error) {
 	for _, p := range ps {
 		select {
 		case <-p.done:
-			if p.err != nil {
-				return false, fmt.Errorf("a producer failed: %w", p.err)
-			}
+			return true, p.err
 		default:
-			return false, nil
 		}
 	}
-	return true, nil
+	return false, nil
 }

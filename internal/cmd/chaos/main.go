@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -73,6 +74,9 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 		{"redis-down-past-the-lease-comes-back-empty", true, false, false, 1, ""},
 		{"redis-stalls-64KiB-budget", false, true, false, 1, "64KiB"},
 		{"standbys-redis-comes-back-empty", true, false, true, 1, ""},
+		// A second stream of one shard whose every GetShardIterator is
+		// denied, read with the first under a small budget (issue 33).
+		{"denied-shard-256KiB-budget", false, false, false, 1, "256KiB"},
 	} {
 		phaseDir := filepath.Join(dir, phase.name)
 		if err := os.MkdirAll(phaseDir, 0o755); err != nil {
@@ -85,8 +89,9 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 		)
 		t, err := chaos.Run(ctx, chaos.Config{
 			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, Standbys: phase.standbys, EFO: efo, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget,
-			Logf:    func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
-			Started: func(pid int) { mu.Lock(); pids = append(pids, pid); mu.Unlock() },
+			DeniedShard: strings.HasPrefix(phase.name, "denied-shard"),
+			Logf:        func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+			Started:     func(pid int) { mu.Lock(); pids = append(pids, pid); mu.Unlock() },
 		})
 		// Every process a phase started must be gone when it returns.
 		mu.Lock()
