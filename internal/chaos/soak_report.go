@@ -36,10 +36,12 @@ type Verdict struct {
 // producers sent.
 func (v Verdict) Lost() int { return v.Table.InputLost + v.Table.EndToEndLost }
 
-// OrderViolations counts both checks of per-key order: while it ran, and
-// the stream's own order (the output's).
+// OrderViolations counts the per-key order violations of first deliveries
+// (while it ran, or at the end, whichever found more). A key out of order
+// in the stream itself (the output's doing) shows there too, and in the
+// table's own row.
 func (v Verdict) OrderViolations() int {
-	return max(v.OrderLive, v.Table.OrderViolations) + v.Table.OutputOrderViolations
+	return max(v.OrderLive, v.Table.OrderViolations, v.Table.OutputOrderViolations)
 }
 
 // Pass is the verdict.
