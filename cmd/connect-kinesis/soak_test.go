@@ -19,14 +19,17 @@ import (
 //   - wipe-holder: a holder paused or cut off at a Redis wipe loses its
 //     shards to a newcomer (issue 33, item 4, open);
 //   - budget: its stream of 96 KiB records is written out of per-key order
-//     by the kinesis output (found by the soak, seed 7: 12 keys' records in
-//     the stream after their successors; open).
+//     by the kinesis output (found by the soak, seed 7, 90 s: 12 records in
+//     the stream after a later one of their key; open);
+//   - kpl: its stream, written with aggregation on, is written out of
+//     per-key order by the kinesis output too (seed 7949455874945913174,
+//     3 min: e.g. kpl-k0/4 after kpl-k0/6 in one shard; open).
 //
 // Switch a class back on here once its defect is fixed.
 func ciSoakClasses() []string {
 	var out []string
 	for _, c := range chaos.DefaultClasses() {
-		if c != chaos.ClassBudget {
+		if c != chaos.ClassBudget && c != chaos.ClassKPL {
 			out = append(out, c)
 		}
 	}

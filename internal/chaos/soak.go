@@ -95,6 +95,7 @@ type soak struct {
 	kicks    int
 	incN     map[string]int  // incarnations started per instance name
 	stopped  map[string]bool // incarnations the soak stopped
+	nackers  map[string]bool // incarnations whose output nacks (under mu)
 	pids     []int
 	wiped    bool // a wipe since the last checkpoint poll
 }
@@ -131,7 +132,7 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 		sc: sc, on: on,
 		outRNG: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x5eed)),
 		active: map[string]int{}, quiet: map[string]time.Time{}, denied: map[string]bool{},
-		incN: map[string]int{}, stopped: map[string]bool{},
+		incN: map[string]int{}, stopped: map[string]bool{}, nackers: map[string]bool{},
 	}
 	s.runner = &runner{
 		cfg: Config{Binary: sc.Binary, Dir: sc.Dir, Seed: sc.Seed, Logf: sc.Logf, Started: func(pid int) {
@@ -151,7 +152,9 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 	}
 	s.streams = []*soakStream{
 		{name: "soak-a", shards: 3, keys: 6, every: 250 * time.Millisecond, scoped: true},
-		{name: "soak-kpl", shards: 2, keys: 6, every: 250 * time.Millisecond, aggregation: true, scoped: true},
+	}
+	if on[ClassKPL] {
+		s.streams = append(s.streams, &soakStream{name: "soak-kpl", shards: 2, keys: 6, every: 250 * time.Millisecond, aggregation: true, scoped: true})
 	}
 	if on[ClassBudget] {
 		s.streams = append(s.streams, &soakStream{name: "soak-big", shards: 1, keys: 2, every: time.Second, padKiB: 96})

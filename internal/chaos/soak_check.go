@@ -101,6 +101,10 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 	}
 	m.s.mu.Lock()
 	windows := append([]Window(nil), m.s.windows...)
+	nackers := make(map[string]bool, len(m.s.nackers))
+	for k := range m.s.nackers {
+		nackers[k] = true
+	}
 	m.s.mu.Unlock()
 	for _, d := range m.pending[:n] {
 		m.all = append(m.all, d)
@@ -130,7 +134,9 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 			continue // a copy the output wrote twice
 		}
 		m.firstKC[d.K][d.C] = true
-		if d.C <= m.last[d.K] {
+		if d.C <= m.last[d.K] && nackers[d.Inst] {
+			m.v.OrderByNacks++
+		} else if d.C <= m.last[d.K] {
 			m.v.OrderLive++
 			m.fail("order", "%s/%d first delivered after %s/%d (%s, by %s at %s)", d.K, d.C, d.K, m.last[d.K], d.Shard, d.Inst, m.s.at(d.At))
 		}

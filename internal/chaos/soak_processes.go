@@ -114,6 +114,14 @@ func (s *soak) startInstance(name string) error {
 	in := &incarnation{name: inc, child: c}
 	s.mu.Lock()
 	s.instances[name] = in
+	if strings.Contains(what, "nacks") {
+		// A nacked batch is delivered again whole, and what the output
+		// wrote of it before the nack is written twice: its messages
+		// reach the file again, and a key's later message may reach it
+		// before the nacked one.
+		s.windows = append(s.windows, Window{What: "nacks of " + inc, Inst: inc, From: time.Now(), To: time.Now().Add(100 * 365 * 24 * time.Hour)})
+		s.nackers[inc] = true
+	}
 	s.mu.Unlock()
 	s.note("start %s (pid %d%s)", inc, c.cmd.Process.Pid, what)
 	return nil

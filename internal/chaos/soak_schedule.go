@@ -24,6 +24,7 @@ const (
 	ClassReshard      = "reshard"       // split or merge a shard of a stream
 	ClassBudget       = "budget"        // a small max_buffered_bytes and a stream of 96 KiB records
 	ClassOutput       = "output"        // instances whose output is slow, or nacks 2% of messages
+	ClassKPL          = "kpl"           // a stream written with KPL aggregation on
 	// ClassWipeHolder lets instance faults overlap a Redis wipe (flush or
 	// empty restart). Off by default: see DefaultClasses.
 	ClassWipeHolder = "wipe-holder"
@@ -32,7 +33,7 @@ const (
 // SoakClasses lists every class.
 func SoakClasses() []string {
 	return []string{ClassKill, ClassTerm, ClassPause, ClassScale, ClassRedisRestart, ClassRedisEmpty, ClassRedisFlush,
-		ClassRedisPause, ClassRedisStall, ClassKinesis, ClassDeny, ClassReshard, ClassBudget, ClassOutput, ClassWipeHolder}
+		ClassRedisPause, ClassRedisStall, ClassKinesis, ClassDeny, ClassReshard, ClassBudget, ClassOutput, ClassKPL, ClassWipeHolder}
 }
 
 // DefaultClasses is every class but wipe-holder. An instance that is
