@@ -35,9 +35,9 @@ type Verdict struct {
 	Problems []string
 }
 
-// Lost counts what was never delivered: stream records, and messages the
-// producers sent.
-func (v Verdict) Lost() int { return v.Table.InputLost + v.Table.EndToEndLost }
+// Lost counts what was never delivered: stream records, or messages the
+// producers sent (the same loss counts in both), whichever are more.
+func (v Verdict) Lost() int { return max(v.Table.InputLost, v.Table.EndToEndLost) }
 
 // OrderViolations counts the per-key order violations of first deliveries
 // no nack explains, or those of the stream itself (the output's doing),
