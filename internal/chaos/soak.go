@@ -91,7 +91,8 @@ type soak struct {
 	active   map[string]int
 	quiet    map[string]time.Time // per scope ("" global): when its last fault ended
 	denied   map[string]bool
-	storm    bool
+	storm    int             // storms under way
+	busy     map[string]bool // instances under a fault
 	kicks    int
 	incN     map[string]int  // incarnations started per instance name
 	stopped  map[string]bool // incarnations the soak stopped
@@ -132,7 +133,7 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 		sc: sc, on: on,
 		outRNG: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x5eed)),
 		active: map[string]int{}, quiet: map[string]time.Time{}, denied: map[string]bool{},
-		incN: map[string]int{}, stopped: map[string]bool{}, nackers: map[string]bool{},
+		incN: map[string]int{}, stopped: map[string]bool{}, nackers: map[string]bool{}, busy: map[string]bool{},
 	}
 	s.runner = &runner{
 		cfg: Config{Binary: sc.Binary, Dir: sc.Dir, Seed: sc.Seed, Logf: sc.Logf, Started: func(pid int) {

@@ -69,10 +69,21 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 	names := s.baseNames()
 	name := names[e.target%len(names)]
 	in := s.live(name)
-	if in == nil {
-		s.note("%s %s: not running, skipped", e.class, name)
+	s.smu.Lock()
+	busy := s.busy[name]
+	if in != nil && !busy {
+		s.busy[name] = true
+	}
+	s.smu.Unlock()
+	if in == nil || busy {
+		s.note("%s %s: not running or under another fault, skipped", e.class, name)
 		return nil
 	}
+	defer func() {
+		s.smu.Lock()
+		delete(s.busy, name)
+		s.smu.Unlock()
+	}()
 	s.faultBegin("")
 	defer s.faultEnd("")
 	owned := s.ownedBy(ctx, in)
@@ -252,7 +263,11 @@ func (s *soak) reshard(ctx context.Context, e soakEvent) error {
 
 func (s *soak) setStorm(on bool) {
 	s.smu.Lock()
-	s.storm = on
+	if on {
+		s.storm++
+	} else {
+		s.storm--
+	}
 	s.smu.Unlock()
 	s.applyFront()
 }
@@ -261,7 +276,7 @@ func (s *soak) setStorm(on bool) {
 // suite's rates (kinesis class), a storm, denied streams, an expiry kick.
 func (s *soak) applyFront() {
 	s.smu.Lock()
-	storm, kick := s.storm, s.kicks > 0
+	storm, kick := s.storm > 0, s.kicks > 0
 	var denied []string
 	for st := range s.denied {
 		denied = append(denied, st)
