@@ -153,6 +153,7 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 	}
 	s.streams = []*soakStream{
 		{name: "soak-a", shards: 3, keys: 6, every: 250 * time.Millisecond, scoped: true},
+		{name: "soak-b", shards: 2, keys: 4, every: 250 * time.Millisecond, scoped: true},
 	}
 	if on[ClassKPL] {
 		s.streams = append(s.streams, &soakStream{name: "soak-kpl", shards: 2, keys: 6, every: 250 * time.Millisecond, aggregation: true, scoped: true})
