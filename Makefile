@@ -132,7 +132,7 @@ chaos: deps build
 # DURATION=D [FAULTS=-class,...]; the same seed and build replay a run.
 .PHONY: soak
 soak: deps build
-	$(GO) run ./internal/cmd/soak -bin $(BIN) $(if $(SEED),-seed $(SEED)) -duration $(or $(DURATION),10m) $(if $(FAULTS),-faults $(FAULTS))
+	$(GO) run ./internal/cmd/soak -bin $(BIN) $(if $(SEED),-seed $(SEED)) -duration $(or $(DURATION),10m) $(if $(FAULTS),-faults=$(FAULTS))
 
 clean:
 	rm -rf bin $(DIST)
