@@ -149,6 +149,12 @@ bench: deps-redis deps-emulators
 chaos: deps-redis deps-emulators build
 	$(GO) run ./internal/cmd/chaos -bin $(BIN)
 
+# The seeded soak (docs/reliability.md, "The soak"): make soak SEED=N
+# DURATION=D [FAULTS=-class,...]; the same seed and build replay a run.
+.PHONY: soak
+soak: deps build
+	$(GO) run ./internal/cmd/soak -bin $(BIN) $(if $(SEED),-seed $(SEED)) -duration $(or $(DURATION),10m) $(if $(FAULTS),-faults=$(FAULTS))
+
 clean:
 	rm -rf bin $(DIST)
 

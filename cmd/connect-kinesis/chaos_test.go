@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,13 +57,17 @@ func TestIntegrationChaosShort(t *testing.T) {
 		{"standbys while redis comes back empty with latest", true, false, true, 1, "", false},
 		{splitBatchingPhase, false, false, false, 1, "", false},
 		{"a holder paused while redis restarts empty, with a newcomer, with latest", true, false, false, 1, "", true},
+		// A second stream of one shard whose every GetShardIterator is
+		// denied, read with the first under a small budget (issue 33).
+		{"denied shard with max_buffered_bytes 256KiB", false, false, false, 1, "256KiB", false},
 	} {
 		t.Run(phase.name, func(t *testing.T) {
 			t.Parallel() // each phase starts its own emulator, Redis and binaries
 			dir := t.TempDir()
 			var started startedPIDs
 			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls,
-				Standbys: phase.standbys, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget, SplitBatching: phase.name == splitBatchingPhase, PausedHolder: phase.pausedHolder, Logf: t.Logf, Started: func(pid int) { started.add(pid) }})
+				Standbys: phase.standbys, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget, SplitBatching: phase.name == splitBatchingPhase, PausedHolder: phase.pausedHolder, Logf: t.Logf,
+				DeniedShard: strings.HasPrefix(phase.name, "denied shard"), Started: func(pid int) { started.add(pid) }})
 			started.assertGone(t)
 			testenv.Require(t, "running the chaos schedule", err)
 			t.Logf("chaos table (seed %d, %s):\n%s", seed, phase.name, table)

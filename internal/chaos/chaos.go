@@ -71,11 +71,17 @@ type Config struct {
 	// with a splitting processor, among records that fail validation
 	// (over max_record_size) in the same keys (see splitBatchingYAML).
 	SplitBatching bool
+	// DeniedShard adds a second stream of one shard to the instances'
+	// streams, whose every GetShardIterator the proxy answers with
+	// AccessDeniedException (faultproxy.DenyStream) all along: that
+	// shard's reads keep failing while the others must be read.
+	DeniedShard bool
 }
 
 const (
-	streamName = "chaos"
-	group      = "chaos"
+	streamName   = "chaos"
+	group        = "chaos"
+	deniedStream = "chaos-denied"
 )
 
 // runner holds one run's state.
@@ -144,6 +150,11 @@ func (r *runner) setUp(ctx context.Context) error {
 	if r.front, err = faultproxy.StartFront(r.kin.Endpoint, "127.0.0.1:0", r.cfg.Seed); err != nil {
 		return err
 	}
+	if r.cfg.DeniedShard {
+		if err := r.createDenied(ctx); err != nil {
+			return err
+		}
+	}
 	if r.cfg.EFO {
 		if r.cutter, err = testenv.StartTCPProxy(strings.TrimPrefix(r.kin.TLSEndpoint, "https://")); err != nil {
 			return err
@@ -202,6 +213,9 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 		}
 	}
 	Faults(r.front)
+	if r.cfg.DeniedShard {
+		denyReads(r.front)
+	}
 	r.logf("chaos: %d shards, %d keys, %v of load at %d records/s; faults on", p.Shards, p.Keys, p.Load, int(float64(p.Keys)/p.BatchInterval.Seconds()))
 
 	batches := int(p.Load / p.BatchInterval)

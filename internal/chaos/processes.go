@@ -108,7 +108,11 @@ func (r *runner) start(name string) error {
 	if r.cfg.MaxBufferedBytes != "" {
 		efo += fmt.Sprintf("    max_buffered_bytes: %s\n", r.cfg.MaxBufferedBytes)
 	}
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML, streamName, startPosition, testenv.Region, endpoint,
+	streams := streamName
+	if r.cfg.DeniedShard {
+		streams += ", " + deniedStream
+	}
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML, streams, startPosition, testenv.Region, endpoint,
 		testenv.AccessKey, testenv.SecretKey, r.red.URLAs(testenv.ACLInput), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance, efo, inc, out)), 0o600); err != nil {
 		return err
 	}

@@ -17,7 +17,12 @@ import (
 // openShards lists the stream's open shards from the emulator, sorted by
 // their hash key ranges.
 func (r *runner) openShards(ctx context.Context) ([]types.Shard, error) {
-	all, err := kinesisx.ListAllShards(ctx, r.kc, streamName)
+	return r.openShardsOf(ctx, streamName)
+}
+
+// openShardsOf is openShards of the named stream (the soak has several).
+func (r *runner) openShardsOf(ctx context.Context, stream string) ([]types.Shard, error) {
+	all, err := kinesisx.ListAllShards(ctx, r.kc, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -40,8 +45,11 @@ func bigOf(s *string) *big.Int {
 }
 
 // split splits the widest open shard in two.
-func (r *runner) split(ctx context.Context) error {
-	shards, err := r.openShards(ctx)
+func (r *runner) split(ctx context.Context) error { return r.splitStream(ctx, streamName) }
+
+// splitStream splits the widest open shard of stream in two.
+func (r *runner) splitStream(ctx context.Context, stream string) error {
+	shards, err := r.openShardsOf(ctx, stream)
 	if err != nil {
 		return err
 	}
@@ -55,18 +63,21 @@ func (r *runner) split(ctx context.Context) error {
 	}
 	mid := new(big.Int).Add(bigOf(widest.HashKeyRange.StartingHashKey), new(big.Int).Rsh(width, 1))
 	if _, err := r.kc.SplitShard(ctx, &kinesis.SplitShardInput{
-		StreamName: aws.String(streamName), ShardToSplit: widest.ShardId, NewStartingHashKey: aws.String(mid.String()),
+		StreamName: aws.String(stream), ShardToSplit: widest.ShardId, NewStartingHashKey: aws.String(mid.String()),
 	}); err != nil {
 		return fmt.Errorf("splitting shard %s: %w", aws.ToString(widest.ShardId), err)
 	}
 	r.logf("chaos: split %s", aws.ToString(widest.ShardId))
-	_, err = r.kin.WaitActive(ctx, streamName)
+	_, err = r.kin.WaitActive(ctx, stream)
 	return err
 }
 
 // merge merges the first two adjacent open shards.
-func (r *runner) merge(ctx context.Context) error {
-	shards, err := r.openShards(ctx)
+func (r *runner) merge(ctx context.Context) error { return r.mergeStream(ctx, streamName) }
+
+// mergeStream merges the first two adjacent open shards of stream.
+func (r *runner) mergeStream(ctx context.Context, stream string) error {
+	shards, err := r.openShardsOf(ctx, stream)
 	if err != nil {
 		return err
 	}
@@ -76,12 +87,12 @@ func (r *runner) merge(ctx context.Context) error {
 			continue
 		}
 		if _, err := r.kc.MergeShards(ctx, &kinesis.MergeShardsInput{
-			StreamName: aws.String(streamName), ShardToMerge: shards[i].ShardId, AdjacentShardToMerge: shards[i+1].ShardId,
+			StreamName: aws.String(stream), ShardToMerge: shards[i].ShardId, AdjacentShardToMerge: shards[i+1].ShardId,
 		}); err != nil {
 			return fmt.Errorf("merging shards %s and %s: %w", aws.ToString(shards[i].ShardId), aws.ToString(shards[i+1].ShardId), err)
 		}
 		r.logf("chaos: merged %s and %s", aws.ToString(shards[i].ShardId), aws.ToString(shards[i+1].ShardId))
-		_, err = r.kin.WaitActive(ctx, streamName)
+		_, err = r.kin.WaitActive(ctx, stream)
 		return err
 	}
 	return errors.New("no two adjacent open shards to merge")

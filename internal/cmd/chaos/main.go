@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -76,6 +77,9 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 		{"standbys-redis-comes-back-empty", true, false, true, 1, "", false},
 		{splitBatchingPhase, false, false, false, 1, "", false},
 		{"paused-holder-redis-comes-back-empty", true, false, false, 1, "", true},
+		// A second stream of one shard whose every GetShardIterator is
+		// denied, read with the first under a small budget (issue 33).
+		{"denied-shard-256KiB-budget", false, false, false, 1, "256KiB", false},
 	} {
 		phaseDir := filepath.Join(dir, phase.name)
 		if err := os.MkdirAll(phaseDir, 0o755); err != nil {
@@ -89,6 +93,7 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 		t, err := chaos.Run(ctx, chaos.Config{
 			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, Standbys: phase.standbys, EFO: efo, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget, PausedHolder: phase.pausedHolder,
 			SplitBatching: phase.name == splitBatchingPhase,
+			DeniedShard:   strings.HasPrefix(phase.name, "denied-shard"),
 			Logf:          func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 			Started:       func(pid int) { mu.Lock(); pids = append(pids, pid); mu.Unlock() },
 		})

@@ -77,6 +77,11 @@ func (r *report) handle(e event) {
 	k := testKey{e.Package, e.Test}
 	switch e.Action {
 	case "output":
+		// A soak's verdict line (TestIntegrationSoak) is shown even when
+		// its test passes.
+		if strings.HasPrefix(e.Output, "soak: seed=") {
+			fmt.Fprint(r.out, e.Output)
+		}
 		r.pending[k] = append(r.pending[k], e.Output)
 	case "pass":
 		r.passed++

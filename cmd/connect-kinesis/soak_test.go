@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/chaos"
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
+)
+
+// ciSoakClasses are the soak's classes `make test` runs: every class but
+//   - wipe-holder: a holder paused or cut off at a Redis wipe loses its
+//     shards to a newcomer (issue 33, item 4, open);
+//   - budget: its stream of 96 KiB records is written out of per-key order
+//     by the kinesis output (found by the soak, seed 7, 90 s: 12 records in
+//     the stream after a later one of their key; open);
+//   - kpl: its stream, written with aggregation on, is written out of
+//     per-key order by the kinesis output too (seed 7949455874945913174,
+//     3 min: e.g. kpl-k0/4 after kpl-k0/6 in one shard; open).
+//
+// Switch a class back on here once its defect is fixed.
+func ciSoakClasses() []string {
+	var out []string
+	for _, c := range chaos.DefaultClasses() {
+		if c != chaos.ClassBudget && c != chaos.ClassKPL {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// commitSeed is the soak seed drawn from the commit: its first 16 hex
+// digits.
+func commitSeed(t *testing.T) uint64 {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil || len(strings.TrimSpace(string(out))) < 16 {
+		t.Logf("no commit hash (%v): the commit seed is 2", err)
+		return 2
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(out))[:16], 16, 64)
+	if err != nil {
+		t.Fatalf("parsing the commit hash: %v", err)
+	}
+	return v
+}
+
+// TestIntegrationSoak runs two 3-minute soaks (issue 34): the chaos suite's
+// processes and checker under a schedule of overlapping faults drawn from a
+// seed, one fixed (SOAK_SEED replaces it) and one drawn from the commit
+// hash. Each prints its verdict line; the schedule and the report are in
+// the test's log. Replay one with `make soak SEED=N DURATION=3m
+// FAULTS=<the classes above>`.
+func TestIntegrationSoak(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("two 3-minute soaks; skipped with -short")
+	}
+	fixed := uint64(1)
+	if s := os.Getenv("SOAK_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SOAK_SEED=%q is not an unsigned integer", s)
+		}
+		fixed = v
+	}
+	for _, run := range []struct {
+		name string
+		seed uint64
+	}{{"fixed seed", fixed}, {"seed from the commit", commitSeed(t)}} {
+		t.Run(run.name, func(t *testing.T) {
+			t.Parallel()
+			var started startedPIDs
+			var report strings.Builder
+			v, err := chaos.RunSoak(t.Context(), chaos.SoakConfig{
+				Binary: binary, Dir: t.TempDir(), Seed: run.seed, Duration: 3 * time.Minute,
+				Classes: ciSoakClasses(), Logf: t.Logf, Out: &report, Started: func(pid int) { started.add(pid) },
+			})
+			started.assertGone(t)
+			testenv.Require(t, "running the soak", err)
+			t.Logf("soak report:\n%s", report.String())
+			fmt.Println(v.Line()) // both verdict lines in `make test`'s output
+			assert.True(t, v.Pass(), "%s\nfirst invariant broken: %s", v.Line(), v.First)
+		})
+	}
+}

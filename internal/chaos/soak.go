@@ -1,0 +1,261 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/faultproxy"
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
+	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
+)
+
+// SoakConfig is one soak: the chaos suite's processes, fault proxy and
+// checker under a schedule drawn from Seed (issue 34).
+type SoakConfig struct {
+	Binary, Dir string
+	Seed        uint64
+	// Duration is the load's length; faults are drawn inside it, then the
+	// instances drain what is left.
+	Duration time.Duration
+	// Instances is how many input processes run all along (default 3); the
+	// scale class adds up to two more for a while.
+	Instances int
+	// Classes are the fault classes switched on (default: every class but
+	// those DefaultOff lists); see SoakClasses.
+	Classes []string
+	// Logf reports progress; nil is quiet.
+	Logf func(format string, args ...any)
+	// Out receives the report (the seed, the schedule as it ran, and last
+	// the verdict line).
+	Out io.Writer
+	// Started, if set, is given every PID the soak starts.
+	Started func(pid int)
+}
+
+// soakPlan is the fixed shape around the drawn schedule.
+var soakPlan = Plan{
+	LeasePeriod:   3 * time.Second,
+	Rebalance:     time.Second,
+	CommitPeriod:  500 * time.Millisecond,
+	RestartAfter:  time.Second,
+	BatchInterval: 200 * time.Millisecond,
+}
+
+// Bounds of the invariants checked while the soak runs.
+const (
+	// livenessBound: a record in the stream is delivered at most this long
+	// after it was seen there, or after the last fault on its stream ended.
+	livenessBound = 30 * time.Second
+	// rssMarginMiB is what an instance may hold above its byte budget.
+	rssMarginMiB = 150
+	// budgetBytes and smallBudgetBytes are the instances' max_buffered_bytes
+	// without and with the budget class.
+	budgetBytes      = 16 << 20
+	smallBudgetBytes = 512 << 10
+	// holdBack: deliveries younger than this are checked on a later tick, so
+	// lines of several instances are checked in the order of their times.
+	holdBack = 3 * time.Second
+	tick     = 2 * time.Second
+)
+
+// soakStream is one stream of the load.
+type soakStream struct {
+	name        string
+	shards      int
+	keys        int
+	every       time.Duration // one record per key per interval
+	aggregation bool          // the producer writes KPL aggregates
+	padKiB      int           // each record carries this much padding
+	scoped      bool          // denied and resharded by the schedule
+	store       *checkpointer.Store
+}
+
+// soak is one run.
+type soak struct {
+	*runner
+	sc      SoakConfig
+	on      map[string]bool
+	streams []*soakStream
+	outRNG  *rand.Rand // draws each incarnation's output behaviour
+	start   time.Time
+
+	smu      sync.Mutex
+	timeline []string     // the schedule as it ran
+	events   []timedEvent // the same, with times, for a failure's context
+	active   map[string]int
+	quiet    map[string]time.Time // per scope ("" global): when its last fault ended
+	denied   map[string]bool
+	storm    int             // storms under way
+	busy     map[string]bool // instances under a fault
+	kicks    int
+	incN     map[string]int  // incarnations started per instance name
+	stopped  map[string]bool // incarnations the soak stopped
+	nackers  map[string]bool // incarnations whose output nacks (under mu)
+	pids     []int
+	wiped    bool // a wipe since the last checkpoint poll
+}
+
+type timedEvent struct {
+	at   time.Time
+	text string
+}
+
+// RunSoak runs one soak and returns its verdict; the report went to Out.
+// An error means the soak could not be carried out.
+func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
+	if sc.Instances <= 0 {
+		sc.Instances = 3
+	}
+	if sc.Duration <= 0 {
+		sc.Duration = 10 * time.Minute
+	}
+	if sc.Out == nil {
+		sc.Out = io.Discard
+	}
+	classes := sc.Classes
+	if len(classes) == 0 {
+		classes = DefaultClasses()
+	}
+	on := map[string]bool{}
+	for _, c := range classes {
+		if !isClass(c) {
+			return Verdict{}, fmt.Errorf("unknown fault class %q; the classes are %s", c, strings.Join(SoakClasses(), ", "))
+		}
+		on[c] = true
+	}
+	s := &soak{
+		sc: sc, on: on,
+		outRNG: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x5eed)),
+		active: map[string]int{}, quiet: map[string]time.Time{}, denied: map[string]bool{},
+		incN: map[string]int{}, stopped: map[string]bool{}, nackers: map[string]bool{}, busy: map[string]bool{},
+	}
+	s.runner = &runner{
+		cfg: Config{Binary: sc.Binary, Dir: sc.Dir, Seed: sc.Seed, Logf: sc.Logf, Started: func(pid int) {
+			s.smu.Lock()
+			s.pids = append(s.pids, pid)
+			s.smu.Unlock()
+			if sc.Started != nil {
+				sc.Started(pid)
+			}
+		}},
+		plan: soakPlan, logf: sc.Logf,
+		rng:       rand.New(rand.NewPCG(sc.Seed, sc.Seed+1)),
+		instances: map[string]*incarnation{}, counter: map[string]int{},
+	}
+	if s.logf == nil {
+		s.logf = func(string, ...any) {}
+	}
+	s.streams = []*soakStream{
+		{name: "soak-a", shards: 3, keys: 6, every: 250 * time.Millisecond, scoped: true},
+		{name: "soak-b", shards: 2, keys: 4, every: 250 * time.Millisecond, scoped: true},
+	}
+	if on[ClassKPL] {
+		s.streams = append(s.streams, &soakStream{name: "soak-kpl", shards: 2, keys: 6, every: 250 * time.Millisecond, aggregation: true, scoped: true})
+	}
+	if on[ClassBudget] {
+		s.streams = append(s.streams, &soakStream{name: "soak-big", shards: 1, keys: 2, every: time.Second, padKiB: 96})
+	}
+	fmt.Fprintf(sc.Out, "soak: seed=%d duration=%v instances=%d classes=%s\n", sc.Seed, sc.Duration, sc.Instances, strings.Join(classes, ","))
+	if err := s.setUp(ctx); err != nil {
+		s.cleanup()
+		return Verdict{}, err
+	}
+	v, err := s.run(ctx)
+	s.cleanup()
+	if err != nil {
+		return Verdict{}, err
+	}
+	v.Leftover = s.leftovers()
+	s.report(&v)
+	return v, nil
+}
+
+// setUp starts the emulator, Redis (AOF on, the shipped ACL file), the
+// fault proxy, and creates the streams.
+func (s *soak) setUp(ctx context.Context) error {
+	var err error
+	if s.kin, err = testenv.StartKinesisMock(ctx); err != nil {
+		return fmt.Errorf("starting kinesis-mock: %w", err)
+	}
+	if s.red, err = testenv.StartRedis(ctx, testenv.RedisOptions{AppendOnly: true, ShippedACL: true}); err != nil {
+		return fmt.Errorf("starting redis-server: %w", err)
+	}
+	s.kc = s.kin.Client()
+	s.rc = s.red.Client()
+	ck := checkpointer.DefaultConfig()
+	ck.Group = group
+	ck.LeasePeriod = s.plan.LeasePeriod
+	base := checkpointer.NewFromClient(s.rc, ck, nil, nil)
+	for _, st := range s.streams {
+		arn, err := s.kin.CreateStream(ctx, st.name, st.shards)
+		if err != nil {
+			return fmt.Errorf("creating stream %s: %w", st.name, err)
+		}
+		st.store = base.Stream(arn)
+	}
+	if s.front, err = faultproxy.StartFront(s.kin.Endpoint, "127.0.0.1:0", s.sc.Seed); err != nil {
+		return err
+	}
+	return nil
+}
+
+// note adds a line to the schedule as it ran.
+func (s *soak) note(format string, args ...any) {
+	now := time.Now()
+	line := fmt.Sprintf("t=%-8v %s", now.Sub(s.start).Round(100*time.Millisecond), fmt.Sprintf(format, args...))
+	s.smu.Lock()
+	s.timeline = append(s.timeline, line)
+	s.events = append(s.events, timedEvent{now, line})
+	s.smu.Unlock()
+	s.logf("soak: %s", line)
+}
+
+// faultBegin and faultEnd track the faults under way per scope (a stream's
+// name, or "" for every stream), for liveness.
+func (s *soak) faultBegin(scope string) {
+	s.smu.Lock()
+	s.active[scope]++
+	s.smu.Unlock()
+}
+
+func (s *soak) faultEnd(scope string) {
+	s.smu.Lock()
+	s.active[scope]--
+	s.quiet[scope] = time.Now()
+	s.smu.Unlock()
+}
+
+// quietSince says when the faults on stream last ended (zero time if none
+// yet) and whether one is under way.
+func (s *soak) quietSince(stream string) (time.Time, bool) {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	if s.active[""] > 0 || s.active[stream] > 0 {
+		return time.Time{}, false
+	}
+	q := s.quiet[""]
+	if s.quiet[stream].After(q) {
+		q = s.quiet[stream]
+	}
+	return q, true
+}
+
+// leftovers lists the PIDs the soak started that are still alive.
+func (s *soak) leftovers() []int {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	var left []int
+	for _, pid := range s.pids {
+		if alive(pid) {
+			left = append(left, pid)
+		}
+	}
+	sort.Ints(left)
+	return left
+}

@@ -1,0 +1,265 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// monitor checks the invariants on every tick while the soak runs.
+type monitor struct {
+	s    *soak
+	sh   shadow
+	tail tailer
+
+	pending []Delivery
+	first   map[[2]string]Delivery
+	firstKC map[string]map[int]bool
+	last    map[string]int
+	all     []Delivery
+
+	cps      map[string]consumer.Position // stream/shard -> last checkpoint seen
+	breached map[string]bool              // shards in a liveness breach
+	rssOver  map[string]bool
+
+	v Verdict
+}
+
+func newMonitor(s *soak) *monitor {
+	return &monitor{
+		s: s, sh: shadow{kc: s.kc, shards: map[string]*shadowShard{}},
+		tail:  tailer{offsets: map[string]int64{}, partial: map[string][]byte{}},
+		first: map[[2]string]Delivery{}, firstKC: map[string]map[int]bool{}, last: map[string]int{},
+		cps: map[string]consumer.Position{}, breached: map[string]bool{}, rssOver: map[string]bool{},
+		v: Verdict{DupsBy: map[string]int{}},
+	}
+}
+
+// fail records a broken invariant; the first one is kept for the report.
+func (m *monitor) fail(invariant, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if m.v.First == "" {
+		m.v.First, m.v.FirstAt = invariant+": "+msg, time.Now()
+		m.s.note("FIRST BROKEN INVARIANT %s: %s", invariant, msg)
+	}
+	if len(m.v.Problems) < maxProblems {
+		m.v.Problems = append(m.v.Problems, invariant+": "+msg)
+	}
+}
+
+func (m *monitor) streamNames() []string {
+	var names []string
+	for _, st := range m.s.streams {
+		names = append(names, st.name)
+	}
+	return names
+}
+
+// check runs every invariant once; final processes every delivery.
+func (m *monitor) check(ctx context.Context, final bool) error {
+	now := time.Now()
+	// The shadow's reads are retried on the next tick; at the end, until
+	// they succeed or two minutes passed.
+	for try := 0; ; try++ {
+		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err := m.sh.poll(pctx, m.streamNames())
+		cancel()
+		if err == nil || !final {
+			break
+		}
+		if try == 5 || ctx.Err() != nil {
+			return err
+		}
+	}
+	ds, err := m.tail.read(m.s.outputFiles())
+	if err != nil {
+		return err
+	}
+	m.pending = append(m.pending, ds...)
+	m.deliveries(now, final)
+	m.checkpoints(ctx)
+	m.rss()
+	if !final {
+		m.liveness(now)
+	}
+	return nil
+}
+
+// deliveries checks first deliveries' per-key order and that every
+// duplicate falls in a fault's window, in time order, holding back the
+// youngest so that lines of all instances are in.
+func (m *monitor) deliveries(now time.Time, final bool) {
+	sort.SliceStable(m.pending, func(i, j int) bool { return m.pending[i].At.Before(m.pending[j].At) })
+	n := len(m.pending)
+	if !final {
+		n = sort.Search(len(m.pending), func(i int) bool { return !m.pending[i].At.Before(now.Add(-holdBack)) })
+	}
+	m.s.mu.Lock()
+	windows := append([]Window(nil), m.s.windows...)
+	nackers := make(map[string]bool, len(m.s.nackers))
+	for k := range m.s.nackers {
+		nackers[k] = true
+	}
+	m.s.mu.Unlock()
+	for _, d := range m.pending[:n] {
+		m.all = append(m.all, d)
+		id := [2]string{d.Shard, d.Seq}
+		if f, seen := m.first[id]; seen {
+			what := ""
+			for _, w := range windows {
+				if (w.Inst == "" || w.Inst == f.Inst) && !f.At.Before(w.From) && !f.At.After(w.To) {
+					what = w.What
+					break
+				}
+			}
+			if what == "" {
+				m.v.DupsOutside++
+				m.fail("duplicates", "%s/%d of %s (seq %s) first delivered by %s at %s, again by %s at %s, outside every fault's window",
+					d.K, d.C, d.Shard, d.Seq, f.Inst, m.s.at(f.At), d.Inst, m.s.at(d.At))
+				what = "no fault"
+			}
+			m.v.DupsBy[what]++
+			continue
+		}
+		m.first[id] = d
+		if m.firstKC[d.K] == nil {
+			m.firstKC[d.K] = map[int]bool{}
+		}
+		if m.firstKC[d.K][d.C] {
+			continue // a copy the output wrote twice
+		}
+		m.firstKC[d.K][d.C] = true
+		if d.C <= m.last[d.K] && nackers[d.Inst] {
+			m.v.OrderByNacks++
+		} else if d.C <= m.last[d.K] {
+			m.v.OrderLive++
+			m.fail("order", "%s/%d first delivered after %s/%d (%s, by %s at %s)", d.K, d.C, d.K, m.last[d.K], d.Shard, d.Inst, m.s.at(d.At))
+		}
+		m.last[d.K] = max(m.last[d.K], d.C)
+	}
+	m.pending = append(m.pending[:0], m.pending[n:]...)
+}
+
+// checkpoints polls each stream's checkpoint hash: no checkpoint may move
+// backwards. A wipe (the store forgot) starts the comparison afresh.
+func (m *monitor) checkpoints(ctx context.Context) {
+	m.s.smu.Lock()
+	if m.s.wiped {
+		clear(m.cps)
+		m.s.wiped = false
+	}
+	m.s.smu.Unlock()
+	for _, st := range m.s.streams {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		cps, err := st.store.Checkpoints(cctx)
+		cancel()
+		if err != nil {
+			continue // Redis is down or paused: that is a fault, not a regression
+		}
+		for shard, p := range cps {
+			id := st.name + "/" + shard
+			prev, ok := m.cps[id]
+			if ok && positionBefore(p, prev) {
+				m.v.Regressions++
+				m.fail("checkpoint regression", "%s went from %s to %s", id, prev, p)
+			}
+			m.cps[id] = p
+		}
+	}
+}
+
+// positionBefore says whether p is strictly before q.
+func positionBefore(p, q consumer.Position) bool {
+	if q.ShardEnd {
+		return !p.ShardEnd
+	}
+	if p.ShardEnd {
+		return false
+	}
+	a, _ := new(big.Int).SetString(p.Sequence, 10)
+	b, _ := new(big.Int).SetString(q.Sequence, 10)
+	if a == nil || b == nil {
+		return false
+	}
+	if c := a.Cmp(b); c != 0 {
+		return c < 0
+	}
+	return p.HasSub && q.HasSub && p.SubSequence < q.SubSequence
+}
+
+// rss checks each live instance's resident set against its budget plus
+// the margin.
+func (m *monitor) rss() {
+	limit := m.s.budget()>>20 + rssMarginMiB
+	m.s.mu.Lock()
+	insts := make([]*incarnation, 0, len(m.s.instances))
+	for _, in := range m.s.instances {
+		insts = append(insts, in)
+	}
+	m.s.mu.Unlock()
+	for _, in := range insts {
+		select {
+		case <-in.done:
+			m.s.smu.Lock()
+			ours := m.s.stopped[in.name]
+			m.s.stopped[in.name] = true // reported once
+			m.s.smu.Unlock()
+			if !ours {
+				m.fail("process", "%s exited on its own (%v); see %s.log", in.name, in.err, in.name)
+			}
+			continue
+		default:
+		}
+		mib := rssMiB(in.cmd.Process.Pid)
+		m.v.PeakRSSMiB = max(m.v.PeakRSSMiB, mib)
+		if mib > limit && !m.rssOver[in.name] {
+			m.rssOver[in.name] = true
+			m.v.RSSBreaches++
+			m.fail("memory", "%s holds %d MiB, over its budget plus margin (%d MiB)", in.name, mib, limit)
+		}
+	}
+}
+
+// liveness: the oldest record of each shard not yet delivered was seen in
+// the stream, or the last fault on its stream ended, at most livenessBound
+// ago.
+func (m *monitor) liveness(now time.Time) {
+	for _, id := range m.sh.order {
+		ss := m.sh.shards[id]
+		moved := false
+		for ss.next < len(ss.recs) {
+			if _, ok := m.first[[2]string{id, ss.recs[ss.next].Seq}]; !ok {
+				break
+			}
+			ss.next++
+			moved = true
+		}
+		if moved {
+			m.breached[id] = false
+		}
+		if ss.next >= len(ss.recs) || m.breached[id] {
+			continue
+		}
+		stream, _, _ := strings.Cut(id, "/")
+		quiet, ok := m.s.quietSince(stream)
+		if !ok {
+			continue
+		}
+		from := ss.seenAt[ss.next]
+		if quiet.After(from) {
+			from = quiet
+		}
+		if now.Sub(from) > livenessBound {
+			m.breached[id] = true
+			m.v.Liveness++
+			r := ss.recs[ss.next]
+			m.fail("liveness", "%s: record %s (%s/%d), in the stream since %s, not delivered %v after %s",
+				id, r.Seq, r.K, r.C, m.s.at(ss.seenAt[ss.next]), livenessBound, m.s.at(from))
+		}
+	}
+}

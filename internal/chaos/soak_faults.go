@@ -1,0 +1,319 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/faultproxy"
+)
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+}
+
+// do carries out one drawn fault, from its start to its end.
+func (s *soak) do(ctx context.Context, e soakEvent) error {
+	lease := s.plan.LeasePeriod
+	switch e.class {
+	case ClassKill, ClassTerm, ClassPause:
+		return s.instanceFault(ctx, e)
+	case ClassScale:
+		name := extraNames[e.target%len(extraNames)]
+		if s.live(name) != nil {
+			return nil
+		}
+		s.faultBegin("")
+		err := s.startInstance(name)
+		sleepCtx(ctx, lease+s.plan.Rebalance)
+		s.faultEnd("")
+		if err != nil {
+			return err
+		}
+		sleepCtx(ctx, e.dur)
+		s.faultBegin("")
+		defer s.faultEnd("")
+		if in := s.stopInstance(name, syscall.SIGTERM); in != nil {
+			s.note("scale-in: %s stopped (SIGTERM) after %v", in.name, e.dur.Round(100*time.Millisecond))
+		}
+		sleepCtx(ctx, lease+s.plan.Rebalance)
+		return nil
+	case ClassKinesis:
+		s.faultBegin("")
+		defer s.faultEnd("")
+		s.setStorm(true)
+		s.note("kinesis storm for %v: 50%% throttled, 10%% 5xx, 20%% expired iterators", e.dur.Round(100*time.Millisecond))
+		sleepCtx(ctx, e.dur)
+		s.setStorm(false)
+		s.note("kinesis storm ends")
+		return nil
+	case ClassDeny:
+		return s.deny(ctx, e)
+	case ClassReshard:
+		return s.reshard(ctx, e)
+	}
+	return s.redisFault(ctx, e)
+}
+
+// instanceFault kills, stops or pauses one of the base instances.
+func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
+	names := s.baseNames()
+	name := names[e.target%len(names)]
+	in := s.live(name)
+	s.smu.Lock()
+	busy := s.busy[name]
+	if in != nil && !busy {
+		s.busy[name] = true
+	}
+	s.smu.Unlock()
+	if in == nil || busy {
+		s.note("%s %s: not running or under another fault, skipped", e.class, name)
+		return nil
+	}
+	defer func() {
+		s.smu.Lock()
+		delete(s.busy, name)
+		s.smu.Unlock()
+	}()
+	s.faultBegin("")
+	defer s.faultEnd("")
+	owned := s.ownedBy(ctx, in)
+	now := time.Now()
+	switch e.class {
+	case ClassKill:
+		s.stopInstance(name, syscall.SIGKILL)
+		s.mu.Lock()
+		s.kills = append(s.kills, Kill{Inst: in.name, At: now, Shards: owned})
+		s.windows = append(s.windows, Window{What: "kill " + in.name, Inst: in.name, From: now.Add(-killWindow(s.plan)), To: now})
+		s.mu.Unlock()
+		s.note("kill %s (SIGKILL; held %v), start again in %v", in.name, owned, e.dur.Round(100*time.Millisecond))
+	case ClassTerm:
+		s.note("term %s (SIGTERM; held %v), start again in %v", in.name, owned, e.dur.Round(100*time.Millisecond))
+		s.stopInstance(name, syscall.SIGTERM)
+		s.note("%s ended after SIGTERM in %v", in.name, time.Since(now).Round(100*time.Millisecond))
+	case ClassPause:
+		s.note("pause %s (SIGSTOP for %v, %.1f leases; held %v)", in.name, e.dur.Round(100*time.Millisecond), e.dur.Seconds()/s.plan.LeasePeriod.Seconds(), owned)
+		_ = in.cmd.Process.Signal(syscall.SIGSTOP)
+		sleepCtx(ctx, e.dur)
+		_ = in.cmd.Process.Signal(syscall.SIGCONT)
+		// Past its lease the paused instance's shards were taken: what it
+		// delivered since its last commit is read again, and a batch it had
+		// in hand may still reach its output after SIGCONT.
+		s.mu.Lock()
+		s.windows = append(s.windows, Window{What: "pause " + in.name, From: now.Add(-killWindow(s.plan)), To: time.Now().Add(s.plan.LeasePeriod)})
+		s.mu.Unlock()
+		s.note("resume %s (SIGCONT)", in.name)
+		sleepCtx(ctx, s.plan.LeasePeriod)
+		return nil
+	}
+	sleepCtx(ctx, e.dur)
+	return s.startInstance(name)
+}
+
+// ownedBy lists the shards in's process holds a live lease of.
+func (s *soak) ownedBy(ctx context.Context, in *incarnation) []string {
+	pid := "-" + strconv.Itoa(in.cmd.Process.Pid) + "-"
+	var owned []string
+	for _, st := range s.streams {
+		lctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		leases, err := st.store.Leases(lctx)
+		cancel()
+		if err != nil {
+			continue // Redis may be paused
+		}
+		for shard, l := range leases {
+			if !l.Expired && strings.Contains(l.Owner, pid) {
+				owned = append(owned, st.name+"/"+shard)
+			}
+		}
+	}
+	return owned
+}
+
+// redisFault restarts, empties, flushes, pauses or stalls Redis.
+func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
+	s.faultBegin("")
+	defer s.faultEnd("")
+	from := time.Now()
+	d := e.dur.Round(100 * time.Millisecond)
+	switch e.class {
+	case ClassRedisRestart:
+		s.note("redis restart (keeps its data), down %v", d)
+		s.red.Stop()
+		sleepCtx(ctx, e.dur)
+		if err := s.red.Start(ctx); err != nil {
+			return err
+		}
+	case ClassRedisEmpty:
+		s.note("redis down %v, back empty", d)
+		s.red.Stop()
+		for _, f := range []string{"appendonlydir", "appendonly.aof", "dump.rdb"} {
+			if err := os.RemoveAll(filepath.Join(s.red.Dir, f)); err != nil {
+				return err
+			}
+		}
+		sleepCtx(ctx, e.dur)
+		if err := s.red.Start(ctx); err != nil {
+			return err
+		}
+		s.setWiped()
+	case ClassRedisFlush:
+		s.note("redis FLUSHALL")
+		if err := s.rc.FlushAll(ctx).Err(); err != nil {
+			return fmt.Errorf("FLUSHALL: %w", err)
+		}
+		s.setWiped()
+	case ClassRedisPause, ClassRedisStall:
+		s.note("%s: SIGSTOP for %v", e.class, d)
+		if err := s.red.Pause(); err != nil {
+			return err
+		}
+		sleepCtx(ctx, e.dur)
+		if err := s.red.Resume(); err != nil {
+			return err
+		}
+	}
+	s.note("redis back (%s)", e.class)
+	s.mu.Lock()
+	s.windows = append(s.windows, Window{What: e.class, From: from.Add(-2 * s.plan.CommitPeriod), To: time.Now().Add(s.plan.LeasePeriod)})
+	s.mu.Unlock()
+	sleepCtx(ctx, s.plan.LeasePeriod)
+	return nil
+}
+
+func (s *soak) setWiped() {
+	s.smu.Lock()
+	s.wiped = true
+	s.smu.Unlock()
+}
+
+// scopedStreams are the streams the deny and reshard classes act on.
+func (s *soak) scopedStreams() []*soakStream {
+	var out []*soakStream
+	for _, st := range s.streams {
+		if st.scoped {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// deny answers AccessDenied to every GetShardIterator of one stream for a
+// while. Every iterator expires once at its start, so each of that
+// stream's readers needs a new one it cannot get; the other streams' get
+// theirs and must go on reading.
+func (s *soak) deny(ctx context.Context, e soakEvent) error {
+	st := s.scopedStreams()[e.target%len(s.scopedStreams())]
+	s.smu.Lock()
+	if s.denied[st.name] {
+		s.smu.Unlock()
+		return nil
+	}
+	s.denied[st.name] = true
+	s.kicks++
+	s.smu.Unlock()
+	s.faultBegin(st.name)
+	s.applyFront()
+	s.note("deny %s: AccessDeniedException on its GetShardIterator for %v", st.name, e.dur.Round(100*time.Millisecond))
+	sleepCtx(ctx, 1500*time.Millisecond)
+	s.smu.Lock()
+	s.kicks--
+	s.smu.Unlock()
+	s.applyFront()
+	sleepCtx(ctx, e.dur)
+	s.smu.Lock()
+	delete(s.denied, st.name)
+	s.smu.Unlock()
+	s.applyFront()
+	s.faultEnd(st.name)
+	s.note("deny %s ends", st.name)
+	return nil
+}
+
+// reshard splits a shard of a stream, or merges two, keeping it between
+// its first shard count and three more.
+func (s *soak) reshard(ctx context.Context, e soakEvent) error {
+	st := s.scopedStreams()[e.target%len(s.scopedStreams())]
+	open, err := s.openShardsOf(ctx, st.name)
+	if err != nil {
+		return err
+	}
+	s.faultBegin(st.name)
+	defer s.faultEnd(st.name)
+	if (e.target/7%2 == 1 && len(open) > 1) || len(open) >= st.shards+3 {
+		s.note("merge two shards of %s (%d open)", st.name, len(open))
+		err = s.mergeStream(ctx, st.name)
+	} else {
+		s.note("split a shard of %s (%d open)", st.name, len(open))
+		err = s.splitStream(ctx, st.name)
+	}
+	// A child is read once its parents are read to their end.
+	sleepCtx(ctx, 2*s.plan.LeasePeriod)
+	return err
+}
+
+func (s *soak) setStorm(on bool) {
+	s.smu.Lock()
+	if on {
+		s.storm++
+	} else {
+		s.storm--
+	}
+	s.smu.Unlock()
+	s.applyFront()
+}
+
+// applyFront sets the proxy's faults from what is under way: the chaos
+// suite's rates (kinesis class), a storm, denied streams, an expiry kick.
+func (s *soak) applyFront() {
+	s.smu.Lock()
+	storm, kick := s.storm > 0, s.kicks > 0
+	var denied []string
+	for st := range s.denied {
+		denied = append(denied, st)
+	}
+	s.smu.Unlock()
+	s.front.ClearAll()
+	all := faultproxy.Rule{}
+	rf := faultproxy.ReadFaults{}
+	if s.on[ClassKinesis] {
+		Faults(s.front)
+		all = faultproxy.Rule{ThrottleRate: 0.10, ErrorRate: 0.01, CutRate: 0.005}
+		rf = faultproxy.ReadFaults{ExpiredIteratorRate: 0.01, ResetRate: 0.01}
+	}
+	if storm {
+		all = faultproxy.Rule{ThrottleRate: 0.5, ErrorRate: 0.1, CutRate: 0.01}
+		s.front.Set(faultproxy.AllOperations, all)
+		s.front.Set("PutRecords", faultproxy.Rule{ThrottleRate: 0.3, ErrorRate: 0.05, CutRate: 0.01, CutAfterRate: 0.01, EntryFailRate: 0.2})
+		rf = faultproxy.ReadFaults{ExpiredIteratorRate: 0.2, ResetRate: 0.05}
+	}
+	if kick {
+		rf.ExpiredIteratorRate = 1
+	}
+	s.front.SetReadFaults(rf)
+	if len(denied) > 0 {
+		hooks := make([]func(string, []byte) *faultproxy.Response, len(denied))
+		for i, st := range denied {
+			hooks[i] = faultproxy.DenyStream(st)
+		}
+		gsi := all
+		gsi.Hook = func(op string, body []byte) *faultproxy.Response {
+			for _, h := range hooks {
+				if r := h(op, body); r != nil {
+					return r
+				}
+			}
+			return nil
+		}
+		s.front.Set("GetShardIterator", gsi)
+	}
+}

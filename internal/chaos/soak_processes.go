@@ -1,0 +1,260 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
+)
+
+// soakInstanceYAML is a consumer instance of the soak: it reads every
+// stream of the load; each record becomes a line with its key, counter,
+// stream and shard, sequence (and sub-sequence for a KPL user record),
+// incarnation and time. %s after the pipeline's mapping is the output
+// class's slow step, the output the file or a switch that nacks some.
+const soakInstanceYAML = `
+http: { enabled: false }
+logger: { level: info, format: logfmt }
+input:
+  kinesis:
+    streams: [ %s ]
+    start_position: trim_horizon
+    region: %s
+    endpoint: %s
+    credentials: { id: %s, secret: %s }
+    checkpoint:
+      redis: { url: '%s' }
+      group: %s
+      commit_period: %s
+    lease: { period: %s, rebalance_period: %s, handoff_timeout: 5s }
+    shard_max_in_flight: 1
+    shard_discovery_interval: 1s
+    idle_poll_interval: 300ms
+    max_buffered_bytes: %d
+pipeline:
+  processors:
+    - mapping: |
+        let sub = @kinesis_sub_sequence_number.or("").string()
+        root.k = this.k
+        root.c = this.c
+        root.shard = @kinesis_stream + "/" + @kinesis_shard
+        root.seq = @kinesis_sequence_number + if $sub == "" { "" } else { "/" + $sub }
+        root.inst = "%s"
+        root.at = now()
+%soutput:
+%s
+shutdown_timeout: 15s
+`
+
+// outputBehaviour draws, for the output class, whether an incarnation's
+// output is slow, nacks some batches (their first message, so a batch's
+// chance does not grow with its size: a nacked batch is delivered again
+// whole), or neither.
+func (s *soak) outputBehaviour(out string) (slow, output, what string) {
+	file := fmt.Sprintf("  file: { path: %s, codec: lines }", out)
+	if !s.on[ClassOutput] {
+		return "", file, ""
+	}
+	s.smu.Lock()
+	n := s.outRNG.IntN(3)
+	ms := 2 + s.outRNG.IntN(9)
+	s.smu.Unlock()
+	switch n {
+	case 0:
+		return fmt.Sprintf("    - sleep: { duration: %dms }\n", ms), file, fmt.Sprintf(", output slow (%d ms a message)", ms)
+	case 1:
+		return "", fmt.Sprintf(`  switch:
+    cases:
+      - check: 'batch_index() == 0 && random_int(min: 0, max: 99) < 2'
+        output: { reject: "soak nack" }
+      - output:
+          file: { path: %s, codec: lines }`, out), ", output nacks 2% of batches"
+	}
+	return "", file, ""
+}
+
+// budget is the instances' max_buffered_bytes.
+func (s *soak) budget() int {
+	if s.on[ClassBudget] {
+		return smallBudgetBytes
+	}
+	return budgetBytes
+}
+
+// startInstance launches a new incarnation of instance name.
+func (s *soak) startInstance(name string) error {
+	s.smu.Lock()
+	s.incN[name]++
+	inc := name + strconv.Itoa(s.incN[name])
+	s.smu.Unlock()
+	out := filepath.Join(s.cfg.Dir, inc+".jsonl")
+	s.mu.Lock()
+	s.outputs = append(s.outputs, out)
+	s.mu.Unlock()
+
+	var names []string
+	for _, st := range s.streams {
+		names = append(names, st.name)
+	}
+	p := s.plan
+	slow, output, what := s.outputBehaviour(out)
+	conf := filepath.Join(s.cfg.Dir, inc+".yaml")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakInstanceYAML, strings.Join(names, ", "), testenv.Region, s.front.URL,
+		testenv.AccessKey, testenv.SecretKey, s.red.URLAs(testenv.ACLInput), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance,
+		s.budget(), inc, slow, output)), 0o600); err != nil {
+		return err
+	}
+	c, err := s.launch(conf, filepath.Join(s.cfg.Dir, inc+".log"))
+	if err != nil {
+		return err
+	}
+	in := &incarnation{name: inc, child: c}
+	s.mu.Lock()
+	s.instances[name] = in
+	if strings.Contains(what, "nacks") {
+		// A nacked batch is delivered again whole, and what the output
+		// wrote of it before the nack is written twice: its messages
+		// reach the file again, and a key's later message may reach it
+		// before the nacked one.
+		s.windows = append(s.windows, Window{What: "nacks of " + inc, Inst: inc, From: time.Now(), To: time.Now().Add(100 * 365 * 24 * time.Hour)})
+		s.nackers[inc] = true
+	}
+	s.mu.Unlock()
+	s.note("start %s (pid %d%s)", inc, c.cmd.Process.Pid, what)
+	return nil
+}
+
+// live returns the running incarnation of name, or nil.
+func (s *soak) live(name string) *incarnation {
+	s.mu.Lock()
+	in := s.instances[name]
+	s.mu.Unlock()
+	if in == nil {
+		return nil
+	}
+	select {
+	case <-in.done:
+		return nil
+	default:
+		return in
+	}
+}
+
+// stopInstance sends sig to name's incarnation and waits for it to end
+// (SIGTERM: at most 30 s, then SIGKILL). It returns the incarnation, nil if
+// none ran.
+func (s *soak) stopInstance(name string, sig syscall.Signal) *incarnation {
+	in := s.live(name)
+	if in == nil {
+		return nil
+	}
+	s.smu.Lock()
+	s.stopped[in.name] = true
+	s.smu.Unlock()
+	_ = in.cmd.Process.Signal(sig)
+	select {
+	case <-in.done:
+	case <-time.After(30 * time.Second):
+		_ = in.cmd.Process.Kill()
+		<-in.done
+	}
+	return in
+}
+
+// baseNames are the instances that run all along; extraNames those the
+// scale class adds for a while. No name is a prefix of another.
+func (s *soak) baseNames() []string {
+	names := make([]string, s.sc.Instances)
+	for i := range names {
+		names[i] = string(rune('a' + i))
+	}
+	return names
+}
+
+var extraNames = []string{"x", "y"}
+
+// soakProducerYAML writes one record per key per interval, keys
+// <prefix>0..N, each with its key's counter, to one stream, until it is
+// stopped (a busy machine slows it, so it runs for the load's time rather
+// than for a count).
+const soakProducerYAML = `
+http: { enabled: false }
+logger: { level: info, format: logfmt }
+input:
+  generate:
+    count: 0
+    batch_size: %d
+    interval: %s
+    mapping: |
+      let n = counter() - 1
+      root.k = "%s" + ($n %% %d).string()
+      root.c = ($n / %d).floor().int64() + 1
+%soutput:
+  kinesis:
+    stream: %s
+    partition_key: '${! this.k }'
+    region: %s
+    endpoint: %s
+    credentials: { id: %s, secret: %s }
+    max_in_flight: 8
+    max_retries: 0
+    backoff: { initial_interval: 50ms, max_interval: 1s, max_elapsed_time: 0s }
+    aggregation: { enabled: %t }
+`
+
+// startProducers launches one producer per stream; stopProducers ends
+// them at the load's end.
+func (s *soak) startProducers() ([]*child, error) {
+	var out []*child
+	for _, st := range s.streams {
+		prefix := strings.TrimPrefix(st.name, "soak-") + "-k"
+		pad := ""
+		if st.padKiB > 0 {
+			pad = fmt.Sprintf("pipeline:\n  processors:\n    - mapping: |\n        root = this\n        root.pad = range(0, %d).map_each(_ -> \"%s\").join(\"\")\n", st.padKiB*16, strings.Repeat("0123456789abcdef", 4))
+		}
+		conf := filepath.Join(s.cfg.Dir, "producer-"+st.name+".yaml")
+		if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakProducerYAML, st.keys, st.every, prefix, st.keys, st.keys, pad,
+			st.name, testenv.Region, s.front.URL, testenv.AccessKey, testenv.SecretKey, st.aggregation)), 0o600); err != nil {
+			return nil, err
+		}
+		c, err := s.launch(conf, filepath.Join(s.cfg.Dir, "producer-"+st.name+".log"))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// stopProducers stops the producers gracefully (SIGTERM: what they hold is
+// written or dropped unwritten), at most 30 s each.
+func stopProducers(ps []*child) {
+	for _, p := range ps {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range ps {
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+// producedCounters are what the checker expects of each key: counters 1
+// up to the highest in the stream. The producers were stopped at the load's
+// end, so a gap below it is a message the output lost; what they held
+// unwritten when stopped is not counted.
+func producedCounters(stream []Record) map[string]int {
+	out := map[string]int{}
+	for _, r := range stream {
+		out[r.K] = max(out[r.K], r.C)
+	}
+	return out
+}

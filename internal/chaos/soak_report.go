@@ -1,0 +1,131 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Verdict is a soak's outcome: the checker's table at the end, and what
+// the monitor found while the soak ran.
+type Verdict struct {
+	Seed     uint64
+	Duration time.Duration
+	Table    Table
+
+	// While it ran.
+	DupsOutside int            // duplicates no fault's window explains
+	DupsBy      map[string]int // duplicates per fault (window) that explains them
+	OrderLive   int            // per-key order violations of first deliveries
+	// OrderByNacks are those by an incarnation whose output nacks: a
+	// partly written batch, nacked, is written again whole.
+	OrderByNacks int
+	Regressions  int // checkpoints that moved backwards
+	Liveness     int // shards left unread past the bound
+	RSSBreaches  int // instances over their budget plus margin
+	PeakRSSMiB   int
+	Leftover     []int // processes alive after the soak
+
+	// First is the first invariant broken, FirstAt when; Context the
+	// schedule's lines around it.
+	First    string
+	FirstAt  time.Time
+	Context  []string
+	Problems []string
+}
+
+// Lost counts what was never delivered: stream records, or messages the
+// producers sent (the same loss counts in both), whichever are more.
+func (v Verdict) Lost() int { return max(v.Table.InputLost, v.Table.EndToEndLost) }
+
+// OrderViolations counts the per-key order violations of first deliveries
+// no nack explains, or those of the stream itself (the output's doing),
+// whichever are more: a key out of order in the stream is out of order in
+// the deliveries too.
+func (v Verdict) OrderViolations() int {
+	return max(v.OrderLive, v.Table.OutputOrderViolations)
+}
+
+// Pass is the verdict.
+func (v Verdict) Pass() bool {
+	t := v.Table
+	return v.Lost() == 0 && t.OutputLost == 0 && t.Duplicates <= t.DuplicateBound && t.DupsOutsideWindows == 0 &&
+		len(t.ACLRefusals) == 0 && v.DupsOutside == 0 && v.OrderViolations() == 0 && v.Regressions == 0 &&
+		v.Liveness == 0 && v.RSSBreaches == 0 && len(v.Leftover) == 0 && v.First == ""
+}
+
+// Line is the verdict line, the report's last.
+func (v Verdict) Line() string {
+	verdict := "PASS"
+	if !v.Pass() {
+		verdict = "FAIL"
+	}
+	return fmt.Sprintf("soak: seed=%d duration=%v verdict=%s lost=%d duplicates=%d bound=%d order_violations=%d regressions=%d liveness=%d peak_rss_mib=%d",
+		v.Seed, v.Duration, verdict, v.Lost(), v.Table.Duplicates, v.Table.DuplicateBound, v.OrderViolations(), v.Regressions, v.Liveness, v.PeakRSSMiB)
+}
+
+// at renders a time as its offset from the soak's start.
+func (s *soak) at(t time.Time) string {
+	return "t=" + t.Sub(s.start).Round(100*time.Millisecond).String()
+}
+
+// contextWindow is how far around the first broken invariant the report
+// shows the schedule.
+const contextWindow = 30 * time.Second
+
+// report prints the schedule as it ran, the table, what broke first with
+// the events around it, and last the verdict line.
+func (s *soak) report(v *Verdict) {
+	v.Seed, v.Duration = s.sc.Seed, s.sc.Duration
+	if v.First == "" {
+		// Broken only at the end (lost records, leftovers, the bound).
+		switch {
+		case v.Lost() > 0:
+			v.First = fmt.Sprintf("nothing lost: %d never delivered", v.Lost())
+		case v.Table.Duplicates > v.Table.DuplicateBound:
+			v.First = fmt.Sprintf("duplicates: %d over the bound %d", v.Table.Duplicates, v.Table.DuplicateBound)
+		case len(v.Table.ACLRefusals) > 0:
+			v.First = "Redis ACL: the inputs were refused a command"
+		case len(v.Leftover) > 0:
+			v.First = fmt.Sprintf("no process left: %v still running", v.Leftover)
+		case v.Table.OutputOrderViolations > 0:
+			v.First = fmt.Sprintf("order: %d records in the stream after a later one of their key (the output's)", v.Table.OutputOrderViolations)
+		}
+	}
+	s.smu.Lock()
+	for _, e := range s.events {
+		if !v.FirstAt.IsZero() && e.at.Sub(v.FirstAt).Abs() <= contextWindow {
+			v.Context = append(v.Context, e.text)
+		}
+	}
+	timeline := append([]string(nil), s.timeline...)
+	s.smu.Unlock()
+	out := s.sc.Out
+	fmt.Fprintf(out, "soak: seed %d, files in %s\nschedule as it ran:\n", s.sc.Seed, s.cfg.Dir)
+	for _, l := range timeline {
+		fmt.Fprintln(out, "  "+l)
+	}
+	fmt.Fprint(out, v.Table.String())
+	var by []string
+	for what, n := range v.DupsBy {
+		by = append(by, fmt.Sprintf("%s: %d", what, n))
+	}
+	sort.Strings(by)
+	fmt.Fprintf(out, "duplicates by the fault that explains them: %s\n", strings.Join(by, ", "))
+	fmt.Fprintf(out, "checked while running: %d duplicates outside every window, %d order violations (and %d by nacking outputs), %d checkpoint regressions, %d liveness breaches (bound %v), %d instances over %d MiB (peak %d MiB), leftover processes %v\n",
+		v.DupsOutside, v.OrderLive, v.OrderByNacks, v.Regressions, v.Liveness, livenessBound, v.RSSBreaches, s.budget()>>20+rssMarginMiB, v.PeakRSSMiB, v.Leftover)
+	if !v.Pass() {
+		fmt.Fprintf(out, "first invariant broken: %s\n", v.First)
+		if len(v.Context) > 0 {
+			fmt.Fprintf(out, "events within %v of it:\n", contextWindow)
+			for _, l := range v.Context {
+				fmt.Fprintln(out, "  "+l)
+			}
+		}
+		for _, p := range v.Problems {
+			fmt.Fprintln(out, "  ! "+p)
+		}
+	}
+	fmt.Fprintln(out, v.Line())
+}

@@ -1,0 +1,160 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// run starts the instances and producers, runs the drawn schedule during
+// the load while the monitor checks the invariants, lets the instances
+// drain, and checks the whole run.
+func (s *soak) run(ctx context.Context) (Verdict, error) {
+	evs := drawSchedule(s.sc.Seed, s.sc.Duration, s.sc.Instances, s.on, s.plan.LeasePeriod)
+	s.start = time.Now()
+	s.note("schedule drawn from seed %d: %d faults", s.sc.Seed, len(evs))
+	for _, name := range s.baseNames() {
+		if err := s.startInstance(name); err != nil {
+			return Verdict{}, err
+		}
+	}
+	s.applyFront()
+	mon := newMonitor(s)
+	producers, err := s.startProducers()
+	if err != nil {
+		return Verdict{}, err
+	}
+	s.note("load: %d streams, one record per key every interval, for %v", len(s.streams), s.sc.Duration)
+
+	schedCtx, cancelSched := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	// On an early return the schedule stops before cleanup tears down what
+	// it acts on.
+	defer func() { cancelSched(); wg.Wait() }()
+	errs := make(chan error, len(evs)+1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for _, e := range evs {
+			select {
+			case <-time.After(time.Until(s.start.Add(e.at))):
+			case <-schedCtx.Done():
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := s.do(schedCtx, e); err != nil {
+					errs <- fmt.Errorf("%s at t=%v: %w", e.class, e.at, err)
+				}
+			}()
+		}
+	}()
+
+	loadEnd := s.start.Add(s.sc.Duration)
+	for {
+		if err := s.pause(ctx, tick); err != nil {
+			return Verdict{}, err
+		}
+		if err := mon.check(ctx, false); err != nil {
+			return Verdict{}, err
+		}
+		select {
+		case err := <-errs:
+			return Verdict{}, err
+		default:
+		}
+		if !time.Now().Before(loadEnd) {
+			break
+		}
+		if done, err := producersDone(producers); err != nil || done {
+			return Verdict{}, fmt.Errorf("a producer ended before the load did (see producer-*.log in %s): %v", s.cfg.Dir, err)
+		}
+	}
+	stopProducers(producers)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return Verdict{}, err
+	}
+	s.note("load done; faults off (the kinesis class's rates stay); draining")
+	for _, name := range extraNames {
+		s.stopInstance(name, syscall.SIGTERM)
+	}
+	for _, name := range s.baseNames() {
+		if s.live(name) == nil {
+			if err := s.startInstance(name); err != nil {
+				return Verdict{}, err
+			}
+		}
+	}
+	// Every record delivered, or the drain's bound passed.
+	drainEnd := time.Now().Add(2*livenessBound + time.Minute)
+	for time.Now().Before(drainEnd) {
+		if err := s.pause(ctx, tick); err != nil {
+			return Verdict{}, err
+		}
+		if err := mon.check(ctx, false); err != nil {
+			return Verdict{}, err
+		}
+		if mon.caughtUp() {
+			break
+		}
+	}
+	s.stopAll()
+	if err := mon.check(ctx, true); err != nil {
+		return Verdict{}, err
+	}
+	s.note("instances stopped")
+	stream, err := mon.sh.all(ctx, mon.streamNames())
+	if err != nil {
+		return Verdict{}, err
+	}
+	counter := producedCounters(stream)
+	s.mu.Lock()
+	windows, kills := append([]Window(nil), s.windows...), append([]Kill(nil), s.kills...)
+	s.mu.Unlock()
+	v := mon.v
+	v.Table = Check(counter, stream, mon.all, windows, kills)
+	if v.Table.ACLRefusals, err = s.aclRefusals(ctx); err != nil {
+		return Verdict{}, err
+	}
+	v.Table.Injected = s.injected()
+	return v, nil
+}
+
+// pause waits d unless ctx ends first.
+func (s *soak) pause(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// caughtUp says whether every record the shadow read was delivered.
+func (m *monitor) caughtUp() bool {
+	for _, ss := range m.sh.shards {
+		for i := ss.next; i < len(ss.recs); i++ {
+			if _, ok := m.first[[2]string{ss.id, ss.recs[i].Seq}]; !ok {
+				return false
+			}
+		}
+	}
+	return len(m.pending) == 0
+}
+
+// producersDone says whether a producer ended, and with what error.
+func producersDone(ps []*child) (bool, error) {
+	for _, p := range ps {
+		select {
+		case <-p.done:
+			return true, p.err
+		default:
+		}
+	}
+	return false, nil
+}

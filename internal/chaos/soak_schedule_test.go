@@ -1,0 +1,58 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func classesOn(cs ...string) map[string]bool {
+	on := map[string]bool{}
+	for _, c := range cs {
+		on[c] = true
+	}
+	return on
+}
+
+// The same seed draws the same schedule; another seed another one.
+func TestSoakScheduleReplaysFromItsSeed(t *testing.T) {
+	on := classesOn(DefaultClasses()...)
+	a := drawSchedule(42, 10*time.Minute, 3, on, 3*time.Second)
+	b := drawSchedule(42, 10*time.Minute, 3, on, 3*time.Second)
+	c := drawSchedule(43, 10*time.Minute, 3, on, 3*time.Second)
+	require.NotEmpty(t, a)
+	assert.Equal(t, a, b)
+	assert.NotEqual(t, a, c)
+	for _, e := range a {
+		assert.Less(t, e.end(), 10*time.Minute, "%v ends after the load", e)
+	}
+}
+
+// A class switched off is never drawn; without wipe-holder no instance
+// fault overlaps a wipe.
+func TestSoakScheduleHonoursItsClasses(t *testing.T) {
+	lease := 3 * time.Second
+	on := classesOn(DefaultClasses()...)
+	delete(on, ClassKill)
+	for seed := range uint64(20) {
+		evs := drawSchedule(seed, 10*time.Minute, 3, on, lease)
+		var wipes []soakEvent
+		for _, e := range evs {
+			assert.NotEqual(t, ClassKill, e.class)
+			if e.class == ClassRedisEmpty || e.class == ClassRedisFlush {
+				wipes = append(wipes, e)
+			}
+		}
+		for _, e := range evs {
+			if e.class != ClassTerm && e.class != ClassPause && e.class != ClassScale {
+				continue
+			}
+			for _, w := range wipes {
+				overlap := e.at < w.end()+2*lease && e.end()+3*lease+2*time.Second > w.at
+				assert.False(t, overlap, "seed %d: %v overlaps the wipe %v", seed, e, w)
+			}
+		}
+	}
+}
