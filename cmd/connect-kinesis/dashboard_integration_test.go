@@ -40,7 +40,7 @@ input:
     mapping: |
       let n = counter()
       root.n = $n
-      root.key = if $n %% 100 == 0 { "" } else { "key-" + ($n %% 5).string() }
+      root.key = if $n %% 100 == 0 { "" } else if $n %% 100 == 50 { deleted() } else { "key-" + ($n %% 5).string() }
 output:
   fallback:
     - kinesis:
