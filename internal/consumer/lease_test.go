@@ -184,7 +184,23 @@ func TestThreeConsumersSettleOnFairShares(t *testing.T) {
 		defer st.mu.Unlock()
 		return int(st.tokens)
 	}
-	before, rounds := taken(), st.balancingRounds()
+	// The shares pass through 2, 1, 1 while a hand-off asked for earlier
+	// may still be under way (seen in 2 of 60 runs under -race, before and
+	// after the last changes alike): settled is 2, 1, 1 with no lease taken
+	// for three balancing rounds of each instance.
+	quiet := func() (int, int) {
+		for range 10 {
+			before, rounds := taken(), st.balancingRounds()
+			require.Eventually(t, func() bool { return st.balancingRounds() >= rounds+3*len(cs) }, 10*time.Second, 10*time.Millisecond,
+				"three more balancing rounds of each instance")
+			if taken() == before {
+				return before, st.balancingRounds()
+			}
+		}
+		require.Fail(t, "leases kept changing hands at 2, 1, 1")
+		return 0, 0
+	}
+	before, rounds := quiet()
 	require.Eventually(t, func() bool { return st.balancingRounds() >= rounds+10*len(cs) }, 10*time.Second, 10*time.Millisecond,
 		"ten more balancing rounds of each instance")
 	assert.Equal(t, before, taken(), "no lease changed hands once balanced")

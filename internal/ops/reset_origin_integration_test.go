@@ -36,6 +36,11 @@ func TestIntegrationResetRefusesAnotherStreamsExport(t *testing.T) {
 		require.NoError(t, err)
 		return *out.SequenceNumber
 	}
+	// A's second record: kinesis-mock numbers records from a shard's
+	// creation time and their place in the shard, so two streams made in
+	// the same second have records of the same sequence number (Kinesis'
+	// differ). B holds one record, so it has none numbered like A's second.
+	put("origin-a")
 	seqA := put("origin-a")
 	put("origin-b")
 

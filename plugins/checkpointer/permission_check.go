@@ -25,15 +25,51 @@ var permissionsScript = newScript("permission_check")
 var calledCommands = regexp.MustCompile(`redis\.p?call\('([A-Za-z]+)'`)
 
 // scriptCommands lists, sorted and in upper case, the commands the named
-// scripts call (the shared prelude included).
+// scripts call: their bodies' own, the prelude's top-level code's, and
+// those of the prelude functions a body calls (directly or through another
+// prelude function). A prelude function no body of the role calls (reset's
+// fence_all, which writes leases) grants the role nothing.
 func scriptCommands(names []string) []string {
 	seen := map[string]bool{}
-	for _, name := range names {
-		for _, m := range calledCommands.FindAllStringSubmatch(scripts[name].src, -1) {
+	add := func(src string) {
+		for _, m := range calledCommands.FindAllStringSubmatch(src, -1) {
 			seen[strings.ToUpper(m[1])] = true
 		}
 	}
+	funcs, top := preludeFunctions(luaPrelude)
+	add(top)
+	for _, name := range names {
+		body := strings.TrimPrefix(scripts[name].src, "\n"+luaPrelude)
+		add(body)
+		used := map[string]bool{}
+		var use func(src string)
+		use = func(src string) {
+			for fn, fsrc := range funcs {
+				if !used[fn] && strings.Contains(src, fn+"(") {
+					used[fn] = true
+					add(fsrc)
+					use(fsrc)
+				}
+			}
+		}
+		use(body)
+		use(top)
+	}
 	return slices.Sorted(maps.Keys(seen))
+}
+
+// preludeFunction matches one `local function name(...)` of the prelude,
+// through its closing `end` at the start of a line.
+var preludeFunction = regexp.MustCompile(`(?ms)^local function ([A-Za-z_][A-Za-z0-9_]*)\(.*?^end$`)
+
+// preludeFunctions splits the prelude into its functions (name -> source)
+// and the rest.
+func preludeFunctions(prelude string) (map[string]string, string) {
+	funcs := map[string]string{}
+	for _, m := range preludeFunction.FindAllStringSubmatch(prelude, -1) {
+		funcs[m[1]] = m[0]
+	}
+	return funcs, preludeFunction.ReplaceAllString(prelude, "")
 }
 
 // checkInputPermissions tries every command the input's scripts call, on
