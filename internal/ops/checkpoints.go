@@ -48,10 +48,12 @@ const (
 // CheckpointsCommand is `connect-kinesis checkpoints`: inspect, reset and delete a
 // consumer group's checkpoints and leases on one stream.
 func CheckpointsCommand() *cli.Command {
-	common := func(extra ...cli.Flag) []cli.Flag { return commonFlags(true, extra...) }
+	common := func(extra ...cli.Flag) []cli.Flag { return commonFlags(streamOne, extra...) }
+	// import takes a pattern too (each matching stream of the region).
+	onePattern := func(extra ...cli.Flag) []cli.Flag { return commonFlags(streamOneOrPattern, extra...) }
 	// show and export take no stream (every stream of the group) or a
 	// pattern of stream names.
-	anyStream := func(extra ...cli.Flag) []cli.Flag { return commonFlags(false, extra...) }
+	anyStream := func(extra ...cli.Flag) []cli.Flag { return commonFlags(streamAny, extra...) }
 	return markRequired(&cli.Command{
 		Name:  "checkpoints",
 		Usage: "Inspect, reset, import, export or delete a consumer group's Kinesis checkpoints in Redis",
@@ -83,7 +85,7 @@ func CheckpointsCommand() *cli.Command {
 				Name: "import",
 				Usage: "Carry checkpoints over from Redpanda Connect's aws_kinesis DynamoDB table or a KCL 2.x/3.x lease table " +
 					"(replaces the group's checkpoints, as reset does)",
-				Flags: common(
+				Flags: onePattern(
 					&cli.StringFlag{Name: flagFrom, Usage: SourceConnect + " (a Redpanda Connect aws_kinesis checkpoint table) or " + SourceKCL + " (a KCL 2.x/3.x lease table)", Required: true},
 					&cli.StringFlag{Name: flagTable, Usage: "the DynamoDB table to read", Required: true},
 					&cli.StringFlag{Name: flagDynamoEndpoint, Usage: "DynamoDB endpoint URL, e.g. an emulator (default: the region's)"},
@@ -252,10 +254,20 @@ type renamedError struct {
 func (e renamedError) Error() string { return e.msg }
 func (e renamedError) Unwrap() error { return e.err }
 
+// What a subcommand's --stream takes.
+const (
+	streamOne = iota
+	streamOneOrPattern
+	streamAny
+)
+
 // commonFlags are the flags every subcommand takes.
-func commonFlags(streamRequired bool, extra ...cli.Flag) []cli.Flag {
+func commonFlags(streamKind int, extra ...cli.Flag) []cli.Flag {
 	stream := &cli.StringFlag{Name: flagStream, Usage: "the stream name or ARN", Required: true}
-	if !streamRequired {
+	switch streamKind {
+	case streamOneOrPattern:
+		stream.Usage = "the stream name or ARN, or a pattern of names with * and ? (every stream of the region that matches and that the source holds)"
+	case streamAny:
 		stream = &cli.StringFlag{Name: flagStream, Usage: "the stream name or ARN, or a pattern of names with * and ? (the group's streams in Redis that match); none: every stream the group has state on"}
 	}
 	return append([]cli.Flag{
