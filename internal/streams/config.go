@@ -132,3 +132,15 @@ func (c Config) Validate() error {
 		return fmt.Errorf("field %s: %q is not one of %s, %s, %s", FieldNewStreamStart, c.NewStreamStart, NewStreamTrimHorizon, NewStreamLatest, NewStreamAsStart)
 	}
 }
+
+// StartFor returns where the shards without a checkpoint of a stream
+// start: startPosition (the input's `start_position`) for a stream of the
+// group's first listing or one named without a pattern, else (appeared:
+// found later, or created again) what new_stream_start_position says.
+// The result is one of the input's start_position values.
+func (c Config) StartFor(appeared bool, startPosition string) string {
+	if !appeared || c.NewStreamStart == NewStreamAsStart {
+		return startPosition
+	}
+	return c.NewStreamStart
+}

@@ -109,3 +109,19 @@ deleted_stream_retention: 1h
 		})
 	}
 }
+
+func TestStartFor(t *testing.T) {
+	for _, tc := range []struct {
+		newStart string
+		appeared bool
+		want     string
+	}{
+		{NewStreamTrimHorizon, false, "latest"},
+		{NewStreamTrimHorizon, true, "trim_horizon"},
+		{NewStreamLatest, true, "latest"},
+		{NewStreamAsStart, true, "latest"},
+	} {
+		c := Config{NewStreamStart: tc.newStart}
+		assert.Equal(t, tc.want, c.StartFor(tc.appeared, "latest"), "%s appeared=%v", tc.newStart, tc.appeared)
+	}
+}
