@@ -18,12 +18,12 @@ import (
 // reader still holds itself when it ends (lease lost, hand-off, shutdown)
 // is given back then; a batch it handed to the pipeline stays charged
 // until the pipeline acks or nacks it, since its records are in memory
-// until then (budget_shard.go).
+// until then (shard.go).
 //
 // A record source asks for room right before each call that returns
 // records, and gives it back when that call fails, so a shard that is not
 // reading (its calls fail, it waits out a backoff, it subscribes again)
-// holds no room (budget_shard.go). No shard asks for more than half the
+// holds no room (shard.go). No shard asks for more than half the
 // budget, unless one of its records needs more, so one shard never holds
 // the whole budget while others wait.
 //
@@ -37,7 +37,7 @@ import (
 // pipeline acks and when a call fails, neither of which waits for the
 // budget, so the queue moves while the pipeline does. When it does not
 // move for stallAfter, a WARN names the shards holding the room
-// (budget_reader.go).
+// (watch.go).
 type Budget struct {
 	capacity int64
 	metrics  *consumer.Metrics
@@ -202,4 +202,12 @@ func (b *Budget) PeakHeld() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.peak
+}
+
+// SetStallAfter sets how long the head of the queue may go without a grant
+// before the stall is logged (budgetStallAfter unless set).
+func (b *Budget) SetStallAfter(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stallAfter = d
 }

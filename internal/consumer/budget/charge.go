@@ -20,7 +20,7 @@ type Charge struct {
 // Set records what the batch's records cost (RecordsCost).
 func (c *Charge) Set(n int64) { c.n.Store(n) }
 
-// A shard's charges in the byte budget (budget_shard.go asks for room):
+// A shard's charges in the byte budget (shard.go asks for room):
 // an answer is charged at the cost of its user records in place of its
 // room (Settle), a batch's charge follows it into the pipeline
 // (HandedOver) and back (Returned), and is given back when it is acked

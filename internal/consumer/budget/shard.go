@@ -250,3 +250,7 @@ func (s *Shard) CallLimit() int32 {
 	n := room / s.recordEstimate()
 	return int32(min(max(n, 1), int64(s.limit)))
 }
+
+// Push says the shard reads a subscription, whose events cannot be asked
+// to be smaller.
+func (s *Shard) Push() bool { return s != nil && s.push }

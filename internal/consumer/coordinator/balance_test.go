@@ -9,7 +9,6 @@ import (
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
-	"github.com/connect-kinesis/connect-kinesis/internal/consumer/reader"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,7 +24,7 @@ func balancingCoordinator(st consumer.Store, owner string, shards []string) *coo
 		store:         st,
 		listed:        map[string]consumer.Shard{},
 		unlistedSince: map[string]time.Time{},
-		readers:       map[string]*reader.Reader{},
+		readers:       map[string]shardReader{},
 		handedOff:     map[string]time.Time{},
 		asked:         map[string]time.Time{},
 		moved:         map[string]time.Time{},
@@ -61,7 +60,7 @@ func TestBalancingAsksForTheWholeShortfallInOneRound(t *testing.T) {
 	asked := map[string]int{}
 	for shard, requester := range st.Handoff {
 		assert.Equal(t, "new", requester)
-		asked[st.Leases[shard].Owner]++
+		asked[st.LeaseMap[shard].Owner]++
 	}
 	assert.Equal(t, map[string]int{"m1": 2, "m2": 2}, asked, "hand-offs asked for, by holder: %v", slices.Sorted(maps.Keys(st.Handoff)))
 	assert.Empty(t, co.readers, "nothing is free to take meanwhile")

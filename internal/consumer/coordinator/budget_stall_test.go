@@ -31,7 +31,7 @@ func TestBudgetWarnsOfAStallNamingHolders(t *testing.T) {
 	cfg.ShardMaxInFlight = 100 // only the budget holds the shard back
 	c, err := New(cfg, api, func(string) consumer.Store { return consumertest.NewStore(time.Minute) }, service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil))), nil)
 	require.NoError(t, err)
-	c.budget.stallAfter = 300 * time.Millisecond
+	c.budget.SetStallAfter(300 * time.Millisecond)
 	require.NoError(t, c.Start(t.Context()))
 	t.Cleanup(func() { _ = c.Close(t.Context()) })
 

@@ -34,7 +34,7 @@ type largeAnswers struct {
 func (l *largeAnswers) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	cp := *in
 	cp.Limit = aws.Int32(min(aws.ToInt32(in.Limit), int32(budget.MaxAnswerBytes/l.size)))
-	out, err := l.fakeKinesis.GetRecords(ctx, &cp, opts...)
+	out, err := l.Kinesis.GetRecords(ctx, &cp, opts...)
 	if err != nil {
 		return out, err
 	}
@@ -86,7 +86,7 @@ func slowPipeline(ctx context.Context, c *Consumer, api *largeAnswers, want int,
 }
 
 func largeBacklog(shards, records, size int) *largeAnswers {
-	api := &largeAnswers{consumertest.Kinesis: consumertest.NewKinesis(), size: size}
+	api := &largeAnswers{Kinesis: consumertest.NewKinesis(), size: size}
 	for i := range shards {
 		api.Add(fmt.Sprintf("shardId-%012d", i), &consumertest.KinesisShard{Records: records})
 	}

@@ -16,25 +16,9 @@ import (
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
-	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
-func testConfig() consumer.Config {
-	return consumer.Config{
-		Streams:           []string{"s"},
-		StartPosition:     consumer.StartTrimHorizon,
-		ShardMaxInFlight:  1,
-		Limit:             10,
-		PollInterval:      kinesisx.MinPollInterval,
-		IdlePollInterval:  kinesisx.MinPollInterval,
-		DiscoveryInterval: 100 * time.Millisecond,
-		CommitPeriod:      50 * time.Millisecond,
-		LeasePeriod:       600 * time.Millisecond,
-		RebalancePeriod:   50 * time.Millisecond,
-		HandoffTimeout:    time.Second,
-		Backoff:           kinesisx.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 50 * time.Millisecond, MaxElapsedTime: time.Second},
-	}
-}
+func testConfig() consumer.Config { return consumertest.Config() }
 
 func startConsumer(t *testing.T, cfg consumer.Config, api consumer.KinesisAPI, st consumer.Store) *Consumer {
 	t.Helper()
@@ -189,11 +173,11 @@ func TestConsumerLeaseLostMidBatchCommitsNothing(t *testing.T) {
 	st.Mu.Lock()
 	st.LoseOnRenew[shard] = true
 	st.Mu.Unlock()
-	require.Eventually(t, r.Lost.Load, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, r.Lost, 10*time.Second, 10*time.Millisecond)
 	calls := len(api.CallTimes(shard))
 	b.Ack(nil)
 	select {
-	case <-r.Done: // the reader and its committer have stopped
+	case <-r.Done(): // the reader and its committer have stopped
 	case <-time.After(10 * time.Second):
 		t.Fatal("the reader did not stop after losing its lease")
 	}
@@ -257,3 +241,15 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// readerOf is the reader that delivered b, while it reads its shard.
+func readerOf(c *Consumer, b *consumer.Batch) shardReader {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, co := range c.coords {
+		if co.streamName == b.Stream {
+			return co.readerFor(b.Shard)
+		}
+	}
+	return nil
+}

@@ -42,8 +42,8 @@ type coordinator struct {
 
 	runCtx    context.Context
 	cancelRun context.CancelFunc
-	// rs is what the readers are given (readerStream), built when the
-	// run loop starts.
+	// rs is what the readers are given (readerStream), built at the
+	// first take, once the run loop set runCtx.
 	rs *reader.Stream
 
 	listed map[string]consumer.Shard
@@ -54,7 +54,7 @@ type coordinator struct {
 	unlistedSince map[string]time.Time
 	// readers is written by the run goroutine only, under readersMu; the
 	// renew goroutine and readerFor read it under readersMu.
-	readers   map[string]*reader.Reader
+	readers   map[string]shardReader
 	readersMu sync.Mutex
 	// handedOff remembers when this instance gave a shard away, so it does
 	// not take it straight back before the requester could.
@@ -94,7 +94,7 @@ type coordinator struct {
 	takeAfter time.Time
 
 	discoverNow chan struct{}
-	readerDone  chan *reader.Reader
+	readerDone  chan shardReader
 	stopReq     chan struct{}
 	stopOnce    sync.Once
 	runDone     chan struct{}
@@ -113,14 +113,14 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 		listRetry:     kinesisx.RetryBuilder[*kinesis.ListShardsOutput](c.cfg.Backoff).Build(),
 		listed:        map[string]consumer.Shard{},
 		unlistedSince: map[string]time.Time{},
-		readers:       map[string]*reader.Reader{},
+		readers:       map[string]shardReader{},
 		handedOff:     map[string]time.Time{},
 		asked:         map[string]time.Time{},
 		moved:         map[string]time.Time{},
 		lastOwner:     map[string]string{},
 		discoverNow:   make(chan struct{}, 1),
 		forgot:        make(chan struct{}, 1),
-		readerDone:    make(chan *reader.Reader),
+		readerDone:    make(chan shardReader),
 		stopReq:       make(chan struct{}),
 		runDone:       make(chan struct{}),
 		renewStop:     make(chan struct{}),
@@ -188,7 +188,6 @@ func (co *coordinator) requestDiscovery() {
 
 func (co *coordinator) run(ctx context.Context) {
 	co.runCtx, co.cancelRun = context.WithCancel(ctx)
-	co.rs = co.readerStream()
 	defer close(co.runDone)
 	cfg := &co.c.cfg
 	co.renewal.succeeded(time.Now())
@@ -229,7 +228,7 @@ func (co *coordinator) run(ctx context.Context) {
 }
 
 // forgetReader drops a reader that has finished.
-func (co *coordinator) forgetReader(r *reader.Reader) {
+func (co *coordinator) forgetReader(r shardReader) {
 	if r.Outcome().ClosedShard {
 		co.known.closed(r.Shard().ID, r.Lease().Token)
 	}
@@ -258,8 +257,8 @@ func (co *coordinator) bounded(step func(context.Context)) {
 // another instance took a lease only when the store names that instance:
 // a lease may also have expired and been released, or vanished with a
 // store that forgot it.
-func (co *coordinator) stopLost(ctx context.Context, byShard map[string]*reader.Reader, lost []string) {
-	var stopping []*reader.Reader
+func (co *coordinator) stopLost(ctx context.Context, byShard map[string]shardReader, lost []string) {
+	var stopping []shardReader
 	for _, id := range lost {
 		if r := byShard[id]; r != nil && !r.Releasing() {
 			r.MarkLost()
@@ -296,14 +295,14 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]*reader.
 }
 
 // readersNow returns a copy of the current readers, from any goroutine.
-func (co *coordinator) readersNow() map[string]*reader.Reader {
+func (co *coordinator) readersNow() map[string]shardReader {
 	co.readersMu.Lock()
 	defer co.readersMu.Unlock()
 	return maps.Clone(co.readers)
 }
 
 // readerFor returns the current reader of a shard, from any goroutine.
-func (co *coordinator) readerFor(shard string) *reader.Reader {
+func (co *coordinator) readerFor(shard string) shardReader {
 	co.readersMu.Lock()
 	defer co.readersMu.Unlock()
 	return co.readers[shard]

@@ -35,7 +35,7 @@ func (s *shortDeadlineStore) grant(l consumer.Lease) consumer.Lease {
 }
 
 func (s *shortDeadlineStore) Acquire(ctx context.Context, shard, owner string) (consumer.Take, error) {
-	t, err := s.fakeStore.Acquire(ctx, shard, owner)
+	t, err := s.Store.Acquire(ctx, shard, owner)
 	if err != nil {
 		return t, err
 	}
@@ -44,7 +44,7 @@ func (s *shortDeadlineStore) Acquire(ctx context.Context, shard, owner string) (
 }
 
 func (s *shortDeadlineStore) RenewAll(ctx context.Context, owner string, ls []consumer.Lease) ([]consumer.Lease, []string, error) {
-	renewed, lost, err := s.fakeStore.RenewAll(ctx, owner, ls)
+	renewed, lost, err := s.Store.RenewAll(ctx, owner, ls)
 	for i := range renewed {
 		renewed[i] = s.grant(renewed[i])
 	}
@@ -73,7 +73,7 @@ func TestReaderNeitherFetchesNorDeliversPastTheLeaseDeadline(t *testing.T) {
 	api.Add(shard, &consumertest.KinesisShard{Records: 100})
 	cfg := testConfig() // renewals every 200ms
 	cfg.Limit = 5       // 20 GetRecords calls
-	st := &shortDeadlineStore{consumertest.Store: consumertest.NewStore(cfg.LeasePeriod), window: 60 * time.Millisecond}
+	st := &shortDeadlineStore{Store: consumertest.NewStore(cfg.LeasePeriod), window: 60 * time.Millisecond}
 	c := startConsumer(t, cfg, api, st)
 
 	const slack = 30 * time.Millisecond
@@ -85,7 +85,7 @@ func TestReaderNeitherFetchesNorDeliversPastTheLeaseDeadline(t *testing.T) {
 		b, err := c.Next(ctx)
 		require.NoError(t, err, "only %d of 100 records delivered", len(got))
 		if at := time.Now(); !st.within(at, slack) {
-			late = append(late, at.Sub(b.reader.lease.Load().Deadline))
+			late = append(late, at.Sub(readerOf(c, b).Lease().Deadline))
 		}
 		for _, r := range b.Records {
 			got = append(got, string(r.Data))
@@ -114,25 +114,25 @@ func TestReaderPastItsDeadlineStopsWhenTheRenewalFindsTheLeaseLost(t *testing.T)
 	const shard = "shardId-000000000000"
 	api.Add(shard, &consumertest.KinesisShard{Records: 30})
 	cfg := testConfig()
-	st := &shortDeadlineStore{consumertest.Store: consumertest.NewStore(cfg.LeasePeriod), window: 60 * time.Millisecond}
+	st := &shortDeadlineStore{Store: consumertest.NewStore(cfg.LeasePeriod), window: 60 * time.Millisecond}
 	c := startConsumer(t, cfg, api, st)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	b, err := c.Next(ctx)
 	require.NoError(t, err)
-	r := b.reader
+	r := readerOf(c, b)
 	// The next renewal finds the lease taken; acking lets the reader fetch
 	// its next batch, which it must not hand over.
-	st.mu.Lock()
+	st.Mu.Lock()
 	st.LoseOnRenew[shard] = true
-	st.mu.Unlock()
+	st.Mu.Unlock()
 	b.Ack(nil)
 	select {
-	case <-r.done:
+	case <-r.Done():
 	case <-ctx.Done():
 		t.Fatal("the reader did not stop after its lease was lost")
 	}
-	require.True(t, r.lost.Load())
+	require.True(t, r.Lost())
 	// The reader has ended: a batch it handed over would be waiting now.
 	select {
 	case extra := <-c.Batches():

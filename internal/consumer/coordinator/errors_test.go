@@ -53,7 +53,7 @@ func TestConsumerNeverTakesARedisErrorForNoCheckpoint(t *testing.T) {
 	api := consumertest.NewKinesis()
 	const shard = "shardId-000000000000"
 	api.Add(shard, &consumertest.KinesisShard{Records: 30})
-	st := &takeErrStore{consumertest.Store: consumertest.NewStore(time.Second)}
+	st := &takeErrStore{Store: consumertest.NewStore(time.Second)}
 	c := startConsumer(t, testConfig(), api, st)
 	// Several balancing rounds try to take the shard and fail.
 	require.Eventually(t, func() bool { return st.failedTakes.Load() >= 3 }, 10*time.Second, 10*time.Millisecond,

@@ -24,12 +24,12 @@ func (s *commitDownStore) Commit(ctx context.Context, l consumer.Lease, p consum
 	if s.down.Load() {
 		return errDown
 	}
-	return s.fakeStore.Commit(ctx, l, p)
+	return s.Store.Commit(ctx, l, p)
 }
 
 func (s *commitDownStore) Release(ctx context.Context, l consumer.Lease) error {
 	s.releases.Add(1)
-	return s.fakeStore.Release(ctx, l)
+	return s.Store.Release(ctx, l)
 }
 
 // A hand-back whose final commit fails is retried within the shutdown's
@@ -40,7 +40,7 @@ func TestHandBackRetriesTheFinalCommitBeforeReleasing(t *testing.T) {
 	const shard = "shardId-000000000000"
 	api.Add(shard, &consumertest.KinesisShard{Records: 5})
 	cfg := testConfig()
-	st := &commitDownStore{consumertest.Store: consumertest.NewStore(cfg.LeasePeriod)}
+	st := &commitDownStore{Store: consumertest.NewStore(cfg.LeasePeriod)}
 	a := startConsumer(t, cfg, api, st)
 	var b *consumer.Batch
 	select {
@@ -78,7 +78,7 @@ func TestShutdownWithTheStoreGoneEndsInTimeAndReleasesNothing(t *testing.T) {
 	api.Add(shard, &consumertest.KinesisShard{Records: 5})
 	cfg := testConfig()
 	cfg.Backoff.MaxElapsedTime = time.Minute
-	st := &commitDownStore{consumertest.Store: consumertest.NewStore(cfg.LeasePeriod)}
+	st := &commitDownStore{Store: consumertest.NewStore(cfg.LeasePeriod)}
 	a := startConsumer(t, cfg, api, st)
 	var b *consumer.Batch
 	select {
@@ -99,30 +99,6 @@ func TestShutdownWithTheStoreGoneEndsInTimeAndReleasesNothing(t *testing.T) {
 	assert.False(t, ok)
 }
 
-// Next hands over no batch of a reader whose lease was lost while its
-// deadline was still ahead (an operator's reset, a recreated stream, a
-// re-seed that found the shard taken): the reader's send and its ending
-// can both be ready.
-func TestNextDropsABatchOfALostReader(t *testing.T) {
-	co := &coordinator{c: &Consumer{out: make(chan *consumer.Batch), metrics: consumer.NewMetrics(nil)}}
-	co.runCtx = t.Context()
-	r := &shardReader{co: co, tracker: newTracker()}
-	r.lease.Store(&consumer.Lease{Shard: "s", Deadline: time.Now().Add(time.Hour)})
-	r.ctx, r.cancel = context.WithCancel(t.Context())
-	r.markLost()
-	go func() {
-		select {
-		case co.c.out <- &consumer.Batch{reader: r, Records: []consumer.Record{{Sequence: "1"}}}:
-		case <-t.Context().Done():
-		}
-	}()
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-	defer cancel()
-	b, err := co.c.Next(ctx)
-	assert.Nil(t, b, "a batch of a lost lease was handed over")
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
-}
-
 // The final commit of a hand-back is retried for as long as the shutdown
 // allows, past backoff.max_elapsed_time: giving up there would leave the
 // lease to expire and the next owner to read again every record acked
@@ -135,7 +111,7 @@ func TestHandBackRetriesTheFinalCommitPastMaxElapsedTimeAndTheNextOwnerDuplicate
 	api.Add(shard, &consumertest.KinesisShard{Records: 5})
 	cfg := testConfig()
 	cfg.Backoff.MaxElapsedTime = 200 * time.Millisecond
-	st := &commitDownStore{consumertest.Store: consumertest.NewStore(cfg.LeasePeriod)}
+	st := &commitDownStore{Store: consumertest.NewStore(cfg.LeasePeriod)}
 	a := startConsumer(t, cfg, api, st)
 	var b *consumer.Batch
 	select {
@@ -168,4 +144,28 @@ func TestHandBackRetriesTheFinalCommitPastMaxElapsedTimeAndTheNextOwnerDuplicate
 		t.Fatalf("the next owner delivered again %d records acked before the hand-back", len(dup.Records))
 	case <-time.After(time.Second):
 	}
+}
+
+// refused is a batch's reader side that refuses it: its lease was lost.
+type refused struct{}
+
+func (refused) Ack(error)   {}
+func (refused) Admit() bool { return false }
+
+// Next hands over no batch that its reader refuses (a lost lease, or one
+// past its local deadline): it waits for the next one.
+func TestNextDropsABatchOfALostReader(t *testing.T) {
+	c := &Consumer{out: make(chan *consumer.Batch)}
+	go func() {
+		b := consumer.MakeBatch("s", "shardId-000000000000", []consumer.Record{{Sequence: "1"}}, 0, refused{})
+		select {
+		case c.out <- &b:
+		case <-t.Context().Done():
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	b, err := c.Next(ctx)
+	assert.Nil(t, b, "a batch of a lost lease was handed over")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }

@@ -27,7 +27,7 @@ func (s *refusingStore) Commit(ctx context.Context, l consumer.Lease, p consumer
 	if l.Owner == s.owner {
 		return errRefused
 	}
-	return s.fakeStore.Commit(ctx, l, p)
+	return s.Store.Commit(ctx, l, p)
 }
 
 // A rebalance hand-off whose final commit can never land gives up after
@@ -42,7 +42,7 @@ func TestHandOffWhoseFinalCommitNeverLandsLetsTheLeaseLapse(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.Balance = consumer.BalanceCount
-	st := &refusingStore{consumertest.Store: consumertest.NewStore(cfg.LeasePeriod), owner: "a"}
+	st := &refusingStore{Store: consumertest.NewStore(cfg.LeasePeriod), owner: "a"}
 
 	cfgA := cfg
 	cfgA.InstanceID = "a"

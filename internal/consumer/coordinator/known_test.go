@@ -6,7 +6,6 @@ import (
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
-	"github.com/connect-kinesis/connect-kinesis/internal/consumer/reader"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,7 +28,7 @@ func operatorReset(st *consumertest.Store, shard string, to consumer.Position) {
 	st.Mu.Lock()
 	defer st.Mu.Unlock()
 	st.Ckpt[shard] = to
-	st.Leases[shard] = consumer.Lease{Shard: shard, Token: st.Leases[shard].Token + 1, ExpiresAt: time.UnixMilli(0)}
+	st.LeaseMap[shard] = consumer.Lease{Shard: shard, Token: st.LeaseMap[shard].Token + 1, ExpiresAt: time.UnixMilli(0)}
 }
 
 // A reader fenced by an operator's reset forgets the position it
@@ -41,12 +40,12 @@ func TestAReaderFencedByAnOperatorIsNotReseededAheadOfTheReset(t *testing.T) {
 	co, r := pastDeadlineReader(t, st, shard)
 	take, err := st.Acquire(t.Context(), shard, "me")
 	require.NoError(t, err)
-	r.Lease.Store(&take.Lease)
+	r.LeaseRenewed(take.Lease)
 	require.NoError(t, st.Commit(t.Context(), take.Lease, consumer.Position{Sequence: "500"}))
 	co.known.committedTo(shard, consumer.Position{Sequence: "500"}, take.Token)
 
 	operatorReset(st, shard, consumer.Position{Sequence: "100"})
-	co.stopLost(co.runCtx, map[string]*reader.Reader{shard: r}, []string{shard})
+	co.stopLost(co.runCtx, map[string]shardReader{shard: r}, []string{shard})
 
 	p, ok := reseededTo(t, co, st, shard)
 	assert.False(t, ok, "re-seeded %v ahead of the operator's reset to 100", p)
@@ -65,14 +64,17 @@ func TestAHandedBackShardIsNotReseededAheadOfAnOperatorsReset(t *testing.T) {
 	co.listed = map[string]consumer.Shard{"p": {ID: "p"}, shard: {ID: shard, Parent: "p"}}
 	take, err := st.Acquire(t.Context(), shard, "me")
 	require.NoError(t, err)
-	r.Lease.Store(&take.Lease)
+	r.LeaseRenewed(take.Lease)
 	_, err = st.Acquire(t.Context(), "p", "other")
 	require.NoError(t, err)
-	r.tracker.ack(r.tracker.add(consumer.Position{Sequence: "500"}))
-	r.handBack()
+	// The reader acked up to 500 and handed the shard back: its final
+	// commit landed (and the coordinator heard of it), then it released.
+	require.NoError(t, st.Commit(t.Context(), take.Lease, consumer.Position{Sequence: "500"}))
+	co.known.committedTo(shard, consumer.Position{Sequence: "500"}, take.Token)
+	require.NoError(t, st.Release(t.Context(), take.Lease))
 	st.Mu.Lock()
 	require.Equal(t, "500", st.Ckpt[shard].Sequence, "the hand-back committed")
-	held := st.Leases[shard].Owner
+	held := st.LeaseMap[shard].Owner
 	st.Mu.Unlock()
 	require.Empty(t, held, "the hand-back released")
 	delete(co.readers, shard)

@@ -8,29 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
-
-// Once the reader stops fetching (hand-off, shutdown), no lane hands over
-// another batch, though records still wait in its queue: they are the next
-// owner's, from the checkpoint this reader commits.
-func TestALaneTakesNoQueuedBatchOnceTheReaderStopsFetching(t *testing.T) {
-	t.Parallel()
-	_, r := pastDeadlineReader(t, consumertest.NewStore(time.Minute), "shardId-000000000000")
-	ls := newLaneSet(r, 2)
-	var recs []consumer.Record
-	for i := range 20 {
-		recs = append(recs, consumer.Record{Sequence: itoa(i + 1), PartitionKey: "k" + itoa(i)})
-	}
-	ls.push(recs, 0)
-	r.Stop()
-	for i := range 2 {
-		got, _, _, ok := ls.take(i, 5)
-		assert.False(t, ok, "lane %d took %d queued records after the reader stopped fetching", i, len(got))
-	}
-}
 
 // A reader with lanes that stops by itself (here: the stream was deleted
 // and created again) ends at once when its lanes are idle, not after

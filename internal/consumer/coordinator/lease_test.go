@@ -26,28 +26,28 @@ func (s *downStore) RenewAll(ctx context.Context, owner string, ls []consumer.Le
 	if s.down.Load() {
 		return nil, nil, errDown
 	}
-	return s.fakeStore.RenewAll(ctx, owner, ls)
+	return s.Store.RenewAll(ctx, owner, ls)
 }
 
 func (s *downStore) Commit(ctx context.Context, l consumer.Lease, p consumer.Position) error {
 	if s.down.Load() {
 		return errDown
 	}
-	return s.fakeStore.Commit(ctx, l, p)
+	return s.Store.Commit(ctx, l, p)
 }
 
 func (s *downStore) Heartbeat(ctx context.Context, m string) error {
 	if s.down.Load() {
 		return errDown
 	}
-	return s.fakeStore.Heartbeat(ctx, m)
+	return s.Store.Heartbeat(ctx, m)
 }
 
 func (s *downStore) LiveMembers(ctx context.Context) ([]string, error) {
 	if s.down.Load() {
 		return nil, errDown
 	}
-	return s.fakeStore.LiveMembers(ctx)
+	return s.Store.LiveMembers(ctx)
 }
 
 // A Redis that stalls or is away past the lease's local deadline is not a
@@ -61,7 +61,7 @@ func TestConsumerGoesOnFromWhereItWasWhenRedisComesBackAfterTheDeadline(t *testi
 	api.Add(shard, &consumertest.KinesisShard{Records: 1000000})
 	cfg := testConfig()
 	cfg.Limit = 5
-	st := &downStore{consumertest.Store: consumertest.NewStore(cfg.LeasePeriod)}
+	st := &downStore{Store: consumertest.NewStore(cfg.LeasePeriod)}
 	c := startConsumer(t, cfg, api, st)
 	log := &acked{}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -81,7 +81,7 @@ func TestConsumerGoesOnFromWhereItWasWhenRedisComesBackAfterTheDeadline(t *testi
 	st.down.Store(false)
 	require.Eventually(t, func() bool { return len(log.all()) > n+50 }, 10*time.Second, 10*time.Millisecond)
 
-	assert.False(t, r.Lost.Load(), "the reader was stopped although nobody took its lease")
+	assert.False(t, r.Lost(), "the reader was stopped although nobody took its lease")
 	assert.True(t, r == c.coords[0].readerFor(shard), "the same reader goes on")
 	got := log.all()
 	for i, d := range got {

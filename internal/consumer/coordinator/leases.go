@@ -32,6 +32,9 @@ func (co *coordinator) take(ctx context.Context, id string) bool {
 	start := co.resolveStart(t)
 	start.NotBefore = co.firstRead(t)
 	l := t.Lease
+	if co.rs == nil {
+		co.rs = co.readerStream()
+	}
 	r := reader.New(co.rs, shard, l, start)
 	co.readersMu.Lock()
 	co.readers[id] = r
@@ -161,7 +164,7 @@ func (co *coordinator) renew(ctx context.Context, forgot bool) {
 	defer co.heartbeat(ctx)
 	attempt := time.Now()
 	var ls []consumer.Lease
-	byShard := map[string]*reader.Reader{}
+	byShard := map[string]shardReader{}
 	current := co.readersNow()
 	for id, r := range current {
 		if r.Lost() || r.Releasing() {
@@ -201,7 +204,7 @@ func (co *coordinator) renew(ctx context.Context, forgot bool) {
 // failed: the next attempt retries. The readers keep their leases: those
 // whose local deadline passes wait in awaitLease for a renewal that
 // confirms the lease, or for one that finds it lost (stopLost).
-func (co *coordinator) renewalFailed(doing string, byShard map[string]*reader.Reader, err error) {
+func (co *coordinator) renewalFailed(doing string, byShard map[string]shardReader, err error) {
 	if co.runCtx.Err() != nil {
 		return
 	}

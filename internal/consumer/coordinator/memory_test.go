@@ -3,15 +3,12 @@ package coordinator
 import (
 	"context"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 	"weak"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,7 +47,7 @@ func (h *heldAnswers) GetRecords(ctx context.Context, in *kinesis.GetRecordsInpu
 			return nil, ctx.Err()
 		}
 	}
-	out, err := h.fakeKinesis.GetRecords(ctx, in, opts...)
+	out, err := h.Kinesis.GetRecords(ctx, in, opts...)
 	if err != nil || len(out.Records) == 0 {
 		return out, err
 	}
@@ -77,7 +74,7 @@ func (h *heldAnswers) reachable(i int) bool {
 // answer, the reader keeps none of it while it fetches the next, so the
 // input's memory is one answer per shard (up to `limit` records), not two.
 func TestReaderKeepsNoAckedAnswerWhileFetchingTheNext(t *testing.T) {
-	api := &heldAnswers{consumertest.Kinesis: consumertest.NewKinesis(), fetching: make(chan struct{}), release: make(chan struct{})}
+	api := &heldAnswers{Kinesis: consumertest.NewKinesis(), fetching: make(chan struct{}), release: make(chan struct{})}
 	const shard = "shardId-000000000000"
 	api.Add(shard, &consumertest.KinesisShard{Records: 20})
 	cfg := testConfig()
@@ -113,22 +110,4 @@ func TestReaderKeepsNoAckedAnswerWhileFetchingTheNext(t *testing.T) {
 
 	close(api.release)
 	assert.Equal(t, 10, ackNext())
-}
-
-// TestBatchEndKeepsItsOwnSequence: the position an ack allows outlives its
-// batch (tracker, commit, re-seed state), so it must not share memory with
-// the batch's records, whose strings may be one allocation with the whole
-// answer's keys and sequence numbers (the records codec): a kept slice of
-// it would hold all of them.
-func TestBatchEndKeepsItsOwnSequence(t *testing.T) {
-	answer := strings.Repeat("x", 1<<20) + "49590338271490256608559692538361571095921575989136588898"
-	seq := answer[1<<20:]
-	for _, rec := range []consumer.Record{
-		{Sequence: seq},
-		{Sequence: seq, Aggregated: true, SubSequence: 3},
-	} {
-		pos := batchEnd([]consumer.Record{rec})
-		assert.Equal(t, seq, pos.Sequence)
-		assert.NotSame(t, unsafe.StringData(seq), unsafe.StringData(pos.Sequence), "the position's sequence is a copy")
-	}
 }

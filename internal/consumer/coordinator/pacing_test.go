@@ -64,7 +64,7 @@ func TestConsumerPacesAShardAcrossItsLeaseLostAndTakenAgain(t *testing.T) {
 		// interval of that call.
 		n = waitNextCall(t, api, shard, n)
 		st.Mu.Lock()
-		delete(st.Leases, shard)
+		delete(st.LeaseMap, shard)
 		st.Mu.Unlock()
 		require.Eventually(t, func() bool {
 			r := c.coords[0].readerFor(shard)

@@ -88,8 +88,8 @@ func TestPruneKeepsWhatMayStillBeNeeded(t *testing.T) {
 	// h is trimmed too, but another instance still holds it.
 	st.Mu.Lock()
 	st.Ckpt["p"], st.Closed["p"] = consumer.Position{ShardEnd: true}, true
-	st.Leases["p"] = consumer.Lease{Shard: "p", Token: 3, ExpiresAt: time.UnixMilli(0)}
-	st.Leases["h"] = consumer.Lease{Shard: "h", Owner: "other", Token: 2, ExpiresAt: time.Now().Add(time.Minute)}
+	st.LeaseMap["p"] = consumer.Lease{Shard: "p", Token: 3, ExpiresAt: time.UnixMilli(0)}
+	st.LeaseMap["h"] = consumer.Lease{Shard: "h", Owner: "other", Token: 2, ExpiresAt: time.Now().Add(time.Minute)}
 	st.Mu.Unlock()
 	co.known.closed("p", 3)
 	co.lastRead.Store("p", time.Now())
@@ -108,7 +108,7 @@ func TestPruneKeepsWhatMayStillBeNeeded(t *testing.T) {
 	has := func(id string) bool {
 		st.Mu.Lock()
 		defer st.Mu.Unlock()
-		_, ok := st.Leases[id]
+		_, ok := st.LeaseMap[id]
 		return ok || st.Closed[id]
 	}
 
@@ -130,7 +130,7 @@ func TestPruneKeepsWhatMayStillBeNeeded(t *testing.T) {
 
 	// A shard listed again (a listing that had hidden it) starts over.
 	st.Mu.Lock()
-	st.Leases["h"] = consumer.Lease{Shard: "h", Token: 2, ExpiresAt: time.Now()}
+	st.LeaseMap["h"] = consumer.Lease{Shard: "h", Token: 2, ExpiresAt: time.Now()}
 	st.Mu.Unlock()
 	co.listed["h"] = consumer.Shard{ID: "h"}
 	round()

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
-	"github.com/connect-kinesis/connect-kinesis/internal/consumer/reader"
 )
 
 // A store that forgets (Redis restarted empty, flushed, or replaced) is
@@ -95,7 +94,7 @@ func (co *coordinator) reseed(ctx context.Context) {
 		seed.Checkpoints[id] = e.pos
 	}
 	co.known.mu.Unlock()
-	byShard := map[string]*reader.Reader{}
+	byShard := map[string]shardReader{}
 	current := co.readersNow()
 	for id, r := range current {
 		if r.Lost() {

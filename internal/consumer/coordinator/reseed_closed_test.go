@@ -33,7 +33,7 @@ func parentRig(t *testing.T, st *consumertest.Store) *coordinator {
 	st.Mu.Lock()
 	// Closed by another instance under token 3: released at time 0.
 	st.Closed["p"], st.Ckpt["p"] = true, consumer.Position{ShardEnd: true}
-	st.Leases["p"] = consumer.Lease{Shard: "p", Token: 3, ExpiresAt: time.UnixMilli(0)}
+	st.LeaseMap["p"] = consumer.Lease{Shard: "p", Token: 3, ExpiresAt: time.UnixMilli(0)}
 	st.Mu.Unlock()
 	co.rebalance(ctx)
 	_, known := co.known.closedSet["p"]
@@ -48,9 +48,9 @@ func forget(st *consumertest.Store) {
 	st.Mu.Lock()
 	defer st.Mu.Unlock()
 	st.Closed, st.Ckpt = map[string]bool{}, map[string]consumer.Position{}
-	for id, l := range st.Leases {
+	for id, l := range st.LeaseMap {
 		if l.Owner == "" {
-			delete(st.Leases, id)
+			delete(st.LeaseMap, id)
 		}
 	}
 }
@@ -67,7 +67,7 @@ func TestAClosedParentKeepsItsMarkWhenAnotherInstanceReseedsWithoutIt(t *testing
 
 	co.rebalance(co.runCtx)
 	st.Mu.Lock()
-	l, taken := st.Leases["p"]
+	l, taken := st.LeaseMap["p"]
 	closed := st.Closed["p"]
 	st.Mu.Unlock()
 	assert.False(t, taken && l.Owner == "me", "the closed parent was taken again after its children")
@@ -91,7 +91,7 @@ func TestAClosedParentTakenAfterAWipeIsNoReset(t *testing.T) {
 	co := parentRig(t, st)
 	forget(st)
 	st.Mu.Lock()
-	st.Leases["p"] = consumer.Lease{Shard: "p", Owner: "other", Token: 1, ExpiresAt: time.Now().Add(time.Minute)}
+	st.LeaseMap["p"] = consumer.Lease{Shard: "p", Owner: "other", Token: 1, ExpiresAt: time.Now().Add(time.Minute)}
 	st.Mu.Unlock()
 
 	co.rebalance(co.runCtx)
@@ -118,7 +118,7 @@ func TestAnOperatorsResetDropsAKnownClose(t *testing.T) {
 			st.Mu.Lock()
 			st.Closed = map[string]bool{}
 			delete(st.Ckpt, "p")
-			st.Leases["p"] = lease
+			st.LeaseMap["p"] = lease
 			st.Mu.Unlock()
 
 			co.rebalance(co.runCtx)

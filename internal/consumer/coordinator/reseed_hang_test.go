@@ -54,7 +54,7 @@ func (s *hangingRenewStore) RenewAll(ctx context.Context, owner string, ls []con
 	if forgotten {
 		return nil, nil, consumer.ErrStoreForgot
 	}
-	return s.fakeStore.RenewAll(ctx, owner, ls)
+	return s.Store.RenewAll(ctx, owner, ls)
 }
 
 func (s *hangingRenewStore) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
@@ -64,7 +64,7 @@ func (s *hangingRenewStore) Reseed(ctx context.Context, seed consumer.Seed) (con
 	}
 	s.forgotten = false
 	s.mu.Unlock()
-	return s.fakeStore.Reseed(ctx, seed)
+	return s.Store.Reseed(ctx, seed)
 }
 
 // The group check that finds the store forgot wakes the re-seed at once,
@@ -80,7 +80,7 @@ func TestReseedDoesNotWaitBehindAHangingRenewal(t *testing.T) {
 	api.Add("shardId-000000000000", &consumertest.KinesisShard{Records: 5})
 	cfg := testConfig()
 	cfg.LeasePeriod = 18 * time.Second
-	store := &hangingRenewStore{consumertest.Store: consumertest.NewStore(cfg.LeasePeriod), hangingRenews: make(chan struct{})}
+	store := &hangingRenewStore{Store: consumertest.NewStore(cfg.LeasePeriod), hangingRenews: make(chan struct{})}
 	c, err := New(cfg, api, func(string) consumer.Store { return store }, nil, nil)
 	require.NoError(t, err)
 	require.NoError(t, c.Start(t.Context()))

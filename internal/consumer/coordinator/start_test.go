@@ -83,5 +83,5 @@ func TestResolveStartShardStartFirst(t *testing.T) {
 
 	assert.Equal(t, types.ShardIteratorTypeTrimHorizon, co.resolveStart(consumer.Take{Override: group, ShardStart: own}).IterType)
 	assert.Equal(t, source.Start{IterType: types.ShardIteratorTypeAtTimestamp, Timestamp: ts}, co.resolveStart(consumer.Take{Override: group}))
-	assert.Equal(t, after("7"), co.resolveStart(consumer.Take{Checkpoint: consumer.Position{Sequence: "7"}, ShardStart: own}))
+	assert.Equal(t, source.After("7"), co.resolveStart(consumer.Take{Checkpoint: consumer.Position{Sequence: "7"}, ShardStart: own}))
 }

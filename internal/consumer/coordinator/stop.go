@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/connect-kinesis/connect-kinesis/internal/consumer/reader"
 )
 
 // How an instance stops: every reader stops fetching, waits for its
@@ -111,7 +109,7 @@ func (co *coordinator) shutdown(ctx context.Context) stopTally {
 }
 
 // add counts how a finished reader ended.
-func (t *stopTally) add(stream string, r *reader.Reader) {
+func (t *stopTally) add(stream string, r shardReader) {
 	name := stream + "/" + r.Shard().ID
 	switch {
 	case r.Lost():

@@ -70,7 +70,7 @@ func (r *Reader) deliver(ctx context.Context, recs []consumer.Record, behind int
 	return true
 }
 
-// handOver passes b to Consumer.Next, never past the lease's local
+// handOver passes b to the pipeline (coordinator.Consumer.Next), never past the lease's local
 // deadline: it waits for a renewal first. It returns false when ctx ends
 // first.
 func (r *Reader) handOver(ctx context.Context, b *delivery) bool {

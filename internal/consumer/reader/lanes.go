@@ -157,7 +157,7 @@ func (ls *laneSet) run(i int) {
 		b := r.newDelivery(recs, behind)
 		b.ids, b.verdict = ids, make(chan error, 1)
 		// A lane batch always reports its verdict to its lane (Ack and
-		// Consumer.Next's refusal past the lease's deadline alike).
+		// Admit's refusal past the lease's deadline alike).
 		b.redelivering.Store(true)
 		if !ls.send(b) {
 			return

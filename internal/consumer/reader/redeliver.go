@@ -14,7 +14,7 @@ import (
 // errNacked stands for the nack that queued a batch for redelivery.
 var errNacked = errors.New("batch nacked by the pipeline")
 
-// errLeaseDeadline is the verdict on a batch that reached Consumer.Next
+// errLeaseDeadline is the verdict on a batch that Admit refused
 // after its lease's local deadline: it was not handed to the pipeline.
 var errLeaseDeadline = errors.New("lease deadline passed before the batch reached the pipeline")
 
@@ -36,7 +36,7 @@ func (r *Reader) nack(b *delivery) {
 	r.queueRedeliver(b)
 }
 
-// bounce takes back a batch that Consumer.Next refused because the lease's
+// bounce takes back a batch that Admit refused because the lease's
 // deadline had passed: it is sent again, before anything later, once a
 // renewal confirms the lease.
 func (r *Reader) bounce(b *delivery) {

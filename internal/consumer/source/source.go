@@ -192,6 +192,9 @@ type Params struct {
 	// GetRecords was answered. Either may be nil.
 	OnExpired func()
 	OnAnswer  func(time.Time)
+	// PausedAfter is how long a subscription may go unread before it is
+	// cancelled (pausedLimit when 0).
+	PausedAfter time.Duration
 }
 
 // New opens the record source of a shard: a subscription through sc with

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -110,7 +111,7 @@ func newSubscriptionSource(p Params, sc *StreamConsumer, subscribe SubscribeFunc
 		from:        p.From,
 		room:        p.Room,
 		hungAfter:   2 * eventInterval,
-		pausedAfter: pausedLimit,
+		pausedAfter: cmp.Or(p.PausedAfter, pausedLimit),
 	}
 	s.exec = failsafe.With(sourceRetry(cfg.Backoff, subscribeInterval, subscribeDelay, s.warnRetry).
 		// A shard or stream that does not exist is the reader's to judge

@@ -1,4 +1,4 @@
-package coordinator
+package reader
 
 import (
 	"context"
@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -42,39 +44,42 @@ func TestBudgetHoldsBackFanOutSubscriptions(t *testing.T) {
 		ids = append(ids, id)
 		api.Shards[id] = &consumertest.EFOShard{}
 	}
-	co := balancingCoordinator(consumertest.NewStore(time.Minute), "me", ids)
-	co.runCtx = ctx
+	kin := consumertest.NewKinesis()
 	for _, id := range ids {
 		// For the source's end-of-shard check at the tip: open shards.
-		co.api.(*consumertest.Kinesis).Add(id, &consumertest.KinesisShard{Records: records})
+		kin.Add(id, &consumertest.KinesisShard{Records: records})
 	}
-	co.c.cfg.ShardMaxInFlight = 100 // only the budget holds shards back
-	co.c.out = make(chan *consumer.Batch)
-	co.c.budget = budget.New(capacity, co.c.metrics)
+	cfg := consumertest.Config()
+	cfg.ShardMaxInFlight = 100 // only the budget holds shards back
 	bo := kinesisx.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 20 * time.Millisecond}
-	co.fanOut = source.NewStreamConsumer(consumertest.NewConsumers(consumertest.ConsumerARN), consumertest.StreamARN, consumer.EnhancedFanOut{Enabled: true, ConsumerName: "c"}, bo, nil)
-	co.fanOut.arn, co.fanOut.stale = consumertest.ConsumerARN, false
+	sc := source.NewStreamConsumer(consumertest.NewConsumers(consumertest.ConsumerARN), consumertest.StreamARN, consumer.EnhancedFanOut{Enabled: true, ConsumerName: "c"}, bo, nil)
+	_, err := sc.Resolve(ctx)
+	require.NoError(t, err)
+	out := make(chan *consumer.Batch)
+	st := testStream(ctx, &cfg, kin, consumertest.NewStore(time.Minute), out)
+	st.Budget = budget.New(capacity, st.Metrics)
+	st.Push = true
 
 	const pausedAfter = time.Second // the source's pausedLimit, shortened
+	st.OpenSource = func(shard string, from source.Start, log *service.Logger, room source.Room) source.RecordSource {
+		sub := api.Subscribe(shard)
+		return source.NewSubscription(source.Params{API: kin, Stream: "s", Shard: shard, From: from, Config: &cfg, Log: log, Room: room, PausedAfter: pausedAfter}, sc,
+			func(ctx context.Context, in *kinesis.SubscribeToShardInput) (source.EventStream, error) {
+				return sub(ctx, in)
+			})
+	}
 	var readers sync.WaitGroup
 	for _, id := range ids {
 		start := source.Start{IterType: types.ShardIteratorTypeTrimHorizon}
-		r := newShardReader(co, co.listed[id], consumer.Lease{Shard: id, Owner: "me", Token: 1}, start)
-		require.True(t, r.budget.push, "the reader reads a subscription")
-		r.openSource = func() source.RecordSource {
-			s := newSubscriptionSource(co, api.Subscribe(id), id, start, r.log)
-			s.pausedAfter = pausedAfter
-			s.room = r.budget
-			return s
-		}
-		co.readers[id] = r
+		r := New(st, consumer.Shard{ID: id}, consumer.Lease{Shard: id, Owner: "me", Token: 1}, start)
+		require.True(t, r.budget.Push(), "the reader reads a subscription")
 		readers.Go(func() {
-			defer r.budget.close()
+			defer r.budget.Close()
 			r.read()
 		})
 	}
 	p := &consumertest.Pausable{Api: api, Hold: 20 * time.Millisecond, Got: map[string][]string{}}
-	go p.Run(ctx, co.c.out)
+	go p.Run(ctx, out)
 
 	// Reading at the pipeline's pace, every shard's event size known.
 	require.Eventually(t, func() bool { e, _ := p.Delivered(); return e >= 3*shards }, 20*time.Second, 5*time.Millisecond)
@@ -82,7 +87,7 @@ func TestBudgetHoldsBackFanOutSubscriptions(t *testing.T) {
 	// The pipeline holds its acks: the budget fills and every shard waits
 	// for it, its stream unread.
 	p.Pause(true)
-	allWait := assert.Eventually(t, func() bool { _, w, _ := co.c.budget.State(); return w == shards }, 5*time.Second, 5*time.Millisecond,
+	allWait := assert.Eventually(t, func() bool { _, w, _ := st.Budget.State(); return w == shards }, 5*time.Second, 5*time.Millisecond,
 		"every shard waits for the budget")
 	events, subs := api.Reads()
 	time.Sleep(pausedAfter / 2)
@@ -111,7 +116,7 @@ func TestBudgetHoldsBackFanOutSubscriptions(t *testing.T) {
 	// ...and once acks come again, renewed after the last record handed over.
 	p.Pause(false)
 	if !assert.Eventually(t, func() bool { _, n := p.Delivered(); return n >= shards*records }, 30*time.Second, 10*time.Millisecond, "every record arrives") {
-		held, waiting, _ := co.c.budget.State()
+		held, waiting, _ := st.Budget.State()
 		api.Mu.Lock()
 		for _, id := range ids {
 			sh := api.Shards[id]
@@ -131,7 +136,7 @@ func TestBudgetHoldsBackFanOutSubscriptions(t *testing.T) {
 	readers.Wait()
 	// A batch in the pipeline as the readers ended stays charged until
 	// its ack.
-	assert.Eventually(t, func() bool { held, _, _ := co.c.budget.State(); return held == 0 }, 5*time.Second, 10*time.Millisecond, "every byte is given back")
+	assert.Eventually(t, func() bool { held, _, _ := st.Budget.State(); return held == 0 }, 5*time.Second, 10*time.Millisecond, "every byte is given back")
 	p.Mu.Lock()
 	defer p.Mu.Unlock()
 	api.Mu.Lock()
@@ -148,6 +153,6 @@ func TestBudgetHoldsBackFanOutSubscriptions(t *testing.T) {
 	bound := int64(capacity + perEvent*size)
 	t.Logf("peak held %d KiB (bound %d KiB); subscriptions of %s: %v", api.Peak.Load()>>10, bound>>10, ids[0], api.Shards[ids[0]].Starts)
 	assert.LessOrEqual(t, api.Peak.Load(), bound, "peak held %d KiB, budget %d KiB plus one event of %d KiB", api.Peak.Load()>>10, capacity>>10, perEvent*size>>10)
-	_, waiting, _ := co.c.budget.State()
+	_, waiting, _ := st.Budget.State()
 	assert.Zero(t, waiting)
 }
