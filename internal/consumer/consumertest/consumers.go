@@ -8,14 +8,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
-// fakeConsumers is the stream-consumer half of a fake fan-out API: the
+// Consumers is the stream-consumer half of a fake fan-out API: the
 // consumers of stream s by ARN, all ACTIVE; registering adds one named
 // after its ARN's count.
 type Consumers struct {
 	Mu         sync.Mutex
 	ByARN      map[string]string // ARN -> name
 	Registered int
-	// noStream makes registering fail as for a deleted stream.
+	// NoStream makes registering fail as for a deleted stream.
 	NoStream bool
 }
 

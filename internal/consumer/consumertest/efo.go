@@ -14,11 +14,11 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
-// efoBacklog serves enhanced fan-out subscriptions of shards with a
+// EFOBacklog serves enhanced fan-out subscriptions of shards with a
 // backlog: records 1..records of size bytes, perEvent to an event. An event
 // is pushed only when the source takes it (an unbuffered channel: the SDK's
 // reader blocks the connection the same way), so a reader that does not
-// read its stream leaves it undrained. It follows what the input holds
+// Read its stream leaves it undrained. It follows what the input holds
 // from outside the budget (data pushed minus data acked), and checks that
 // every subscription after the first starts right after the last record
 // the shard's earlier ones pushed.
@@ -39,17 +39,17 @@ type EFOShard struct {
 	Closed  int      // subscriptions closed by the source
 }
 
-// efoEvents is one subscription of efoBacklog.
+// EFOEvents is one subscription of efoBacklog.
 type EFOEvents struct {
 	Ch     chan types.SubscribeToShardEventStream
 	Closed chan struct{}
 	once   sync.Once
 }
 
-func (E *EFOEvents) Events() <-chan types.SubscribeToShardEventStream { return E.Ch }
-func (E *EFOEvents) Err() error                                       { return nil }
-func (E *EFOEvents) Close() error {
-	E.once.Do(func() { close(E.Closed) })
+func (e *EFOEvents) Events() <-chan types.SubscribeToShardEventStream { return e.Ch }
+func (e *EFOEvents) Err() error                                       { return nil }
+func (e *EFOEvents) Close() error {
+	e.once.Do(func() { close(e.Closed) })
 	return nil
 }
 
@@ -81,30 +81,30 @@ func (f *EFOBacklog) Subscribe(shard string) func(context.Context, *kinesis.Subs
 	}
 }
 
-// push offers the shard's events from record from on, one at a time, until
+// Push offers the shard's events from record from on, one at a time, until
 // the subscription is closed; at the tip it is silent.
 func (f *EFOBacklog) Push(shard string, from int, es *EFOEvents) {
 	defer close(es.Ch) // as the SDK's stream does once closed
 	for i := from; i <= f.Records; i += f.PerEvent {
-		E := types.SubscribeToShardEvent{MillisBehindLatest: aws.Int64(1000)}
+		e := types.SubscribeToShardEvent{MillisBehindLatest: aws.Int64(1000)}
 		for j := i; j < min(i+f.PerEvent, f.Records+1); j++ {
 			data := make([]byte, f.Size)
 			copy(data, fmt.Sprintf("%s/%d", shard, j))
-			E.Records = append(E.Records, types.Record{SequenceNumber: aws.String(SeqOf(shard, j)), PartitionKey: aws.String("k"), Data: data})
+			e.Records = append(e.Records, types.Record{SequenceNumber: aws.String(SeqOf(shard, j)), PartitionKey: aws.String("k"), Data: data})
 		}
-		E.ContinuationSequenceNumber = E.Records[len(E.Records)-1].SequenceNumber
+		e.ContinuationSequenceNumber = e.Records[len(e.Records)-1].SequenceNumber
 		select {
-		case es.Ch <- &types.SubscribeToShardEventStreamMemberSubscribeToShardEvent{Value: E}:
+		case es.Ch <- &types.SubscribeToShardEventStreamMemberSubscribeToShardEvent{Value: e}:
 		case <-es.Closed:
 			f.NoteClosed(shard)
 			return
 		}
-		held := f.Answered.Add(int64(len(E.Records)*f.Size)) - f.Acked.Load()
+		held := f.Answered.Add(int64(len(e.Records)*f.Size)) - f.Acked.Load()
 		for p := f.Peak.Load(); held > p && !f.Peak.CompareAndSwap(p, held); p = f.Peak.Load() {
 		}
 		f.Mu.Lock()
 		f.Shards[shard].Read++
-		f.Shards[shard].LastSeq = aws.ToString(E.ContinuationSequenceNumber)
+		f.Shards[shard].LastSeq = aws.ToString(e.ContinuationSequenceNumber)
 		f.Mu.Unlock()
 	}
 	// At the tip, an empty event every tipEvery, as Kinesis sends one
@@ -119,9 +119,9 @@ func (f *EFOBacklog) Push(shard string, from int, es *EFOEvents) {
 			f.NoteClosed(shard)
 			return
 		}
-		E := types.SubscribeToShardEvent{MillisBehindLatest: aws.Int64(0), ContinuationSequenceNumber: aws.String(last)}
+		e := types.SubscribeToShardEvent{MillisBehindLatest: aws.Int64(0), ContinuationSequenceNumber: aws.String(last)}
 		select {
-		case es.Ch <- &types.SubscribeToShardEventStreamMemberSubscribeToShardEvent{Value: E}:
+		case es.Ch <- &types.SubscribeToShardEventStreamMemberSubscribeToShardEvent{Value: e}:
 		case <-es.Closed:
 			f.NoteClosed(shard)
 			return
@@ -129,7 +129,7 @@ func (f *EFOBacklog) Push(shard string, from int, es *EFOEvents) {
 	}
 }
 
-// tipEvery is how often a subscription at the tip gets an empty event
+// TipEvery is how often a subscription at the tip gets an empty event
 // (Kinesis: at least every few seconds; shorter here).
 const TipEvery = 100 * time.Millisecond
 
@@ -139,7 +139,7 @@ func (f *EFOBacklog) NoteClosed(shard string) {
 	f.Shards[shard].Closed++
 }
 
-// reads is every shard's count of events taken and of subscriptions.
+// Reads is every shard's count of events taken and of subscriptions.
 func (f *EFOBacklog) Reads() (events map[string]int, subs map[string]int) {
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
@@ -150,11 +150,11 @@ func (f *EFOBacklog) Reads() (events map[string]int, subs map[string]int) {
 	return events, subs
 }
 
-// pausable is a slow pipeline: it takes every batch at once, notes its
-// records and acks it after hold, unless paused: then the acks wait for
+// Pausable is a slow pipeline: it takes every batch at once, notes its
+// Records and acks it after hold, unless paused: then the acks wait for
 // resume.
 type Pausable struct {
-	Api  *EFOBacklog
+	API  *EFOBacklog
 	Hold time.Duration
 
 	Mu      sync.Mutex
@@ -168,35 +168,35 @@ type Pausable struct {
 func (p *Pausable) Run(ctx context.Context, out <-chan *consumer.Batch) {
 	for {
 		select {
-		case B := <-out:
+		case b := <-out:
 			p.Mu.Lock()
-			for _, r := range B.Records {
-				p.Got[B.Shard] = append(p.Got[B.Shard], r.Sequence)
+			for _, r := range b.Records {
+				p.Got[b.Shard] = append(p.Got[b.Shard], r.Sequence)
 			}
 			p.Events++
 			p.Mu.Unlock()
-			time.AfterFunc(p.Hold, func() { p.Ack(B) })
+			time.AfterFunc(p.Hold, func() { p.Ack(b) })
 		case <-ctx.Done():
 			return
 		}
 	}
 }
 
-func (p *Pausable) Ack(B *consumer.Batch) {
+func (p *Pausable) Ack(b *consumer.Batch) {
 	p.Mu.Lock()
 	if p.Paused {
-		p.Waiting = append(p.Waiting, B)
+		p.Waiting = append(p.Waiting, b)
 		p.Mu.Unlock()
 		return
 	}
 	p.Acking.Add(1)
 	p.Mu.Unlock()
-	p.Api.Acked.Add(int64(len(B.Records) * p.Api.Size))
-	B.Ack(nil)
+	p.API.Acked.Add(int64(len(b.Records) * p.API.Size))
+	b.Ack(nil)
 	p.Acking.Add(-1)
 }
 
-// pause holds the acks from now on (on) or acks what it held; paused, it
+// Pause holds the acks from now on (on) or acks what it held; paused, it
 // returns once no ack decided before is still under way.
 func (p *Pausable) Pause(on bool) {
 	p.Mu.Lock()
@@ -204,8 +204,8 @@ func (p *Pausable) Pause(on bool) {
 	w := p.Waiting
 	p.Waiting = nil
 	p.Mu.Unlock()
-	for _, B := range w {
-		p.Ack(B)
+	for _, b := range w {
+		p.Ack(b)
 	}
 	for on && p.Acking.Load() > 0 {
 		time.Sleep(time.Millisecond)

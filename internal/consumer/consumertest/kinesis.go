@@ -18,30 +18,30 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/kpl"
 )
 
-// fakeShard is a shard of fakeKinesis: records numbered from 1.
+// KinesisShard is a shard of fakeKinesis: records numbered from 1.
 type KinesisShard struct {
 	Parent, Adjacent string
 	Records          int
 	Closed           bool
-	// aggregate > 0 makes every record a KPL aggregate of that many user
-	// records with data "<shard>/<i>.<j>".
+	// Aggregate > 0 makes every record a KPL aggregate of that many user
+	// Records with data "<shard>/<i>.<j>".
 	Aggregate int
-	// behind is the MillisBehindLatest every response reports.
+	// Behind is the MillisBehindLatest every response reports.
 	Behind int64
-	// keys > 0 gives record i the partition key "k<i mod keys>"; without
+	// Keys > 0 gives record i the partition key "k<i mod keys>"; without
 	// it every plain record has the key "k".
 	Keys int
-	// hashRange is listed as the shard's HashKeyRange when set.
+	// HashRange is listed as the shard's HashKeyRange when set.
 	HashRange *types.HashKeyRange
-	// memberKey, when set, is the partition key of user record j of
-	// aggregate i (else "k<j>").
+	// MemberKey, when set, is the partition key of user record j of
+	// Aggregate i (else "k<j>").
 	MemberKey func(i, j int) string
-	// memberSize > 0 pads the data of every user record of an aggregate
+	// MemberSize > 0 pads the data of every user record of an aggregate
 	// to that many bytes.
 	MemberSize int
 }
 
-// fakeKinesis serves shards whose record i has sequence number
+// Kinesis serves shards whose record i has sequence number
 // <shard number>*1e6+i and data "<shard>/<i>". Iterators are
 // "<shard>/<next index>".
 type Kinesis struct {
@@ -52,10 +52,10 @@ type Kinesis struct {
 	IterReqs  []kinesis.GetShardIteratorInput
 	ExpireAt  map[string]int // shard -> GetRecords call number that answers ExpiredIterator once
 	GetErrors map[string]error
-	// throttle makes the next n GetRecords calls of a shard fail with
+	// Throttle makes the next n GetRecords calls of a shard fail with
 	// ProvisionedThroughputExceeded.
 	Throttle map[string]int
-	// created is the stream's creation time DescribeStreamSummary gives
+	// Created is the stream's creation time DescribeStreamSummary gives
 	// (none when zero).
 	Created time.Time
 }
@@ -184,25 +184,25 @@ func (f *Kinesis) GetRecords(_ context.Context, in *kinesis.GetRecordsInput, _ .
 		if s.Aggregate > 0 {
 			var subs []kpl.Record
 			for j := range s.Aggregate {
-				Key := fmt.Sprintf("k%d", j)
+				key := fmt.Sprintf("k%d", j)
 				if s.MemberKey != nil {
-					Key = s.MemberKey(next, j)
+					key = s.MemberKey(next, j)
 				}
 				member := []byte(fmt.Sprintf("%s/%d.%d", id, next, j))
 				if len(member) < s.MemberSize {
 					member = append(member, make([]byte, s.MemberSize-len(member))...)
 				}
-				subs = append(subs, kpl.Record{PartitionKey: Key, Data: member})
+				subs = append(subs, kpl.Record{PartitionKey: key, Data: member})
 			}
 			data = kpl.Encode(subs)
 		}
-		Key := "k"
+		key := "k"
 		if s.Keys > 0 {
-			Key = fmt.Sprintf("k%d", next%s.Keys)
+			key = fmt.Sprintf("k%d", next%s.Keys)
 		}
 		out.Records = append(out.Records, types.Record{
 			SequenceNumber:              aws.String(SeqOf(id, next)),
-			PartitionKey:                aws.String(Key),
+			PartitionKey:                aws.String(key),
 			Data:                        data,
 			ApproximateArrivalTimestamp: aws.Time(time.Now()),
 		})
@@ -215,7 +215,7 @@ func (f *Kinesis) GetRecords(_ context.Context, in *kinesis.GetRecordsInput, _ .
 	return out, nil
 }
 
-// trim removes a shard as retention does: it is no longer listed and
+// Trim removes a shard as retention does: it is no longer listed and
 // reading it answers ResourceNotFound.
 func (f *Kinesis) Trim(id string) {
 	f.Mu.Lock()

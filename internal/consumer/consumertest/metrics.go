@@ -10,27 +10,27 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// gaugeExporter is a Benthos metrics exporter that keeps the last value of
+// Exporter is a Benthos metrics exporter that keeps the last value of
 // every gauge and the sum of every counter, keyed "name{v1,v2}" by label
 // values.
-type GaugeExporter struct {
-	Mu     sync.Mutex
-	Gauges map[string]int64
+type Exporter struct {
+	mu     sync.Mutex
+	gauges map[string]int64
 }
 
 // Gauges keeps what every test Metrics reported.
-var Gauges = &GaugeExporter{Gauges: map[string]int64{}}
+var Gauges = &Exporter{gauges: map[string]int64{}}
 
 // testCounter adds into the exporter's map under its key.
-type TestCounter struct {
-	E   *GaugeExporter
-	Key string
+type testCounter struct {
+	e   *Exporter
+	key string
 }
 
-func (c TestCounter) Incr(n int64) {
-	c.E.Mu.Lock()
-	defer c.E.Mu.Unlock()
-	c.E.Gauges[c.Key] += n
+func (c testCounter) Incr(n int64) {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	c.e.gauges[c.key] += n
 }
 
 func init() {
@@ -41,47 +41,47 @@ func init() {
 	}
 }
 
-type NopCounter struct{}
+type nopCounter struct{}
 
-func (NopCounter) Incr(int64) {}
+func (nopCounter) Incr(int64) {}
 
-func (NopCounter) Timing(int64) {}
+func (nopCounter) Timing(int64) {}
 
-type TestGauge struct {
-	E   *GaugeExporter
-	Key string
+type testGauge struct {
+	e   *Exporter
+	key string
 }
 
-func (g TestGauge) Set(v int64) {
-	g.E.Mu.Lock()
-	defer g.E.Mu.Unlock()
-	g.E.Gauges[g.Key] = v
+func (g testGauge) Set(v int64) {
+	g.e.mu.Lock()
+	defer g.e.mu.Unlock()
+	g.e.gauges[g.key] = v
 }
 
-func (E *GaugeExporter) NewCounterCtor(name string, _ ...string) service.MetricsExporterCounterCtor {
+func (e *Exporter) NewCounterCtor(name string, _ ...string) service.MetricsExporterCounterCtor {
 	return func(values ...string) service.MetricsExporterCounter {
-		return TestCounter{E: E, Key: name + "{" + strings.Join(values, ",") + "}"}
+		return testCounter{e: e, key: name + "{" + strings.Join(values, ",") + "}"}
 	}
 }
 
-func (E *GaugeExporter) NewTimerCtor(string, ...string) service.MetricsExporterTimerCtor {
-	return func(...string) service.MetricsExporterTimer { return NopCounter{} }
+func (e *Exporter) NewTimerCtor(string, ...string) service.MetricsExporterTimerCtor {
+	return func(...string) service.MetricsExporterTimer { return nopCounter{} }
 }
 
-func (E *GaugeExporter) NewGaugeCtor(name string, _ ...string) service.MetricsExporterGaugeCtor {
+func (e *Exporter) NewGaugeCtor(name string, _ ...string) service.MetricsExporterGaugeCtor {
 	return func(values ...string) service.MetricsExporterGauge {
-		return TestGauge{E: E, Key: name + "{" + strings.Join(values, ",") + "}"}
+		return testGauge{e: e, key: name + "{" + strings.Join(values, ",") + "}"}
 	}
 }
 
-func (E *GaugeExporter) Close(context.Context) error { return nil }
+func (e *Exporter) Close(context.Context) error { return nil }
 
 // Get is the last value of a gauge, or the sum of a counter, by
 // "name{label values}".
-func (E *GaugeExporter) Get(Key string) (int64, bool) {
-	E.Mu.Lock()
-	defer E.Mu.Unlock()
-	v, ok := E.Gauges[Key]
+func (e *Exporter) Get(key string) (int64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v, ok := e.gauges[key]
 	return v, ok
 }
 

@@ -16,7 +16,7 @@ func (s *Store) Sizes() (ckpt, closed, leases, progress int) {
 	return len(s.Ckpt), len(s.Closed), len(s.LeaseMap), len(s.Progress)
 }
 
-// deregister removes a consumer, as `aws kinesis deregister-stream-consumer`
+// Deregister removes a consumer, as `aws kinesis deregister-stream-consumer`
 // or a deleted stream does.
 func (f *Consumers) Deregister(arn string) {
 	f.Mu.Lock()

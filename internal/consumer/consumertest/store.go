@@ -9,7 +9,7 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
-// fakeStore is an in-memory Store with fencing and lease expiry by the
+// Store is an in-memory Store with fencing and lease expiry by the
 // local clock.
 type Store struct {
 	Mu       sync.Mutex
@@ -21,23 +21,23 @@ type Store struct {
 	Handoff  map[string]string
 	Tokens   int64
 	Commits  []string // "shard=seq" of every successful commit
-	// loseOnRenew makes RenewAll report these shards lost (and drop them).
+	// LoseOnRenew makes RenewAll report these shards lost (and drop them).
 	LoseOnRenew map[string]bool
-	// rounds counts LiveMembers calls: one per balancing round of each
+	// Rounds counts LiveMembers calls: one per balancing round of each
 	// instance.
 	Rounds int
-	// progress and publishes record PublishProgress calls.
+	// Progress and publishes record PublishProgress calls.
 	Progress  map[string]consumer.Progress
 	Publishes int
-	// oldLoads are progress entries as a release without bytes/s wrote
+	// OldLoads are progress entries as a release without bytes/s wrote
 	// them (Known false).
 	OldLoads map[string]consumer.ShardLoad
-	// start is the group's start, as the store would record it at the
+	// Start is the group's start, as the store would record it at the
 	// first take.
 	Start time.Time
-	// created is the stream creation time the group's state belongs to.
+	// Created is the stream creation time the group's state belongs to.
 	Created time.Time
-	// released is when each shard's lease was last released, as the Redis
+	// Released is when each shard's lease was last released, as the Redis
 	// store keeps it in the released lease.
 	Released map[string]time.Time
 }
@@ -316,7 +316,7 @@ func (s *Store) ShardLoads(context.Context) (map[string]consumer.ShardLoad, erro
 	return out, nil
 }
 
-// published returns the last progress published per shard and how many
+// Published returns the last progress published per shard and how many
 // publish calls were made.
 func (s *Store) Published() (map[string]consumer.Progress, int) {
 	s.Mu.Lock()

@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
-// fakeStream is one scripted subscription: its events, then either an end
+// Stream is one scripted subscription: its events, then either an end
 // (with err) or silence.
 type Stream struct {
 	Ch     chan types.SubscribeToShardEventStream
@@ -20,8 +20,8 @@ type Stream struct {
 
 func NewStream(events []types.SubscribeToShardEvent, end bool, err error) *Stream {
 	s := &Stream{Ch: make(chan types.SubscribeToShardEventStream, len(events)), EndErr: err, Closed: make(chan struct{})}
-	for _, E := range events {
-		s.Ch <- &types.SubscribeToShardEventStreamMemberSubscribeToShardEvent{Value: E}
+	for _, e := range events {
+		s.Ch <- &types.SubscribeToShardEventStreamMemberSubscribeToShardEvent{Value: e}
 	}
 	if end {
 		s.once.Do(func() { close(s.Ch) })

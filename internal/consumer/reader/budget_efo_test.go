@@ -78,7 +78,7 @@ func TestBudgetHoldsBackFanOutSubscriptions(t *testing.T) {
 			r.read()
 		})
 	}
-	p := &consumertest.Pausable{Api: api, Hold: 20 * time.Millisecond, Got: map[string][]string{}}
+	p := &consumertest.Pausable{API: api, Hold: 20 * time.Millisecond, Got: map[string][]string{}}
 	go p.Run(ctx, out)
 
 	// Reading at the pipeline's pace, every shard's event size known.

@@ -70,7 +70,7 @@ func TestBudgetFailingSubscriptionHoldsNoRoom(t *testing.T) {
 		})
 		time.Sleep(50 * time.Millisecond)
 	}
-	p := &consumertest.Pausable{Api: api, Hold: time.Millisecond, Got: map[string][]string{}}
+	p := &consumertest.Pausable{API: api, Hold: time.Millisecond, Got: map[string][]string{}}
 	go p.Run(ctx, out)
 	ok := assert.Eventually(t, func() bool { _, n := p.Delivered(); return n >= records }, 20*time.Second, 10*time.Millisecond)
 	_, n := p.Delivered()
