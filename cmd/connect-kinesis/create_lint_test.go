@@ -75,3 +75,19 @@ func TestCreateWithOneSlashNamesTheForm(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, string(out), "kinesis//stdout", "the error names the form input/processors/output:\n%s", out)
 }
+
+// A config from `create` with the kinesis output names no stream: it wrote
+// `stream: my-stream`, the field's example, so a pipeline left on it wrote
+// to a stream of that name. Lint refuses it empty, at its line.
+func TestCreatedOutputConfigFailsLintUntilItNamesAStream(t *testing.T) {
+	t.Parallel()
+	conf := run(t, "create", "generate//kinesis")
+	assert.NotContains(t, conf, "my-stream", "no example stream is written for the user")
+	out, ok := lintFile(t, conf)
+	require.False(t, ok, "lint refuses a config with no stream:\n%s", out)
+	line := lineOf(t, conf, "stream:")
+	assert.Regexp(t, regexp.MustCompile(`\(`+strconv.Itoa(line)+`,\d+\) `+regexp.QuoteMeta("field stream: required")), out)
+
+	out, ok = lintFile(t, strings.Replace(conf, `stream: ""`, "stream: orders", 1))
+	assert.True(t, ok, "a config naming its stream lints clean:\n%s", out)
+}

@@ -22,3 +22,10 @@ func lintRule() string {
 	checks = append(checks, awsconf.LintChecks()...)
 	return lintrule.Mapping(checks...)
 }
+
+// lintStream is the stream field's rule: `create` writes it empty, so that
+// a pipeline never writes to a stream named in an example.
+var lintStream = lintrule.Field(lintrule.Check{
+	When:    `this.type() == "string" && this == ""`,
+	Message: `"field ` + fieldStream + `: required: the name or ARN of the stream to write to, e.g. orders"`,
+})

@@ -105,8 +105,8 @@ An aggregated record never holds messages of two current shards. After a split o
 `).
 		Fields(
 			service.NewStringField(fieldStream).
-				Description("The stream to write to, by name or ARN.").
-				Examples("my-stream", "arn:aws:kinesis:us-east-1:123456789012:stream/my-stream"),
+				Description("The stream to write to, by name (`orders`) or ARN (`arn:aws:kinesis:us-east-1:123456789012:stream/orders`). It has no example value, so that a config from `connect-kinesis create` names no stream until you do (`lint` refuses it empty).").
+				LintRule(lintStream),
 			service.NewInterpolatedStringField(fieldPartitionKey).
 				Description("The partition key of each message, 1 to 256 characters. Messages with the same key go to the same shard, and with `"+fieldPreserveOrder+"` (the default) land in the order the pipeline emitted them. A key that is exactly one metadata value, `${! meta(\"key\") }`, is read without Bloblang (same result, less CPU per message). A query that finds no value gives the key `null`: such messages are written, all under that one key, with a warning logged once and counted in `kinesis_output_null_partition_keys_total`; give them a default with `.or(...)`.").
 				Examples(`${! json("user_id") }`, `${! meta("kafka_key") }`, `${! uuid_v4() }`),
