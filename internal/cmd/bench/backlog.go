@@ -36,7 +36,7 @@ type backlogFlags struct {
 	fill                          float64
 	runs                          int
 	duration, sleep               time.Duration
-	base, logLevel                string
+	base, logLevel, profileDir    string
 }
 
 func runBacklog(ctx context.Context, args []string) error {
@@ -55,6 +55,7 @@ func runBacklog(ctx context.Context, args []string) error {
 	fs.DurationVar(&f.sleep, "sleep", time.Second, "the pipeline's sleep per batch: slower than Kinesis")
 	fs.StringVar(&f.logLevel, "log-level", "info", "the process' log level (its log is shown when it passes no record)")
 	fs.StringVar(&f.base, "base", "", "a commit to measure too, with its defaults, built from git archive")
+	fs.StringVar(&f.profileDir, "profile-dir", "", "a directory for each run's heap profile at its peak RSS (from the process' pprof endpoint) and its log")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
