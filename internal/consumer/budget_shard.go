@@ -114,6 +114,10 @@ func cost(r *Record) int64 {
 	return int64(len(r.Data)+len(r.PartitionKey)+len(r.Sequence)) + recordOverhead
 }
 
+// RecordCost is what one user record costs the byte budget
+// (max_buffered_bytes), for the input's tests of what a record holds.
+func RecordCost(r *Record) int64 { return cost(r) }
+
 // recordsCost is what user records cost the budget.
 func recordsCost(recs []Record) int64 {
 	var n int64
