@@ -28,6 +28,9 @@ type streamScanner struct {
 	// cuts are the offsets in skel where the base64 of taken[j] belongs.
 	cuts  []int
 	taken [][]byte
+	// lastData is the length of the last record data decoded as it
+	// streamed in (jsondata.go): the next one's likely size.
+	lastData int
 }
 
 // streamChunk is the least a read asks the body for.
@@ -226,28 +229,6 @@ func (d *streamScanner) literal(word string) bool {
 	}
 	d.i += len(word)
 	return true
-}
-
-// data reads a record's base64 data, decoded into a slice of its own, and
-// takes it out of the skeleton.
-func (d *streamScanner) data() ([]byte, bool) {
-	s, e, ok := d.rawString()
-	if !ok {
-		return nil, false
-	}
-	src := d.buf[s:e]
-	out := make([]byte, base64.StdEncoding.DecodedLen(len(src)))
-	n, err := base64.StdEncoding.Decode(out, src)
-	if err != nil {
-		return nil, false
-	}
-	out = out[:n:n]
-	d.skel = append(d.skel, d.buf[d.k:s]...)
-	d.k = e
-	d.cut += int64(e - s)
-	d.cuts = append(d.cuts, len(d.skel))
-	d.taken = append(d.taken, out)
-	return out, true
 }
 
 // sizeAfterFirst estimates, from the first record read, how many records
