@@ -113,7 +113,23 @@ func backlogRun(ctx context.Context, dir string, s backlogSide, stream, group, e
 		v, _ := strconv.ParseFloat(m[1], 64)
 		budget = int64(v * (1 << 20))
 	}
-	return backlogRun1{peakRSS: hwm, rate: float64(lines) / f.duration.Seconds(), budget: budget}, nil
+	return backlogRun1{peakRSS: hwm, rate: float64(lines) / f.duration.Seconds(), budget: budget, liveMB: maxLiveHeap(logs())}, nil
+}
+
+// gcLine finds a collection's heap sizes in a GODEBUG=gctrace=1 line:
+// before -> after -> live, in MB.
+var gcLine = regexp.MustCompile(`(\d+)->(\d+)->(\d+) MB`)
+
+// maxLiveHeap is the largest live heap a collection left, in MB, from the
+// process' log when the bench runs with GODEBUG=gctrace=1 (passed on to
+// the process); 0 without.
+func maxLiveHeap(log string) int {
+	most := 0
+	for _, m := range gcLine.FindAllStringSubmatch(log, -1) {
+		v, _ := strconv.Atoi(m[3])
+		most = max(most, v)
+	}
+	return most
 }
 
 // procHWM is the peak resident set size of process pid (VmHWM).
