@@ -8,8 +8,9 @@ import (
 )
 
 // streamScanner reads the JSON of a GetRecords answer as it streams in,
-// through a window that holds the token being read (at most one record's
-// data) instead of the whole body. What it reads is also kept, except the
+// through a window that holds the token being read (of a record's data,
+// about a chunk: it is decoded as it streams in, jsondata.go) instead of
+// the whole body. What it reads is also kept, except the
 // record data it took out (decoded), so that an answer it cannot take can
 // be rebuilt whole for the SDK (skeleton). Like jsonScanner it takes
 // strings without escapes only.
