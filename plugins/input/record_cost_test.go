@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/budget"
 	"github.com/connect-kinesis/connect-kinesis/internal/kpl"
 )
 
@@ -93,7 +94,7 @@ func TestBudgetChargesWhatARecordHolds(t *testing.T) {
 			b := kept.([]any)[1].(*consumer.Batch)
 			var charged int64
 			for i := range b.Records {
-				charged += consumer.RecordCost(&b.Records[i])
+				charged += budget.Cost(&b.Records[i])
 			}
 			runtime.KeepAlive(kept)
 			n := int64(len(b.Records))
