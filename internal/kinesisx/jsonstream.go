@@ -8,8 +8,9 @@ import (
 )
 
 // streamScanner reads the JSON of a GetRecords answer as it streams in,
-// through a window that holds the token being read (at most one record's
-// data) instead of the whole body. What it reads is also kept, except the
+// through a window that holds the token being read (of a record's data,
+// about a chunk: it is decoded as it streams in, jsondata.go) instead of
+// the whole body. What it reads is also kept, except the
 // record data it took out (decoded), so that an answer it cannot take can
 // be rebuilt whole for the SDK (skeleton). Like jsonScanner it takes
 // strings without escapes only.
@@ -28,6 +29,9 @@ type streamScanner struct {
 	// cuts are the offsets in skel where the base64 of taken[j] belongs.
 	cuts  []int
 	taken [][]byte
+	// lastData is the length of the last record data decoded as it
+	// streamed in (jsondata.go): the next one's likely size.
+	lastData int
 }
 
 // streamChunk is the least a read asks the body for.
@@ -226,28 +230,6 @@ func (d *streamScanner) literal(word string) bool {
 	}
 	d.i += len(word)
 	return true
-}
-
-// data reads a record's base64 data, decoded into a slice of its own, and
-// takes it out of the skeleton.
-func (d *streamScanner) data() ([]byte, bool) {
-	s, e, ok := d.rawString()
-	if !ok {
-		return nil, false
-	}
-	src := d.buf[s:e]
-	out := make([]byte, base64.StdEncoding.DecodedLen(len(src)))
-	n, err := base64.StdEncoding.Decode(out, src)
-	if err != nil {
-		return nil, false
-	}
-	out = out[:n:n]
-	d.skel = append(d.skel, d.buf[d.k:s]...)
-	d.k = e
-	d.cut += int64(e - s)
-	d.cuts = append(d.cuts, len(d.skel))
-	d.taken = append(d.taken, out)
-	return out, true
 }
 
 // sizeAfterFirst estimates, from the first record read, how many records

@@ -15,8 +15,8 @@ import (
 )
 
 // maxDefaultBudget is the default budget's ceiling, and the default where
-// the process has no memory limit: it fits a container of 512 MiB (the
-// budget, about 100 MiB for the process, room for the pipeline).
+// the process has no memory limit (there the heap may grow to about twice
+// the budget's records plus 60 MiB before the collector frees it).
 const maxDefaultBudget = 256 << 20
 
 // defaultBudgetShare is the part of the process's memory limit the default
@@ -63,7 +63,7 @@ func maxBufferedBytesField() *service.ConfigField {
 		Description("The most bytes of records the input holds at once, all its streams and shards together: room for the call under way (an answer being fetched and decoded, a subscription's next event), records fetched and waiting to be handed over, and batches handed to the pipeline and not yet acknowledged (a nacked batch counts until it is acknowledged; a batch still in the pipeline when its shard's reader ends counts until its acknowledgement or nack). A record costs its data, key and sequence number plus 768 bytes, counted on the user records it becomes (a KPL aggregate costs what its user records cost). Above it, shards stop fetching and wait their turn, first come first served, so none starves: a shard holds room only for a call under way and gives it back when the call fails, so a shard whose reads keep failing (access denied, throttling) or that waits out a backoff holds none, and no shard asks for more than half the budget. A single answer larger than the whole budget still goes ahead, alone. With large records and a crowded budget a shard asks Kinesis for fewer records per call, at the same pace. " +
 			"Unset, it follows the process's memory limit: a quarter of the Go memory limit when there is one (`GOMEMLIMIT`, or what the connect-kinesis binary sets from the container's memory limit), else a quarter of the container's memory limit (cgroup v2 or v1), at most 256 MiB; 256 MiB with no limit at all. The value chosen is logged at INFO when the input starts. " +
 			"A size with a unit (`256MiB`, `1GiB`, `512KiB`, `64MB`) or a plain number of bytes; `0` removes the bound. " +
-			"To size it: the process needs about this much plus 100 MiB for itself, plus what the pipeline keeps of its own (buffers, caches, windows), within the container's memory limit. Each shard catching up wants room for one answer of up to 10 MiB (Kinesis' largest) to read at full speed: the budget divided by the shard count is what each shard gets when all fall behind at once. " +
+			"To size it: the Go heap holds the budget's records and grows to about twice what is live before it collects, so the process needs up to about twice this much plus 60 MiB (at the default, a quarter of the memory limit: under 1.3 times it plus 100 MiB in the backlog bench), plus what the pipeline keeps of its own (buffers, caches, windows), within the container's memory limit. Each shard catching up wants room for one answer of up to 10 MiB (Kinesis' largest) to read at full speed: the budget divided by the shard count is what each shard gets when all fall behind at once. " +
 			"The gauges `kinesis_input_buffered_bytes`, `kinesis_input_max_buffered_bytes` and `kinesis_input_shards_waiting_for_buffer` show it, and a warning names the shards holding the room when no shard was let in for a minute, and another is logged when shards wait longer than `lag_warn_threshold`. An output `batching` policy must flush by `period` (or at a count the budget can hold): the budget is only freed by acknowledgements.").
 		LintRule(lintByteSize).
 		Optional().Advanced()

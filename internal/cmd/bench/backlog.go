@@ -36,7 +36,7 @@ type backlogFlags struct {
 	fill                          float64
 	runs                          int
 	duration, sleep               time.Duration
-	base, logLevel                string
+	base, logLevel, profileDir    string
 }
 
 func runBacklog(ctx context.Context, args []string) error {
@@ -55,6 +55,7 @@ func runBacklog(ctx context.Context, args []string) error {
 	fs.DurationVar(&f.sleep, "sleep", time.Second, "the pipeline's sleep per batch: slower than Kinesis")
 	fs.StringVar(&f.logLevel, "log-level", "info", "the process' log level (its log is shown when it passes no record)")
 	fs.StringVar(&f.base, "base", "", "a commit to measure too, with its defaults, built from git archive")
+	fs.StringVar(&f.profileDir, "profile-dir", "", "a directory for each run's heap profile at its peak RSS (from the process' pprof endpoint) and its log")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -129,7 +130,11 @@ func runBacklog(ctx context.Context, args []string) error {
 						if err != nil {
 							return fmt.Errorf("%s, %d shards, GOMEMLIMIT %s, run %d, %s: %w", kind, n, limitName(limit), r+1, s.name, err)
 						}
-						fmt.Fprintf(os.Stderr, "bench backlog: %s, %d shards, GOMEMLIMIT %s, run %d, %s: peak RSS %.0f MiB, %.1f records/s\n", kind, n, limitName(limit), r+1, s.name, mib(m.peakRSS), m.rate)
+						live := ""
+						if m.liveMB > 0 {
+							live = fmt.Sprintf(", largest live heap %d MB", m.liveMB)
+						}
+						fmt.Fprintf(os.Stderr, "bench backlog: %s, %d shards, GOMEMLIMIT %s, run %d, %s: peak RSS %.0f MiB, %.1f records/s%s\n", kind, n, limitName(limit), r+1, s.name, mib(m.peakRSS), m.rate, live)
 						row.runs = append(row.runs, m)
 					}
 				}
@@ -206,6 +211,9 @@ type backlogRun1 struct {
 	peakRSS uint64
 	rate    float64
 	budget  int64 // the budget the process logged; 0 if it logged none
+	// liveMB is the largest live heap after a collection, in MB, with
+	// GODEBUG=gctrace=1 in the bench's environment; 0 without.
+	liveMB int
 }
 
 // backlogRow is one cell: a kind, a shard count and a memory limit.

@@ -21,7 +21,7 @@ import (
 // backlogYAML is the process measured: the kinesis input (defaults but
 // for its fields), a pipeline slower than Kinesis, and a line per record.
 const backlogYAML = `
-http: { enabled: false }
+http: { enabled: %t, address: '127.0.0.1:%d', debug_endpoints: %t }
 logger: { level: %s, format: logfmt }
 input:
   kinesis:
@@ -50,7 +50,8 @@ var budgetLine = regexp.MustCompile(`byte budget is ([0-9.]+)MiB`)
 func backlogRun(ctx context.Context, dir string, s backlogSide, stream, group, endpoint, redisURL string, limit int64, f backlogFlags) (backlogRun1, error) {
 	out := filepath.Join(dir, group+".out")
 	conf := filepath.Join(dir, group+".yaml")
-	yaml := fmt.Sprintf(backlogYAML, f.logLevel, stream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, redisURL, group, s.fields, f.sleep, out)
+	prof := f.profileDir != ""
+	yaml := fmt.Sprintf(backlogYAML, prof, debugPort, prof, f.logLevel, stream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, redisURL, group, s.fields, f.sleep, out)
 	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
 		return backlogRun1{}, err
 	}
@@ -76,6 +77,16 @@ func backlogRun(ctx context.Context, dir string, s backlogSide, stream, group, e
 	var once sync.Once
 	wait := func() { once.Do(func() { _ = cmd.Wait() }) }
 	defer func() { _ = cmd.Process.Kill(); wait() }()
+	if prof {
+		// The heap at the peak RSS, and the process' log (with
+		// GODEBUG=gctrace=1 in the bench's environment, its collections).
+		go func() {
+			if err := backlogHeapAtPeak(ctx, cmd.Process.Pid, filepath.Join(f.profileDir, group)); err != nil {
+				fmt.Fprintf(os.Stderr, "bench backlog: %s: %v\n", group, err)
+			}
+		}()
+		defer func() { _ = os.WriteFile(filepath.Join(f.profileDir, group+".log"), []byte(logs()), 0o600) }()
+	}
 	if err := sleepCtx(ctx, f.duration); err != nil {
 		return backlogRun1{}, err
 	}
@@ -102,7 +113,23 @@ func backlogRun(ctx context.Context, dir string, s backlogSide, stream, group, e
 		v, _ := strconv.ParseFloat(m[1], 64)
 		budget = int64(v * (1 << 20))
 	}
-	return backlogRun1{peakRSS: hwm, rate: float64(lines) / f.duration.Seconds(), budget: budget}, nil
+	return backlogRun1{peakRSS: hwm, rate: float64(lines) / f.duration.Seconds(), budget: budget, liveMB: maxLiveHeap(logs())}, nil
+}
+
+// gcLine finds a collection's heap sizes in a GODEBUG=gctrace=1 line:
+// before -> after -> live, in MB.
+var gcLine = regexp.MustCompile(`(\d+)->(\d+)->(\d+) MB`)
+
+// maxLiveHeap is the largest live heap a collection left, in MB, from the
+// process' log when the bench runs with GODEBUG=gctrace=1 (passed on to
+// the process); 0 without.
+func maxLiveHeap(log string) int {
+	most := 0
+	for _, m := range gcLine.FindAllStringSubmatch(log, -1) {
+		v, _ := strconv.Atoi(m[3])
+		most = max(most, v)
+	}
+	return most
 }
 
 // procHWM is the peak resident set size of process pid (VmHWM).
@@ -145,4 +172,39 @@ func buildCommit(ctx context.Context, dir, commit string) (string, error) {
 		return "", fmt.Errorf("building %s: %w", commit, err)
 	}
 	return bin, nil
+}
+
+// backlogHeapAtPeak follows the RSS of process pid and writes, at the
+// highest RSS seen, its heap profile (path.heap) and the runtime's memory
+// statistics with the profile's text (path.memstats), from the process'
+// pprof endpoint.
+func backlogHeapAtPeak(ctx context.Context, pid int, path string) error {
+	var best uint64
+	var heap, stats []byte
+	for {
+		rss, err := procRSS(pid)
+		if err != nil {
+			break // the process ended
+		}
+		if rss > best+(2<<20) {
+			h, err1 := fetchHeap(ctx)
+			t, err2 := httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?debug=1", debugPort))
+			if err1 == nil && err2 == nil {
+				best, heap, stats = rss, h, t
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if heap == nil {
+		return fmt.Errorf("no profile taken")
+	}
+	// The runtime's statistics are at the end of the text profile.
+	if i := strings.Index(string(stats), "\n# runtime.MemStats"); i >= 0 {
+		stats = stats[i:]
+	}
+	fmt.Fprintf(os.Stderr, "bench backlog: heap profile taken at RSS %.0f MiB: %s.heap\n", mib(best), path)
+	if err := os.WriteFile(path+".memstats", []byte(fmt.Sprintf("RSS %d\n%s", best, stats)), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(path+".heap", heap, 0o600)
 }
