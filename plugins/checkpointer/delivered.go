@@ -88,18 +88,33 @@ func (d *deliveredMarks) clear() {
 	d.m = nil
 }
 
-// WriteDelivered stores, in one script call for all of owner's shards of
-// the stream, how far each may be delivered. A shard whose lease no longer
-// names owner under the mark's token is not written and is returned in
-// fenced: its reader must not deliver past what an earlier write stored.
-// A position not after the stored one changes nothing, so the mark never
-// moves back. consumer.ErrStoreForgot when the group record is gone or
-// replaced (re-seed, then write again). With replicas to wait for, the
-// write is done only once they acknowledged it, as a commit is.
+// maxMarksPerCall bounds the shards of one delivered-position write: the
+// script passes them to HMGET and HSET with Lua's unpack, which Redis' Lua
+// limits to about 8,000 values (two per shard for the HSET).
+const maxMarksPerCall = 2000
+
+// WriteDelivered stores how far each of owner's shards of the stream may be
+// delivered, in one script call (one per 2,000 shards). A shard whose lease
+// no longer names owner under the mark's token is not written and is
+// returned in fenced: its reader must not deliver past what an earlier
+// write stored. A position not after the stored one changes nothing, so the
+// mark never moves back. consumer.ErrStoreForgot when the group record is
+// gone or replaced (re-seed, then write again). With replicas to wait for,
+// the write is done only once they acknowledged it, as a commit is.
 func (s *Store) WriteDelivered(ctx context.Context, owner string, marks []DeliveredMark) (fenced []string, err error) {
-	if len(marks) == 0 {
-		return nil, nil
+	for len(marks) > 0 {
+		n := min(len(marks), maxMarksPerCall)
+		f, err := s.writeDelivered(ctx, owner, marks[:n])
+		fenced = append(fenced, f...)
+		if err != nil {
+			return fenced, err
+		}
+		marks = marks[n:]
 	}
+	return fenced, nil
+}
+
+func (s *Store) writeDelivered(ctx context.Context, owner string, marks []DeliveredMark) (fenced []string, err error) {
 	epoch := s.knownEpoch()
 	if epoch == "" {
 		return nil, fmt.Errorf("storing delivered positions: no group record known yet (take a shard first)")

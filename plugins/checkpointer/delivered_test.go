@@ -74,6 +74,15 @@ func runDeliveredMark(t *testing.T, b backend) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"shard-0"}, fenced)
 
+		// An owner id that holds '|' is not taken for a shorter one.
+		pipe := marked(t, s, "shard-9", "a|1")
+		fenced, err = s.WriteDelivered(ctx, "a", []DeliveredMark{{Shard: "shard-9", Token: pipe.Token, Position: pos(t, "500")}})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"shard-9"}, fenced)
+		fenced, err = s.WriteDelivered(ctx, "a|1", []DeliveredMark{mark(pipe.Lease, pos(t, "500"))})
+		require.NoError(t, err)
+		assert.Empty(t, fenced)
+
 		require.NoError(t, s.Release(ctx, a.Lease))
 		b2 := marked(t, s, "shard-0", "b")
 		assert.Equal(t, pos(t, "100"), b2.Delivered, "the take reads how far the earlier owner delivered")
@@ -84,7 +93,7 @@ func runDeliveredMark(t *testing.T, b backend) {
 		assert.Equal(t, []string{"shard-0"}, fenced)
 		got, err := s.Delivered(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, map[string]consumer.Position{"shard-0": pos(t, "100")}, got)
+		assert.Equal(t, map[string]consumer.Position{"shard-0": pos(t, "100"), "shard-9": pos(t, "500")}, got)
 	})
 
 	t.Run("a mark never moves back", func(t *testing.T) {
@@ -199,4 +208,28 @@ func TestIntegrationDeliveredMarkOneRoundTrip(t *testing.T) {
 
 func (m DeliveredMark) lease() consumer.Lease {
 	return consumer.Lease{Shard: m.Shard, Owner: "a", Token: m.Token}
+}
+
+// More shards than one script may unpack go in calls of maxMarksPerCall.
+func TestIntegrationDeliveredMarkManyShards(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	s := joinedStore(t, backend{url: r.URL(), kind: KindSimple})
+	ctx := t.Context()
+	marks := make([]DeliveredMark, maxMarksPerCall+500)
+	for i := range marks {
+		m := marked(t, s, fmt.Sprintf("shardId-%012d", i), "a")
+		marks[i] = mark(m.Lease, pos(t, fmt.Sprintf("4959%d", i)))
+	}
+	_, err := s.WriteDelivered(ctx, "a", marks[:1])
+	require.NoError(t, err)
+	var rt roundTrips
+	s.c.client.AddHook(&rt)
+	fenced, err := s.WriteDelivered(ctx, "a", marks)
+	require.NoError(t, err)
+	assert.Empty(t, fenced)
+	assert.EqualValues(t, 2, rt.n.Load())
+	got, err := s.Delivered(ctx)
+	require.NoError(t, err)
+	assert.Len(t, got, len(marks))
 }
