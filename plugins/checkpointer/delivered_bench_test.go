@@ -1,9 +1,13 @@
 package checkpointer
 
 import (
+	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,4 +96,72 @@ func serverCPU(tb testing.TB, r *testenv.Redis) float64 {
 		}
 	}
 	return total
+}
+
+// BenchmarkIntegrationMarkWriter measures what the redelivery mark adds to
+// delivery at the default interval: each of n shards' readers asks for a
+// new position after a random pause of up to 200 ms (one poll_interval),
+// as a reader that fetched records would, and waits for the write that
+// covers it. One op is a 3-second session; it reports the mean and p99
+// wait per ask (the latency a record gains; without the mark it is 0) and
+// the write calls per second.
+func BenchmarkIntegrationMarkWriter(b *testing.B) {
+	r := testenv.NewRedis(b)
+	for _, n := range []int{16, 256} {
+		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.RedisURL, cfg.Group, cfg.LeasePeriod = r.URL(), fmt.Sprintf("bench-%d", n), time.Hour
+			c, err := New(b.Context(), cfg, nil, nil)
+			require.NoError(b, err)
+			b.Cleanup(func() { _ = c.Close() })
+			s := c.Stream("arn:aws:kinesis:us-east-1:000000000000:stream/bench")
+			_, err = s.Join(b.Context())
+			require.NoError(b, err)
+			leases := make([]consumer.Lease, n)
+			for i := range leases {
+				t, err := s.Acquire(b.Context(), fmt.Sprintf("shardId-%012d", i), "a")
+				require.NoError(b, err)
+				leases[i] = t.Lease
+			}
+			w := s.NewMarkWriter("a", DefaultMarkInterval)
+			ctx, cancel := context.WithCancel(b.Context())
+			defer cancel()
+			go w.Run(ctx)
+			var rt roundTrips
+			c.client.AddHook(&rt)
+			var waits []time.Duration
+			var mu sync.Mutex
+			var elapsed time.Duration
+			for b.Loop() {
+				start := time.Now()
+				var wg sync.WaitGroup
+				for i, l := range leases {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						rng := rand.New(rand.NewPCG(uint64(i), uint64(start.UnixNano())))
+						for k := 0; time.Since(start) < 3*time.Second; k++ {
+							time.Sleep(time.Duration(rng.Int64N(int64(200 * time.Millisecond))))
+							asked := time.Now()
+							p := consumer.Position{Sequence: fmt.Sprintf("%d%09d", 4959+i, start.UnixMilli()%1e9*1000+int64(k))}
+							require.NoError(b, w.Cover(ctx, l, p))
+							mu.Lock()
+							waits = append(waits, time.Since(asked))
+							mu.Unlock()
+						}
+					}()
+				}
+				wg.Wait()
+				elapsed += time.Since(start)
+			}
+			slices.Sort(waits)
+			var sum time.Duration
+			for _, d := range waits {
+				sum += d
+			}
+			b.ReportMetric(float64(sum.Milliseconds())/float64(len(waits)), "wait-ms/ask")
+			b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-wait-ms")
+			b.ReportMetric(float64(rt.n.Load())/elapsed.Seconds(), "calls/s")
+		})
+	}
 }
