@@ -1,17 +1,11 @@
 package consumer
 
 import (
-	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
@@ -100,9 +94,9 @@ type Record struct {
 	// Aggregated is true for a user record taken out of a KPL aggregate.
 	Aggregated bool
 	Arrival    time.Time
-	// lastOfAggregate marks the last user record of its aggregate: a batch
+	// LastOfAggregate marks the last user record of its aggregate: a batch
 	// ending there covers the whole record.
-	lastOfAggregate bool
+	LastOfAggregate bool
 }
 
 // Batch is the records of one answer of a shard's record source (a
@@ -115,88 +109,35 @@ type Batch struct {
 	Records      []Record
 	MillisBehind int64
 
-	reader *shardReader
-	id     uint64
-	// ids are the tracker entries of a lane batch, one per record; a
-	// batch of the reader's own path has one entry, id.
-	ids []uint64
-	// redelivering is set while the reader sends the batch again after a
-	// nack and waits for the verdict on verdict.
-	redelivering atomic.Bool
-	verdict      chan error
-	// charge is what the batch's records cost the input's byte budget,
-	// given back once, when the batch is acked.
-	charge atomic.Int64
-	// inPipeline says charge is counted in the reader's budget as handed
-	// to the pipeline; guarded by that shardBudget's mu.
-	inPipeline bool
+	delivery Delivery
+}
+
+// Delivery is the shard reader's side of a batch it hands over: the only
+// door from the pipeline back into the reader.
+type Delivery interface {
+	// Ack reports the pipeline's verdict on the batch.
+	Ack(err error)
+	// Admit is asked right before the batch reaches the pipeline. It
+	// refuses a batch whose lease was lost or passed its local deadline
+	// while the batch waited (the process was paused), and the batch then
+	// goes back to its reader: sent again once a renewal confirms the
+	// lease, or dropped when the lease is lost.
+	Admit() bool
+}
+
+// MakeBatch is a batch of a shard's records whose verdict goes to d.
+func MakeBatch(stream, shard string, recs []Record, behind int64, d Delivery) Batch {
+	return Batch{Stream: stream, Shard: shard, Records: recs, MillisBehind: behind, delivery: d}
 }
 
 // Ack reports the pipeline's verdict. A nil err advances the checkpoint
 // (once every earlier batch is acked too); an error makes the consumer send
 // the batch again.
-func (b *Batch) Ack(err error) {
-	if err == nil {
-		if b.ids != nil {
-			b.reader.tracker.ackAll(b.ids)
-		} else {
-			b.reader.tracker.ack(b.id)
-		}
-		b.reader.budget.release(b)
-	} else {
-		b.reader.budget.returned(b)
-	}
-	if b.redelivering.Load() {
-		select {
-		case b.verdict <- err:
-		default:
-		}
-		return
-	}
-	if err != nil {
-		b.reader.nack(b)
-	}
-}
+func (b *Batch) Ack(err error) { b.delivery.Ack(err) }
 
-// Consumer reads every configured stream.
-type Consumer struct {
-	cfg     Config
-	api     KinesisAPI
-	stores  func(streamID string) Store
-	log     *service.Logger
-	metrics *metrics
-	owner   string
-	out     chan *Batch
-	// budget bounds what every reader holds together; nil without a bound.
-	budget *budget
-
-	mu      sync.Mutex
-	coords  []*coordinator
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	started bool
-}
-
-// New builds a consumer. stores returns the Store of a stream given its
-// identity (the ARN, or the name when the service gives no ARN).
-func New(cfg Config, api KinesisAPI, stores func(streamID string) Store, log *service.Logger, m *service.Metrics) (*Consumer, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	c := &Consumer{
-		cfg:     cfg,
-		api:     api,
-		stores:  stores,
-		log:     log,
-		metrics: newMetrics(m),
-		owner:   cmp.Or(cfg.InstanceID, InstanceID()),
-		out:     make(chan *Batch),
-	}
-	if cfg.MaxBufferedBytes > 0 {
-		c.budget = newBudget(cfg.MaxBufferedBytes, c.metrics)
-	}
-	return c, nil
-}
+// Admit says whether the batch may be handed to the pipeline now (see
+// Delivery.Admit); a refused batch is its reader's again.
+func (b *Batch) Admit() bool { return b.delivery.Admit() }
 
 // InstanceID names this process among the members of a group: host, pid
 // and a random suffix, so two consumers in one process differ too.
@@ -208,78 +149,7 @@ func InstanceID() string {
 	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + randomSuffix()
 }
 
-// Owner is this consumer's member id.
-func (c *Consumer) Owner() string { return c.owner }
-
-// Batches delivers batches in per-shard order, without the lease check of
-// Next; tests that need no such check read it directly.
-func (c *Consumer) Batches() <-chan *Batch { return c.out }
-
-// Next returns the next batch, in per-shard order, until ctx ends. A batch
-// whose lease passed its local deadline while it waited for this call (the
-// process was paused) is not returned: it goes back to its reader, which
-// hands it over again once a renewal confirms the lease, or drops it when
-// the lease is lost. Nor is a batch whose lease was lost before its
-// deadline (an operator's reset, a recreated stream, a re-seed finding the
-// shard taken): a reader's send and its ending can both be ready at once.
-func (c *Consumer) Next(ctx context.Context) (*Batch, error) {
-	for {
-		select {
-		case b := <-c.out:
-			if b.reader.lost.Load() {
-				b.reader.bounce(b)
-				continue
-			}
-			if b.reader.leaseLive() {
-				return b, nil
-			}
-			b.reader.bounce(b)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
-
-// Start resolves every stream (failing if one cannot be described) and
-// starts reading in the background until Close.
-func (c *Consumer) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.started {
-		return nil
-	}
-	var coords []*coordinator
-	for _, name := range c.cfg.Streams {
-		co, err := newCoordinator(ctx, c, name)
-		if err != nil {
-			return err
-		}
-		coords = append(coords, co)
-	}
-	// A name and the ARN of one stream resolve to one identity: listed
-	// both ways, every record would be read twice.
-	seen := map[string]string{}
-	for _, co := range coords {
-		if first, dup := seen[co.id]; dup {
-			return fmt.Errorf("field streams: %q and %q are the same stream (%s), so every record would be read twice; list it once", first, co.configured, co.id)
-		}
-		seen[co.id] = co.configured
-	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.coords, c.cancel, c.started = coords, cancel, true
-	for _, co := range coords {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			co.run(runCtx)
-		}()
-	}
-	if c.budget != nil {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			c.watchBudget(runCtx, c.budgetWarnAfter(coords), budgetEpisodeGap, budgetCheckInterval)
-		}()
-	}
-	return nil
-}
+// MaxShardParallelism bounds shard_parallelism: past a few dozen lanes a
+// shard's records are split into batches too small to be worth a round
+// through the pipeline.
+const MaxShardParallelism = 64

@@ -1,27 +1,22 @@
-// Package consumer reads Kinesis shards for the `kinesis` input: it discovers
-// shards and their lineage, reads a child shard only after its parents are
-// closed, reads each shard with paced GetRecords polling or enhanced fan-out
-// (SubscribeToShard), tracks Benthos acks so a checkpoint
-// only ever moves to the highest contiguously acked record, and shares the
-// shards of a stream between instances through leases held in a Store.
+// Package consumer holds the types the Kinesis reader's rooms share, and
+// that the checkpointer and the input see of it: the parsed Config, a user
+// Record, a Batch handed to the pipeline (its Ack goes back to the reader
+// through Delivery), the Store interface with Position, Lease and Take, a
+// listed Shard with its HashRange, the consumer's Metrics, and the rules of
+// the group check.
 //
-// The package knows the Store only through a narrow interface, so its logic
-// is tested with fakes; the Redis checkpointer (plugins/checkpointer)
-// implements it with the types defined here (store.go, position.go).
+// The reading itself is split into four rooms, each a sub-package that
+// imports only rooms below it:
+//   - coordinator: the Consumer the input starts, one coordinator per
+//     stream (discovery, the lineage gate, leases, balancing, hand-off,
+//     re-seed, prune, recreated streams, start positions);
+//   - reader: one leased shard's reader, from a record source to the
+//     committed checkpoint (delivery, lanes, redelivery, the ack tracker,
+//     commits, the finish);
+//   - source: record sources (GetRecords polling, SubscribeToShard with
+//     enhanced fan-out and its stream consumer);
+//   - budget: the input's byte budget (max_buffered_bytes).
 //
-// One coordinator runs each stream: coordinator.go is its loop, and its
-// concerns have a file each: discovery.go (listing shards), lineage.go (the
-// gate that holds a child until its parents are closed), leases.go (take,
-// renew, stop before a lease can run out), balance.go and handoff.go (fair
-// shares between instances), start.go (where a shard without a checkpoint
-// starts), recreated.go (a stream deleted and created again), reseed.go (a
-// store that forgot the group). Each shard it holds is read by a shardReader
-// (reader.go) from a RecordSource: source.go describes that seam and holds
-// what the sources share, polling.go is the GetRecords source,
-// subscription.go (with subscription_endcheck.go) the enhanced fan-out one,
-// reading through the stream consumer of efo_consumer.go and
-// efo_resolve.go; hashrange.go is KCL's range rule for stray aggregates;
-// delivery.go, redeliver.go, commit.go and tracker.go are the path from a
-// record to its committed checkpoint that every source shares, and finish.go
-// how a reader ends: the shard closed, or its lease handed back.
+// consumertest holds the fakes every room's tests use. docs/architecture.md
+// draws the rooms and the calls between them.
 package consumer

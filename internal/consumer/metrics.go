@@ -32,48 +32,31 @@ const (
 	MetricShardsWaitingForBuffer = "kinesis_input_shards_waiting_for_buffer"
 )
 
-// metrics is nil-safe: every Benthos metric is a no-op on a nil receiver.
-type metrics struct {
-	records, bytes, throttled, expired, taken, lost *service.MetricCounter
-	dropped                                         *service.MetricCounter
-	behind, owned, unowned                          *service.MetricGauge
-	buffered, budget, waiting                       *service.MetricGauge
+// Metrics are the consumer's metrics, shared by its rooms. They are nil-safe: every Benthos metric is a no-op on a nil receiver.
+type Metrics struct {
+	Records, Bytes, Throttled, Expired, Taken, Lost *service.MetricCounter
+	Dropped                                         *service.MetricCounter
+	Behind, Owned, Unowned                          *service.MetricGauge
+	Buffered, Budget, Waiting                       *service.MetricGauge
 }
 
-func newMetrics(m *service.Metrics) *metrics {
-	return &metrics{
-		records:   m.NewCounter(MetricRecords, "stream"),
-		bytes:     m.NewCounter(MetricBytes, "stream"),
-		throttled: m.NewCounter(MetricThrottled, "stream"),
-		expired:   m.NewCounter(MetricIteratorExpired, "stream"),
-		taken:     m.NewCounter(MetricLeasesTaken, "stream"),
-		lost:      m.NewCounter(MetricLeasesLost, "stream"),
-		dropped:   m.NewCounter(MetricRecordsDropped, "stream", "reason"),
-		behind:    m.NewGauge(MetricMillisBehind, "stream", "shard"),
-		owned:     m.NewGauge(MetricShardsOwned, "stream"),
-		unowned:   m.NewGauge(MetricShardsUnowned, "stream"),
-		buffered:  m.NewGauge(MetricBufferedBytes),
-		budget:    m.NewGauge(MetricMaxBufferedBytes),
-		waiting:   m.NewGauge(MetricShardsWaitingForBuffer),
+// NewMetrics registers the consumer's metrics with m.
+func NewMetrics(m *service.Metrics) *Metrics {
+	return &Metrics{
+		Records:   m.NewCounter(MetricRecords, "stream"),
+		Bytes:     m.NewCounter(MetricBytes, "stream"),
+		Throttled: m.NewCounter(MetricThrottled, "stream"),
+		Expired:   m.NewCounter(MetricIteratorExpired, "stream"),
+		Taken:     m.NewCounter(MetricLeasesTaken, "stream"),
+		Lost:      m.NewCounter(MetricLeasesLost, "stream"),
+		Dropped:   m.NewCounter(MetricRecordsDropped, "stream", "reason"),
+		Behind:    m.NewGauge(MetricMillisBehind, "stream", "shard"),
+		Owned:     m.NewGauge(MetricShardsOwned, "stream"),
+		Unowned:   m.NewGauge(MetricShardsUnowned, "stream"),
+		Buffered:  m.NewGauge(MetricBufferedBytes),
+		Budget:    m.NewGauge(MetricMaxBufferedBytes),
+		Waiting:   m.NewGauge(MetricShardsWaitingForBuffer),
 	}
-}
-
-// reportUnowned sets kinesis_input_shards_unowned: the shards ready to be
-// read that nobody reads as this instance sees them after a balancing
-// round (no reader here and no live lease of another instance), so that an
-// alert fires while a shard has no reader.
-func (co *coordinator) reportUnowned(ready []string, leases map[string]LeaseState) {
-	n := 0
-	for _, id := range ready {
-		if co.readers[id] != nil {
-			continue
-		}
-		if ls, held := leases[id]; held && !ls.Expired && ls.Owner != "" && ls.Owner != co.c.owner {
-			continue
-		}
-		n++
-	}
-	co.c.metrics.unowned.Set(int64(n), co.streamName)
 }
 
 func randomSuffix() string {

@@ -48,23 +48,12 @@ const (
 // CheckpointsCommand is `connect-kinesis checkpoints`: inspect, reset and delete a
 // consumer group's checkpoints and leases on one stream.
 func CheckpointsCommand() *cli.Command {
-	common := func(extra ...cli.Flag) []cli.Flag {
-		return append([]cli.Flag{
-			&cli.StringFlag{Name: flagRedisURL, Usage: "Redis URL (credentials in it are never printed)", EnvVars: []string{"CONNECT_KINESIS_REDIS_URL"}, Required: true},
-			&cli.StringFlag{Name: flagRedisKind, Usage: "simple, cluster or failover", Value: checkpointer.KindSimple},
-			&cli.StringFlag{Name: flagRedisMaster, Usage: "Sentinel master name (with --redis-kind failover)"},
-			&cli.StringFlag{Name: flagRedisCAFile, Usage: "PEM file of CAs to trust for a rediss:// URL"},
-			&cli.BoolFlag{Name: flagRedisSkipCheck, Usage: "do not verify the Redis server's certificate"},
-			&cli.StringFlag{Name: flagGroup, Usage: "the consumer group (checkpoint.group)", Required: true},
-			&cli.StringFlag{Name: flagKeyPrefix, Usage: "checkpoint.key_prefix", Value: checkpointer.DefaultKeyPrefix},
-			&cli.StringFlag{Name: flagStream, Usage: "the stream name or ARN", Required: true},
-			&cli.StringFlag{Name: flagStreamID, Usage: "skip the Kinesis lookup and use this key identity (the stream ARN); for a deleted stream"},
-			&cli.StringFlag{Name: flagRegion, Usage: "AWS region (default: the SDK's chain)"},
-			&cli.StringFlag{Name: flagEndpoint, Usage: "Kinesis endpoint URL, e.g. an emulator"},
-			&cli.StringFlag{Name: flagProfile, Usage: "AWS shared-config profile (default: the SDK's chain)"},
-			&cli.DurationFlag{Name: flagLeasePeriod, Usage: "lease.period of the pipelines, to judge which members are live", Value: checkpointer.DefaultLeasePeriod},
-		}, extra...)
-	}
+	common := func(extra ...cli.Flag) []cli.Flag { return commonFlags(streamOne, extra...) }
+	// import takes a pattern too (each matching stream of the region).
+	onePattern := func(extra ...cli.Flag) []cli.Flag { return commonFlags(streamOneOrPattern, extra...) }
+	// show and export take no stream (every stream of the group) or a
+	// pattern of stream names.
+	anyStream := func(extra ...cli.Flag) []cli.Flag { return commonFlags(streamAny, extra...) }
 	return markRequired(&cli.Command{
 		Name:  "checkpoints",
 		Usage: "Inspect, reset, import, export or delete a consumer group's Kinesis checkpoints in Redis",
@@ -73,8 +62,8 @@ func CheckpointsCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:  "show",
-				Usage: "Print each shard's state, lease and checkpoint, and the live members",
-				Flags: common(
+				Usage: "Print each shard's state, lease and checkpoint, and the live members; without --stream, the group's streams",
+				Flags: anyStream(
 					&cli.BoolFlag{Name: flagJSON, Usage: "print JSON"},
 					&cli.BoolFlag{Name: flagWatch, Aliases: []string{"w"}, Usage: "redraw every second until Ctrl-C"},
 				),
@@ -96,7 +85,7 @@ func CheckpointsCommand() *cli.Command {
 				Name: "import",
 				Usage: "Carry checkpoints over from Redpanda Connect's aws_kinesis DynamoDB table or a KCL 2.x/3.x lease table " +
 					"(replaces the group's checkpoints, as reset does)",
-				Flags: common(
+				Flags: onePattern(
 					&cli.StringFlag{Name: flagFrom, Usage: SourceConnect + " (a Redpanda Connect aws_kinesis checkpoint table) or " + SourceKCL + " (a KCL 2.x/3.x lease table)", Required: true},
 					&cli.StringFlag{Name: flagTable, Usage: "the DynamoDB table to read", Required: true},
 					&cli.StringFlag{Name: flagDynamoEndpoint, Usage: "DynamoDB endpoint URL, e.g. an emulator (default: the region's)"},
@@ -112,8 +101,8 @@ func CheckpointsCommand() *cli.Command {
 			},
 			{
 				Name:  "export",
-				Usage: "Write the group's checkpoints, closed shards and start override as JSON; `reset --to sequences=FILE` restores them",
-				Flags: common(
+				Usage: "Write the group's checkpoints, closed shards and start override as JSON; `reset --to sequences=FILE` restores them (with a pattern as --stream, one document per matching stream; without --stream, every stream of the group)",
+				Flags: anyStream(
 					&cli.StringFlag{Name: flagOutput, Aliases: []string{"o"}, Usage: "file to write (default: standard output)"},
 				),
 				Action: runExport,
@@ -157,8 +146,8 @@ type opened struct {
 	api kinesisAPI
 }
 
-func openFromFlags(c *cli.Context) (*opened, error) {
-	ctx := c.Context
+// checkpointerConfig is the checkpointer's configuration from the flags.
+func checkpointerConfig(c *cli.Context) (checkpointer.Config, error) {
 	cfg := checkpointer.DefaultConfig()
 	cfg.RedisURL = c.String(flagRedisURL)
 	cfg.RedisKind = c.String(flagRedisKind)
@@ -171,19 +160,30 @@ func openFromFlags(c *cli.Context) (*opened, error) {
 		if caFile != "" {
 			pem, err := os.ReadFile(caFile)
 			if err != nil {
-				return nil, fmt.Errorf("flag --%s: %w", flagRedisCAFile, err)
+				return cfg, fmt.Errorf("flag --%s: %w", flagRedisCAFile, err)
 			}
 			t.RootCAs = x509.NewCertPool()
 			if !t.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("flag --%s: no PEM certificate in %s", flagRedisCAFile, caFile)
+				return cfg, fmt.Errorf("flag --%s: no PEM certificate in %s", flagRedisCAFile, caFile)
 			}
 		}
 		cfg.TLS = t
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, flagError(err)
+		return cfg, flagError(err)
 	}
+	return cfg, nil
+}
 
+func openFromFlags(c *cli.Context) (*opened, error) {
+	ctx := c.Context
+	cfg, err := checkpointerConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	if c.String(flagStream) == "" && c.String(flagStreamID) == "" {
+		return nil, fmt.Errorf("flag --%s: name the stream (its name or ARN)", flagStream)
+	}
 	o := &opened{}
 	if id := c.String(flagStreamID); id != "" {
 		o.stream = streamInfo{ID: id, Name: c.String(flagStream)}
@@ -253,3 +253,36 @@ type renamedError struct {
 
 func (e renamedError) Error() string { return e.msg }
 func (e renamedError) Unwrap() error { return e.err }
+
+// What a subcommand's --stream takes.
+const (
+	streamOne = iota
+	streamOneOrPattern
+	streamAny
+)
+
+// commonFlags are the flags every subcommand takes.
+func commonFlags(streamKind int, extra ...cli.Flag) []cli.Flag {
+	stream := &cli.StringFlag{Name: flagStream, Usage: "the stream name or ARN", Required: true}
+	switch streamKind {
+	case streamOneOrPattern:
+		stream.Usage = "the stream name or ARN, or a pattern of names with * and ? (every stream of the region that matches and that the source holds)"
+	case streamAny:
+		stream = &cli.StringFlag{Name: flagStream, Usage: "the stream name or ARN, or a pattern of names with * and ? (the group's streams in Redis that match); none: every stream the group has state on"}
+	}
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: flagRedisURL, Usage: "Redis URL (credentials in it are never printed)", EnvVars: []string{"CONNECT_KINESIS_REDIS_URL"}, Required: true},
+		&cli.StringFlag{Name: flagRedisKind, Usage: "simple, cluster or failover", Value: checkpointer.KindSimple},
+		&cli.StringFlag{Name: flagRedisMaster, Usage: "Sentinel master name (with --redis-kind failover)"},
+		&cli.StringFlag{Name: flagRedisCAFile, Usage: "PEM file of CAs to trust for a rediss:// URL"},
+		&cli.BoolFlag{Name: flagRedisSkipCheck, Usage: "do not verify the Redis server's certificate"},
+		&cli.StringFlag{Name: flagGroup, Usage: "the consumer group (checkpoint.group)", Required: true},
+		&cli.StringFlag{Name: flagKeyPrefix, Usage: "checkpoint.key_prefix", Value: checkpointer.DefaultKeyPrefix},
+		stream,
+		&cli.StringFlag{Name: flagStreamID, Usage: "skip the Kinesis lookup and use this key identity (the stream ARN); for a deleted stream"},
+		&cli.StringFlag{Name: flagRegion, Usage: "AWS region (default: the SDK's chain)"},
+		&cli.StringFlag{Name: flagEndpoint, Usage: "Kinesis endpoint URL, e.g. an emulator"},
+		&cli.StringFlag{Name: flagProfile, Usage: "AWS shared-config profile (default: the SDK's chain)"},
+		&cli.DurationFlag{Name: flagLeasePeriod, Usage: "lease.period of the pipelines, to judge which members are live", Value: checkpointer.DefaultLeasePeriod},
+	}, extra...)
+}

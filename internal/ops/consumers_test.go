@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/source"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
@@ -18,7 +18,7 @@ func TestIntegrationConsumersListAndDeregister(t *testing.T) {
 	emu := testenv.NewKinesisMock(t)
 	arn := emu.MustCreateStream(t, "consumers", 1)
 	c := emu.Client()
-	_, err := consumer.EnsureStreamConsumer(t.Context(), c, arn, "app-1", "", kinesisx.DefaultBackoff)
+	_, err := source.EnsureStreamConsumer(t.Context(), c, arn, "app-1", "", kinesisx.DefaultBackoff)
 	require.NoError(t, err)
 
 	var out bytes.Buffer

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -11,6 +12,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/streams"
+	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
 
 // exportFormat marks a document `checkpoints export` wrote.
@@ -40,52 +43,17 @@ type ExportDocument struct {
 }
 
 func runExport(c *cli.Context) error {
+	if stream := c.String(flagStream); (stream == "" && c.String(flagStreamID) == "") || streams.IsPattern(stream) {
+		return runExportPattern(c)
+	}
 	o, err := openFromFlags(c)
 	if err != nil {
 		return err
 	}
 	defer o.cp.Close()
-	ctx := c.Context
-	ckpts, err := o.store.Checkpoints(ctx)
+	doc, err := exportDocument(c.Context, o.store, o.stream.Name, o.stream.ID, o.cp.Config().Group)
 	if err != nil {
 		return err
-	}
-	closed, err := o.store.ClosedShards(ctx)
-	if err != nil {
-		return err
-	}
-	doc := ExportDocument{
-		Format: exportFormat, Stream: o.stream.Name, StreamID: o.stream.ID, Group: o.cp.Config().Group,
-		ExportedAt: time.Now().UTC(), Checkpoints: make(map[string]string, len(ckpts)),
-		Closed: slices.Sorted(maps.Keys(closed)),
-	}
-	for id, p := range ckpts {
-		doc.Checkpoints[id] = p.String()
-	}
-	starts, err := o.store.ShardStarts(ctx)
-	if err != nil {
-		return err
-	}
-	if len(starts) > 0 {
-		doc.ShardStarts = make(map[string]string, len(starts))
-	}
-	for id, so := range starts {
-		doc.ShardStarts[id] = so.String()
-	}
-	if so, ok, err := o.store.StartOverride(ctx); err != nil {
-		return err
-	} else if ok {
-		doc.StartOverride = so.String()
-	}
-	delivered, err := o.store.Delivered(ctx)
-	if err != nil {
-		return err
-	}
-	for id, p := range delivered {
-		if doc.Delivered == nil {
-			doc.Delivered = make(map[string]string, len(delivered))
-		}
-		doc.Delivered[id] = p.String()
 	}
 	raw, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
@@ -103,6 +71,52 @@ func runExport(c *cli.Context) error {
 	fmt.Fprintf(c.App.ErrWriter, "exported %d checkpoints, %d closed shards and %d per-shard starts of group %s on %s to %s\n",
 		len(doc.Checkpoints), len(doc.Closed), len(doc.ShardStarts), doc.Group, doc.StreamID, path)
 	return nil
+}
+
+// exportDocument reads what an export holds of one stream's store.
+func exportDocument(ctx context.Context, store *checkpointer.Store, name, id, group string) (ExportDocument, error) {
+	ckpts, err := store.Checkpoints(ctx)
+	if err != nil {
+		return ExportDocument{}, err
+	}
+	closed, err := store.ClosedShards(ctx)
+	if err != nil {
+		return ExportDocument{}, err
+	}
+	doc := ExportDocument{
+		Format: exportFormat, Stream: name, StreamID: id, Group: group,
+		ExportedAt: time.Now().UTC(), Checkpoints: make(map[string]string, len(ckpts)),
+		Closed: slices.Sorted(maps.Keys(closed)),
+	}
+	for id, p := range ckpts {
+		doc.Checkpoints[id] = p.String()
+	}
+	starts, err := store.ShardStarts(ctx)
+	if err != nil {
+		return ExportDocument{}, err
+	}
+	if len(starts) > 0 {
+		doc.ShardStarts = make(map[string]string, len(starts))
+	}
+	for id, so := range starts {
+		doc.ShardStarts[id] = so.String()
+	}
+	if so, ok, err := store.StartOverride(ctx); err != nil {
+		return ExportDocument{}, err
+	} else if ok {
+		doc.StartOverride = so.String()
+	}
+	delivered, err := store.Delivered(ctx)
+	if err != nil {
+		return ExportDocument{}, err
+	}
+	for id, p := range delivered {
+		if doc.Delivered == nil {
+			doc.Delivered = make(map[string]string, len(delivered))
+		}
+		doc.Delivered[id] = p.String()
+	}
+	return doc, nil
 }
 
 // exportedState is what an export puts back: checkpoints, the start

@@ -15,6 +15,7 @@ import (
 
 	"github.com/connect-kinesis/connect-kinesis/internal/awsconf"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/streams"
 )
 
 // Sources `checkpoints import --from` reads.
@@ -157,35 +158,50 @@ func runImport(c *cli.Context) error {
 	if from != SourceConnect && from != SourceKCL {
 		return fmt.Errorf("flag --%s: %q is not a source; use %s (a Redpanda Connect aws_kinesis DynamoDB table) or %s (a KCL 2.x/3.x lease table)", flagFrom, from, SourceConnect, SourceKCL)
 	}
+	if streams.IsPattern(c.String(flagStream)) {
+		return runImportPattern(c, from, table)
+	}
 	o, err := openFromFlags(c)
 	if err != nil {
 		return err
 	}
 	defer o.cp.Close()
-	ctx := c.Context
+	items, err := scanSourceTable(c, table)
+	if err != nil {
+		return err
+	}
+	return importStream(c, o, from, table, items, c.String(flagSourceStream))
+}
 
+// scanSourceTable reads every item of the source's DynamoDB table.
+func scanSourceTable(c *cli.Context, table string) ([]item, error) {
+	ctx := c.Context
 	// The same settings as the Kinesis side of the command: with --endpoint
 	// (an emulator) the region is not checked against AWS' public names.
 	settings := awsconf.Settings{Region: c.String(flagRegion), Endpoint: c.String(flagEndpoint), Profile: c.String(flagProfile)}
 	awsCfg, err := settings.Load(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	api := dynamodb.NewFromConfig(awsCfg, func(opts *dynamodb.Options) {
 		if ep := c.String(flagDynamoEndpoint); ep != "" {
 			opts.BaseEndpoint = aws.String(ep)
 		}
 	})
-	items, err := scanTable(ctx, api, table)
-	if err != nil {
-		return err
-	}
+	return scanTable(ctx, api, table)
+}
+
+// importStream imports the source's checkpoints of one stream into the
+// group: the whole import of one --stream.
+func importStream(c *cli.Context, o *opened, from, table string, items []item, sourceStream string) error {
+	ctx := c.Context
+	var err error
 	var src foreignTable
 	switch from {
 	case SourceConnect:
-		src, err = readConnectTable(items, table, o.stream, c.String(flagSourceStream))
+		src, err = readConnectTable(items, table, o.stream, sourceStream)
 	case SourceKCL:
-		src, err = readKCLTable(items, table, o.stream, c.String(flagSourceStream))
+		src, err = readKCLTable(items, table, o.stream, sourceStream)
 	}
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/streams"
 	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
 
@@ -76,6 +77,9 @@ type ShowReport struct {
 }
 
 func runShow(c *cli.Context) error {
+	if stream := c.String(flagStream); (stream == "" && c.String(flagStreamID) == "") || streams.IsPattern(stream) {
+		return runShowGroup(c)
+	}
 	o, err := openFromFlags(c)
 	if err != nil {
 		return err

@@ -24,8 +24,9 @@ func TestShippedACLRulesAreExactlyWhatTheCodeRuns(t *testing.T) {
 	viewerScripts := []string{"closed", "leases", "now"}
 	// Read directly by show and export: checkpoints and starts (HGET,
 	// HGETALL), progress and hand-off requests (HGETALL), live members
-	// without pruning (ZRANGEBYSCORE), whether the group has state (EXISTS).
-	viewerDirect := []string{"HGET", "HGETALL", "ZRANGEBYSCORE", "EXISTS"}
+	// without pruning (ZRANGEBYSCORE), whether the group has state (EXISTS),
+	// the group's streams (SCAN, GroupStreams).
+	viewerDirect := []string{"HGET", "HGETALL", "ZRANGEBYSCORE", "EXISTS", "SCAN"}
 	roles := map[string]struct {
 		scripts, direct []string
 	}{

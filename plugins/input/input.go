@@ -11,6 +11,7 @@ import (
 
 	"github.com/connect-kinesis/connect-kinesis/internal/awsconf"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/coordinator"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 	"github.com/connect-kinesis/connect-kinesis/internal/lintrule"
 	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
@@ -285,7 +286,7 @@ func (k *kinesisInput) connectLocked(ctx context.Context) error {
 		return fmt.Errorf("connecting to Kinesis: %w", err)
 	}
 	api := k.conf.AWS.KinesisClient(awsCfg)
-	cons, err := consumer.New(k.conf.Consumer, api, func(id string) consumer.Store {
+	cons, err := coordinator.New(k.conf.Consumer, api, func(id string) consumer.Store {
 		return ckpt.Stream(id)
 	}, k.log, k.metrics)
 	if err != nil {

@@ -4,11 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/coordinator"
 	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
 // lintInput lints `kinesis:` with the given extra fields, as `connect-kinesis
@@ -110,13 +109,13 @@ func TestInstanceID(t *testing.T) {
 	}
 	c, err := parse("lease: { instance_id: orders-7f9c-x2 }")
 	require.NoError(t, err)
-	cons, err := consumer.New(c.Consumer, nil, nil, nil, nil)
+	cons, err := coordinator.New(c.Consumer, nil, nil, nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "orders-7f9c-x2", cons.Owner())
 
 	c, err = parse("")
 	require.NoError(t, err)
-	cons, err = consumer.New(c.Consumer, nil, nil, nil, nil)
+	cons, err = coordinator.New(c.Consumer, nil, nil, nil, nil)
 	require.NoError(t, err)
 	assert.Regexp(t, `^.+-[0-9]+-[0-9a-f]{8}$`, cons.Owner(), "empty: host, pid and a random suffix")
 

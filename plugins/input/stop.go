@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/coordinator"
 	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
 
@@ -32,7 +32,7 @@ const closeGrace = 5 * time.Second
 // session is what one Connect built: the consumer and its checkpoint store,
 // stopped once.
 type session struct {
-	cons *consumer.Consumer
+	cons *coordinator.Consumer
 	ckpt *checkpointer.Checkpointer
 
 	watchOnce sync.Once

@@ -1,0 +1,213 @@
+package budget
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// The byte budget of an input (max_buffered_bytes).
+//
+// One budget covers what the input's readers hold, across all its streams
+// and shards: room reserved for the call under way (a GetRecords answer
+// being fetched and decoded, or a subscription's next event), records
+// fetched and not yet handed to the pipeline, and batches in the pipeline
+// not yet acked (a nacked batch stays charged until it is acked). What a
+// reader still holds itself when it ends (lease lost, hand-off, shutdown)
+// is given back then; a batch it handed to the pipeline stays charged
+// until the pipeline acks or nacks it, since its records are in memory
+// until then (shard.go).
+//
+// A record source asks for room right before each call that returns
+// records, and gives it back when that call fails, so a shard that is not
+// reading (its calls fail, it waits out a backoff, it subscribes again)
+// holds no room (shard.go). No shard asks for more than half the
+// budget, unless one of its records needs more, so one shard never holds
+// the whole budget while others wait.
+//
+// Admission is first come, first served: readers queue, and only the head
+// of the queue can be let in, so a shard that waits is never overtaken by
+// shards that asked later, whatever the shard count or record size. The
+// head is let in when its whole estimate fits, or part of it (at least one
+// record's worth: it then asks Kinesis for fewer records); and when
+// nothing at all is held, whatever its estimate, so an answer larger than
+// the whole budget still goes ahead, alone. Room comes back when the
+// pipeline acks and when a call fails, neither of which waits for the
+// budget, so the queue moves while the pipeline does. When it does not
+// move for stallAfter, a WARN names the shards holding the room
+// (watch.go).
+type Budget struct {
+	capacity int64
+	metrics  *consumer.Metrics
+	// stallAfter is how long the head of the queue may go without a grant
+	// before the stall is logged.
+	stallAfter time.Duration
+
+	mu    sync.Mutex
+	held  int64
+	queue []*budgetWait // oldest first
+	// lastGrant is when a reader was last let in.
+	lastGrant time.Time
+	// holders are the shards that hold room, to name in a stall's WARN.
+	holders map[*Shard]struct{}
+	// peak is the most ever held, for tests and benches.
+	peak int64
+}
+
+// budgetStallAfter is how long the head of the queue may wait without any
+// grant before the stall is logged.
+const budgetStallAfter = time.Minute
+
+// budgetWait is one reader's place in the queue.
+type budgetWait struct {
+	want, least int64
+	since       time.Time
+	ready       chan struct{} // closed once granted
+	granted     int64         // set before ready is closed
+}
+
+func New(capacity int64, m *consumer.Metrics) *Budget {
+	b := &Budget{capacity: capacity, metrics: m, stallAfter: budgetStallAfter, holders: map[*Shard]struct{}{}}
+	m.Budget.Set(capacity)
+	return b
+}
+
+// enqueue queues a request for want bytes, of which least would do.
+func (b *Budget) enqueue(want, least int64) *budgetWait {
+	w := &budgetWait{want: want, least: min(least, want), since: time.Now(), ready: make(chan struct{})}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.queue = append(b.queue, w)
+	b.grantLocked()
+	return w
+}
+
+// cancel takes w out of the queue; if it was granted meanwhile, its grant
+// is given back.
+func (b *Budget) cancel(w *budgetWait) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if i := slices.Index(b.queue, w); i >= 0 {
+		b.queue = slices.Delete(b.queue, i, i+1)
+		b.grantLocked()
+		return
+	}
+	select {
+	case <-w.ready:
+		b.giveBackLocked(w.granted)
+	default:
+	}
+}
+
+// charge counts n more bytes: an answer that came out larger than its
+// grant.
+func (b *Budget) charge(n int64) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.held += n
+	b.peak = max(b.peak, b.held)
+	b.metrics.Buffered.Set(b.held)
+}
+
+// giveBack returns n bytes: records acked, a call that failed, an answer
+// smaller than its grant. The queue's head may then be let in.
+func (b *Budget) giveBack(n int64) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.giveBackLocked(n)
+}
+
+func (b *Budget) giveBackLocked(n int64) {
+	b.held -= n
+	b.grantLocked()
+}
+
+// grantLocked lets in the head of the queue while it fits, in order, and
+// sets the gauges to what is then held and waiting.
+func (b *Budget) grantLocked() {
+	defer func() {
+		b.metrics.Buffered.Set(b.held)
+		b.metrics.Waiting.Set(int64(len(b.queue)))
+	}()
+	for len(b.queue) > 0 {
+		w := b.queue[0]
+		free := b.capacity - b.held
+		switch {
+		case b.held <= 0 || free >= w.want:
+			w.granted = w.want
+		case free >= w.least:
+			w.granted = free
+		default:
+			return
+		}
+		b.queue = b.queue[1:]
+		b.held += w.granted
+		b.peak = max(b.peak, b.held)
+		b.lastGrant = time.Now()
+		close(w.ready)
+	}
+}
+
+// hold registers s as holding room (or not), for stall reports.
+func (b *Budget) hold(s *Shard, holding bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if holding {
+		b.holders[s] = struct{}{}
+	} else {
+		delete(b.holders, s)
+	}
+}
+
+// State is what the budget holds, how many readers wait and since when
+// the oldest does (zero when none).
+func (b *Budget) State() (held int64, waiting int, oldest time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) > 0 {
+		oldest = b.queue[0].since
+	}
+	return b.held, len(b.queue), oldest
+}
+
+// stalledSince is since when the head of the queue has had no grant (zero
+// when nobody waits), and the shards holding room then.
+func (b *Budget) stalledSince() (time.Time, []*Shard) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) == 0 {
+		return time.Time{}, nil
+	}
+	since := b.queue[0].since
+	if b.lastGrant.After(since) {
+		since = b.lastGrant
+	}
+	holders := make([]*Shard, 0, len(b.holders))
+	for s := range b.holders {
+		holders = append(holders, s)
+	}
+	return since, holders
+}
+
+// PeakHeld is the most the budget ever held.
+func (b *Budget) PeakHeld() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.peak
+}
+
+// SetStallAfter sets how long the head of the queue may go without a grant
+// before the stall is logged (budgetStallAfter unless set).
+func (b *Budget) SetStallAfter(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stallAfter = d
+}

@@ -1,0 +1,102 @@
+package budget
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
+	"github.com/redpanda-data/benthos/v4/public/service"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The budget's warning comes once per episode, not once per waiting shard
+// or per check: two shards wait past the threshold and one WARN is logged;
+// once none waited for the episode gap, a new wait warns again.
+func TestBudgetWarnsOncePerEpisode(t *testing.T) {
+	t.Parallel()
+	var logs consumertest.SyncBuffer
+	b := New(100, consumer.NewMetrics(nil))
+	log := service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil)))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go b.Watch(ctx, log, 100*time.Millisecond, 300*time.Millisecond, 10*time.Millisecond)
+	const warning = "level=WARN msg=\"The input's byte budget"
+
+	b.charge(100)
+	w1, w2 := b.enqueue(50, 50), b.enqueue(50, 50)
+	assert.Eventually(t, func() bool { return logs.Count(warning) == 1 }, 5*time.Second, 10*time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // many more checks, both shards still waiting
+	assert.Equal(t, 1, logs.Count(warning), "one warning for the episode")
+
+	b.giveBack(100)
+	<-w1.ready
+	<-w2.ready
+	assert.Eventually(t, func() bool { return logs.Count("no longer holds shards back") == 1 }, 5*time.Second, 10*time.Millisecond)
+
+	b.enqueue(50, 50) // the budget is full again (w1 and w2 hold it)
+	assert.Eventually(t, func() bool { return logs.Count(warning) == 2 }, 5*time.Second, 10*time.Millisecond, "a new episode warns again")
+}
+
+// What a shard asks for and the Limit it then uses: the largest answer
+// before it knows its records, `limit` records when that room is granted,
+// fewer large records when only part of it is free, the largest answer at
+// its record size while behind, little (and the full `limit`) after an
+// empty answer at the tip, and little for a quiet subscription.
+func TestShardBudgetAsksAndLimits(t *testing.T) {
+	const limit = 10000
+	ctx := t.Context()
+	b := New(1<<30, consumer.NewMetrics(nil))
+	s := NewShard(b, limit, false, nil, "")
+	require.NoError(t, s.Reserve(ctx))
+	assert.Equal(t, WhileReading(MaxAnswerBytes+limit*RecordOverhead), s.reserved, "room for the largest answer first")
+	assert.Equal(t, int32(limit), s.CallLimit(), "which holds any answer")
+
+	big := []consumer.Record{{Data: make([]byte, 900_000), PartitionKey: "k", Sequence: "1"}}
+	raw := []types.Record{{Data: big[0].Data, PartitionKey: aws.String("k"), SequenceNumber: aws.String("1")}}
+	s.Settle(big, raw, 5000)
+	held, _, _ := b.State()
+	rec := RecordsCost(big)
+	assert.Equal(t, rec, held, "charged at its cost")
+
+	// Behind, it asks for the largest answer of such records (11 fit in
+	// 10 MiB); with only 2 MiB free it gets those and asks for one record.
+	b.charge(1<<30 - 2<<20 - held)
+	require.NoError(t, s.Reserve(ctx))
+	assert.Equal(t, int64(2<<20), s.reserved, "what is free")
+	assert.Equal(t, int32(1), s.CallLimit())
+	s.GiveBack()
+
+	// With room, all of it, and any answer fits.
+	b.giveBack(1<<30 - 2<<20 - held)
+	require.NoError(t, s.Reserve(ctx))
+	assert.Equal(t, WhileReading(11*rec), s.reserved)
+	assert.Equal(t, int32(limit), s.CallLimit())
+
+	// An empty answer at the tip: little room, the full limit.
+	s.Settle(nil, nil, 0)
+	require.NoError(t, s.Reserve(ctx))
+	assert.Equal(t, WhileReading(max(rec, MinAnswerBytes)), s.reserved)
+	assert.Equal(t, int32(limit), s.CallLimit(), "a burst is read in one call")
+	s.Close()
+
+	sub := NewShard(New(1<<30, consumer.NewMetrics(nil)), limit, true, nil, "")
+	require.NoError(t, sub.Reserve(ctx))
+	assert.Equal(t, WhileReading(MinEventBytes), sub.reserved, "a quiet subscription holds little")
+	sub.Close()
+}
+
+// No shard asks for more than half the budget, so one never holds all of
+// it while others wait; a record larger than that still goes ahead.
+func TestShardBudgetAsksHalfTheBudgetAtMost(t *testing.T) {
+	b := New(4<<20, consumer.NewMetrics(nil))
+	s := NewShard(b, 10000, false, nil, "")
+	require.NoError(t, s.Reserve(t.Context()))
+	assert.Equal(t, int64(2<<20), s.reserved)
+	s.Close()
+}

@@ -1,0 +1,95 @@
+package budget
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+)
+
+// CheckInterval is how often the budget's waiters are looked at for
+// the warning; EpisodeGap is how long no shard may wait for a
+// warning's episode to end.
+const (
+	CheckInterval = time.Second
+	EpisodeGap    = time.Minute
+)
+
+// Watch warns once per episode when the budget has held shards back
+// for longer than after: an episode lasts until no shard waited for a whole
+// gap. One warning for the input, not one per shard: every waiting shard
+// waits for the same reason. It looks every tick.
+func (b *Budget) Watch(ctx context.Context, log *service.Logger, after, gap, tick time.Duration) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	warned := false
+	var lastWaiting, stallWarned time.Time
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		held, waiting, oldest := b.State()
+		now := time.Now()
+		stallWarned = b.watchStall(log, now, stallWarned)
+		if waiting > 0 {
+			lastWaiting = now
+		}
+		switch {
+		case waiting > 0 && !warned && after > 0 && now.Sub(oldest) > after:
+			warned = true
+			log.With("waiting_shards", waiting, "buffered_bytes", held, "max_buffered_bytes", b.capacity).
+				Warnf("The input's byte budget (max_buffered_bytes %d) has held shards back for %v, longer than lag_warn_threshold (%v): %d shards wait to fetch while %d bytes of records wait in the input or for the pipeline's acks. The pipeline is slower than the streams; raise max_buffered_bytes if the process has the memory, or speed the pipeline up",
+					b.capacity, now.Sub(oldest).Round(time.Second), after, waiting, held)
+		case warned && waiting == 0 && now.Sub(lastWaiting) >= gap:
+			warned = false
+			log.Infof("The input's byte budget no longer holds shards back (none waited for %v)", gap)
+		}
+	}
+}
+
+// watchStall warns when the head of the budget's queue has had no grant
+// for the budget's stallAfter, naming the shards that hold the room, and
+// says at INFO when the queue moves again. warned is when the current
+// stall was warned of (zero when none); it returns the new value.
+func (b *Budget) watchStall(log *service.Logger, now, warned time.Time) time.Time {
+	since, holders := b.stalledSince()
+	switch {
+	case since.IsZero() || since.After(warned) && !warned.IsZero():
+		if !warned.IsZero() {
+			log.Info("The input's byte budget lets shards in again")
+		}
+		return time.Time{}
+	case !warned.IsZero() || now.Sub(since) < b.stallAfter:
+		return warned
+	}
+	held, waiting, _ := b.State()
+	log.With("waiting_shards", waiting, "buffered_bytes", held, "max_buffered_bytes", b.capacity).
+		Warnf("The input's byte budget (max_buffered_bytes %d) has let no shard in for %v: %d shards wait while %d bytes are held by %s. "+
+			"Room comes back only when the pipeline acks: a pipeline that holds its messages without acking them (an output batching policy that flushes at a count and has no period, batching on the input side of a broker) stalls the input; give it a period, or raise max_buffered_bytes above what it holds",
+			b.capacity, now.Sub(since).Round(time.Second), waiting, held, describeHolders(holders))
+	return now
+}
+
+// describeHolders names the shards holding the most room, most first.
+func describeHolders(holders []*Shard) string {
+	slices.SortFunc(holders, func(x, y *Shard) int { return cmp.Compare(y.held.Load(), x.held.Load()) })
+	const shown = 5
+	var parts []string
+	for i, s := range holders {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("and %d more", len(holders)-shown))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (%d bytes)", s.name, s.held.Load()))
+	}
+	if len(parts) == 0 {
+		return "no shard"
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,124 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// rebalance runs one balancing round: it takes free ready shards up to
+// this instance's fair share by count (ceil(ready / live members)), hands
+// shards over to members that asked for them, and asks other members for
+// shards. Balancing by load (load.go) decides the asking by bytes/s;
+// balancing by count (and a round where loads are not known) asks the
+// members above their share for the shards this instance lacks.
+func (co *coordinator) rebalance(ctx context.Context) {
+	if ctx.Err() != nil || time.Now().Before(co.takeAfter) {
+		return
+	}
+	members, err := co.liveMembers(ctx)
+	if err != nil {
+		co.log.Warnf("Listing live members failed: %v", err)
+		return
+	}
+	closed, err := co.store.ClosedShards(ctx)
+	if err != nil {
+		if !errors.Is(err, consumer.ErrStoreForgot) {
+			co.log.Warnf("Reading closed shards failed: %v", err)
+		}
+		return
+	}
+	leases, err := co.store.Leases(ctx)
+	if err != nil {
+		co.log.Warnf("Reading leases failed: %v", err)
+		return
+	}
+	co.known.superseded(leases)
+	closed, missing := co.noteClosed(closed, leases)
+	if len(missing) > 0 {
+		co.writeBackClosed(ctx, missing)
+	}
+	co.pruneUnlisted(ctx, closed, leases)
+	ready := readyShards(co.listed, closed)
+	share := (len(ready) + len(members) - 1) / len(members)
+	floor := len(ready) / len(members)
+	view, byLoad := co.loadView(ctx, members, ready, leases)
+	mine := co.readingCount()
+	spare := mine - floor
+	var allow func(shard, requester string) bool
+	if byLoad {
+		// Balancing by load hands over what the move evens out, checked
+		// against this instance's view too (a request may be older than
+		// the loads); the count floor would refuse the hand-off of a hot
+		// shard between two members with even counts.
+		spare, allow = mine, view.givingEvensOut(co.c.owner)
+	}
+	mine -= co.handOverRequested(ctx, spare, allow)
+	co.forgetOldHandOffs()
+	took := co.takeFree(ctx, ready, leases, share-mine)
+	took += co.takeAsked(ctx, leases)
+	mine += took
+	co.c.metrics.Owned.Set(int64(len(co.readers)), co.streamName)
+	co.reportUnowned(ready, leases)
+	if byLoad {
+		co.askByLoad(ctx, view)
+		return
+	}
+	if took > 0 || mine >= share {
+		return
+	}
+	co.askForHandOff(ctx, ready, leases, mine, share)
+}
+
+// liveMembers lists the live members of the group, sorted, this instance
+// included even before its first heartbeat lands.
+func (co *coordinator) liveMembers(ctx context.Context) ([]string, error) {
+	live, err := co.store.LiveMembers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(live, co.c.owner) {
+		live = append(live, co.c.owner)
+	}
+	slices.Sort(live)
+	return live, nil
+}
+
+// readingCount is the number of shards this instance reads and is not
+// giving up.
+func (co *coordinator) readingCount() int {
+	n := 0
+	for _, r := range co.readers {
+		if !r.Stopping() {
+			n++
+		}
+	}
+	return n
+}
+
+// takeFree takes up to want ready shards that nobody else holds, skipping
+// those this instance just handed over. It returns how many it took.
+func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[string]consumer.LeaseState, want int) int {
+	took := 0
+	for _, id := range ready {
+		if took >= want {
+			break
+		}
+		if co.readers[id] != nil {
+			continue
+		}
+		if _, recent := co.handedOff[id]; recent {
+			continue
+		}
+		if ls, held := leases[id]; held && !ls.Expired && ls.Owner != co.c.owner {
+			continue
+		}
+		if co.take(ctx, id) {
+			took++
+		}
+	}
+	return took
+}

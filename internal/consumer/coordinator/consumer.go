@@ -1,0 +1,140 @@
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/budget"
+	"github.com/redpanda-data/benthos/v4/public/service"
+)
+
+// Consumer reads every configured stream.
+type Consumer struct {
+	cfg     consumer.Config
+	api     consumer.KinesisAPI
+	stores  func(streamID string) consumer.Store
+	log     *service.Logger
+	metrics *consumer.Metrics
+	owner   string
+	out     chan *consumer.Batch
+	// budget bounds what every reader holds together; nil without a bound.
+	budget *budget.Budget
+
+	mu      sync.Mutex
+	coords  []*coordinator
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	started bool
+}
+
+// New builds a consumer. stores returns the Store of a stream given its
+// identity (the ARN, or the name when the service gives no ARN).
+func New(cfg consumer.Config, api consumer.KinesisAPI, stores func(streamID string) consumer.Store, log *service.Logger, m *service.Metrics) (*Consumer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Consumer{
+		cfg:     cfg,
+		api:     api,
+		stores:  stores,
+		log:     log,
+		metrics: consumer.NewMetrics(m),
+		owner:   cmp.Or(cfg.InstanceID, consumer.InstanceID()),
+		out:     make(chan *consumer.Batch),
+	}
+	if cfg.MaxBufferedBytes > 0 {
+		c.budget = budget.New(cfg.MaxBufferedBytes, c.metrics)
+	}
+	return c, nil
+}
+
+// Owner is this consumer's member id.
+func (c *Consumer) Owner() string { return c.owner }
+
+// Batches delivers batches in per-shard order, without the lease check of
+// Next; tests that need no such check read it directly.
+func (c *Consumer) Batches() <-chan *consumer.Batch { return c.out }
+
+// Next returns the next batch, in per-shard order, until ctx ends. A batch
+// whose lease passed its local deadline while it waited for this call (the
+// process was paused) is not returned: it goes back to its reader, which
+// hands it over again once a renewal confirms the lease, or drops it when
+// the lease is lost. Nor is a batch whose lease was lost before its
+// deadline (an operator's reset, a recreated stream, a re-seed finding the
+// shard taken): a reader's send and its ending can both be ready at once.
+func (c *Consumer) Next(ctx context.Context) (*consumer.Batch, error) {
+	for {
+		select {
+		case b := <-c.out:
+			if b.Admit() {
+				return b, nil
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Start resolves every stream (failing if one cannot be described) and
+// starts reading in the background until Close.
+func (c *Consumer) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return nil
+	}
+	var coords []*coordinator
+	for _, name := range c.cfg.Streams {
+		co, err := newCoordinator(ctx, c, name)
+		if err != nil {
+			return err
+		}
+		coords = append(coords, co)
+	}
+	// A name and the ARN of one stream resolve to one identity: listed
+	// both ways, every record would be read twice.
+	seen := map[string]string{}
+	for _, co := range coords {
+		if first, dup := seen[co.id]; dup {
+			return fmt.Errorf("field streams: %q and %q are the same stream (%s), so every record would be read twice; list it once", first, co.configured, co.id)
+		}
+		seen[co.id] = co.configured
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.coords, c.cancel, c.started = coords, cancel, true
+	for _, co := range coords {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			co.run(runCtx)
+		}()
+	}
+	if c.budget != nil {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.budget.Watch(runCtx, c.log, c.budgetWarnAfter(coords), budget.EpisodeGap, budget.CheckInterval)
+		}()
+	}
+	return nil
+}
+
+// budgetWarnAfter is how long shards may wait for the budget before a
+// warning: lag_warn_threshold, or when it is 0 the least of the streams'
+// own thresholds (half the retention).
+func (c *Consumer) budgetWarnAfter(coords []*coordinator) time.Duration {
+	if c.cfg.LagWarnThreshold > 0 {
+		return c.cfg.LagWarnThreshold
+	}
+	var least time.Duration
+	for _, co := range coords {
+		if co.lagWarn > 0 && (least == 0 || co.lagWarn < least) {
+			least = co.lagWarn
+		}
+	}
+	return least
+}

@@ -1,0 +1,309 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/reader"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/source"
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+)
+
+// coordinator runs one stream: discovery (discovery.go), the lineage gate
+// (lineage.go), leases (leases.go), balancing and hand-off (balance.go,
+// handoff.go), start positions (start.go), and the readers of the shards
+// this instance holds (reader.go). This file holds its run loop. Its maps
+// are owned by the run goroutine.
+type coordinator struct {
+	c          *Consumer
+	api        consumer.KinesisAPI // counts throttled calls
+	configured string              // the name or ARN as the user wrote it
+	id         string              // the checkpoint identity: ARN, or name without one
+	streamName string
+	retention  time.Duration
+	lagWarn    time.Duration
+	store      consumer.Store
+	log        *service.Logger
+	// fanOut is the stream consumer shards are read through with enhanced
+	// fan-out (efo_resolve.go); nil when polling.
+	fanOut *source.StreamConsumer
+	// listRetry retries each ListShards page; built once.
+	listRetry failsafe.Policy[*kinesis.ListShardsOutput]
+
+	runCtx    context.Context
+	cancelRun context.CancelFunc
+	// rs is what the readers are given (readerStream), built at the
+	// first take, once the run loop set runCtx.
+	rs *reader.Stream
+
+	listed map[string]consumer.Shard
+	// listingFresh is set by a complete listing and cleared by the prune
+	// that follows it; unlistedSince is when each shard with entries
+	// left was first found absent from the listing (prune.go).
+	listingFresh  bool
+	unlistedSince map[string]time.Time
+	// readers is written by the run goroutine only, under readersMu; the
+	// renew goroutine and readerFor read it under readersMu.
+	readers   map[string]shardReader
+	readersMu sync.Mutex
+	// handedOff remembers when this instance gave a shard away, so it does
+	// not take it straight back before the requester could.
+	handedOff map[string]time.Time
+	// asked, moved and lastOwner are balancing by load's memory (load.go):
+	// the shards this instance asked for and when, when each shard was
+	// last seen changing hands (its cool-down), and who held it.
+	asked, moved map[string]time.Time
+	lastOwner    map[string]string
+	// renewal is when renewals last succeeded and re-seeds last ran (leases.go).
+	renewal renewalState
+	// missingSince is when discovery first found the stream deleted (zero
+	// while it exists); missingLogged when that was last logged.
+	missingSince, missingLogged time.Time
+	// created is the creation time of the stream this instance reads
+	// (zero when the endpoint gives none); createdRecorded is set once the
+	// store compared it with the group's; recheck asks discovery to
+	// describe the stream again and compare, after the stream was missing
+	// (recreated.go).
+	created                  time.Time
+	createdRecorded, recheck bool
+	// createdSeen mirrors created (Unix nanoseconds, 0 when unknown) for
+	// the readers, which re-check it when Kinesis does not find a shard
+	// that is still listed (recreatedSince).
+	createdSeen atomic.Int64
+
+	// known is what this instance knows of the group's state, to re-seed
+	// a store that forgot it (reseed.go).
+	known known
+	// lastRead is when each shard's last GetRecords in this process was
+	// answered, so that a new reader of a shard read here before keeps the
+	// pace (firstRead).
+	lastRead sync.Map // shard id -> time.Time
+	// forgot wakes the renew goroutine to re-seed the store.
+	forgot chan struct{}
+	// takeAfter is when this instance may take its first shard (Join).
+	takeAfter time.Time
+
+	discoverNow chan struct{}
+	readerDone  chan shardReader
+	stopReq     chan struct{}
+	stopOnce    sync.Once
+	runDone     chan struct{}
+	// renewStop ends the renewals, which outlive the run loop: at shutdown
+	// they go on until every reader has drained, committed and released.
+	renewStop chan struct{}
+	renewDone chan struct{}
+}
+
+// newCoordinator describes the stream, failing with advice when it does not
+// exist or may not be read.
+func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coordinator, error) {
+	co := &coordinator{
+		c:             c,
+		configured:    configured,
+		listRetry:     kinesisx.RetryBuilder[*kinesis.ListShardsOutput](c.cfg.Backoff).Build(),
+		listed:        map[string]consumer.Shard{},
+		unlistedSince: map[string]time.Time{},
+		readers:       map[string]shardReader{},
+		handedOff:     map[string]time.Time{},
+		asked:         map[string]time.Time{},
+		moved:         map[string]time.Time{},
+		lastOwner:     map[string]string{},
+		discoverNow:   make(chan struct{}, 1),
+		forgot:        make(chan struct{}, 1),
+		readerDone:    make(chan shardReader),
+		stopReq:       make(chan struct{}),
+		runDone:       make(chan struct{}),
+		renewStop:     make(chan struct{}),
+		renewDone:     make(chan struct{}),
+	}
+	co.api = throttleCounting{api: c.api, observed: func(err error) {
+		if err != nil && kinesisx.IsThrottle(err) {
+			c.metrics.Throttled.Incr(1, co.streamName)
+		}
+	}}
+	in := &kinesis.DescribeStreamSummaryInput{}
+	in.StreamName, in.StreamARN = kinesisx.StreamRef(configured)
+	describe := kinesisx.RetryBuilder[*kinesis.DescribeStreamSummaryOutput](c.cfg.Backoff).Build()
+	out, err := failsafe.With(describe).WithContext(ctx).Get(func() (*kinesis.DescribeStreamSummaryOutput, error) {
+		return co.api.DescribeStreamSummary(ctx, in)
+	})
+	if err != nil {
+		if kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound {
+			return nil, fmt.Errorf("stream %s does not exist here: check the streams, region and endpoint fields: %w", configured, err)
+		}
+		if kinesisx.IsAccessDenied(err) {
+			return nil, fmt.Errorf("access to stream %s is denied: check the credentials and region fields and the role's kinesis:DescribeStreamSummary, ListShards, GetShardIterator and GetRecords permissions: %w", configured, err)
+		}
+		return nil, fmt.Errorf("describing stream %s: %w", configured, err)
+	}
+	sum := out.StreamDescriptionSummary
+	co.streamName = aws.ToString(sum.StreamName)
+	if co.streamName == "" {
+		co.streamName = configured
+	}
+	// The ARN is the identity so that a name and an ARN reach the same
+	// checkpoints; an emulator without ARNs falls back to the name.
+	co.id = aws.ToString(sum.StreamARN)
+	if co.id == "" {
+		co.id = co.streamName
+	}
+	co.created = aws.ToTime(sum.StreamCreationTimestamp)
+	if !co.created.IsZero() {
+		co.createdSeen.Store(co.created.UnixNano())
+	}
+	co.retention = time.Duration(aws.ToInt32(sum.RetentionPeriodHours)) * time.Hour
+	co.lagWarn = c.cfg.LagWarnThreshold
+	if co.lagWarn == 0 {
+		co.lagWarn = co.retention / 2
+	}
+	co.store = forgetWatch{Store: c.stores(co.id), forgot: co.storeForgot}
+	co.log = c.log.With("stream", co.streamName)
+	if err := co.join(ctx); err != nil {
+		return nil, fmt.Errorf("joining the group's checkpoints of stream %s: %w", configured, err)
+	}
+	if err := co.useFanOut(ctx); err != nil {
+		return nil, err
+	}
+	return co, nil
+}
+
+// requestDiscovery asks the run loop to list the shards now rather than at
+// the next discovery tick: a shard ended, so its children are to be found.
+func (co *coordinator) requestDiscovery() {
+	select {
+	case co.discoverNow <- struct{}{}:
+	default:
+	}
+}
+
+func (co *coordinator) run(ctx context.Context) {
+	co.runCtx, co.cancelRun = context.WithCancel(ctx)
+	defer close(co.runDone)
+	cfg := &co.c.cfg
+	co.renewal.succeeded(time.Now())
+	co.bounded(co.heartbeat)
+	co.discover(co.runCtx)
+	co.bounded(co.rebalance)
+	disc := time.NewTicker(cfg.DiscoveryInterval)
+	defer disc.Stop()
+	reb := time.NewTicker(cfg.RebalancePeriod)
+	defer reb.Stop()
+	go co.renewLoop()
+	joined := time.NewTimer(time.Until(co.takeAfter))
+	defer joined.Stop()
+	for {
+		select {
+		case <-co.stopReq:
+			return
+		case <-co.runCtx.Done():
+			return
+		case <-disc.C:
+			co.discover(co.runCtx)
+			co.bounded(co.rebalance)
+		case <-co.discoverNow:
+			co.discover(co.runCtx)
+			co.bounded(co.rebalance)
+		case <-reb.C:
+			co.bounded(co.rebalance)
+		case <-joined.C:
+			co.bounded(co.rebalance)
+		case r := <-co.readerDone:
+			co.forgetReader(r)
+			if r.Outcome().ClosedShard || r.Outcome().StreamGone {
+				co.discover(co.runCtx)
+			}
+			co.bounded(co.rebalance)
+		}
+	}
+}
+
+// forgetReader drops a reader that has finished.
+func (co *coordinator) forgetReader(r shardReader) {
+	if r.Outcome().ClosedShard {
+		co.known.closed(r.Shard().ID, r.Lease().Token)
+	}
+	if r.Outcome().StreamGone {
+		co.recheck = true
+	}
+	if co.readers[r.Shard().ID] == r {
+		co.readersMu.Lock()
+		delete(co.readers, r.Shard().ID)
+		co.readersMu.Unlock()
+	}
+	co.c.metrics.Owned.Set(int64(len(co.readers)), co.streamName)
+}
+
+// bounded runs a Redis step with a deadline of a third of the lease
+// period. The loop renews leases between steps, so a hung Redis must not
+// hold it longer than that: renewal failures are then seen, and readers
+// stopped, before any lease can expire.
+func (co *coordinator) bounded(step func(context.Context)) {
+	ctx, cancel := context.WithTimeout(co.runCtx, co.c.cfg.LeasePeriod/3)
+	defer cancel()
+	step(ctx)
+}
+
+// stopLost stops the readers of leases a renewal found lost. It says
+// another instance took a lease only when the store names that instance:
+// a lease may also have expired and been released, or vanished with a
+// store that forgot it.
+func (co *coordinator) stopLost(ctx context.Context, byShard map[string]shardReader, lost []string) {
+	var stopping []shardReader
+	for _, id := range lost {
+		if r := byShard[id]; r != nil && !r.Releasing() {
+			r.MarkLost()
+			stopping = append(stopping, r)
+		}
+	}
+	if len(stopping) == 0 {
+		return
+	}
+	leases, err := co.store.Leases(ctx)
+	for _, r := range stopping {
+		log := r.Log()
+		switch holder := leases[r.Shard().ID]; {
+		case err != nil:
+			log.Warnf("Lease no longer ours in the store (reading who holds it failed: %v); stopped the shard reader", err)
+		case holder.Owner != "" && holder.Owner != co.c.owner:
+			co.known.newerOwner(r.Shard().ID)
+			log.Warnf("Lease taken by instance %s (token %d); stopped the shard reader", holder.Owner, holder.Token)
+		case holder.Owner == "" && holder.Token == 0:
+			log.Warn("Lease missing from the store (pruned as trimmed while this instance could not renew it, or the group deleted with `checkpoints delete`?); stopped the shard reader")
+		case holder.Owner == "" && holder.ExpiresAt.UnixMilli() == 0:
+			// Only an operator's reset or import frees a lease this way
+			// (released at time 0 with its token bumped); a release or an
+			// expiry keeps a real time. The position this instance
+			// reached is no longer the shard's: a re-seed must not write
+			// it over the operator's.
+			co.known.newerOwner(r.Shard().ID)
+			log.Warnf("Lease fenced by an operator: `checkpoints reset` or `checkpoints import` replaced the group's checkpoints and freed every lease (token now %d); stopped the shard reader, and the shard is taken again from the new checkpoints", holder.Token)
+		default:
+			co.known.newerOwner(r.Shard().ID)
+			log.Warn("Lease no longer ours in the store (it expired and was released or renewed under another token); stopped the shard reader")
+		}
+	}
+}
+
+// readersNow returns a copy of the current readers, from any goroutine.
+func (co *coordinator) readersNow() map[string]shardReader {
+	co.readersMu.Lock()
+	defer co.readersMu.Unlock()
+	return maps.Clone(co.readers)
+}
+
+// readerFor returns the current reader of a shard, from any goroutine.
+func (co *coordinator) readerFor(shard string) shardReader {
+	co.readersMu.Lock()
+	defer co.readersMu.Unlock()
+	return co.readers[shard]
+}

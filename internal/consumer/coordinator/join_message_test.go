@@ -1,0 +1,65 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
+	"github.com/redpanda-data/benthos/v4/public/service"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// joinWaitStore is a consumertest.Store whose Join asks for a wait, as the Redis
+// store's does for a group record it just created.
+type joinWaitStore struct {
+	*consumertest.Store
+	wait time.Duration
+}
+
+func (s joinWaitStore) Join(context.Context) (time.Duration, error) { return s.wait, nil }
+
+// A new group's first instance waits a moment once before its first take.
+// It says so at INFO as what it is, not as a fault of the store, and gives
+// the reason at DEBUG (issue 39, item 11). Before, the INFO read "The
+// group's record in the checkpoint store is new and was not re-seeded:
+// taking no shard for 2s, so that instances still reading (if Redis just
+// came back empty) write back where they got to first".
+func TestNewGroupWaitIsSaidPlainly(t *testing.T) {
+	t.Parallel()
+	var logs consumertest.SyncBuffer
+	api := consumertest.NewKinesis()
+	api.Add("shardId-000000000000", &consumertest.KinesisShard{Records: 3})
+	log := service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	c, err := New(testConfig(), api, func(string) consumer.Store {
+		return joinWaitStore{consumertest.NewStore(time.Minute), 300 * time.Millisecond}
+	}, log, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	t.Cleanup(func() { _ = c.Close(t.Context()) })
+	select {
+	case b := <-c.Batches():
+		b.Ack(nil)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no batch; log: %s", logs.String())
+	}
+
+	var info, debug []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		switch {
+		case strings.Contains(line, "level=INFO"):
+			info = append(info, line)
+		case strings.Contains(line, "level=DEBUG"):
+			debug = append(debug, line)
+		}
+	}
+	infos := strings.Join(info, "\n")
+	assert.Contains(t, infos, "New consumer group: taking its first shards in 300ms (a new group waits this once before its first take)")
+	assert.NotContains(t, infos, "re-seeded", "the INFO line does not read like a fault")
+	assert.NotContains(t, infos, "came back empty")
+	assert.Contains(t, strings.Join(debug, "\n"), "came back empty (Redis restarted or flushed) looks the same", "the reason is at DEBUG")
+}

@@ -1,0 +1,167 @@
+package coordinator
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// What an instance knows of the group's state beyond its readers, kept to
+// re-seed a store that forgets (reseed.go): the closed shards, the
+// operator's start override and each shard's last known position.
+
+// known is what the coordinator knows of the group's state beyond its
+// readers. The run goroutine writes it; the renew goroutine reads it.
+type known struct {
+	mu sync.Mutex
+	// closedSet is the shards known closed, each with the lease token its
+	// close was made under (0 when unknown: learned from the store while
+	// it held no lease of the shard).
+	closedSet map[string]int64
+	override  *consumer.StartOverride
+	// committed is, per shard, the last checkpoint this instance took a
+	// shard from or committed, with the lease token it held then, until a
+	// newer owner (or an operator's reset or import) is known.
+	committed map[string]knownPos
+}
+
+// knownPos is a position this instance knows a shard reached, under the
+// lease token it held.
+type knownPos struct {
+	pos   consumer.Position
+	token int64
+}
+
+// closed records a shard read to its end and closed by this instance
+// under the lease token token.
+func (k *known) closed(id string, token int64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closedSet == nil {
+		k.closedSet = map[string]int64{}
+	}
+	k.closedSet[id] = max(k.closedSet[id], token)
+	delete(k.committed, id)
+}
+
+// take records where a taken shard starts and the override the store gave.
+// The store's checkpoint replaces what was known, also when it is older or
+// none: only an operator's reset moves a checkpoint back.
+func (k *known) take(t consumer.Take) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.override = t.Override
+	if t.Checkpoint.IsZero() {
+		delete(k.committed, t.Shard)
+		return
+	}
+	k.commit(t.Shard, t.Checkpoint, t.Token)
+}
+
+// committedTo records a checkpoint a reader of this instance committed
+// under the lease token token.
+func (k *known) committedTo(id string, p consumer.Position, token int64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.commit(id, p, token)
+}
+
+func (k *known) commit(id string, p consumer.Position, token int64) {
+	if k.committed == nil {
+		k.committed = map[string]knownPos{}
+	}
+	k.committed[id] = knownPos{pos: p, token: token}
+}
+
+// newerOwner forgets a shard's position once another owner (or an
+// operator's reset) is known to hold the shard: what it commits is newer.
+func (k *known) newerOwner(id string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.committed, id)
+}
+
+// superseded forgets the positions of shards whose lease the store shows
+// under a newer token than the one this instance held: another owner took
+// the shard since (after a hand-back, say), or an operator's reset or
+// import raised every token. Its checkpoint is then the newer owner's or
+// the operator's, which a re-seed must not overwrite.
+func (k *known) superseded(leases map[string]consumer.LeaseState) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for id, e := range k.committed {
+		if ls, ok := leases[id]; ok && ls.Token > e.token {
+			delete(k.committed, id)
+		}
+	}
+}
+
+// noteClosed merges the closed set read from the store (checked against
+// the group record, so a forgetting store's empty set never gets here)
+// into what this instance knows, and returns the union: the gate's closed
+// set. A close is never dropped because the store lacks it: another
+// instance may have re-seeded a store that forgot the group without that
+// close, and dropping it would let the parent be read again after its
+// children. missing lists such closes of listed shards, for the caller to
+// write back (writeBackClosed) before any other instance takes the parent.
+//
+// Only an operator's reset or import, or a recreated stream, takes a close
+// away: it frees every lease at time 0 with its token raised and writes a
+// new closed set. A known close the store lacks is forgotten when the
+// shard's lease shows that: freed at time 0 under a higher token than the
+// close's, or held under one (taken since, after the reset). A store that
+// forgot the group holds no lease of a closed shard (a re-seed restores
+// only the leases of shards being read), and its tokens start again from
+// 1, so a take after a wipe does not pass for a reset.
+func (co *coordinator) noteClosed(closed map[string]bool, leases map[string]consumer.LeaseState) (merged map[string]bool, missing []string) {
+	co.known.mu.Lock()
+	defer co.known.mu.Unlock()
+	if co.known.closedSet == nil {
+		co.known.closedSet = map[string]int64{}
+	}
+	for id, tok := range co.known.closedSet {
+		if closed[id] {
+			continue
+		}
+		if ls, ok := leases[id]; ok && ls.Token > tok && (operatorFreed(ls) || tok > 0) {
+			delete(co.known.closedSet, id)
+			continue
+		}
+		if _, listed := co.listed[id]; listed {
+			missing = append(missing, id)
+		}
+	}
+	merged = make(map[string]bool, len(co.known.closedSet)+len(closed))
+	for id := range closed {
+		co.known.closedSet[id] = max(co.known.closedSet[id], leases[id].Token)
+	}
+	for id := range co.known.closedSet {
+		merged[id] = true
+	}
+	slices.Sort(missing)
+	return merged, missing
+}
+
+// operatorFreed reports a lease an operator's reset or import (or a
+// recreated stream) freed: no owner, released at time 0 (a release or an
+// expiry keeps a real time; a close also writes 0, but its shard is in the
+// closed set).
+func operatorFreed(ls consumer.LeaseState) bool {
+	return ls.Owner == "" && ls.Token > 0 && ls.ExpiresAt.UnixMilli() == 0
+}
+
+// writeBackClosed writes closes this instance knows back into a store that
+// lacks them, through a re-seed that carries nothing else (no checkpoint,
+// no lease): the store keeps what it has and adds the closes.
+func (co *coordinator) writeBackClosed(ctx context.Context, missing []string) {
+	_, err := co.store.Reseed(ctx, consumer.Seed{Owner: co.c.owner, Checkpoints: map[string]consumer.Position{}, Closed: missing})
+	if err != nil {
+		co.log.Warnf("Writing back %d closed shards the checkpoint store lacks failed; retrying at the next balancing round: %v", len(missing), err)
+		return
+	}
+	co.log.Warnf("The checkpoint store lacked the close of %d shards this instance knew closed (%s): another instance re-seeded it without them after it forgot the group. Wrote them back, so no parent is read again after its children",
+		len(missing), strings.Join(missing, ", "))
+}

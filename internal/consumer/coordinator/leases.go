@@ -1,0 +1,262 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/reader"
+)
+
+func (co *coordinator) heartbeat(ctx context.Context) {
+	if err := co.store.Heartbeat(ctx, co.c.owner); err != nil {
+		co.log.Warnf("Heartbeat failed: %v", err)
+	}
+}
+
+// take acquires a shard's lease, with its checkpoint and the group's start
+// in the same call, and starts a reader. It reports whether the shard is
+// now read here.
+func (co *coordinator) take(ctx context.Context, id string) bool {
+	t, err := co.store.Acquire(ctx, id, co.c.owner)
+	if err != nil {
+		if !errors.Is(err, consumer.ErrLeaseHeld) && !errors.Is(err, consumer.ErrStoreForgot) {
+			co.log.With("shard", id).Warnf("Acquiring the lease failed: %v", err)
+		}
+		return false
+	}
+	co.known.take(t)
+	shard := co.listed[id]
+	start := co.resolveStart(t)
+	start.NotBefore = co.firstRead(t)
+	l := t.Lease
+	if co.rs == nil {
+		co.rs = co.readerStream()
+	}
+	r := reader.New(co.rs, shard, l, start)
+	co.readersMu.Lock()
+	co.readers[id] = r
+	co.readersMu.Unlock()
+	co.c.metrics.Taken.Incr(1, co.streamName)
+	r.Log().Debugf("Took the shard lease (token %d)", l.Token)
+	go r.Run()
+	go func() {
+		<-r.Done()
+		select {
+		case co.readerDone <- r:
+		case <-co.runDone:
+		}
+	}()
+	return true
+}
+
+// firstRead is the earliest moment a reader that took t may call
+// GetRecords. A shard's 5 calls/s are shared by every reader it ever had,
+// and the previous one stopped calling before its lease ended. So the first
+// call comes no sooner than poll_interval after:
+//   - the end of the previous lease, as the store tells (released or
+//     expired); a shard idle for longer is read at once;
+//   - the shard's last call in this process, which the store cannot know
+//     of when it forgot the lease (then a reader here was its only one: a
+//     store that forgets makes its holder re-seed its leases before anyone
+//     else may take them).
+func (co *coordinator) firstRead(t consumer.Take) time.Time {
+	poll := co.c.cfg.PollInterval
+	at := time.Now()
+	if t.Quiet >= 0 {
+		at = at.Add(max(0, poll-t.Quiet))
+	}
+	if last, ok := co.lastRead.Load(t.Shard); ok {
+		at = later(at, last.(time.Time).Add(poll))
+	}
+	return at
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// renewLoop renews every third of the lease period, so slow discovery or
+// balancing never delays it. Each attempt is bounded by a sixth of the
+// period, and so is the progress published after it. A renewal that fails
+// stops no reader: past its lease's local deadline a reader neither fetches
+// nor delivers (awaitLease) until a renewal confirms the lease, so a Redis
+// that stalls or is away costs no re-read. It runs until shutdown has seen
+// every reader done (renewStop), not only until the run loop ends. Beside
+// it, watchGroup checks the group record every second (groupwatch.go) and
+// wakes it through forgot. The periodic renewal runs apart from the loop,
+// so a store found to have forgotten is re-seeded at once rather than
+// behind a renewal that hangs (on a half-open connection after a failover,
+// say: up to a third of the period with the progress, longer than a
+// newcomer's wait).
+func (co *coordinator) renewLoop() {
+	defer close(co.renewDone)
+	stopWatch, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		co.watchGroup(stopWatch)
+	}()
+	defer func() {
+		close(stopWatch)
+		<-watched
+	}()
+	t := time.NewTicker(co.c.cfg.LeasePeriod / 3)
+	defer t.Stop()
+	var out chan struct{} // the periodic renewal still running; nil when none
+	missed := false       // a tick came while it ran
+	defer func() {
+		if out != nil {
+			<-out
+		}
+	}()
+	periodic := func() {
+		done := make(chan struct{})
+		out = done
+		go func() {
+			defer close(done)
+			ctx, cancel := context.WithTimeout(co.runCtx, co.c.cfg.LeasePeriod/6)
+			co.renew(ctx, false)
+			cancel()
+			co.publishProgress()
+		}()
+	}
+	for {
+		select {
+		case <-t.C:
+			if out != nil {
+				missed = true
+				continue
+			}
+			periodic()
+		case <-out:
+			out = nil
+			if missed {
+				missed = false
+				periodic()
+			}
+		case <-co.forgot:
+			// A call found the store forgot the group: renewing at once
+			// confirms it and re-seeds.
+			ctx, cancel := context.WithTimeout(co.runCtx, co.c.cfg.LeasePeriod/6)
+			co.renew(ctx, true)
+			cancel()
+		case <-co.renewStop:
+			return
+		case <-co.runCtx.Done():
+			return
+		}
+	}
+}
+
+// renew heartbeats and renews every held lease in one call. A lease whose
+// local deadline passed while Redis could not be reached is renewed like
+// any other when nobody took it meanwhile (same owner, same token): its
+// reader goes on from what it tracks, delivered and acked, with nothing
+// read again. A store that forgot the group is re-seeded (reseed.go);
+// forgot says a call already found it so, for an instance that holds no
+// lease to renew.
+func (co *coordinator) renew(ctx context.Context, forgot bool) {
+	defer co.heartbeat(ctx)
+	attempt := time.Now()
+	var ls []consumer.Lease
+	byShard := map[string]shardReader{}
+	current := co.readersNow()
+	for id, r := range current {
+		if r.Lost() || r.Releasing() {
+			continue
+		}
+		ls = append(ls, r.Lease())
+		byShard[id] = r
+	}
+	if len(ls) == 0 {
+		co.renewal.succeeded(attempt)
+		if forgot {
+			co.reseed(ctx)
+		}
+		return
+	}
+	renewed, lost, err := co.store.RenewAll(ctx, co.c.owner, ls)
+	if errors.Is(err, consumer.ErrStoreForgot) {
+		if !co.renewal.reseededSince(attempt) {
+			co.reseed(ctx)
+		}
+		return
+	}
+	if err != nil {
+		co.renewalFailed("Renewing leases", byShard, err)
+		return
+	}
+	co.renewal.succeeded(attempt)
+	for _, l := range renewed {
+		if r := byShard[l.Shard]; r != nil {
+			r.LeaseRenewed(l)
+		}
+	}
+	co.stopLost(ctx, byShard, lost)
+}
+
+// renewalFailed handles a renewal or re-seed (doing says which) that
+// failed: the next attempt retries. The readers keep their leases: those
+// whose local deadline passes wait in awaitLease for a renewal that
+// confirms the lease, or for one that finds it lost (stopLost).
+func (co *coordinator) renewalFailed(doing string, byShard map[string]shardReader, err error) {
+	if co.runCtx.Err() != nil {
+		return
+	}
+	waiting := 0
+	for _, r := range byShard {
+		if !r.LeaseLive() {
+			waiting++
+		}
+	}
+	if waiting == 0 {
+		co.log.Warnf("%s failed; retrying: %v", doing, err)
+		return
+	}
+	co.log.Errorf("%s failed for %v; %d of %d shard readers are past their lease's local deadline and read nothing until a renewal confirms the lease (retrying): %v",
+		doing, time.Since(co.renewal.lastOK()).Round(time.Millisecond), waiting, len(byShard), err)
+}
+
+// renewalState is shared by the renew loop and the periodic renewal it
+// runs apart.
+type renewalState struct {
+	mu sync.Mutex
+	// ok is when the last renewal or re-seed that succeeded was sent;
+	// reseed when the last re-seed that succeeded was.
+	ok, reseed time.Time
+	// reseeding runs re-seeds one at a time.
+	reseeding sync.Mutex
+}
+
+func (s *renewalState) succeeded(at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ok = later(s.ok, at)
+}
+
+func (s *renewalState) lastOK() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ok
+}
+
+func (s *renewalState) reseeded(at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reseed = later(s.reseed, at)
+}
+
+// reseededSince reports whether a re-seed sent after at succeeded: a
+// renewal sent at at that found the store forgot was answered before it,
+// most likely, and needs no re-seed of its own (should the store have
+// forgotten again, the next group check says so).
+func (s *renewalState) reseededSince(at time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reseed.After(at)
+}

@@ -1,0 +1,152 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// A store that forgets (Redis restarted empty, flushed, or replaced) is
+// told apart from a lost lease: the store answers ErrStoreForgot when the
+// group record its caller knows is gone or replaced, or a lease the caller
+// holds is unknown to it. Nobody took anything then, so the instance keeps
+// reading what it holds and writes back what it knows: the group record
+// (so `latest` keeps its start), the positions its readers reached, the
+// closed shards and the start override it last saw, and its leases with
+// their tokens.
+//
+// The positions are each shard's last *committed* one, kept per shard for
+// as long as no newer owner or operator's reset is known (known.go), and
+// for the shards read here now the acked one: so a store that forgets
+// during an outage of any length costs at most one commit period of
+// reading plus what was in flight, and a reader that took a shard without
+// a checkpoint counts as soon as it commits. The store hands no shard it does not know to anyone for a
+// lease period after a re-seed, so every instance has time to re-seed its
+// own shards before another could take them and start them over.
+
+// forgetWatch passes every call to the Store and tells the coordinator when
+// one found that the store forgot the group.
+type forgetWatch struct {
+	consumer.Store
+	forgot func()
+}
+
+func (w forgetWatch) saw(err error) error {
+	if errors.Is(err, consumer.ErrStoreForgot) {
+		w.forgot()
+	}
+	return err
+}
+
+func (w forgetWatch) Acquire(ctx context.Context, shard, owner string) (consumer.Take, error) {
+	t, err := w.Store.Acquire(ctx, shard, owner)
+	return t, w.saw(err)
+}
+
+func (w forgetWatch) Release(ctx context.Context, l consumer.Lease) error {
+	return w.saw(w.Store.Release(ctx, l))
+}
+
+func (w forgetWatch) Commit(ctx context.Context, l consumer.Lease, p consumer.Position) error {
+	return w.saw(w.Store.Commit(ctx, l, p))
+}
+
+func (w forgetWatch) CloseShard(ctx context.Context, l consumer.Lease) error {
+	return w.saw(w.Store.CloseShard(ctx, l))
+}
+
+func (w forgetWatch) Prune(ctx context.Context, shards []string) ([]string, error) {
+	pruned, err := w.Store.Prune(ctx, shards)
+	return pruned, w.saw(err)
+}
+
+func (w forgetWatch) ClosedShards(ctx context.Context) (map[string]bool, error) {
+	m, err := w.Store.ClosedShards(ctx)
+	return m, w.saw(err)
+}
+
+// storeForgot wakes the renew goroutine, which re-seeds the store.
+func (co *coordinator) storeForgot() {
+	select {
+	case co.forgot <- struct{}{}:
+	default:
+	}
+}
+
+// reseed writes what this instance knows back into a store that forgot
+// the group, and takes the leases it holds again. It runs on the renew
+// goroutine, beside at most one periodic renewal still out (renewLoop): both
+// present the same tokens, so whichever lands last confirms the same
+// leases. Re-seeds run one at a time.
+func (co *coordinator) reseed(ctx context.Context) {
+	co.renewal.reseeding.Lock()
+	defer co.renewal.reseeding.Unlock()
+	attempt := time.Now()
+	seed := consumer.Seed{Owner: co.c.owner, Checkpoints: map[string]consumer.Position{}}
+	co.known.mu.Lock()
+	seed.Closed = slices.Sorted(maps.Keys(co.known.closedSet))
+	seed.Override = co.known.override
+	for id, e := range co.known.committed {
+		seed.Checkpoints[id] = e.pos
+	}
+	co.known.mu.Unlock()
+	byShard := map[string]shardReader{}
+	current := co.readersNow()
+	for id, r := range current {
+		if r.Lost() {
+			continue
+		}
+		if r.Finished() {
+			// Done but not yet forgotten by the run loop: its lease is
+			// closed or handed back, and a closed shard is seeded closed.
+			if r.Outcome().ClosedShard && !slices.Contains(seed.Closed, id) {
+				seed.Closed = append(seed.Closed, id)
+			}
+			continue
+		}
+		if pos, ok := r.Checkpoint(); ok {
+			seed.Checkpoints[id] = pos
+		}
+		seed.Leases = append(seed.Leases, r.Lease())
+		byShard[id] = r
+	}
+	for id, p := range seed.Checkpoints {
+		if _, reading := byShard[id]; !reading && slices.Contains(seed.Closed, id) {
+			delete(seed.Checkpoints, id)
+		} else if p.IsZero() {
+			delete(seed.Checkpoints, id)
+		}
+	}
+	slices.Sort(seed.Closed)
+	res, err := co.store.Reseed(ctx, seed)
+	if err != nil {
+		co.renewalFailed("Re-seeding the checkpoint store", byShard, err)
+		return
+	}
+	co.renewal.succeeded(attempt)
+	co.renewal.reseeded(attempt)
+	found := "had no record of the group"
+	if res.FoundEpoch == res.Epoch {
+		found = "had lost this instance's leases; another instance had restored the group record"
+	} else if res.FoundEpoch != "" {
+		found = "held another group record (" + res.FoundEpoch + ")"
+	}
+	co.log.Errorf("The checkpoint store forgot this group's state (Redis restarted empty, flushed or replaced): it %s. "+
+		"Re-seeded it with what this instance knows: group record %s (started %s), %d checkpoints, %d closed shards and %d leases; %d leases had been taken by another instance meanwhile",
+		found, res.Epoch, res.GroupStart.UTC().Format(time.RFC3339), len(seed.Checkpoints), len(seed.Closed), len(res.Renewed), len(res.Lost))
+	for _, l := range res.Renewed {
+		if r := byShard[l.Shard]; r != nil {
+			r.LeaseRenewed(l) // wakes its lanes waiting past the old deadline
+		}
+	}
+	for _, id := range res.Lost {
+		if r := byShard[id]; r != nil {
+			r.Log().Warn("Lease taken by another instance while the checkpoint store was re-seeded; stopping the shard reader")
+			r.MarkLost()
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// How an instance stops: every reader stops fetching, waits for its
+// in-flight batches (up to lease.handoff_timeout), commits and releases its
+// lease, then the instance leaves the group; one line says how it went.
+
+// Close stops fetching, waits (within ctx) for in-flight batches to be
+// acked, commits, releases every lease and leaves the group, so another
+// instance takes the shards over at once. It logs once what it handed
+// off and how long it took: at INFO when every shard was committed and
+// released with nothing left unacknowledged, at WARN otherwise.
+func (c *Consumer) Close(ctx context.Context) error {
+	began := time.Now()
+	c.mu.Lock()
+	coords := c.coords
+	c.coords = nil
+	c.mu.Unlock()
+	tallies := make([]stopTally, len(coords))
+	var wg sync.WaitGroup
+	for i, co := range coords {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tallies[i] = co.shutdown(ctx)
+		}()
+	}
+	wg.Wait()
+	if coords != nil {
+		c.logStop(tallies, time.Since(began))
+	}
+	if c.cancel != nil {
+		c.cancel()
+	}
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stopTally is how the readers of one stream ended at shutdown.
+type stopTally struct {
+	// released counts the shards committed and released (or closed).
+	released int
+	// unreleased names the shards whose final commit did not land (or
+	// that shutdown's time cut short): their leases lapse.
+	unreleased []string
+	// unacked names the shards handed back with records past the
+	// committed checkpoint; unackedRecords counts those records.
+	unacked        []string
+	unackedRecords int
+	// lost counts the readers whose lease was lost: nothing to hand off.
+	lost int
+}
+
+// shutdown stops the run loop, then every reader gracefully: they stop
+// fetching, wait for acks, commit and release. Leases are renewed until the
+// last reader is done, so a slow drain never loses its lease and has its
+// final commit refused. Past ctx, readers are ended. It reports how each
+// reader ended.
+func (co *coordinator) shutdown(ctx context.Context) stopTally {
+	var tally stopTally
+	co.stopOnce.Do(func() { close(co.stopReq) })
+	select {
+	case <-co.runDone:
+	case <-ctx.Done():
+		// The run loop did not end in time: no reader was stopped, and
+		// their leases lapse.
+		for id := range co.readersNow() {
+			tally.unreleased = append(tally.unreleased, co.streamName+"/"+id)
+		}
+		return tally
+	}
+	for _, r := range co.readers {
+		r.Stop()
+	}
+	for _, r := range co.readers {
+		select {
+		case <-r.Done():
+			tally.add(co.streamName, r)
+		case <-ctx.Done():
+			r.Cancel()
+			tally.unreleased = append(tally.unreleased, co.streamName+"/"+r.Shard().ID)
+		}
+	}
+	close(co.renewStop)
+	select {
+	case <-co.renewDone:
+	case <-ctx.Done():
+	}
+	co.c.metrics.Owned.Set(0, co.streamName)
+	if err := co.store.RemoveMember(ctx, co.c.owner); err != nil {
+		co.log.Debugf("Leaving the group failed; the member entry expires by itself: %v", err)
+	}
+	co.cancelRun()
+	return tally
+}
+
+// add counts how a finished reader ended.
+func (t *stopTally) add(stream string, r shardReader) {
+	name := stream + "/" + r.Shard().ID
+	switch {
+	case r.Lost():
+		t.lost++
+		return
+	case r.Outcome().Released || r.Outcome().ClosedShard:
+		t.released++
+	default:
+		t.unreleased = append(t.unreleased, name)
+	}
+	if r.Outcome().Unacked > 0 {
+		t.unacked = append(t.unacked, name)
+		t.unackedRecords += r.Outcome().Unacked
+	}
+}
+
+// logStop says in one line how the stop went.
+func (c *Consumer) logStop(tallies []stopTally, took time.Duration) {
+	var all stopTally
+	for _, t := range tallies {
+		all.released += t.released
+		all.lost += t.lost
+		all.unreleased = append(all.unreleased, t.unreleased...)
+		all.unacked = append(all.unacked, t.unacked...)
+		all.unackedRecords += t.unackedRecords
+	}
+	took = took.Round(time.Millisecond)
+	if len(all.unreleased) == 0 && len(all.unacked) == 0 {
+		c.log.Infof("Stopped reading: committed and released %d shards in %v", all.released, took)
+		return
+	}
+	parts := []string{fmt.Sprintf("Stopped reading in %v: committed and released %d of %d shards", took, all.released, all.released+len(all.unreleased))}
+	if len(all.unacked) > 0 {
+		parts = append(parts, fmt.Sprintf("%d records past the committed checkpoints of %s were not acknowledged within lease.handoff_timeout (%v), or come after one that was not: the shards' next owners deliver them again",
+			all.unackedRecords, shardList(all.unacked), c.cfg.HandoffTimeout))
+	}
+	if len(all.unreleased) > 0 {
+		parts = append(parts, fmt.Sprintf("%s could not commit the final checkpoint: their leases lapse after lease.period, and their next owners deliver again the records acked since the last commit", shardList(all.unreleased)))
+	}
+	c.log.Warn(strings.Join(parts, "; "))
+}
+
+// shardList names shards (stream/shard), at most ten of them.
+func shardList(names []string) string {
+	slices.Sort(names)
+	const most = 10
+	if len(names) > most {
+		return fmt.Sprintf("%d shards (%s and %d more)", len(names), strings.Join(names[:most], ", "), len(names)-most)
+	}
+	if len(names) == 1 {
+		return "shard " + names[0]
+	}
+	return fmt.Sprintf("%d shards (%s)", len(names), strings.Join(names, ", "))
+}

@@ -1,0 +1,60 @@
+package consumer
+
+import (
+	"context"
+	"time"
+)
+
+// An instance that reads shards checks, at a pace of its own and in one
+// cheap call, that the store still holds the group record it knows. That
+// pace, not the renewals' third of a lease period, bounds how long a
+// store that came back empty goes unnoticed by a holder that Redis
+// answers, and so how long a newcomer must wait before it takes anything
+// from a young, un-re-seeded group record (NewcomerWait): the first record
+// of a brand-new group then comes seconds, not a lease period, after the
+// start.
+
+// GroupCheckInterval is how often an instance that holds leases checks the
+// group record: every second, or a third of a shorter lease period. Each
+// check is bounded by half of it, so a check that hangs never delays the
+// next.
+func GroupCheckInterval(leasePeriod time.Duration) time.Duration {
+	return min(time.Second, leasePeriod/3)
+}
+
+// NewcomerWait is how long after a group record's creation a newcomer
+// waits before taking anything, while no re-seed marked the record: two
+// check intervals (at most a lease period). A holder that Redis answers
+// from the moment it came back empty starts a check within one interval
+// of the record's creation, which finds the record replaced and wakes
+// its re-seed; the second interval is the margin for those round trips.
+// A re-seed holds every shard the store does not know for a lease period.
+func NewcomerWait(leasePeriod time.Duration) time.Duration {
+	return min(leasePeriod, 2*GroupCheckInterval(leasePeriod))
+}
+
+// RestartWait is how long a Redis server must have been up before a
+// newcomer takes anything from a group record created since it started
+// that no re-seed marked: a lease period and the newcomer wait. A Redis
+// restarted empty may have had holders that were paused or cut off while it
+// restarted; each of them whose lease was live then wakes within the lease
+// period, finds the record replaced within a check interval and re-seeds,
+// and a holder paused past its lease would have lost its shard to another
+// instance anyway. A flushed Redis leaves no such trace: there the tie of
+// tokens goes to the holder when it re-seeds (docs/checkpointer.md).
+func RestartWait(leasePeriod time.Duration) time.Duration {
+	return leasePeriod + NewcomerWait(leasePeriod)
+}
+
+// YoungServer is a Store that can tell, after Join, that it waited for its
+// Redis server to have been up RestartWait, and how long it had been up.
+type YoungServer interface {
+	JoinedYoungServer() (uptime time.Duration, young bool)
+}
+
+// GroupChecker is a Store that can tell in one call whether it still holds
+// the group record its caller knows: ErrStoreForgot when it does not. A
+// Store without it is noticed to forget only by renewals.
+type GroupChecker interface {
+	CheckGroup(ctx context.Context) error
+}

@@ -1,0 +1,146 @@
+package streams
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+	"github.com/connect-kinesis/connect-kinesis/internal/lintrule"
+)
+
+// Field names of stream discovery in the `kinesis` input. FieldStreams is
+// the input's existing `streams` field, whose entries may be patterns.
+const (
+	FieldStreams           = "streams"
+	FieldStreamTags        = "stream_tags"
+	FieldDiscoveryInterval = "stream_discovery_interval"
+	FieldNewStreamStart    = "new_stream_start_position"
+	FieldDeletedRetention  = "deleted_stream_retention"
+)
+
+// Values of new_stream_start_position.
+const (
+	NewStreamTrimHorizon = "trim_horizon"
+	NewStreamLatest      = "latest"
+	// NewStreamAsStart reads a stream that appears as the group's first
+	// streams are read: from start_position (and start_timestamp).
+	NewStreamAsStart = "start_position"
+)
+
+// Defaults and bounds.
+const (
+	DefaultDiscoveryInterval = 60 * time.Second
+	// MinDiscoveryInterval keeps one group's listing (a ListStreams page
+	// per 100 streams of the account, a ListTagsForStream per stream a
+	// pattern matches with stream_tags) far below the account's
+	// 5 calls/s, which every other caller of the account shares.
+	MinDiscoveryInterval    = 5 * time.Second
+	DefaultDeletedRetention = 24 * time.Hour
+)
+
+// Config is the parsed form of the discovery fields.
+type Config struct {
+	Rules Rules
+	// Interval is how often the group lists the streams (one instance
+	// of the group lists; the others read its result).
+	Interval time.Duration
+	// NewStreamStart is where a stream that appears after the group's
+	// first listing starts: NewStreamTrimHorizon, NewStreamLatest or
+	// NewStreamAsStart.
+	NewStreamStart string
+	// DeletedRetention is how long the Redis keys of a stream that was
+	// deleted or stopped matching are kept, so that a stream that comes
+	// back (a tag put back) resumes from its checkpoints; then they are
+	// pruned.
+	DeletedRetention time.Duration
+}
+
+// Fields are the discovery fields, to add to the input's spec next to
+// `streams` once the consumer follows the streams found (the `streams`
+// field's description then says that an entry may be a pattern; see
+// StreamsDescription).
+func Fields() []*service.ConfigField {
+	return []*service.ConfigField{
+		service.NewStringMapField(FieldStreamTags).
+			Description("Tags a stream found by a pattern of `streams` must carry, every one with this value (ListTagsForStream). A stream whose tags stop matching is released as a deleted one is. Streams named without a pattern are read whatever their tags.").
+			Example(map[string]any{"team": "payments", "env": "prod"}).
+			Default(map[string]any{}).Advanced(),
+		service.NewDurationField(FieldDiscoveryInterval).
+			Description(fmt.Sprintf("How often the streams matching the patterns of `streams` are listed (ListStreams, then ListTagsForStream with `stream_tags`). One instance of the group lists per interval, whatever the number of instances, and writes what it found to Redis for the others, so the account's limit of %d ListStreams calls per second holds; if it dies, another lists after one interval. At least %v. A stream created now is read within about two intervals.", kinesisx.MaxListStreamsPerSecond, MinDiscoveryInterval)).
+			LintRule(lintrule.Duration(FieldDiscoveryInterval, DefaultDiscoveryInterval.String())).
+			Default(DefaultDiscoveryInterval.String()).Advanced(),
+		service.NewStringEnumField(FieldNewStreamStart, NewStreamTrimHorizon, NewStreamLatest, NewStreamAsStart).
+			Description("Where a stream that a pattern finds after the group's first listing starts: `trim_horizon` (its oldest record: a stream created while the group runs is read from its first record, whatever `start_position` says of the streams the group began with), `latest` (records written from the time the group first takes one of its shards), or `start_position` (as `start_position` and `start_timestamp` say). Streams of the group's first listing, and streams named without a pattern, start at `start_position`. Decided once per stream per group, and kept in Redis.").
+			Default(NewStreamTrimHorizon).Advanced(),
+		service.NewDurationField(FieldDeletedRetention).
+			Description("How long the checkpoints of a stream that was deleted or stopped matching are kept in Redis after the group released it. A stream that matches again within this time resumes from its checkpoints; after it the keys are deleted. A stream deleted and created again under the same name is a new stream, whatever this says: it starts at `new_stream_start_position`, never from the deleted stream's checkpoints.").
+			LintRule(lintrule.Duration(FieldDeletedRetention, DefaultDeletedRetention.String())).
+			Default(DefaultDeletedRetention.String()).Advanced(),
+	}
+}
+
+// StreamsDescription is the description of the `streams` field once
+// patterns are read.
+const StreamsDescription = "The streams to read, by name or by ARN, or by a pattern of names with `*` (any characters) and `?` (one character), e.g. `tenant-*`. A name and the ARN of the same stream share checkpoints (they are keyed by the ARN). A stream named without a pattern is read from the start, as a fixed list is. Streams that match a pattern (and `stream_tags`) are found every `stream_discovery_interval` and read as they appear; a stream that is deleted or stops matching is released: its readers finish with a final commit, and its checkpoints are kept for `deleted_stream_retention`. A stream deleted and created again under its name is read as a new stream."
+
+// ConfigFromParsed reads the discovery fields next to the given entries of
+// `streams` (the input reads that field itself).
+func ConfigFromParsed(conf *service.ParsedConfig, entries []string) (Config, error) {
+	tags, err := conf.FieldStringMap(FieldStreamTags)
+	if err != nil {
+		return Config{}, err
+	}
+	interval, err := conf.FieldDuration(FieldDiscoveryInterval)
+	if err != nil {
+		return Config{}, err
+	}
+	start, err := conf.FieldString(FieldNewStreamStart)
+	if err != nil {
+		return Config{}, err
+	}
+	retention, err := conf.FieldDuration(FieldDeletedRetention)
+	if err != nil {
+		return Config{}, err
+	}
+	return NewConfig(entries, tags, interval, start, retention)
+}
+
+// NewConfig builds and validates a Config from field values.
+func NewConfig(entries []string, tags map[string]string, interval time.Duration, newStreamStart string, retention time.Duration) (Config, error) {
+	rules, err := ParseRules(entries, tags)
+	if err != nil {
+		return Config{}, err
+	}
+	c := Config{Rules: rules, Interval: interval, NewStreamStart: newStreamStart, DeletedRetention: retention}
+	return c, c.Validate()
+}
+
+// Validate names the field that is out of range and what it accepts.
+func (c Config) Validate() error {
+	switch {
+	case c.Interval < MinDiscoveryInterval:
+		return fmt.Errorf("field %s: %v is shorter than %v; ListStreams allows 5 calls per second for the whole account", FieldDiscoveryInterval, c.Interval, MinDiscoveryInterval)
+	case c.DeletedRetention < 0:
+		return fmt.Errorf("field %s: %v is negative; use 0s to delete a released stream's checkpoints at once, or a duration such as 24h", FieldDeletedRetention, c.DeletedRetention)
+	}
+	switch c.NewStreamStart {
+	case NewStreamTrimHorizon, NewStreamLatest, NewStreamAsStart:
+		return nil
+	default:
+		return fmt.Errorf("field %s: %q is not one of %s, %s, %s", FieldNewStreamStart, c.NewStreamStart, NewStreamTrimHorizon, NewStreamLatest, NewStreamAsStart)
+	}
+}
+
+// StartFor returns where the shards without a checkpoint of a stream
+// start: startPosition (the input's `start_position`) for a stream of the
+// group's first listing or one named without a pattern, else (appeared:
+// found later, or created again) what new_stream_start_position says.
+// The result is one of the input's start_position values.
+func (c Config) StartFor(appeared bool, startPosition string) string {
+	if !appeared || c.NewStreamStart == NewStreamAsStart {
+		return startPosition
+	}
+	return c.NewStreamStart
+}

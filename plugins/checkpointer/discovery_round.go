@@ -1,0 +1,57 @@
+package checkpointer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/streams"
+)
+
+// DiscoveryRound is what one round of DiscoverStreams did.
+type DiscoveryRound struct {
+	// Listed: this instance held the lease and listed the streams.
+	Listed bool
+	// Pruned are the keys of released streams whose Redis keys this round
+	// deleted; Kept those still read somewhere (tried again next round).
+	Pruned, Kept []string
+}
+
+// DiscoverStreams runs one round of the group's stream discovery for the
+// instance owner, every interval: it claims the lease; if granted, calls
+// list (a streams.Lister's List with the input's rules), publishes the
+// result and prunes the keys of streams released longer ago than
+// retention; then, lease or not, reads the group's result. A failed list
+// publishes nothing: the lease lapses after interval and the last result
+// stays. The checkpointer itself never calls Kinesis.
+func (c *Checkpointer) DiscoverStreams(ctx context.Context, owner string, interval, retention time.Duration, list func(context.Context) ([]streams.Identity, error)) (Discovery, DiscoveryRound, error) {
+	var round DiscoveryRound
+	claim, err := c.ClaimDiscovery(ctx, owner, interval)
+	if err != nil {
+		return Discovery{}, round, err
+	}
+	if claim.Granted {
+		found, err := list(ctx)
+		if err != nil {
+			return Discovery{}, round, fmt.Errorf("listing the streams for the group: %w", err)
+		}
+		published, expired, err := c.PublishDiscovery(ctx, owner, claim.Token, found, retention)
+		if err != nil {
+			return Discovery{}, round, err
+		}
+		round.Listed = published
+		for _, key := range expired {
+			pruned, err := c.PruneReleased(ctx, owner, claim.Token, key)
+			if err != nil {
+				return Discovery{}, round, err
+			}
+			if pruned {
+				round.Pruned = append(round.Pruned, key)
+			} else {
+				round.Kept = append(round.Kept, key)
+			}
+		}
+	}
+	d, err := c.ReadDiscovery(ctx)
+	return d, round, err
+}
