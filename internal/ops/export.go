@@ -36,6 +36,10 @@ type ExportDocument struct {
 	// the start override (trim_horizon or at_timestamp=…), as an import
 	// of a KCL table stores them.
 	ShardStarts map[string]string `json:"shard_starts,omitempty"`
+	// Delivered are the redelivery marks: per shard the highest position
+	// the group may have delivered. A reset from the export writes them
+	// back, only forwards; releases that know none ignore the field.
+	Delivered map[string]string `json:"delivered,omitempty"`
 }
 
 func runExport(c *cli.Context) error {
@@ -102,6 +106,16 @@ func exportDocument(ctx context.Context, store *checkpointer.Store, name, id, gr
 	} else if ok {
 		doc.StartOverride = so.String()
 	}
+	delivered, err := store.Delivered(ctx)
+	if err != nil {
+		return ExportDocument{}, err
+	}
+	for id, p := range delivered {
+		if doc.Delivered == nil {
+			doc.Delivered = make(map[string]string, len(delivered))
+		}
+		doc.Delivered[id] = p.String()
+	}
 	return doc, nil
 }
 
@@ -111,6 +125,7 @@ type exportedState struct {
 	positions map[string]consumer.Position
 	start     *consumer.StartOverride
 	starts    map[string]consumer.StartOverride
+	delivered map[string]consumer.Position
 	origin    fileOrigin
 }
 
@@ -140,6 +155,16 @@ func (d ExportDocument) state() (exportedState, error) {
 			return exportedState{}, fmt.Errorf("shard_starts, shard %s: %w", shard, err)
 		}
 		st.starts[shard] = so
+	}
+	for shard, v := range d.Delivered {
+		p, err := consumer.ParsePosition(v)
+		if err != nil {
+			return exportedState{}, fmt.Errorf("delivered, shard %s: %w", shard, err)
+		}
+		if st.delivered == nil {
+			st.delivered = make(map[string]consumer.Position, len(d.Delivered))
+		}
+		st.delivered[shard] = p
 	}
 	if d.StartOverride == "" {
 		return st, nil

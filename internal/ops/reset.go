@@ -22,12 +22,13 @@ func runReset(c *cli.Context) error {
 	var positions map[string]consumer.Position
 	var starts map[string]consumer.StartOverride
 	var origin fileOrigin
+	var delivered map[string]consumer.Position
 	if file, ok := strings.CutPrefix(to, "sequences="); ok {
 		st, err := readSequencesFile(file)
 		if err != nil {
 			return fmt.Errorf("flag --%s: %w", flagTo, err)
 		}
-		positions, start, starts, origin = st.positions, st.start, st.starts, st.origin
+		positions, start, starts, origin, delivered = st.positions, st.start, st.starts, st.origin, st.delivered
 	} else {
 		so, err := consumer.ParseStartOverride(to)
 		if err != nil {
@@ -76,6 +77,15 @@ func runReset(c *cli.Context) error {
 	}
 	fmt.Fprintf(w, "reset group %s on %s:\n", o.cp.Config().Group, o.stream.ID)
 	printChanges(w, res, positions)
+	if len(delivered) > 0 {
+		// A reset keeps the redelivery marks; an export's are written back
+		// only forwards, so records read again stay marked.
+		n, err := o.store.RestoreDelivered(c.Context, delivered)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "redelivery marks: %d of the file's %d moved forwards (a mark never moves back)\n", n, len(delivered))
+	}
 	for _, shard := range slices.Sorted(maps.Keys(starts)) {
 		fmt.Fprintf(w, "  %s starts at %s while it has no checkpoint\n", shard, starts[shard])
 	}

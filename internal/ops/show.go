@@ -53,6 +53,9 @@ type ShardRow struct {
 	// BytesPerSecond is the shard's load as its owner last published it
 	// (absent from owners of a release that publishes none).
 	BytesPerSecond *int64 `json:"bytes_per_second,omitempty"`
+	// Delivered is the shard's redelivery mark: the highest position the
+	// group may have handed to a pipeline.
+	Delivered string `json:"delivered,omitempty"`
 }
 
 // ShowReport is the `show --json` document; `reset --to sequences=FILE`
@@ -191,6 +194,10 @@ func buildShow(ctx context.Context, o *opened) (ShowReport, error) {
 	if err != nil {
 		return rep, err
 	}
+	delivered, err := s.Delivered(ctx)
+	if err != nil {
+		return rep, err
+	}
 	if so, ok, err := s.StartOverride(ctx); err != nil {
 		return rep, err
 	} else if ok {
@@ -213,6 +220,9 @@ func buildShow(ctx context.Context, o *opened) (ShowReport, error) {
 			}
 		}
 		r.HandoffTo = handoff[id]
+		if p, ok := delivered[id]; ok {
+			r.Delivered = p.String()
+		}
 		if p, ok := progress[id]; ok {
 			r.LagMillis, r.ProgressBy = &p.LagMillis, p.Owner
 			if p.LoadKnown {

@@ -102,6 +102,8 @@ func runEveryInputOperation(t *testing.T, s *Store, admin redis.Cmdable) {
 	take, err := s.Acquire(ctx, "shard-0", "a")
 	require.NoError(t, err, "acquire a shard without a checkpoint (reads its own start)")
 	l := take.Lease
+	_, err = s.WriteDelivered(ctx, "a", []DeliveredMark{{Shard: "shard-0", Token: l.Token, Position: consumer.Position{Sequence: "9"}}})
+	require.NoError(t, err, "store how far it delivered")
 	_, err = s.Renew(ctx, l)
 	require.NoError(t, err, "renew")
 	_, lost, err := s.RenewAll(ctx, "a", []consumer.Lease{l})
@@ -184,11 +186,15 @@ func TestIntegrationACLOperatorUsers(t *testing.T) {
 	require.NoError(t, err, "shard starts")
 	_, _, err = view.StartOverride(ctx)
 	require.NoError(t, err, "start override")
+	_, err = view.Delivered(ctx)
+	require.NoError(t, err, "delivered positions")
 
 	adm := aclStore(t, r, testenv.ACLAdmin, "orders")
 	latest := consumer.StartOverride{Mode: consumer.StartLatest}
 	_, err = adm.Reset(ctx, &latest, map[string]consumer.Position{"shard-0": p, "shard-1": {ShardEnd: true}}, nil, false)
 	require.NoError(t, err, "reset")
+	_, err = adm.RestoreDelivered(ctx, map[string]consumer.Position{"shard-0": p})
+	require.NoError(t, err, "restore delivered positions from an export")
 	_, err = adm.Delete(ctx, false)
 	require.NoError(t, err, "delete")
 	assertNoACLDenials(t, r)

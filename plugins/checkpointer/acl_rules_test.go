@@ -37,7 +37,7 @@ func TestShippedACLRulesAreExactlyWhatTheCodeRuns(t *testing.T) {
 			direct: []string{"HGET", "INFO", "WAIT"},
 		},
 		"connect-kinesis-viewer": {scripts: viewerScripts, direct: viewerDirect},
-		"connect-kinesis-admin":  {scripts: append([]string{"reset", "delete"}, viewerScripts...), direct: viewerDirect},
+		"connect-kinesis-admin":  {scripts: append([]string{"reset", "delete", "restore_delivered"}, viewerScripts...), direct: viewerDirect},
 	}
 
 	granted := shippedACLCommands(t)

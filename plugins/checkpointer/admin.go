@@ -171,7 +171,7 @@ func (s *Store) replace(ctx context.Context, what, marker string, keep bool, exp
 // with ErrLiveLeases while leases are live unless force.
 func (s *Store) Delete(ctx context.Context, force bool) (ResetResult, error) {
 	return s.runAdmin(ctx, "deleting checkpoints", deleteScript,
-		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff, s.keys.Progress, s.keys.Epoch}, boolArg(force), s.periodMillis())
+		[]string{s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Members, s.keys.Handoff, s.keys.Progress, s.keys.Epoch, s.keys.Delivered}, boolArg(force), s.periodMillis())
 }
 
 // runAdmin reads the state a reset or delete is about to change, then runs

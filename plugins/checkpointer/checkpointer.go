@@ -215,6 +215,7 @@ func (c *Checkpointer) Stream(streamID string) *Store {
 			Members:     base + "members",
 			Handoff:     base + "handoff",
 			Progress:    base + "progress",
+			Delivered:   base + "delivered",
 			Epoch:       base + "epoch",
 		},
 	}

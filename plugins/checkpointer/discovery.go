@@ -44,7 +44,7 @@ var discoveryPublishScript = newScript("discovery_publish")
 // discoveryForgetScript: KEYS streams; ARGV owner, token, key.
 var discoveryForgetScript = newScript("discovery_forget")
 
-// pruneStreamScript: KEYS the seven keys of a group+stream; ARGV member
+// pruneStreamScript: KEYS the eight keys of a group+stream; ARGV member
 // window (ms). Returns 1 deleted, 0 refused (a live lease or member).
 var pruneStreamScript = newScript("prune_stream")
 
@@ -201,7 +201,7 @@ func (c *Checkpointer) PruneReleased(ctx context.Context, owner string, token in
 	s := c.Stream(key)
 	k := s.keys
 	n, err := pruneStreamScript.Run(ctx, c.client,
-		[]string{k.Checkpoints, k.Closed, k.Leases, k.Members, k.Handoff, k.Progress, k.Epoch}, s.periodMillis()).Int64()
+		[]string{k.Checkpoints, k.Closed, k.Leases, k.Members, k.Handoff, k.Progress, k.Epoch, k.Delivered}, s.periodMillis()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("pruning the keys of released stream %s: %w", key, err)
 	}

@@ -97,7 +97,7 @@ func (s *Store) ShardLoads(ctx context.Context) (map[string]consumer.ShardLoad, 
 // no pipeline of the group has run against the stream (or it was deleted).
 func (s *Store) HasState(ctx context.Context) (bool, error) {
 	k := s.keys
-	n, err := s.c.client.Exists(ctx, k.Checkpoints, k.Closed, k.Leases, k.Members, k.Handoff, k.Progress).Result()
+	n, err := s.c.client.Exists(ctx, k.Checkpoints, k.Closed, k.Leases, k.Members, k.Handoff, k.Progress, k.Delivered).Result()
 	if err != nil {
 		return false, fmt.Errorf("looking for the group's keys: %w", err)
 	}

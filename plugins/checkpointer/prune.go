@@ -8,14 +8,14 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
-// pruneScript: KEYS epoch, ckpt, closed, lease, progress, handoff; ARGV
+// pruneScript: KEYS epoch, ckpt, closed, lease, progress, handoff, delivered; ARGV
 // knownEpoch (empty to skip the check), shard... Removes each shard's entries
 // from every key unless its lease is live; returns the shards pruned.
 var pruneScript = newScript("prune")
 
 // Prune removes every entry of shards the stream no longer lists (trimmed
 // past the retention period): checkpoint, closed mark, lease, published
-// progress and hand-off request, in one script. A shard whose lease is
+// progress, hand-off request and redelivery mark, in one script. A shard whose lease is
 // live is kept (a reader may still drain it). The consumer decides which
 // shards are safe to prune (prune.go there); this only deletes.
 func (s *Store) Prune(ctx context.Context, shards []string) ([]string, error) {
@@ -29,10 +29,11 @@ func (s *Store) Prune(ctx context.Context, shards []string) ([]string, error) {
 	}
 	what := fmt.Sprintf("pruning %d shards the stream no longer lists", len(shards))
 	pruned, err := pruneScript.Run(ctx, s.c.client,
-		[]string{s.keys.Epoch, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Progress, s.keys.Handoff}, args...).StringSlice()
+		[]string{s.keys.Epoch, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Progress, s.keys.Handoff, s.keys.Delivered}, args...).StringSlice()
 	if err != nil {
 		return nil, storeErr(what, err)
 	}
+	s.marks.forget(pruned...)
 	return pruned, nil
 }
 

@@ -11,7 +11,7 @@ import (
 // group's checkpoints belong to.
 const streamCreatedField = "stream_created"
 
-// streamCreatedScript: KEYS epoch, ckpt, closed, lease, handoff; ARGV seen,
+// streamCreatedScript: KEYS epoch, ckpt, closed, lease, handoff, delivered; ARGV seen,
 // current (creation times in ms). The recorded creation time, or the
 // caller's seen one when none is recorded, is compared with current. Equal:
 // current is recorded and 0 returned. (It is recorded before the group's
@@ -28,17 +28,22 @@ var streamCreatedScript = newScript("stream_created")
 // with the one the group's checkpoints belong to: the one recorded in the
 // group record, or seen (what the caller saw before) when none is recorded
 // yet. When they differ the stream was deleted and created anew under the
-// same identity, and the group's checkpoints, closed shards, leases and
-// hand-off requests of the deleted stream are cleared in one step, so its
+// same identity, and the group's checkpoints, closed shards, leases,
+// hand-off requests and redelivery marks of the deleted stream are cleared
+// in one step, so its
 // shards start at the group's start position; cleared is true for the one
 // caller that did it. Leases are freed with their tokens bumped, so a
 // reader of the deleted stream can commit nothing afterwards.
 func (s *Store) StreamCreated(ctx context.Context, seen, current time.Time) (cleared bool, err error) {
 	n, err := streamCreatedScript.Run(ctx, s.c.client,
-		[]string{s.keys.Epoch, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Handoff},
+		[]string{s.keys.Epoch, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Handoff, s.keys.Delivered},
 		seen.UnixMilli(), current.UnixMilli()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("comparing the stream's creation time with the group's: %w", err)
+	}
+	if n == 1 {
+		// The marks were of the deleted stream's records.
+		s.marks.clear()
 	}
 	return n == 1, nil
 }

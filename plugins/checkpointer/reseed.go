@@ -16,7 +16,8 @@ import (
 // earlier start wins, so instances that disagree converge), checkpoints
 // (only forwards), the start override, closed shards and the instance's
 // leases with their tokens, except those another instance holds with a
-// newer token and those of shards closed or released under their token.
+// newer token and those of shards closed or released under their token,
+// and the redelivery marks this store wrote (only forwards).
 // The store then presents the record stored.
 func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
 	s.epochMu.Lock()
@@ -37,11 +38,18 @@ func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseed
 	for _, shard := range seed.Closed {
 		args = append(args, shard)
 	}
+	// The redelivery marks this store wrote (delivered.go): the seed of the
+	// consumer does not carry them, the store remembers them.
+	marks := s.marks.snapshot()
+	args = append(args, len(marks))
+	for _, shard := range slices.Sorted(maps.Keys(marks)) {
+		args = append(args, shard, marks[shard].String())
+	}
 	for _, l := range seed.Leases {
 		args = append(args, l.Shard, l.Token)
 	}
 	sent := time.Now()
-	res, err := reseedScript.Run(ctx, s.c.client, []string{s.keys.Epoch, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases}, args...).Slice()
+	res, err := reseedScript.Run(ctx, s.c.client, []string{s.keys.Epoch, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Delivered}, args...).Slice()
 	if err != nil {
 		return consumer.Reseeded{}, fmt.Errorf("re-seeding the checkpoint store: %w", err)
 	}

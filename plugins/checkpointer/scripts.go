@@ -77,15 +77,16 @@ func readLua(name string) string {
 	return string(b)
 }
 
-// acquireScript: KEYS lease, handoff, ckpt, epoch; ARGV shard, owner,
+// acquireScript: KEYS lease, handoff, ckpt, epoch, delivered; ARGV shard, owner,
 // periodMillis, knownEpoch, newEpoch. A caller that knows no epoch yet joins
 // the group, creating its record (id newEpoch, start and created now) if
 // there is none (the input joins first, join.go, and waits while a record
 // is young and not re-seeded).
 // Returns {1|0, owner, expiresAt, token, now, epoch, groupStart, checkpoint,
-// startOverride}: 1 when the caller holds the lease, 0 with the live holder
-// otherwise. The checkpoint and the override (” when none) come with the
-// lease, so a take is one round trip. Within a lease period after a re-seed,
+// startOverride, quietMillis, delivered}: 1 when the caller holds the lease,
+// 0 with the live holder otherwise. The checkpoint, the override and the
+// redelivery mark (” when none) come with the lease, so a take is one
+// round trip. Within a lease period after a re-seed,
 // a shard whose lease the store does not know is not handed out: its holder
 // may not have re-seeded it yet.
 var acquireScript = newScript("acquire")
@@ -131,10 +132,11 @@ var closedScript = newScript("closed")
 // instance that reads shards makes every second (consumer.watchGroup).
 var groupScript = newScript("group")
 
-// reseedScript: KEYS epoch, ckpt, closed, lease; ARGV epochId, groupStart,
-// owner, periodMillis, nCheckpoints, startOverride (” for none), then
-// nCheckpoints shard, position pairs, nClosed, nClosed shards, then shard,
-// token pairs of the caller's leases. It writes back what a store that
+// reseedScript: KEYS epoch, ckpt, closed, lease, delivered; ARGV epochId,
+// groupStart, owner, periodMillis, nCheckpoints, startOverride (” for
+// none), then nCheckpoints shard, position pairs, nClosed, nClosed shards,
+// nDelivered, nDelivered shard, position pairs (redelivery marks, written
+// only forwards), then shard, token pairs of the caller's leases. It writes back what a store that
 // forgot lost, as one instance knew it: the group record (the earlier
 // start wins, so two instances that disagree converge on one), checkpoints
 // (only forwards), the start override (if none), closed shards, and the
@@ -191,7 +193,7 @@ var handoffRequestsScript = newScript("handoff_requests")
 var resetScript = newScript("reset")
 
 // deleteScript: KEYS ckpt, closed, lease, members, handoff, progress,
-// epoch; ARGV force, member window (ms). Refuses with {-1, member...} while
+// epoch, delivered; ARGV force, member window (ms). Refuses with {-1, member...} while
 // members heartbeat within the window, forced or not (they would re-seed
 // what they know at once); then the same refusal as resetScript; then
 // deletes every key of the group+stream, the group record included: the

@@ -23,6 +23,9 @@ type Keys struct {
 	// Progress holds what owners publish for operators: per shard its
 	// lag, last delivery and owner.
 	Progress string
+	// Delivered holds the redelivery mark: per shard the highest position
+	// the group may have handed to a pipeline (delivered.go).
+	Delivered string
 }
 
 // Store reads and changes the checkpoints, leases, closed shards, members
@@ -46,6 +49,10 @@ type Store struct {
 	// started that no re-seed marked (0 otherwise; join.go).
 	youngServer time.Duration
 	young       bool
+
+	// marks holds the highest delivered position this store wrote per
+	// shard, for a re-seed to write back (delivered.go).
+	marks deliveredMarks
 }
 
 // streamLabel is the `stream` label of the checkpoint metrics: the stream's

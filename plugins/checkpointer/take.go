@@ -23,18 +23,43 @@ import (
 // cannot be read gives the lease back and logs an ERROR naming the field
 // and its fix (giveBack).
 func (s *Store) Acquire(ctx context.Context, shard, owner string) (consumer.Take, error) {
+	t, err := s.AcquireMarked(ctx, shard, owner)
+	return t.Take, err
+}
+
+// AcquireMarked is Acquire that also returns, from the same round trip, how
+// far earlier owners may have delivered the shard (the redelivery mark,
+// delivered.go).
+func (s *Store) AcquireMarked(ctx context.Context, shard, owner string) (MarkedTake, error) {
+	t, delivered, err := s.acquire(ctx, shard, owner)
+	if err != nil {
+		return MarkedTake{Take: t}, err
+	}
+	m := MarkedTake{Take: t}
+	if delivered != "" {
+		if m.Delivered, err = consumer.ParsePosition(delivered); err != nil {
+			bad := &badValue{key: s.keys.Delivered, field: shard, value: delivered, err: err,
+				fix: fmt.Sprintf("write the highest sequence number any reader may have delivered from the shard there (`HSET %s %s <seq>`), or, if none is known, one at least as high as the shard's checkpoint", s.keys.Delivered, shard)}
+			s.giveBack(t.Lease, bad)
+			return MarkedTake{}, fmt.Errorf("acquiring lease for shard %s: %w", shard, bad)
+		}
+	}
+	return m, nil
+}
+
+func (s *Store) acquire(ctx context.Context, shard, owner string) (consumer.Take, string, error) {
 	if shard == "" || owner == "" {
-		return consumer.Take{}, fmt.Errorf("acquiring lease: shard and owner must be set")
+		return consumer.Take{}, "", fmt.Errorf("acquiring lease: shard and owner must be set")
 	}
 	what := "acquiring lease for shard " + shard
 	sent := time.Now()
-	res, err := acquireScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Handoff, s.keys.Checkpoints, s.keys.Epoch},
+	res, err := acquireScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Handoff, s.keys.Checkpoints, s.keys.Epoch, s.keys.Delivered},
 		shard, owner, s.periodMillis(), s.knownEpoch(), newEpochID()).Slice()
 	if err != nil {
-		return consumer.Take{}, storeErr(what, err)
+		return consumer.Take{}, "", storeErr(what, err)
 	}
-	if len(res) != 10 {
-		return consumer.Take{}, fmt.Errorf("%s: unexpected script reply %v", what, res)
+	if len(res) != 11 {
+		return consumer.Take{}, "", fmt.Errorf("%s: unexpected script reply %v", what, res)
 	}
 	s.learnEpoch(toString(res[5]), time.UnixMilli(toInt(res[6])))
 	t := consumer.Take{
@@ -45,25 +70,30 @@ func (s *Store) Acquire(ctx context.Context, shard, owner string) (consumer.Take
 	t.Deadline = sent.Add(time.Duration(toInt(res[2])-toInt(res[4])) * time.Millisecond)
 	if toInt(res[0]) != 1 {
 		if t.Owner == "" {
-			return t, fmt.Errorf("%s: the store was re-seeded; shards it does not know wait until %s for their holders to re-seed them: %w",
+			return t, "", fmt.Errorf("%s: the store was re-seeded; shards it does not know wait until %s for their holders to re-seed them: %w",
 				what, t.ExpiresAt.UTC().Format(time.RFC3339Nano), consumer.ErrLeaseHeld)
 		}
-		return t, fmt.Errorf("%s: held by %s until %s: %w", what, t.Owner, t.ExpiresAt.UTC().Format(time.RFC3339Nano), consumer.ErrLeaseHeld)
+		return t, "", fmt.Errorf("%s: held by %s until %s: %w", what, t.Owner, t.ExpiresAt.UTC().Format(time.RFC3339Nano), consumer.ErrLeaseHeld)
 	}
 	if err := s.readTake(ctx, &t, toString(res[7]), toString(res[8])); err != nil {
 		s.giveBack(t.Lease, err)
-		return consumer.Take{}, fmt.Errorf("%s: %w", what, err)
+		return consumer.Take{}, "", fmt.Errorf("%s: %w", what, err)
 	}
-	return t, nil
+	return t, toString(res[10]), nil
 }
 
 // badValue is a value of the checkpoint hash a take cannot read.
 type badValue struct {
 	key, field, value string
 	err               error
+	// fix replaces the usual fix (export, correct, reset) when set.
+	fix string
 }
 
 func (e *badValue) Error() string {
+	if e.fix != "" {
+		return fmt.Sprintf("the value %q of field %q of %s cannot be read (%v); fix it: %s", e.value, e.field, e.key, e.err, e.fix)
+	}
 	return fmt.Sprintf("the value %q of field %q of %s cannot be read (%v); fix it: write the group's state out with `connect-kinesis checkpoints export ...`, correct that field in the file and write it back with `connect-kinesis checkpoints reset ... --to sequences=<file>`, or start the group over with `connect-kinesis checkpoints reset ... --to trim_horizon` (or latest, at_timestamp=<RFC3339>)",
 		e.value, e.field, e.key, e.err)
 }

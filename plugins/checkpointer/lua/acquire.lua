@@ -16,14 +16,14 @@ local period = tonumber(ARGV[3])
 -- released at that time), or -1 when unknown.
 local quiet = -1
 if live(owner, exp, now) then
-  if owner ~= ARGV[2] then return {0, owner, exp, tok, now, eid, gstart, '', '', -1} end
+  if owner ~= ARGV[2] then return {0, owner, exp, tok, now, eid, gstart, '', '', -1, ''} end
   -- The caller holds it already: a renewal, same token.
   exp = now + period
   redis.call('HSET', KEYS[1], ARGV[1], lease_value(owner, exp, tok))
 else
   local reseeded = tonumber(redis.call('HGET', KEYS[4], 'reseeded')) or 0
   if not raw and now < reseeded + period then
-    return {0, '', reseeded + period, 0, now, eid, gstart, '', '', -1}
+    return {0, '', reseeded + period, 0, now, eid, gstart, '', '', -1, ''}
   end
   if raw and exp > 0 then quiet = now - exp end
   owner = ARGV[2]
@@ -35,4 +35,8 @@ else
 end
 local ck = redis.call('HGET', KEYS[3], ARGV[1]) or ''
 local start = redis.call('HGET', KEYS[3], '{{startField}}') or ''
-return {1, owner, exp, tok, now, eid, gstart, ck, start, quiet}
+-- How far earlier owners may have delivered: the new reader marks what it
+-- reads again up to there. Their writes are fenced by the token this take
+-- replaced, so none can deliver past what is read here.
+local delivered = redis.call('HGET', KEYS[5], ARGV[1]) or ''
+return {1, owner, exp, tok, now, eid, gstart, ck, start, quiet, delivered}

@@ -10,6 +10,7 @@ local probes = {
   DEL = {'DEL', h, s, z},
   HGET = {'HGET', h, 'f'},
   HGETALL = {'HGETALL', h},
+  HMGET = {'HMGET', h, 'f'},
   HSET = {'HSET', h, 'f', 'v'},
   HSETNX = {'HSETNX', h, 'g', 'v'},
   HDEL = {'HDEL', h, 'f'},

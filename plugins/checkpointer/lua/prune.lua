@@ -19,6 +19,7 @@ for i = 2, #ARGV do
     redis.call('HDEL', KEYS[4], shard)
     redis.call('HDEL', KEYS[5], shard)
     redis.call('HDEL', KEYS[6], shard)
+    redis.call('HDEL', KEYS[7], shard)
     table.insert(out, shard)
   end
 end

@@ -1,4 +1,4 @@
--- KEYS ckpt, closed, lease, members, handoff, progress, epoch of one
+-- KEYS ckpt, closed, lease, members, handoff, progress, epoch, delivered of one
 -- group+stream; ARGV member window (ms). Deletes every key of a stream the
 -- group released longer ago than deleted_stream_retention. Refuses ({0})
 -- while a lease is live or a member heartbeat within the window: an
@@ -12,5 +12,5 @@ for i = 1, #leases, 2 do
   local owner, exp = parse_lease(leases[i + 1])
   if live(owner, exp, now) then return 0 end
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 return 1

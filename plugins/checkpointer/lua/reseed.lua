@@ -36,6 +36,23 @@ for _ = 1, nclosed do
   end
   i = i + 1
 end
+-- How far the caller's reads delivered each shard (the redelivery mark),
+-- only forwards and not for pruned shards: a mark never moves back, and
+-- one too high only marks a record that was not delivered before.
+local ndelivered = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, ndelivered do
+  if not pruned(ARGV[i]) then
+    local cur = redis.call('HGET', KEYS[5], ARGV[i])
+    local ahead = true
+    if cur then
+      local _, _, _, valid = parse_pos(cur)
+      ahead = not valid or cmp_pos(ARGV[i + 1], cur) > 0
+    end
+    if ahead then redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 1]) end
+  end
+  i = i + 2
+end
 -- A store that forgot holds every shard it does not know for a lease period
 -- (acquire), so that their holders re-seed them first. A seed of closes
 -- alone (no position, no lease) on a store that kept the caller's record (a close written back) is

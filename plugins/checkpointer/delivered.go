@@ -1,0 +1,189 @@
+package checkpointer
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// The redelivery mark's store. An owner stores how far it may deliver each
+// shard before it hands those records to the pipeline, in one script call
+// for all of its shards of the stream (WriteDelivered), fenced by each
+// lease's token like a commit. A take reads the shard's value in the same
+// round trip as its lease (AcquireMarked); its reader marks every record at
+// or below it as possibly delivered before. Since the take replaces the
+// token every earlier write was fenced by, no earlier owner can deliver
+// past what the take read. A store that forgot gets the values back from
+// each instance's re-seed (Reseed writes what this store wrote).
+
+// deliveredScript: KEYS lease, delivered, epoch; ARGV owner, epoch, then
+// shard, token, position triples. Writes each position only forwards and
+// only while the lease names owner under that token. Returns the shards
+// fenced; FORGOT when the caller's group record is gone or replaced.
+var deliveredScript = newScript("delivered")
+
+// restoreDeliveredScript: KEYS delivered; ARGV shard, position pairs, each
+// written only forwards. For `reset --to sequences=<export>`.
+var restoreDeliveredScript = newScript("restore_delivered")
+
+// MarkedTake is a take with the shard's redelivery mark.
+type MarkedTake struct {
+	consumer.Take
+	// Delivered is the highest position an earlier owner may have handed
+	// to a pipeline; zero when none is stored. A record at or below it
+	// may have been delivered before.
+	Delivered consumer.Position
+}
+
+// DeliveredMark asks to store that the reader of Shard, holding its lease
+// under Token, may deliver up to Position.
+type DeliveredMark struct {
+	Shard    string
+	Token    int64
+	Position consumer.Position
+}
+
+// deliveredMarks remembers, per shard, the highest position this store
+// wrote, so a re-seed can write them back into a store that forgot.
+type deliveredMarks struct {
+	mu sync.Mutex
+	m  map[string]consumer.Position
+}
+
+func (d *deliveredMarks) raise(shard string, p consumer.Position) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[string]consumer.Position{}
+	}
+	if cur, ok := d.m[shard]; !ok || cur.Compare(p) < 0 {
+		d.m[shard] = p
+	}
+}
+
+func (d *deliveredMarks) snapshot() map[string]consumer.Position {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.m)
+}
+
+func (d *deliveredMarks) forget(shards ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range shards {
+		delete(d.m, s)
+	}
+}
+
+func (d *deliveredMarks) clear() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.m = nil
+}
+
+// maxMarksPerCall bounds the shards of one delivered-position write: the
+// script passes them to HMGET and HSET with Lua's unpack, which Redis' Lua
+// limits to about 8,000 values (two per shard for the HSET).
+const maxMarksPerCall = 2000
+
+// WriteDelivered stores how far each of owner's shards of the stream may be
+// delivered, in one script call (one per 2,000 shards). A shard whose lease
+// no longer names owner under the mark's token is not written and is
+// returned in fenced: its reader must not deliver past what an earlier
+// write stored. A position not after the stored one changes nothing, so the
+// mark never moves back. consumer.ErrStoreForgot when the group record is
+// gone or replaced (re-seed, then write again). With replicas to wait for,
+// the write is done only once they acknowledged it, as a commit is.
+func (s *Store) WriteDelivered(ctx context.Context, owner string, marks []DeliveredMark) (fenced []string, err error) {
+	for len(marks) > 0 {
+		n := min(len(marks), maxMarksPerCall)
+		f, err := s.writeDelivered(ctx, owner, marks[:n])
+		fenced = append(fenced, f...)
+		if err != nil {
+			return fenced, err
+		}
+		marks = marks[n:]
+	}
+	return fenced, nil
+}
+
+func (s *Store) writeDelivered(ctx context.Context, owner string, marks []DeliveredMark) (fenced []string, err error) {
+	epoch := s.knownEpoch()
+	if epoch == "" {
+		return nil, fmt.Errorf("storing delivered positions: no group record known yet (take a shard first)")
+	}
+	args := make([]any, 0, 2+3*len(marks))
+	args = append(args, owner, epoch)
+	for _, m := range marks {
+		if m.Position.IsZero() {
+			return nil, fmt.Errorf("storing delivered positions: empty position for shard %s", m.Shard)
+		}
+		args = append(args, m.Shard, m.Token, m.Position.String())
+	}
+	what := fmt.Sprintf("storing delivered positions of %d shards", len(marks))
+	err = s.replicated(ctx, what, func(c redis.Scripter) error {
+		out, err := deliveredScript.Run(ctx, c, []string{s.keys.Leases, s.keys.Delivered, s.keys.Epoch}, args...).StringSlice()
+		if err != nil {
+			return storeErr(what, err)
+		}
+		fenced = out
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	lost := make(map[string]bool, len(fenced))
+	for _, f := range fenced {
+		lost[f] = true
+	}
+	for _, m := range marks {
+		if !lost[m.Shard] {
+			s.marks.raise(m.Shard, m.Position)
+		}
+	}
+	return fenced, nil
+}
+
+// Delivered reads every shard's redelivery mark, for operators.
+func (s *Store) Delivered(ctx context.Context) (map[string]consumer.Position, error) {
+	raw, err := s.c.client.HGetAll(ctx, s.keys.Delivered).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading delivered positions: %w", err)
+	}
+	out := make(map[string]consumer.Position, len(raw))
+	for shard, v := range raw {
+		p, err := consumer.ParsePosition(v)
+		if err != nil {
+			return nil, fmt.Errorf("reading the delivered position of shard %s: %w", shard, err)
+		}
+		out[shard] = p
+	}
+	return out, nil
+}
+
+// RestoreDelivered writes marks back (from an export), each only forwards,
+// and returns how many it wrote.
+func (s *Store) RestoreDelivered(ctx context.Context, marks map[string]consumer.Position) (int, error) {
+	if len(marks) == 0 {
+		return 0, nil
+	}
+	args := make([]any, 0, 2*len(marks))
+	for _, shard := range slices.Sorted(maps.Keys(marks)) {
+		if strings.HasPrefix(shard, "_") || marks[shard].IsZero() {
+			return 0, fmt.Errorf("restoring delivered positions: %q is not a shard with a position", shard)
+		}
+		args = append(args, shard, marks[shard].String())
+	}
+	n, err := restoreDeliveredScript.Run(ctx, s.c.client, []string{s.keys.Delivered}, args...).Int()
+	if err != nil {
+		return 0, fmt.Errorf("restoring delivered positions of %d shards: %w", len(marks), err)
+	}
+	return n, nil
+}

@@ -1,0 +1,229 @@
+package checkpointer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// DefaultMarkInterval is how often a MarkWriter writes: at most 10 calls a
+// second per stream an instance reads, and at most this long (plus the
+// call) before fetched records may be handed over.
+const DefaultMarkInterval = 100 * time.Millisecond
+
+// MarkWriter gathers the delivered positions an instance's readers ask to
+// store for the shards of one stream, and writes them every interval in one
+// WriteDelivered call for all of them. A reader asks when it has fetched
+// records (Ask) and hands them to the pipeline only once the answer came
+// (Cover waits for it): a write covering them succeeded, so any later owner
+// of the shard marks them if it reads them again. An interval in which no
+// reader asked for more than was written costs no call.
+//
+// Contract: Ask may be called from any goroutine, for any lease the
+// instance holds; Run must be running for answers to come. An answer is
+// nil (written, or already covered), an error wrapping
+// consumer.ErrLeaseLost (the lease is fenced: deliver nothing more of the
+// shard under it), or never, while the store cannot be written (Redis
+// down, or forgot the group until a re-seed): the reader waits, as it must
+// not deliver what no write covers, and gives up with its own ctx.
+type MarkWriter struct {
+	store    *Store
+	owner    string
+	interval time.Duration
+
+	mu sync.Mutex
+	// written is the highest position written per shard, under its token.
+	written map[string]writtenMark
+	// pending are the asks not yet written, per shard.
+	pending map[string]*pendingMark
+	// wake tells Run that something was asked.
+	wake    chan struct{}
+	failing bool
+}
+
+type writtenMark struct {
+	token int64
+	pos   consumer.Position
+}
+
+type pendingMark struct {
+	token   int64
+	pos     consumer.Position
+	waiters []chan error
+}
+
+// NewMarkWriter returns the writer of owner's marks on this stream; 0 for
+// interval is DefaultMarkInterval.
+func (s *Store) NewMarkWriter(owner string, interval time.Duration) *MarkWriter {
+	if interval <= 0 {
+		interval = DefaultMarkInterval
+	}
+	return &MarkWriter{store: s, owner: owner, interval: interval,
+		written: map[string]writtenMark{}, pending: map[string]*pendingMark{}, wake: make(chan struct{}, 1)}
+}
+
+// Ask asks for p to be stored as delivered for l's shard and returns the
+// channel its answer comes on (buffered; read it or not). A position a
+// write under the same token covered already is answered at once.
+func (w *MarkWriter) Ask(l consumer.Lease, p consumer.Position) <-chan error {
+	ch := make(chan error, 1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if done, ok := w.written[l.Shard]; ok && done.token == l.Token && p.Compare(done.pos) <= 0 {
+		ch <- nil
+		return ch
+	}
+	pm, ok := w.pending[l.Shard]
+	if !ok || pm.token != l.Token {
+		if ok {
+			// A newer take of the shard: the old lease's waiters are
+			// answered by the write's fencing of their token, which this
+			// replaces; they are told now.
+			for _, c := range pm.waiters {
+				c <- fmt.Errorf("storing how far shard %s was delivered: lease token %d replaced by %d: %w", l.Shard, pm.token, l.Token, consumer.ErrLeaseLost)
+			}
+		}
+		pm = &pendingMark{token: l.Token, pos: p}
+		w.pending[l.Shard] = pm
+	} else if pm.pos.Compare(p) < 0 {
+		pm.pos = p
+	}
+	pm.waiters = append(pm.waiters, ch)
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return ch
+}
+
+// Cover asks for p and waits for the answer or ctx.
+func (w *MarkWriter) Cover(ctx context.Context, l consumer.Lease, p consumer.Position) error {
+	select {
+	case err := <-w.Ask(l, p):
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Forget drops what is known of a shard the instance no longer reads.
+func (w *MarkWriter) Forget(shard string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.written, shard)
+}
+
+// Run writes until ctx ends: at once when something is asked and the last
+// write began at least an interval ago, else when that interval is over, so
+// there is at most one call per interval and an ask waits at most an
+// interval plus the call (under steady asks, half an interval on average;
+// a lone ask, only the call).
+func (w *MarkWriter) Run(ctx context.Context) {
+	var last time.Time
+	t := time.NewTimer(0)
+	<-t.C
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		}
+		if wait := w.interval - time.Since(last); wait > 0 {
+			t.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+		last = time.Now()
+		if w.flush(ctx) {
+			// Asks were put back after a failed write: try again after
+			// the interval without waiting for a new ask.
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// flush writes what was asked since the last write, in one call, and
+// answers the waiters. On an error other than fencing the asks stay for
+// the next interval, and retry is true.
+func (w *MarkWriter) flush(ctx context.Context) (retry bool) {
+	w.mu.Lock()
+	if len(w.pending) == 0 {
+		w.mu.Unlock()
+		return false
+	}
+	batch := w.pending
+	w.pending = map[string]*pendingMark{}
+	w.mu.Unlock()
+
+	marks := make([]DeliveredMark, 0, len(batch))
+	for _, shard := range slices.Sorted(maps.Keys(batch)) {
+		pm := batch[shard]
+		marks = append(marks, DeliveredMark{Shard: shard, Token: pm.token, Position: pm.pos})
+	}
+	wctx, cancel := context.WithTimeout(ctx, w.interval*10)
+	fenced, err := w.store.WriteDelivered(wctx, w.owner, marks)
+	cancel()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if !w.failing {
+			w.store.log.Warnf("Storing how far %d shards were delivered failed; their readers wait and it is tried again every %v: %v", len(marks), w.interval, err)
+		}
+		w.failing = true
+		// Put the asks back, merged with any made meanwhile.
+		for shard, pm := range batch {
+			cur, ok := w.pending[shard]
+			switch {
+			case !ok:
+				w.pending[shard] = pm
+			case cur.token == pm.token:
+				if cur.pos.Compare(pm.pos) < 0 {
+					cur.pos = pm.pos
+				}
+				cur.waiters = append(pm.waiters, cur.waiters...)
+			default:
+				answer(pm.waiters, fmt.Errorf("storing how far shard %s was delivered: lease token %d replaced by %d: %w", shard, pm.token, cur.token, consumer.ErrLeaseLost))
+			}
+		}
+		return true
+	}
+	if w.failing && !errors.Is(ctx.Err(), context.Canceled) {
+		w.store.log.Infof("Storing how far shards were delivered works again")
+	}
+	w.failing = false
+	lost := map[string]bool{}
+	for _, f := range fenced {
+		lost[f] = true
+	}
+	for shard, pm := range batch {
+		if lost[shard] {
+			answer(pm.waiters, fmt.Errorf("storing how far shard %s was delivered (token %d): %w", shard, pm.token, consumer.ErrLeaseLost))
+			continue
+		}
+		if done, ok := w.written[shard]; !ok || done.token != pm.token || done.pos.Compare(pm.pos) < 0 {
+			w.written[shard] = writtenMark{token: pm.token, pos: pm.pos}
+		}
+		answer(pm.waiters, nil)
+	}
+	return false
+}
+
+func answer(waiters []chan error, err error) {
+	for _, c := range waiters {
+		c <- err
+	}
+}

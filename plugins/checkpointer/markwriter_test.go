@@ -1,0 +1,121 @@
+package checkpointer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
+)
+
+func startMarkWriter(t *testing.T, s *Store, interval time.Duration) *MarkWriter {
+	t.Helper()
+	w := s.NewMarkWriter("a", interval)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return w
+}
+
+// 64 readers asking for new positions as fast as they are answered cost
+// one call per interval for all of them, and every answer is a write that
+// covers what was asked.
+func TestIntegrationMarkWriterOneCallPerInterval(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	s := joinedStore(t, backend{url: r.URL(), kind: KindSimple})
+	leases := make([]consumer.Lease, 64)
+	for i := range leases {
+		leases[i] = marked(t, s, fmt.Sprintf("shardId-%012d", i), "a").Lease
+	}
+	// Loaded once, so that EVALSHA is not answered NOSCRIPT (EVAL follows).
+	_, err := s.WriteDelivered(t.Context(), "a", []DeliveredMark{mark(leases[0], pos(t, "1"))})
+	require.NoError(t, err)
+	const interval = 50 * time.Millisecond
+	w := startMarkWriter(t, s, interval)
+	var rt roundTrips
+	s.c.client.AddHook(&rt)
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	last := make([]consumer.Position, len(leases))
+	for i, l := range leases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 1; n <= 10; n++ {
+				p := consumer.Position{Sequence: fmt.Sprintf("%d%03d", 4959+i, n)}
+				assert.NoError(t, w.Cover(t.Context(), l, p))
+				last[i] = p
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	calls := rt.n.Load()
+	t.Logf("64 shards x 10 asks each: %d calls in %v (interval %v)", calls, elapsed, interval)
+	// Calls start at least an interval apart, the first at once.
+	assert.LessOrEqual(t, calls, int64(elapsed/interval)+1, "at most one call per interval")
+	assert.GreaterOrEqual(t, calls, int64(10), "each reader's 10 asks waited for 10 writes")
+
+	got, err := s.Delivered(t.Context())
+	require.NoError(t, err)
+	for i, l := range leases {
+		assert.Equal(t, last[i], got[l.Shard])
+	}
+	// A position covered already is answered without a call.
+	rt.n.Store(0)
+	require.NoError(t, w.Cover(t.Context(), leases[0], consumer.Position{Sequence: "1"}))
+	assert.Zero(t, rt.n.Load())
+}
+
+// A reader whose lease was taken is told so and delivers nothing more; a
+// Redis that does not answer leaves readers waiting (never told "written"),
+// and once it answers again the write lands and they go on.
+func TestIntegrationMarkWriterFencedAndRedisAway(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	s := joinedStore(t, backend{url: r.URL(), kind: KindSimple})
+	ctx := t.Context()
+	w := startMarkWriter(t, s, 20*time.Millisecond)
+
+	gone := marked(t, s, "shard-0", "a").Lease
+	require.NoError(t, s.Release(ctx, gone))
+	marked(t, s, "shard-0", "b")
+	err := w.Cover(ctx, gone, pos(t, "10"))
+	require.ErrorIs(t, err, consumer.ErrLeaseLost)
+
+	l := marked(t, s, "shard-1", "a").Lease
+	require.NoError(t, w.Cover(ctx, l, pos(t, "10")))
+	require.NoError(t, r.Pause())
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = r.Resume()
+		}
+	}()
+	ask := w.Ask(l, pos(t, "20"))
+	select {
+	case err := <-ask:
+		t.Fatalf("answered %v while Redis could not be written", err)
+	case <-time.After(time.Second):
+	}
+	require.NoError(t, r.Resume())
+	resumed = true
+	select {
+	case err := <-ask:
+		require.NoError(t, err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("no answer after Redis came back")
+	}
+	got, err := s.Delivered(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, pos(t, "20"), got["shard-1"])
+}
