@@ -151,9 +151,10 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 			iso.todo = append([][]int{again}, iso.todo...)
 		}
 	}
-	if len(idx) == 1 && resolved && len(iso.todo) > 1 {
+	if len(idx) == 1 && resolved && iso.failures[idx[0]] > 0 && len(iso.todo) > 1 {
 		// The record that failed alone is resolved: what is left of the
-		// batch goes again as one part.
+		// batch goes again as one part. (A record processed alone on its
+		// first try is a half whose other half failed: that one is next.)
 		mergeTodo(iso)
 	}
 	return out
