@@ -41,6 +41,8 @@ type delivery struct {
 	out *part
 	// last is what the last verdict did.
 	last outcome
+	// allDone says every record of the batch is done.
+	allDone bool
 	// delivered says the batch reached the pipeline once (its records
 	// were counted as delivered).
 	delivered bool
@@ -114,7 +116,7 @@ func (d *delivery) settle(p *part, v verdict) {
 	if v.ok() && d.iso == nil {
 		// The common case: a batch acked on its first delivery.
 		attached := d.attached
-		d.last = outcomeDone
+		d.last, d.allDone = outcomeDone, true
 		d.mu.Unlock()
 		d.finish()
 		d.tell(attached)
@@ -123,6 +125,7 @@ func (d *delivery) settle(p *part, v verdict) {
 	r.budget.Returned(&d.charge)
 	d.last = d.apply(p, v)
 	finished := d.iso.left == 0
+	d.allDone = finished
 	attached := d.attached
 	d.mu.Unlock()
 	if finished {

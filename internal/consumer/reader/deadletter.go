@@ -64,6 +64,7 @@ func (r *Reader) deadLetter(ctx context.Context, d *delivery) bool {
 	}
 	d.markDone(is)
 	finished := iso.left == 0
+	d.allDone = finished
 	if len(entries) == 1 && len(iso.todo) > 1 {
 		mergeTodo(iso)
 	}

@@ -212,6 +212,9 @@ func (d *delivery) markDone(is []int) {
 // for the dead letter instead. The part's records count one more attempt.
 func (d *delivery) next(now time.Time) *part {
 	iso := d.iso
+	if d.allDone {
+		return nil
+	}
 	if iso == nil {
 		// A lane's batch, not handed over yet.
 		d.out = &d.whole

@@ -90,7 +90,7 @@ func (r *Reader) follow(send, wait context.Context, d *delivery) bool {
 			return false
 		}
 		d.mu.Lock()
-		finished := d.iso != nil && d.iso.left == 0
+		finished := d.allDone
 		d.mu.Unlock()
 		if finished {
 			ok = true
@@ -109,6 +109,9 @@ func (r *Reader) follow(send, wait context.Context, d *delivery) bool {
 				d.mu.Lock()
 				p := d.next(time.Now())
 				first := !d.delivered
+				if first {
+					d.at = time.Now()
+				}
 				d.delivered = true
 				d.mu.Unlock()
 				if p == nil {
@@ -119,7 +122,6 @@ func (r *Reader) follow(send, wait context.Context, d *delivery) bool {
 					return send.Err()
 				}
 				if first {
-					d.at = time.Now()
 					r.countDelivered(p.batch.Records)
 				} else {
 					r.st.Metrics.Redelivered.Incr(int64(len(p.batch.Records)), r.st.Name, r.shard.ID)
@@ -175,7 +177,7 @@ func (d *delivery) unsend(p *part) {
 func (r *Reader) detach(d *delivery) {
 	d.mu.Lock()
 	d.attached = false
-	idle := d.out == nil && (d.iso == nil || d.iso.left > 0)
+	idle := d.out == nil && !d.allDone
 	d.mu.Unlock()
 	if idle && d.ids == nil {
 		r.queueRedeliver(d)
