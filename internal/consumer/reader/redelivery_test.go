@@ -38,7 +38,7 @@ func TestIsolationFindsOnePoisonRecordInABatchOf500(t *testing.T) {
 	dl := &fakeDeadLetter{}
 	h := startPoisonReader(t, "shardId-000000000101", &consumertest.KinesisShard{Records: n},
 		poisonConfig(n, consumer.Redelivery{MaxAttempts: maxAttempts, Isolate: true, DeadLetter: dl}))
-	seen := map[int]int{}   // deliveries per record
+	seen := map[int]int{} // deliveries per record
 	processed := map[int]int{}
 	handOvers, redelivered := 0, 0
 	for len(processed) < n-1 || len(dl.records()) == 0 {
