@@ -58,7 +58,8 @@ func TestDeadLetterDownMakesTheShardWaitAndLosesNothing(t *testing.T) {
 		"the checkpoint passes the records before it, not the record")
 	assert.EqualValues(t, 5, h.metric(consumer.MetricDeadLetterErrors))
 	assert.Zero(t, h.metric(consumer.MetricDeadLettered, consumer.DeadLetterMaxAttempts))
-	assert.Positive(t, h.metric(consumer.MetricRedeliveryOldest)+1, "the gauge is set") // seconds; may still be 0
+	assert.Eventually(t, func() bool { return h.metric(consumer.MetricRedeliveryOldest) >= 1 }, 5*time.Second, 10*time.Millisecond,
+		"the gauge shows how long the shard has waited for the record")
 
 	close(dl.open)
 	for len(processed) < 19 {
@@ -79,6 +80,7 @@ func TestDeadLetterDownMakesTheShardWaitAndLosesNothing(t *testing.T) {
 	assert.Equal(t, consumertest.SeqOf(h.shard, poison), dl.records()[0].Sequence)
 	assert.Equal(t, consumertest.SeqOf(h.shard, 20), h.checkpointEventually(t, consumertest.SeqOf(h.shard, 20)))
 	assert.EqualValues(t, 1, h.metric(consumer.MetricDeadLettered, consumer.DeadLetterMaxAttempts))
+	assert.Zero(t, h.metric(consumer.MetricRedeliveryOldest), "nothing waits any more")
 }
 
 // max_record_age: a failed batch's records older than the age go to the
