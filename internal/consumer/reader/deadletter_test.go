@@ -163,3 +163,31 @@ func TestLanesIsolateTheirOwnBatches(t *testing.T) {
 	assert.Equal(t, consumertest.SeqOf(h.shard, poison), dl.records()[0].Sequence)
 	assert.Equal(t, consumertest.SeqOf(h.shard, n), h.checkpointEventually(t, consumertest.SeqOf(h.shard, n)))
 }
+
+// A hand-off while a nacked batch is sent again in parts: the reader
+// waits for the part in the pipeline, commits the records done from the
+// batch's start (not those done behind the failed one) and releases the
+// lease; the next owner reads again from the failed record.
+func TestHandBackDuringIsolationCommitsTheDonePrefix(t *testing.T) {
+	t.Parallel()
+	h := startPoisonReader(t, "shardId-000000000107", &consumertest.KinesisShard{Records: 10},
+		poisonConfig(10, consumer.Redelivery{Isolate: true}))
+	b := h.next(t, 10*time.Second)
+	require.Len(t, b.Records, 10)
+	errs := make([]error, 10)
+	errs[5] = errPoison // record 6
+	b.AckRecords(errs)
+	again := h.next(t, 10*time.Second)
+	require.Len(t, again.Records, 1)
+	h.r.Stop()
+	again.Ack(errPoison)
+	select {
+	case <-h.r.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader did not hand the shard back")
+	}
+	out := h.r.Outcome()
+	assert.True(t, out.Released)
+	assert.Equal(t, 5, out.Unacked, "records 6 to 10 are read again by the next owner")
+	assert.Equal(t, consumertest.SeqOf(h.shard, 5), h.checkpoint(t))
+}

@@ -203,7 +203,9 @@ func (d *delivery) markDone(is []int) {
 	if moved {
 		pos = recordPosition(d.records()[iso.prefix-1])
 	}
-	d.r.tracker.advance(d.id, pos, moved, iso.left)
+	// What the checkpoint does not cover: the records from the first that
+	// is not done, done ones behind it included.
+	d.r.tracker.advance(d.id, pos, moved, len(iso.done)-iso.prefix)
 }
 
 // next takes the next part to hand over, under d.mu: nil when nothing is

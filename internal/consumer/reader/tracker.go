@@ -91,7 +91,7 @@ func (t *tracker) ack(id uint64) {
 }
 
 // advance notes that the records of batch id are done up to pos (hasPos),
-// and that left of them are not: a nacked batch sent again in parts. The
+// and that left of them are past it: a nacked batch sent again in parts. The
 // checkpoint moves to pos at once when the batch is the oldest pending,
 // else when the batches before it are acked.
 func (t *tracker) advance(id uint64, pos consumer.Position, hasPos bool, left int) {
