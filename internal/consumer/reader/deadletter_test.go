@@ -19,7 +19,7 @@ func TestDeadLetterDownMakesTheShardWaitAndLosesNothing(t *testing.T) {
 	t.Parallel()
 	const poison = 4
 	dl := &fakeDeadLetter{fail: 5, open: make(chan struct{})}
-	h := startPoisonReader(t, "shardId-000000000104", &consumertest.KinesisShard{Records: 20},
+	h := startPoisonReader(t, nextShard(), &consumertest.KinesisShard{Records: 20},
 		poisonConfig(10, consumer.Redelivery{MaxAttempts: 2, Isolate: true, DeadLetter: dl}))
 	processed := map[int]int{}
 	// Until the record is bound for the dead letter: fail it, ack the rest.
@@ -90,7 +90,7 @@ func TestMaxRecordAgeSendsOldRecordsToTheDeadLetter(t *testing.T) {
 	t.Parallel()
 	old := time.Now().Add(-2 * time.Hour)
 	dl := &fakeDeadLetter{}
-	h := startPoisonReader(t, "shardId-000000000105", &consumertest.KinesisShard{Records: 10, Arrival: func(i int) time.Time {
+	h := startPoisonReader(t, nextShard(), &consumertest.KinesisShard{Records: 10, Arrival: func(i int) time.Time {
 		if i <= 5 {
 			return old
 		}
@@ -131,7 +131,7 @@ func TestLanesIsolateTheirOwnBatches(t *testing.T) {
 	dl := &fakeDeadLetter{}
 	cfg := poisonConfig(10, consumer.Redelivery{MaxAttempts: 2, Isolate: true, DeadLetter: dl})
 	cfg.ShardParallelism = 4
-	h := startPoisonReader(t, "shardId-000000000106", &consumertest.KinesisShard{Records: n, Keys: 8}, cfg)
+	h := startPoisonReader(t, nextShard(), &consumertest.KinesisShard{Records: n, Keys: 8}, cfg)
 	processed := map[int]int{}
 	for len(processed) < n-1 || len(dl.records()) == 0 {
 		var b *consumer.Batch
@@ -170,7 +170,7 @@ func TestLanesIsolateTheirOwnBatches(t *testing.T) {
 // lease; the next owner reads again from the failed record.
 func TestHandBackDuringIsolationCommitsTheDonePrefix(t *testing.T) {
 	t.Parallel()
-	h := startPoisonReader(t, "shardId-000000000107", &consumertest.KinesisShard{Records: 10},
+	h := startPoisonReader(t, nextShard(), &consumertest.KinesisShard{Records: 10},
 		poisonConfig(10, consumer.Redelivery{Isolate: true}))
 	b := h.next(t, 10*time.Second)
 	require.Len(t, b.Records, 10)

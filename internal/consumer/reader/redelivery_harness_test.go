@@ -3,7 +3,9 @@ package reader
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +26,12 @@ type poisonHarness struct {
 	store *consumertest.Store
 	shard string
 }
+
+// shardSeq numbers the shards of these tests: their metrics are kept by
+// shard in one exporter for the whole run (also with -count above 1).
+var shardSeq atomic.Int64
+
+func nextShard() string { return fmt.Sprintf("shardId-%012d", 100+shardSeq.Add(1)) }
 
 // poisonConfig is the test config with a fast backoff and pol.
 func poisonConfig(limit int, pol consumer.Redelivery) consumer.Config {

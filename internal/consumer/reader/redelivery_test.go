@@ -36,7 +36,7 @@ func TestIsolationFindsOnePoisonRecordInABatchOf500(t *testing.T) {
 	t.Parallel()
 	const n, poison, maxAttempts = 500, 137, 3
 	dl := &fakeDeadLetter{}
-	h := startPoisonReader(t, "shardId-000000000101", &consumertest.KinesisShard{Records: n},
+	h := startPoisonReader(t, nextShard(), &consumertest.KinesisShard{Records: n},
 		poisonConfig(n, consumer.Redelivery{MaxAttempts: maxAttempts, Isolate: true, DeadLetter: dl}))
 	seen := map[int]int{} // deliveries per record
 	processed := map[int]int{}
@@ -104,10 +104,7 @@ func TestNamedFailuresAreTheOnlyRecordsSentAgain(t *testing.T) {
 	for name, pol := range map[string]consumer.Redelivery{"zero policy": {}, "isolate": {Isolate: true}} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			shard := "shardId-000000000102"
-			if name == "isolate" {
-				shard = "shardId-000000000103"
-			}
+			shard := nextShard()
 			h := startPoisonReader(t, shard, &consumertest.KinesisShard{Records: 10}, poisonConfig(10, pol))
 			b := h.next(t, 10*time.Second)
 			require.Len(t, b.Records, 10)
