@@ -48,6 +48,10 @@ type Config struct {
 	// MaxBufferedBytes bounds the bytes of records the consumer holds, all
 	// streams and shards together (budget.go); 0 means no bound.
 	MaxBufferedBytes int64
+
+	// Redelivery is the failure policy for nacked records; its zero value
+	// redelivers a nacked batch whole, forever.
+	Redelivery Redelivery
 }
 
 // Validate names the field that is out of range and what it accepts.
@@ -82,6 +86,9 @@ func (c Config) Validate() error {
 	case c.Balance != "" && c.Balance != BalanceLoad && c.Balance != BalanceCount:
 		return fmt.Errorf("field lease.balance: %q is not one of %s, %s", c.Balance, BalanceLoad, BalanceCount)
 	}
+	if err := c.Redelivery.validate(); err != nil {
+		return err
+	}
 	return c.EnhancedFanOut.validate(c.Streams)
 }
 
@@ -108,6 +115,9 @@ type Batch struct {
 	Shard        string
 	Records      []Record
 	MillisBehind int64
+	// Attempts is each record's delivery attempt (see Attempt); nil on a
+	// first delivery, when every record's is 1.
+	Attempts []int
 
 	delivery Delivery
 }

@@ -30,6 +30,19 @@ const (
 	// MetricShardsWaitingForBuffer counts the shards that wait for room in
 	// the budget before they fetch again.
 	MetricShardsWaitingForBuffer = "kinesis_input_shards_waiting_for_buffer"
+	// MetricRedelivered counts records handed to the pipeline again after
+	// a nack.
+	MetricRedelivered = "kinesis_input_redelivered_total"
+	// MetricDeadLettered counts records written to the dead letter, by
+	// reason (DeadLetterMaxAttempts, DeadLetterMaxRecordAge).
+	MetricDeadLettered = "kinesis_input_dead_lettered_total"
+	// MetricDeadLetterErrors counts failed dead-letter writes (the shard
+	// waits and retries).
+	MetricDeadLetterErrors = "kinesis_input_dead_letter_errors_total"
+	// MetricRedeliveryOldest is how long (seconds, since its first
+	// delivery) the oldest nacked record of a shard has waited to be
+	// processed; 0 when none waits.
+	MetricRedeliveryOldest = "kinesis_input_redelivery_oldest_seconds"
 )
 
 // Metrics are the consumer's metrics, shared by its rooms. They are nil-safe: every Benthos metric is a no-op on a nil receiver.
@@ -38,6 +51,11 @@ type Metrics struct {
 	Dropped                                         *service.MetricCounter
 	Behind, Owned, Unowned                          *service.MetricGauge
 	Buffered, Budget, Waiting                       *service.MetricGauge
+	// Redelivered and DeadLetterErrors are by stream and shard,
+	// DeadLettered by stream, shard and reason; RedeliveryOldest by stream
+	// and shard.
+	Redelivered, DeadLettered, DeadLetterErrors *service.MetricCounter
+	RedeliveryOldest                            *service.MetricGauge
 }
 
 // NewMetrics registers the consumer's metrics with m.
@@ -56,6 +74,11 @@ func NewMetrics(m *service.Metrics) *Metrics {
 		Buffered:  m.NewGauge(MetricBufferedBytes),
 		Budget:    m.NewGauge(MetricMaxBufferedBytes),
 		Waiting:   m.NewGauge(MetricShardsWaitingForBuffer),
+
+		Redelivered:      m.NewCounter(MetricRedelivered, "stream", "shard"),
+		DeadLettered:     m.NewCounter(MetricDeadLettered, "stream", "shard", "reason"),
+		DeadLetterErrors: m.NewCounter(MetricDeadLetterErrors, "stream", "shard"),
+		RedeliveryOldest: m.NewGauge(MetricRedeliveryOldest, "stream", "shard"),
 	}
 }
 

@@ -137,8 +137,11 @@ func (s *Shard) Release(b *Charge) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := b.n.Swap(0)
+	inPipeline := b.inPipeline
 	s.leftPipeline(b, n)
-	if n == 0 {
+	if n == 0 || (s.closed && !inPipeline) {
+		// Close gave back what the reader held itself: a batch it was
+		// still sending again in parts when it ended.
 		return
 	}
 	s.add(-n)

@@ -36,6 +36,9 @@ type KinesisShard struct {
 	// MemberKey, when set, is the partition key of user record j of
 	// Aggregate i (else "k<j>").
 	MemberKey func(i, j int) string
+	// Arrival, when set, is the arrival time of record i (else the time
+	// of the GetRecords call).
+	Arrival func(i int) time.Time
 	// MemberSize > 0 pads the data of every user record of an aggregate
 	// to that many bytes.
 	MemberSize int
@@ -200,11 +203,15 @@ func (f *Kinesis) GetRecords(_ context.Context, in *kinesis.GetRecordsInput, _ .
 		if s.Keys > 0 {
 			key = fmt.Sprintf("k%d", next%s.Keys)
 		}
+		arrival := time.Now()
+		if s.Arrival != nil {
+			arrival = s.Arrival(next)
+		}
 		out.Records = append(out.Records, types.Record{
 			SequenceNumber:              aws.String(SeqOf(id, next)),
 			PartitionKey:                aws.String(key),
 			Data:                        data,
-			ApproximateArrivalTimestamp: aws.Time(time.Now()),
+			ApproximateArrivalTimestamp: aws.Time(arrival),
 		})
 		next++
 	}

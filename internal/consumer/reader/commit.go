@@ -18,6 +18,7 @@ func (r *Reader) commitLoop(stop, done chan struct{}) {
 		select {
 		case <-t.C:
 			_ = r.commit(r.ctx)
+			r.reportOldest(true)
 		case <-stop:
 			return
 		case <-r.ctx.Done():

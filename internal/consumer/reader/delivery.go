@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/budget"
 	"github.com/connect-kinesis/connect-kinesis/internal/kpl"
 )
 
@@ -62,7 +63,8 @@ func (o *directOutlet) put(recs []consumer.Record, behind int64) { o.held, o.beh
 func (r *Reader) deliver(ctx context.Context, recs []consumer.Record, behind int64) bool {
 	b := r.newDelivery(recs, behind)
 	b.id = r.tracker.addBatch(batchEnd(recs), len(recs))
-	if !r.handOver(ctx, b) {
+	b.out, b.at, b.delivered = &b.whole, time.Now(), true
+	if !r.handOver(ctx, &b.batch, &b.charge) {
 		r.tracker.drop(b.id)
 		return false
 	}
@@ -70,19 +72,19 @@ func (r *Reader) deliver(ctx context.Context, recs []consumer.Record, behind int
 	return true
 }
 
-// handOver passes b to the pipeline (coordinator.Consumer.Next), never past the lease's local
-// deadline: it waits for a renewal first. It returns false when ctx ends
-// first.
-func (r *Reader) handOver(ctx context.Context, b *delivery) bool {
+// handOver passes b, whose records cost c, to the pipeline
+// (coordinator.Consumer.Next), never past the lease's local deadline: it
+// waits for a renewal first. It returns false when ctx ends first.
+func (r *Reader) handOver(ctx context.Context, b *consumer.Batch, c *budget.Charge) bool {
 	for {
 		if !r.awaitLease(ctx) {
 			return false
 		}
 		expired, stop := r.deadlineTimer()
 		select {
-		case r.st.Out <- &b.batch:
+		case r.st.Out <- b:
 			stop()
-			r.budget.HandedOver(&b.charge)
+			r.budget.HandedOver(c)
 			return true
 		case <-expired:
 			// The pipeline was busy until the lease's deadline passed:

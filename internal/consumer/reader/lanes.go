@@ -145,7 +145,8 @@ func (ls *laneSet) take(i, limit int) ([]consumer.Record, []uint64, int64, bool)
 	}
 }
 
-// run is lane i: one batch in flight at a time, each sent until acked.
+// run is lane i: one batch in flight at a time, each followed until every
+// record of it is done (isolate.go).
 func (ls *laneSet) run(i int) {
 	defer ls.wg.Done()
 	r := ls.r
@@ -155,46 +156,14 @@ func (ls *laneSet) run(i int) {
 			return
 		}
 		b := r.newDelivery(recs, behind)
-		b.ids, b.verdict = ids, make(chan error, 1)
-		// A lane batch always reports its verdict to its lane (Ack and
-		// Admit's refusal past the lease's deadline alike).
-		b.redelivering.Store(true)
-		if !ls.send(b) {
+		b.ids = ids
+		// Once a batch is in the pipeline its verdict is awaited even
+		// after fetching stops, so that a hand-off waits for it; only the
+		// reader's end stops that wait.
+		if !r.follow(r.fetchCtx, r.ctx, b) {
 			return
 		}
 	}
-}
-
-// send hands b to the pipeline and waits for its verdict; after a nack (or
-// a refusal past the lease's deadline) it sends b again with backoff,
-// until it is acked (true) or the reader stops fetching (false). Once b is
-// in the pipeline its verdict is awaited even after fetching stops, so
-// that a hand-off waits for it; only the reader's end stops that wait.
-func (ls *laneSet) send(b *delivery) bool {
-	r := ls.r
-	first := true
-	err := r.redeliverRetry.Run(func() error {
-		select {
-		case <-b.verdict: // drop a stale verdict
-		default:
-		}
-		// handOver's select may pick a ready pipeline over a stop that
-		// came meanwhile: once stopping, nothing more is handed over.
-		if r.fetchCtx.Err() != nil || !r.handOver(r.fetchCtx, b) {
-			return r.fetchCtx.Err()
-		}
-		if first {
-			first = false
-			r.countDelivered(b.records())
-		}
-		select {
-		case err := <-b.verdict:
-			return err
-		case <-r.ctx.Done():
-			return r.ctx.Err()
-		}
-	})
-	return err == nil
 }
 
 // waitIdle waits until no lane has a batch in the pipeline (every lane has

@@ -67,6 +67,9 @@ type Reader struct {
 
 	redeliverMu sync.Mutex
 	redeliver   []*delivery
+	// isolating are the batches sent again in parts, with their first
+	// delivery's time (gauge.go); under redeliverMu.
+	isolating map[*delivery]time.Time
 
 	commitMu     sync.Mutex
 	committedGen uint64
@@ -194,6 +197,7 @@ func (r *Reader) Run() {
 	// no longer this instance's to report, and a frozen value would keep an
 	// alert firing and count twice in a sum over instances.
 	defer r.st.Metrics.Behind.Set(0, r.st.Name, r.shard.ID)
+	defer r.st.Metrics.RedeliveryOldest.Set(0, r.st.Name, r.shard.ID)
 	commitStop := make(chan struct{})
 	commitDone := make(chan struct{})
 	go r.commitLoop(commitStop, commitDone)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/failsafe-go/failsafe-go"
 
@@ -28,27 +29,6 @@ func newRedeliverRetry(ctx context.Context, bo kinesisx.Backoff) failsafe.Execut
 		HandleIf(func(_ any, err error) bool { return err != nil && ctx.Err() == nil }).
 		Build()
 	return failsafe.With(p).WithContext(ctx)
-}
-
-// nack queues a nacked batch to be sent again; it stays pending meanwhile,
-// so no checkpoint passes it until it is finally acked.
-func (r *Reader) nack(b *delivery) {
-	r.queueRedeliver(b)
-}
-
-// bounce takes back a batch that Admit refused because the lease's
-// deadline had passed: it is sent again, before anything later, once a
-// renewal confirms the lease.
-func (r *Reader) bounce(b *delivery) {
-	r.budget.Returned(&b.charge)
-	if b.redelivering.Load() {
-		select {
-		case b.verdict <- errLeaseDeadline:
-		default:
-		}
-		return
-	}
-	r.queueRedeliver(b)
 }
 
 // queueRedeliver queues a batch to be sent again, in delivery order.
@@ -77,51 +57,129 @@ func (r *Reader) hasRedeliver() bool {
 	return len(r.redeliver) > 0
 }
 
-// redeliverBatch sends a nacked batch again, and again, with backoff
-// between attempts (the first wait is for the nack that queued it), until
-// the pipeline acks it: a record is never skipped. It returns false when
-// the reader stops; a batch not in the pipeline then goes back to the
-// queue so that no one waits for its ack.
-func (r *Reader) redeliverBatch(ctx context.Context, b *delivery) bool {
-	if b.verdict == nil {
-		b.verdict = make(chan error, 1)
+// redeliverBatch sends a nacked batch of the reader's own path again (in
+// parts, isolate.go) until every record of it is done. It returns false
+// when the reader stops.
+func (r *Reader) redeliverBatch(ctx context.Context, d *delivery) bool {
+	return r.follow(ctx, ctx, d)
+}
+
+// follow hands d's parts to the pipeline, one at a time, and applies their
+// verdicts until every record of d is done (true): processed, or taken by
+// the dead letter. A charged failure or a refusal past the lease's deadline
+// waits the backoff before the next hand-over; a part that was processed or
+// halved is followed at once. Parts are handed over with send and their
+// verdicts awaited with wait (a lane awaits a verdict after fetching
+// stopped, so a hand-off waits for it). It returns false when either ends;
+// a batch with no part in the pipeline then goes back to the redelivery
+// queue (direct path) so that nobody waits for its ack, and one in the
+// pipeline is queued by its verdict.
+func (r *Reader) follow(send, wait context.Context, d *delivery) bool {
+	d.mu.Lock()
+	d.attached = true
+	backoff := d.last == outcomeCharged || d.last == outcomeBounced
+	d.mu.Unlock()
+	ok := false
+	defer func() {
+		if !ok {
+			r.detach(d)
+		}
+	}()
+	for {
+		if !r.deadLetter(send, d) {
+			return false
+		}
+		d.mu.Lock()
+		finished := d.allDone
+		d.mu.Unlock()
+		if finished {
+			ok = true
+			return true
+		}
+		err := r.redeliverRetry.Run(func() error {
+			if backoff {
+				backoff = false
+				return errNacked
+			}
+			for {
+				select {
+				case <-d.verdict: // drop a stale signal
+				default:
+				}
+				d.mu.Lock()
+				p := d.next(time.Now())
+				first := !d.delivered
+				if first {
+					d.at = time.Now()
+				}
+				d.delivered = true
+				d.mu.Unlock()
+				if p == nil {
+					return nil // done, or records for the dead letter
+				}
+				if send.Err() != nil || !r.handOver(send, p.batch, &d.charge) {
+					d.unsend(p)
+					return send.Err()
+				}
+				if first {
+					r.countDelivered(p.batch.Records)
+				} else {
+					r.st.Metrics.Redelivered.Incr(int64(len(p.batch.Records)), r.st.Name, r.shard.ID)
+				}
+				select {
+				case <-d.verdict:
+				case <-wait.Done():
+					return wait.Err()
+				}
+				// Past HandedOver for certain: a verdict that came before it
+				// left the charge counted in the pipeline.
+				r.budget.Returned(&d.charge)
+				d.mu.Lock()
+				last := d.last
+				d.mu.Unlock()
+				switch last {
+				case outcomeCharged:
+					return errNacked
+				case outcomeBounced:
+					return errLeaseDeadline
+				case outcomeDone:
+					return nil
+				}
+			}
+		})
+		if err != nil {
+			return false
+		}
 	}
-	b.redelivering.Store(true)
-	defer b.redelivering.Store(false)
-	first := true
-	inPipeline := false
-	err := r.redeliverRetry.Run(func() error {
-		if first {
-			first = false
-			return errNacked
-		}
-		select {
-		case <-b.verdict: // drop a stale verdict
-		default:
-		}
-		if !r.awaitLease(ctx) {
-			return ctx.Err()
-		}
-		select {
-		case r.st.Out <- &b.batch:
-			inPipeline = true
-			r.budget.HandedOver(&b.charge)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		select {
-		case err := <-b.verdict:
-			inPipeline = false
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
-	if err == nil {
-		return true
+}
+
+// unsend takes back part p, which never reached the pipeline.
+func (d *delivery) unsend(p *part) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.out != p {
+		return
 	}
-	if !inPipeline {
-		r.queueRedeliver(b)
+	d.out = nil
+	if d.iso == nil {
+		return
 	}
-	return false
+	idx := d.indices(p)
+	for _, i := range idx {
+		d.iso.attempts[i]--
+	}
+	d.iso.todo = append([][]int{idx}, d.iso.todo...)
+}
+
+// detach ends the reader's following of d: a batch of the direct path
+// with no part in the pipeline goes back to the queue (its verdict would
+// do that otherwise).
+func (r *Reader) detach(d *delivery) {
+	d.mu.Lock()
+	d.attached = false
+	idle := d.out == nil && !d.allDone
+	d.mu.Unlock()
+	if idle && d.ids == nil {
+		r.queueRedeliver(d)
+	}
 }

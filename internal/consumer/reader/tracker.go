@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
@@ -24,8 +25,14 @@ type trackedBatch struct {
 	id    uint64
 	last  consumer.Position
 	acked bool
-	// records is how many records the entry stands for (one with lanes).
+	// records is how many records the entry stands for (one with lanes);
+	// while a nacked batch is sent again in parts, how many are not done.
 	records int
+	// partial is how far the batch's records are done from its start,
+	// when some are (advance): the checkpoint may pass them once the
+	// entry is the oldest.
+	partial    consumer.Position
+	hasPartial bool
 }
 
 func newTracker() *tracker {
@@ -75,7 +82,35 @@ func (t *tracker) ack(id uint64) {
 	}
 	if n > 0 {
 		t.queue = append(t.queue[:0], t.queue[n:]...)
+		if len(t.queue) > 0 && t.queue[0].hasPartial {
+			t.done = t.queue[0].partial
+		}
 		t.doneGen++
+	}
+	t.signal()
+}
+
+// advance notes that the records of batch id are done up to pos (hasPos),
+// and that left of them are past it: a nacked batch sent again in parts. The
+// checkpoint moves to pos at once when the batch is the oldest pending,
+// else when the batches before it are acked.
+func (t *tracker) advance(id uint64, pos consumer.Position, hasPos bool, left int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.queue {
+		if t.queue[i].id != id {
+			continue
+		}
+		t.queue[i].records = left
+		if hasPos {
+			pos.Sequence = strings.Clone(pos.Sequence)
+			t.queue[i].partial, t.queue[i].hasPartial = pos, true
+			if i == 0 {
+				t.done, t.hasDone = pos, true
+				t.doneGen++
+			}
+		}
+		break
 	}
 	t.signal()
 }

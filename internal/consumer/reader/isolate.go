@@ -1,0 +1,273 @@
+package reader
+
+import (
+	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// Isolating the records of a failed batch (docs/poison-records.md).
+//
+// A batch the pipeline failed is sent again in parts, one part in the
+// pipeline at a time, in record order. A verdict that names the failed
+// records charges a failure to each of them, and they alone are sent
+// again, together. A verdict on the whole part, with redelivery.isolate,
+// halves a part of more than one record (its first half first) and
+// charges nobody; a part of one record is charged. Without isolate, every
+// record of the part is charged and the part is sent again whole. Once a
+// part of one record is resolved (processed, or bound for the dead
+// letter), the parts still waiting are merged and sent as one.
+//
+// A record whose charged failures reach max_attempts, or that is older
+// than max_record_age when it would be sent again, goes to the dead
+// letter (deadletter.go). A record counts as done for the checkpoint once
+// the pipeline processed it or the dead letter took it.
+
+// verdict is the pipeline's answer on one hand-over.
+type verdict struct {
+	err     error   // a failure of the whole part
+	errs    []error // a verdict per record of the part; nil when err is
+	bounced bool    // refused by Admit: never reached the pipeline
+}
+
+func (v verdict) ok() bool {
+	if v.bounced || v.err != nil {
+		return false
+	}
+	for _, err := range v.errs {
+		if err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// outcome is what a verdict did to the batch.
+type outcome int
+
+const (
+	outcomeNone    outcome = iota
+	outcomeDone            // every record of the part is done
+	outcomeHalved          // the part failed whole and was halved: send the first half at once
+	outcomeCharged         // records were charged a failure: back off before sending them again
+	outcomeBounced         // the part never reached the pipeline: send it again once the lease is confirmed
+)
+
+// isolation is what the reader knows of each record of a batch that
+// failed, under its delivery's mu.
+type isolation struct {
+	attempts []int   // hand-overs of each record by this reader
+	failures []int   // failures charged to each record
+	lastErr  []error // the last error each record failed with
+	done     []bool
+	left     int // records not done
+	prefix   int // records done from the start of the batch
+	// todo are the parts to send, in order.
+	todo [][]int
+	// dead are records bound for the dead letter, in order.
+	dead []deadEntry
+}
+
+type deadEntry struct {
+	i      int
+	reason string
+}
+
+// isolate starts following the records of d one by one; attempts is the
+// hand-overs every record had.
+func (d *delivery) isolate(attempts int) *isolation {
+	n := len(d.records())
+	iso := &isolation{attempts: make([]int, n), failures: make([]int, n), lastErr: make([]error, n), done: make([]bool, n), left: n}
+	for i := range iso.attempts {
+		iso.attempts[i] = attempts
+	}
+	d.iso = iso
+	d.r.isolationStarted(d)
+	return iso
+}
+
+// indices of part p.
+func (d *delivery) indices(p *part) []int {
+	if p.idx != nil {
+		return p.idx
+	}
+	all := make([]int, len(d.records()))
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
+// apply applies verdict v on part p; under d.mu.
+func (d *delivery) apply(p *part, v verdict) outcome {
+	iso := d.iso
+	if iso == nil {
+		iso = d.isolate(1)
+	}
+	idx := d.indices(p)
+	if v.bounced {
+		for _, i := range idx {
+			iso.attempts[i]--
+		}
+		iso.todo = append([][]int{idx}, iso.todo...)
+		return outcomeBounced
+	}
+	var ok, failed []int
+	for k, i := range idx {
+		err := v.err
+		if v.errs != nil {
+			err = v.errs[k]
+		}
+		if err == nil {
+			ok = append(ok, i)
+			continue
+		}
+		failed = append(failed, i)
+		iso.lastErr[i] = err
+	}
+	d.markDone(ok)
+	pol := d.r.st.Config.Redelivery
+	out := outcomeDone
+	resolved := len(failed) == 0
+	switch {
+	case len(failed) == 0:
+	case v.errs == nil && pol.Isolate && len(failed) > 1:
+		h := (len(failed) + 1) / 2
+		iso.todo = append([][]int{failed[:h], failed[h:]}, iso.todo...)
+		out = outcomeHalved
+	default:
+		out = outcomeCharged
+		var again []int
+		for _, i := range failed {
+			iso.failures[i]++
+			if pol.Enabled() && pol.MaxAttempts > 0 && iso.failures[i] >= pol.MaxAttempts {
+				iso.dead = append(iso.dead, deadEntry{i: i, reason: consumer.DeadLetterMaxAttempts})
+				continue
+			}
+			again = append(again, i)
+		}
+		resolved = len(again) == 0
+		if len(again) > 0 {
+			iso.todo = append([][]int{again}, iso.todo...)
+		}
+	}
+	if len(idx) == 1 && resolved && iso.failures[idx[0]] > 0 && len(iso.todo) > 1 {
+		// The record that failed alone is resolved: what is left of the
+		// batch goes again as one part. (A record processed alone on its
+		// first try is a half whose other half failed: that one is next.)
+		mergeTodo(iso)
+	}
+	return out
+}
+
+// mergeTodo makes the parts waiting to be sent one.
+func mergeTodo(iso *isolation) {
+	var rest []int
+	for _, t := range iso.todo {
+		rest = append(rest, t...)
+	}
+	iso.todo = [][]int{rest}
+}
+
+// markDone counts records of the batch as done: the tracker may pass them
+// once every record before them is done too. Under d.mu.
+func (d *delivery) markDone(is []int) {
+	iso := d.iso
+	var ids []uint64
+	for _, i := range is {
+		if iso.done[i] {
+			continue
+		}
+		iso.done[i] = true
+		iso.left--
+		if d.ids != nil {
+			ids = append(ids, d.ids[i])
+		}
+	}
+	if d.ids != nil {
+		if len(ids) > 0 {
+			d.r.tracker.ackAll(ids)
+		}
+		return
+	}
+	before := iso.prefix
+	for iso.prefix < len(iso.done) && iso.done[iso.prefix] {
+		iso.prefix++
+	}
+	if iso.left == 0 {
+		d.r.tracker.ack(d.id)
+		return
+	}
+	moved := iso.prefix > before
+	var pos consumer.Position
+	if moved {
+		pos = recordPosition(d.records()[iso.prefix-1])
+	}
+	// What the checkpoint does not cover: the records from the first that
+	// is not done, done ones behind it included.
+	d.r.tracker.advance(d.id, pos, moved, len(iso.done)-iso.prefix)
+}
+
+// next takes the next part to hand over, under d.mu: nil when nothing is
+// to be sent now (every record is done, or records wait for the dead
+// letter, which goes first). Records older than max_record_age are bound
+// for the dead letter instead. The part's records count one more attempt.
+func (d *delivery) next(now time.Time) *part {
+	iso := d.iso
+	if d.allDone {
+		return nil
+	}
+	if iso == nil {
+		// A lane's batch, not handed over yet.
+		d.out = &d.whole
+		return d.out
+	}
+	pol := d.r.st.Config.Redelivery
+	for len(iso.dead) == 0 && len(iso.todo) > 0 {
+		idx := iso.todo[0]
+		iso.todo = iso.todo[1:]
+		if pol.Enabled() && pol.MaxRecordAge > 0 {
+			keep := idx[:0:0]
+			for _, i := range idx {
+				if iso.attempts[i] > 0 && now.Sub(d.records()[i].Arrival) > pol.MaxRecordAge {
+					iso.dead = append(iso.dead, deadEntry{i: i, reason: consumer.DeadLetterMaxRecordAge})
+					continue
+				}
+				keep = append(keep, i)
+			}
+			if len(keep) < len(idx) {
+				if len(keep) > 0 {
+					iso.todo = append([][]int{keep}, iso.todo...)
+				}
+				continue
+			}
+		}
+		for _, i := range idx {
+			iso.attempts[i]++
+		}
+		d.out = d.partOf(idx)
+		return d.out
+	}
+	return nil
+}
+
+// partOf is the part of records idx: the batch itself when they are all
+// of it, else a batch of its own.
+func (d *delivery) partOf(idx []int) *part {
+	iso := d.iso
+	recs := d.records()
+	if len(idx) == len(recs) {
+		d.batch.Attempts = append([]int(nil), iso.attempts...)
+		return &d.whole
+	}
+	p := &part{d: d, idx: idx}
+	sub := make([]consumer.Record, len(idx))
+	attempts := make([]int, len(idx))
+	for k, i := range idx {
+		sub[k], attempts[k] = recs[i], iso.attempts[i]
+	}
+	b := consumer.MakeBatch(d.batch.Stream, d.batch.Shard, sub, d.batch.MillisBehind, p)
+	b.Attempts = attempts
+	p.batch = &b
+	return p
+}
