@@ -207,19 +207,26 @@ input:
     aggregation: { enabled: %t }
 `
 
+// soakPadYAML pads each record of a stream with %d copies of %s. One
+// thread: the default, one per core, hands consecutive batches to the
+// output in whichever order their processing ends, and the output keeps a
+// key's order only as the records reach it (seed 7 found big-k0/9 written
+// after big-k0/10, a whole batch of both keys swapped with the next).
+const soakPadYAML = `pipeline:
+  threads: 1
+  processors:
+    - mapping: |
+        root = this
+        root.pad = range(0, %d).map_each(_ -> "%s").join("")
+`
+
 // startProducers launches one producer per stream; stopProducers ends
 // them at the load's end.
 func (s *soak) startProducers() ([]*child, error) {
 	var out []*child
 	for _, st := range s.streams {
-		prefix := strings.TrimPrefix(st.name, "soak-") + "-k"
-		pad := ""
-		if st.padKiB > 0 {
-			pad = fmt.Sprintf("pipeline:\n  processors:\n    - mapping: |\n        root = this\n        root.pad = range(0, %d).map_each(_ -> \"%s\").join(\"\")\n", st.padKiB*16, strings.Repeat("0123456789abcdef", 4))
-		}
 		conf := filepath.Join(s.cfg.Dir, "producer-"+st.name+".yaml")
-		if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakProducerYAML, st.keys, st.every, prefix, st.keys, st.keys, pad,
-			st.name, testenv.Region, s.front.URL, testenv.AccessKey, testenv.SecretKey, st.aggregation)), 0o600); err != nil {
+		if err := os.WriteFile(conf, []byte(producerConfig(st, s.front.URL)), 0o600); err != nil {
 			return nil, err
 		}
 		c, err := s.launch(conf, filepath.Join(s.cfg.Dir, "producer-"+st.name+".log"))
@@ -229,6 +236,17 @@ func (s *soak) startProducers() ([]*child, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// producerConfig is the config of st's producer, writing through endpoint.
+func producerConfig(st *soakStream, endpoint string) string {
+	prefix := strings.TrimPrefix(st.name, "soak-") + "-k"
+	pad := ""
+	if st.padKiB > 0 {
+		pad = fmt.Sprintf(soakPadYAML, st.padKiB*16, strings.Repeat("0123456789abcdef", 4))
+	}
+	return fmt.Sprintf(soakProducerYAML, st.keys, st.every, prefix, st.keys, st.keys, pad,
+		st.name, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, st.aggregation)
 }
 
 // stopProducers stops the producers gracefully (SIGTERM: what they hold is
