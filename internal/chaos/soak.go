@@ -52,6 +52,9 @@ const (
 	// livenessBound: a record in the stream is delivered at most this long
 	// after it was seen there, or after the last fault on its stream ended.
 	livenessBound = 30 * time.Second
+	// budgetWaitBound: no shard waits for the byte budget longer than this
+	// (the instances' lag_warn_threshold, see soak_budget.go).
+	budgetWaitBound = 30 * time.Second
 	// rssMarginMiB is what an instance may hold above its byte budget.
 	rssMarginMiB = 150
 	// budgetBytes and smallBudgetBytes are the instances' max_buffered_bytes

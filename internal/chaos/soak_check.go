@@ -16,6 +16,7 @@ type monitor struct {
 	s    *soak
 	sh   shadow
 	tail tailer
+	logs logTail
 
 	pending []Delivery
 	first   map[[2]string]Delivery
@@ -34,6 +35,7 @@ func newMonitor(s *soak) *monitor {
 	return &monitor{
 		s: s, sh: shadow{kc: s.kc, shards: map[string]*shadowShard{}},
 		tail:  tailer{offsets: map[string]int64{}, partial: map[string][]byte{}},
+		logs:  logTail{offsets: map[string]int64{}, partial: map[string][]byte{}},
 		first: map[[2]string]Delivery{}, firstKC: map[string]map[int]bool{}, last: map[string]int{},
 		cps: map[string]consumer.Position{}, breached: map[string]bool{}, rssOver: map[string]bool{},
 		v: Verdict{DupsBy: map[string]int{}},
@@ -84,6 +86,9 @@ func (m *monitor) check(ctx context.Context, final bool) error {
 	m.deliveries(now, final)
 	m.checkpoints(ctx)
 	m.rss()
+	if err := m.budgetWaits(); err != nil {
+		return err
+	}
 	if !final {
 		m.liveness(now)
 	}

@@ -36,6 +36,7 @@ input:
     shard_discovery_interval: 1s
     idle_poll_interval: 300ms
     max_buffered_bytes: %d
+    lag_warn_threshold: %s
 pipeline:
   processors:
     - mapping: |
@@ -106,7 +107,7 @@ func (s *soak) startInstance(name string) error {
 	conf := filepath.Join(s.cfg.Dir, inc+".yaml")
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakInstanceYAML, strings.Join(names, ", "), testenv.Region, s.front.URL,
 		testenv.AccessKey, testenv.SecretKey, s.red.URLAs(testenv.ACLInput), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance,
-		s.budget(), inc, slow, output)), 0o600); err != nil {
+		s.budget(), budgetWaitBound, inc, slow, output)), 0o600); err != nil {
 		return err
 	}
 	c, err := s.launch(conf, filepath.Join(s.cfg.Dir, inc+".log"))
