@@ -102,6 +102,11 @@ type soak struct {
 	nackers  map[string]bool // incarnations whose output nacks (under mu)
 	pids     []int
 	wiped    bool // a wipe since the last checkpoint poll
+	wipes    int  // wipes so far
+	// incPids maps each incarnation to its pid, plain the incarnations
+	// whose output is a file with no slow step or nacks (both under mu).
+	incPids map[string]int
+	plain   map[string]bool
 }
 
 type timedEvent struct {
@@ -137,6 +142,7 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 		outRNG: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x5eed)),
 		active: map[string]int{}, quiet: map[string]time.Time{}, denied: map[string]bool{},
 		incN: map[string]int{}, stopped: map[string]bool{}, nackers: map[string]bool{}, busy: map[string]bool{},
+		incPids: map[string]int{}, plain: map[string]bool{},
 	}
 	s.runner = &runner{
 		cfg: Config{Binary: sc.Binary, Dir: sc.Dir, Seed: sc.Seed, Logf: sc.Logf, Started: func(pid int) {

@@ -193,6 +193,7 @@ func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
 func (s *soak) setWiped() {
 	s.smu.Lock()
 	s.wiped = true
+	s.wipes++
 	s.smu.Unlock()
 }
 

@@ -117,6 +117,8 @@ func (s *soak) startInstance(name string) error {
 	in := &incarnation{name: inc, child: c}
 	s.mu.Lock()
 	s.instances[name] = in
+	s.incPids[inc] = c.cmd.Process.Pid
+	s.plain[inc] = what == ""
 	if strings.Contains(what, "nacks") {
 		// A nacked batch is delivered again whole, and what the output
 		// wrote of it before the nack is written twice: its messages
