@@ -101,8 +101,9 @@ type soak struct {
 	stopped  map[string]bool // incarnations the soak stopped
 	nackers  map[string]bool // incarnations whose output nacks (under mu)
 	pids     []int
-	wiped    bool // a wipe since the last checkpoint poll
-	wipes    int  // wipes so far
+	wiped    bool      // a wipe since the last checkpoint poll
+	wipes    int       // wipes so far
+	lastStop time.Time // when the soak last stopped an instance
 	// incPids maps each incarnation to its pid, plain the incarnations
 	// whose output is a file with no slow step or nacks (both under mu).
 	incPids map[string]int
