@@ -108,6 +108,9 @@ type soak struct {
 	// whose output is a file with no slow step or nacks (both under mu).
 	incPids map[string]int
 	plain   map[string]bool
+	// redisCuts holds each instance's proxy to Redis (redis-cut class;
+	// under mu).
+	redisCuts map[string]*testenv.TCPProxy
 }
 
 type timedEvent struct {
@@ -143,7 +146,7 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 		outRNG: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x5eed)),
 		active: map[string]int{}, quiet: map[string]time.Time{}, denied: map[string]bool{},
 		incN: map[string]int{}, stopped: map[string]bool{}, nackers: map[string]bool{}, busy: map[string]bool{},
-		incPids: map[string]int{}, plain: map[string]bool{},
+		incPids: map[string]int{}, plain: map[string]bool{}, redisCuts: map[string]*testenv.TCPProxy{},
 	}
 	s.runner = &runner{
 		cfg: Config{Binary: sc.Binary, Dir: sc.Dir, Seed: sc.Seed, Logf: sc.Logf, Started: func(pid int) {
@@ -174,10 +177,12 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 	fmt.Fprintf(sc.Out, "soak: seed=%d duration=%v instances=%d classes=%s\n", sc.Seed, sc.Duration, sc.Instances, strings.Join(classes, ","))
 	if err := s.setUp(ctx); err != nil {
 		s.cleanup()
+		s.closeRedisCuts()
 		return Verdict{}, err
 	}
 	v, err := s.run(ctx)
 	s.cleanup()
+	s.closeRedisCuts()
 	if err != nil {
 		return Verdict{}, err
 	}

@@ -25,7 +25,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 func (s *soak) do(ctx context.Context, e soakEvent) error {
 	lease := s.plan.LeasePeriod
 	switch e.class {
-	case ClassKill, ClassTerm, ClassPause:
+	case ClassKill, ClassTerm, ClassPause, ClassRedisCut:
 		return s.instanceFault(ctx, e)
 	case ClassScale:
 		name := extraNames[e.target%len(extraNames)]
@@ -112,6 +112,23 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 		s.windows = append(s.windows, Window{What: "pause " + in.name, From: now.Add(-killWindow(s.plan)), To: time.Now().Add(s.plan.LeasePeriod)})
 		s.mu.Unlock()
 		s.note("resume %s (SIGCONT)", in.name)
+		sleepCtx(ctx, s.plan.LeasePeriod)
+		return nil
+	case ClassRedisCut:
+		cut := s.redisCut(name)
+		if cut == nil {
+			return nil
+		}
+		s.note("cut %s off from Redis (every byte held %v, %.1f leases; held %v)", in.name, e.dur.Round(100*time.Millisecond), e.dur.Seconds()/s.plan.LeasePeriod.Seconds(), owned)
+		cut.Hold()
+		sleepCtx(ctx, e.dur)
+		cut.Release()
+		// Past its lease the instance's shards were taken, as after a
+		// pause; its renewals and commits arrive late and are fenced.
+		s.mu.Lock()
+		s.windows = append(s.windows, Window{What: "redis-cut " + in.name, From: now.Add(-killWindow(s.plan)), To: time.Now().Add(s.plan.LeasePeriod)})
+		s.mu.Unlock()
+		s.note("%s reaches Redis again (the held bytes delivered)", in.name)
 		sleepCtx(ctx, s.plan.LeasePeriod)
 		return nil
 	}

@@ -105,8 +105,12 @@ func (s *soak) startInstance(name string) error {
 	p := s.plan
 	slow, output, what := s.outputBehaviour(out)
 	conf := filepath.Join(s.cfg.Dir, inc+".yaml")
+	redisURL, err := s.redisURLFor(name)
+	if err != nil {
+		return err
+	}
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakInstanceYAML, strings.Join(names, ", "), testenv.Region, s.front.URL,
-		testenv.AccessKey, testenv.SecretKey, s.red.URLAs(testenv.ACLInput), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance,
+		testenv.AccessKey, testenv.SecretKey, redisURL, group, p.CommitPeriod, p.LeasePeriod, p.Rebalance,
 		s.budget(), budgetWaitBound, inc, slow, output)), 0o600); err != nil {
 		return err
 	}
@@ -130,6 +134,43 @@ func (s *soak) startInstance(name string) error {
 	s.mu.Unlock()
 	s.note("start %s (pid %d%s)", inc, c.cmd.Process.Pid, what)
 	return nil
+}
+
+// redisURLFor is the Redis URL of instance name: with the redis-cut
+// class, through that instance's own TCP proxy, so one instance can be cut
+// off while the others reach Redis.
+func (s *soak) redisURLFor(name string) (string, error) {
+	u := s.red.URLAs(testenv.ACLInput)
+	if !s.on[ClassRedisCut] {
+		return u, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.redisCuts[name]
+	if p == nil {
+		var err error
+		if p, err = testenv.StartTCPProxy(s.red.Addr); err != nil {
+			return "", err
+		}
+		s.redisCuts[name] = p
+	}
+	return strings.Replace(u, s.red.Addr, p.Addr, 1), nil
+}
+
+// redisCut is instance name's proxy to Redis, nil without the class.
+func (s *soak) redisCut(name string) *testenv.TCPProxy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.redisCuts[name]
+}
+
+// closeRedisCuts closes the instances' proxies to Redis.
+func (s *soak) closeRedisCuts() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.redisCuts {
+		p.Close()
+	}
 }
 
 // live returns the running incarnation of name, or nil.

@@ -28,12 +28,15 @@ const (
 	// ClassWipeHolder lets instance faults overlap a Redis wipe (flush or
 	// empty restart). Off by default: see DefaultClasses.
 	ClassWipeHolder = "wipe-holder"
+	// ClassRedisCut holds every byte between one instance and Redis, both
+	// ways, for a while, then delivers them late.
+	ClassRedisCut = "redis-cut"
 )
 
 // SoakClasses lists every class.
 func SoakClasses() []string {
 	return []string{ClassKill, ClassTerm, ClassPause, ClassScale, ClassRedisRestart, ClassRedisEmpty, ClassRedisFlush,
-		ClassRedisPause, ClassRedisStall, ClassKinesis, ClassDeny, ClassReshard, ClassBudget, ClassOutput, ClassKPL, ClassWipeHolder}
+		ClassRedisPause, ClassRedisStall, ClassKinesis, ClassDeny, ClassReshard, ClassBudget, ClassOutput, ClassKPL, ClassRedisCut, ClassWipeHolder}
 }
 
 // DefaultClasses is every class but wipe-holder. An instance that is
@@ -131,6 +134,22 @@ func drawSchedule(seed uint64, d time.Duration, instances int, on map[string]boo
 			at = e.end() + lease + time.Duration(rng.ExpFloat64()*float64(30*time.Second))
 		}
 	}
+	// Drawn last, so that switching it on leaves the other classes'
+	// schedule of a seed as it was.
+	if on[ClassRedisCut] {
+		for at := first + time.Duration(rng.ExpFloat64()*float64(50*time.Second)); at < last; at += time.Duration(rng.ExpFloat64() * float64(50*time.Second)) {
+			// Like pauses: half end before the lease would, half after it.
+			e := soakEvent{at: at, class: ClassRedisCut, target: rng.IntN(1 << 30)}
+			if rng.IntN(2) == 0 {
+				e.dur = span(lease*6/10, lease*9/10)
+			} else {
+				e.dur = span(lease*12/10, lease*25/10)
+			}
+			if e.end() < last {
+				evs = append(evs, e)
+			}
+		}
+	}
 	if !on[ClassWipeHolder] {
 		evs = clearOfWipes(evs, lease)
 	}
@@ -150,7 +169,7 @@ func clearOfWipes(evs []soakEvent, lease time.Duration) []soakEvent {
 	}
 	return slices.DeleteFunc(evs, func(e soakEvent) bool {
 		switch e.class {
-		case ClassKill, ClassTerm, ClassPause, ClassScale:
+		case ClassKill, ClassTerm, ClassPause, ClassScale, ClassRedisCut:
 		default:
 			return false
 		}
