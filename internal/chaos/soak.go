@@ -77,6 +77,10 @@ type soakStream struct {
 	padKiB      int           // each record carries this much padding
 	scoped      bool          // denied and resharded by the schedule
 	store       *checkpointer.Store
+	// reshard lets one split or merge of the stream run at a time: two
+	// drawn close together met a shard still being split (seed 3, 1 h:
+	// ResourceInUseException, "shard is not active", ended the soak).
+	reshard sync.Mutex
 }
 
 // soak is one run.
