@@ -16,8 +16,8 @@ import (
 )
 
 // ciSoakClasses are the soak's classes `make test` runs: every default
-// class (so not wipe-holder, whose window for instances stopped at a wipe
-// has not yet passed a run) but
+// class (so not wipe-holder, which widens the duplicate window to a whole
+// run's start at any wipe near a stopped instance) but
 //   - budget: with its 512 KiB budget and 96 KiB records a shard waited for
 //     the budget longer than the 30 s bound (seed 7, 90 s, beside two
 //     other soaks; see docs/reliability.md, open).

@@ -40,12 +40,13 @@ func SoakClasses() []string {
 }
 
 // DefaultClasses is every class but wipe-holder. An instance that is
-// paused (or cut off) while Redis is wiped loses its shards to a newcomer
-// that starts from the group's start position (issue 33, item 4, open);
-// one that is dead at a wipe cannot write back what it held, so its shards
-// are read again from the start (duplicates beyond any window: the design's
-// stated cost). So the schedule keeps instance faults clear of wipes unless
-// wipe-holder is on.
+// stopped (killed, terminated, scaled in) around a wipe cannot write back
+// what it held, so its shards are read again from the group's start: the
+// design's stated cost, which the soak then explains with a window over
+// every delivery before the wipe, so little else is checked for
+// duplicates. A holder paused or cut off at a wipe keeps its shards (the
+// design's promise, which wipe-holder also tests). So the schedule keeps
+// instance faults clear of wipes unless wipe-holder is on.
 func DefaultClasses() []string {
 	all := SoakClasses()
 	return slices.DeleteFunc(all, func(c string) bool { return c == ClassWipeHolder })
