@@ -15,21 +15,20 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
-// ciSoakClasses are the soak's classes `make test` runs: every class but
-//   - wipe-holder: a holder paused or cut off at a Redis wipe loses its
-//     shards to a newcomer (issue 33, item 4, open);
-//   - budget: its stream of 96 KiB records is written out of per-key order
-//     by the kinesis output (found by the soak, seed 7, 90 s: 12 records in
-//     the stream after a later one of their key; open);
-//   - kpl: its stream, written with aggregation on, is written out of
-//     per-key order by the kinesis output too (seed 7949455874945913174,
-//     3 min: e.g. kpl-k0/4 after kpl-k0/6 in one shard; open).
+// ciSoakClasses are the soak's classes `make test` runs: every default
+// class (so not wipe-holder, which widens the duplicate window to a whole
+// run's start at any wipe near a stopped instance) but
+//   - budget: with its 512 KiB budget and 96 KiB records a shard waited for
+//     the budget longer than the 30 s bound (seed 7, 90 s, beside two
+//     other soaks; see docs/reliability.md, open).
 //
-// Switch a class back on here once its defect is fixed.
+// kpl is on again: its order violations were the checker's (a duplicate
+// aggregate, and stray aggregates after a split), not the output's.
+// Switch a class back on here once its finding is fixed.
 func ciSoakClasses() []string {
 	var out []string
 	for _, c := range chaos.DefaultClasses() {
-		if c != chaos.ClassBudget && c != chaos.ClassKPL {
+		if c != chaos.ClassBudget {
 			out = append(out, c)
 		}
 	}

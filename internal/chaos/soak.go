@@ -52,6 +52,9 @@ const (
 	// livenessBound: a record in the stream is delivered at most this long
 	// after it was seen there, or after the last fault on its stream ended.
 	livenessBound = 30 * time.Second
+	// budgetWaitBound: no shard waits for the byte budget longer than this
+	// (the instances' lag_warn_threshold, see soak_budget.go).
+	budgetWaitBound = 30 * time.Second
 	// rssMarginMiB is what an instance may hold above its byte budget.
 	rssMarginMiB = 150
 	// budgetBytes and smallBudgetBytes are the instances' max_buffered_bytes
@@ -74,6 +77,10 @@ type soakStream struct {
 	padKiB      int           // each record carries this much padding
 	scoped      bool          // denied and resharded by the schedule
 	store       *checkpointer.Store
+	// reshard lets one split or merge of the stream run at a time: two
+	// drawn close together met a shard still being split (seed 3, 1 h:
+	// ResourceInUseException, "shard is not active", ended the soak).
+	reshard sync.Mutex
 }
 
 // soak is one run.
@@ -98,7 +105,16 @@ type soak struct {
 	stopped  map[string]bool // incarnations the soak stopped
 	nackers  map[string]bool // incarnations whose output nacks (under mu)
 	pids     []int
-	wiped    bool // a wipe since the last checkpoint poll
+	wiped    bool      // a wipe since the last checkpoint poll
+	wipes    int       // wipes so far
+	lastStop time.Time // when the soak last stopped an instance
+	// incPids maps each incarnation to its pid, plain the incarnations
+	// whose output is a file with no slow step or nacks (both under mu).
+	incPids map[string]int
+	plain   map[string]bool
+	// redisCuts holds each instance's proxy to Redis (redis-cut class;
+	// under mu).
+	redisCuts map[string]*testenv.TCPProxy
 }
 
 type timedEvent struct {
@@ -134,6 +150,7 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 		outRNG: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x5eed)),
 		active: map[string]int{}, quiet: map[string]time.Time{}, denied: map[string]bool{},
 		incN: map[string]int{}, stopped: map[string]bool{}, nackers: map[string]bool{}, busy: map[string]bool{},
+		incPids: map[string]int{}, plain: map[string]bool{}, redisCuts: map[string]*testenv.TCPProxy{},
 	}
 	s.runner = &runner{
 		cfg: Config{Binary: sc.Binary, Dir: sc.Dir, Seed: sc.Seed, Logf: sc.Logf, Started: func(pid int) {
@@ -164,10 +181,12 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 	fmt.Fprintf(sc.Out, "soak: seed=%d duration=%v instances=%d classes=%s\n", sc.Seed, sc.Duration, sc.Instances, strings.Join(classes, ","))
 	if err := s.setUp(ctx); err != nil {
 		s.cleanup()
+		s.closeRedisCuts()
 		return Verdict{}, err
 	}
 	v, err := s.run(ctx)
 	s.cleanup()
+	s.closeRedisCuts()
 	if err != nil {
 		return Verdict{}, err
 	}

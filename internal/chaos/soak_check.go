@@ -13,9 +13,11 @@ import (
 
 // monitor checks the invariants on every tick while the soak runs.
 type monitor struct {
-	s    *soak
-	sh   shadow
-	tail tailer
+	s     *soak
+	sh    shadow
+	tail  tailer
+	logs  logTail
+	fence fence
 
 	pending []Delivery
 	first   map[[2]string]Delivery
@@ -34,6 +36,8 @@ func newMonitor(s *soak) *monitor {
 	return &monitor{
 		s: s, sh: shadow{kc: s.kc, shards: map[string]*shadowShard{}},
 		tail:  tailer{offsets: map[string]int64{}, partial: map[string][]byte{}},
+		logs:  logTail{offsets: map[string]int64{}, partial: map[string][]byte{}},
+		fence: fence{samples: map[string][]leaseSample{}},
 		first: map[[2]string]Delivery{}, firstKC: map[string]map[int]bool{}, last: map[string]int{},
 		cps: map[string]consumer.Position{}, breached: map[string]bool{}, rssOver: map[string]bool{},
 		v: Verdict{DupsBy: map[string]int{}},
@@ -81,9 +85,14 @@ func (m *monitor) check(ctx context.Context, final bool) error {
 		return err
 	}
 	m.pending = append(m.pending, ds...)
+	m.sampleLeases(ctx)
 	m.deliveries(now, final)
+	m.fenced()
 	m.checkpoints(ctx)
 	m.rss()
+	if err := m.budgetWaits(); err != nil {
+		return err
+	}
 	if !final {
 		m.liveness(now)
 	}
@@ -105,9 +114,16 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 	for k := range m.s.nackers {
 		nackers[k] = true
 	}
+	plain := make(map[string]bool, len(m.s.plain))
+	for k, v := range m.s.plain {
+		plain[k] = v
+	}
 	m.s.mu.Unlock()
 	for _, d := range m.pending[:n] {
 		m.all = append(m.all, d)
+		if plain[d.Inst] {
+			m.fence.queue = append(m.fence.queue, d)
+		}
 		id := [2]string{d.Shard, d.Seq}
 		if f, seen := m.first[id]; seen {
 			what := ""

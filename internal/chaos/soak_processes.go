@@ -36,6 +36,7 @@ input:
     shard_discovery_interval: 1s
     idle_poll_interval: 300ms
     max_buffered_bytes: %d
+    lag_warn_threshold: %s
 pipeline:
   processors:
     - mapping: |
@@ -104,9 +105,13 @@ func (s *soak) startInstance(name string) error {
 	p := s.plan
 	slow, output, what := s.outputBehaviour(out)
 	conf := filepath.Join(s.cfg.Dir, inc+".yaml")
+	redisURL, err := s.redisURLFor(name)
+	if err != nil {
+		return err
+	}
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakInstanceYAML, strings.Join(names, ", "), testenv.Region, s.front.URL,
-		testenv.AccessKey, testenv.SecretKey, s.red.URLAs(testenv.ACLInput), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance,
-		s.budget(), inc, slow, output)), 0o600); err != nil {
+		testenv.AccessKey, testenv.SecretKey, redisURL, group, p.CommitPeriod, p.LeasePeriod, p.Rebalance,
+		s.budget(), budgetWaitBound, inc, slow, output)), 0o600); err != nil {
 		return err
 	}
 	c, err := s.launch(conf, filepath.Join(s.cfg.Dir, inc+".log"))
@@ -116,6 +121,8 @@ func (s *soak) startInstance(name string) error {
 	in := &incarnation{name: inc, child: c}
 	s.mu.Lock()
 	s.instances[name] = in
+	s.incPids[inc] = c.cmd.Process.Pid
+	s.plain[inc] = what == ""
 	if strings.Contains(what, "nacks") {
 		// A nacked batch is delivered again whole, and what the output
 		// wrote of it before the nack is written twice: its messages
@@ -127,6 +134,43 @@ func (s *soak) startInstance(name string) error {
 	s.mu.Unlock()
 	s.note("start %s (pid %d%s)", inc, c.cmd.Process.Pid, what)
 	return nil
+}
+
+// redisURLFor is the Redis URL of instance name: with the redis-cut
+// class, through that instance's own TCP proxy, so one instance can be cut
+// off while the others reach Redis.
+func (s *soak) redisURLFor(name string) (string, error) {
+	u := s.red.URLAs(testenv.ACLInput)
+	if !s.on[ClassRedisCut] {
+		return u, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.redisCuts[name]
+	if p == nil {
+		var err error
+		if p, err = testenv.StartTCPProxy(s.red.Addr); err != nil {
+			return "", err
+		}
+		s.redisCuts[name] = p
+	}
+	return strings.Replace(u, s.red.Addr, p.Addr, 1), nil
+}
+
+// redisCut is instance name's proxy to Redis, nil without the class.
+func (s *soak) redisCut(name string) *testenv.TCPProxy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.redisCuts[name]
+}
+
+// closeRedisCuts closes the instances' proxies to Redis.
+func (s *soak) closeRedisCuts() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.redisCuts {
+		p.Close()
+	}
 }
 
 // live returns the running incarnation of name, or nil.
@@ -155,6 +199,7 @@ func (s *soak) stopInstance(name string, sig syscall.Signal) *incarnation {
 	}
 	s.smu.Lock()
 	s.stopped[in.name] = true
+	s.lastStop = time.Now()
 	s.smu.Unlock()
 	_ = in.cmd.Process.Signal(sig)
 	select {
@@ -207,19 +252,26 @@ input:
     aggregation: { enabled: %t }
 `
 
+// soakPadYAML pads each record of a stream with %d copies of %s. One
+// thread: the default, one per core, hands consecutive batches to the
+// output in whichever order their processing ends, and the output keeps a
+// key's order only as the records reach it (seed 7 found big-k0/9 written
+// after big-k0/10, a whole batch of both keys swapped with the next).
+const soakPadYAML = `pipeline:
+  threads: 1
+  processors:
+    - mapping: |
+        root = this
+        root.pad = range(0, %d).map_each(_ -> "%s").join("")
+`
+
 // startProducers launches one producer per stream; stopProducers ends
 // them at the load's end.
 func (s *soak) startProducers() ([]*child, error) {
 	var out []*child
 	for _, st := range s.streams {
-		prefix := strings.TrimPrefix(st.name, "soak-") + "-k"
-		pad := ""
-		if st.padKiB > 0 {
-			pad = fmt.Sprintf("pipeline:\n  processors:\n    - mapping: |\n        root = this\n        root.pad = range(0, %d).map_each(_ -> \"%s\").join(\"\")\n", st.padKiB*16, strings.Repeat("0123456789abcdef", 4))
-		}
 		conf := filepath.Join(s.cfg.Dir, "producer-"+st.name+".yaml")
-		if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakProducerYAML, st.keys, st.every, prefix, st.keys, st.keys, pad,
-			st.name, testenv.Region, s.front.URL, testenv.AccessKey, testenv.SecretKey, st.aggregation)), 0o600); err != nil {
+		if err := os.WriteFile(conf, []byte(producerConfig(st, s.front.URL)), 0o600); err != nil {
 			return nil, err
 		}
 		c, err := s.launch(conf, filepath.Join(s.cfg.Dir, "producer-"+st.name+".log"))
@@ -229,6 +281,17 @@ func (s *soak) startProducers() ([]*child, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// producerConfig is the config of st's producer, writing through endpoint.
+func producerConfig(st *soakStream, endpoint string) string {
+	prefix := strings.TrimPrefix(st.name, "soak-") + "-k"
+	pad := ""
+	if st.padKiB > 0 {
+		pad = fmt.Sprintf(soakPadYAML, st.padKiB*16, strings.Repeat("0123456789abcdef", 4))
+	}
+	return fmt.Sprintf(soakProducerYAML, st.keys, st.every, prefix, st.keys, st.keys, pad,
+		st.name, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, st.aggregation)
 }
 
 // stopProducers stops the producers gracefully (SIGTERM: what they hold is

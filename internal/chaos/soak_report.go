@@ -23,9 +23,18 @@ type Verdict struct {
 	OrderByNacks int
 	Regressions  int // checkpoints that moved backwards
 	Liveness     int // shards left unread past the bound
-	RSSBreaches  int // instances over their budget plus margin
-	PeakRSSMiB   int
-	Leftover     []int // processes alive after the soak
+	// BudgetWaits are the instances' warnings that a shard waited for the
+	// byte budget past budgetWaitBound, or that the budget stalled.
+	BudgetWaits int
+	// FenceBreaches are deliveries of a shard while another instance held
+	// its lease; FenceJudged how many deliveries were judged.
+	FenceBreaches, FenceJudged int
+	RSSBreaches                int // instances over their budget plus margin
+	PeakRSSMiB                 int
+	Leftover                   []int // processes alive after the soak
+	// Strays are the user records of stray aggregates in the streams,
+	// which readers drop and the checker leaves out (see addRecord).
+	Strays int
 
 	// First is the first invariant broken, FirstAt when; Context the
 	// schedule's lines around it.
@@ -52,7 +61,7 @@ func (v Verdict) Pass() bool {
 	t := v.Table
 	return v.Lost() == 0 && t.OutputLost == 0 && t.Duplicates <= t.DuplicateBound && t.DupsOutsideWindows == 0 &&
 		len(t.ACLRefusals) == 0 && v.DupsOutside == 0 && v.OrderViolations() == 0 && v.Regressions == 0 &&
-		v.Liveness == 0 && v.RSSBreaches == 0 && len(v.Leftover) == 0 && v.First == ""
+		v.Liveness == 0 && v.BudgetWaits == 0 && v.FenceBreaches == 0 && v.RSSBreaches == 0 && len(v.Leftover) == 0 && v.First == ""
 }
 
 // Line is the verdict line, the report's last.
@@ -113,8 +122,9 @@ func (s *soak) report(v *Verdict) {
 	}
 	sort.Strings(by)
 	fmt.Fprintf(out, "duplicates by the fault that explains them: %s\n", strings.Join(by, ", "))
-	fmt.Fprintf(out, "checked while running: %d duplicates outside every window, %d order violations (and %d by nacking outputs), %d checkpoint regressions, %d liveness breaches (bound %v), %d instances over %d MiB (peak %d MiB), leftover processes %v\n",
-		v.DupsOutside, v.OrderLive, v.OrderByNacks, v.Regressions, v.Liveness, livenessBound, v.RSSBreaches, s.budget()>>20+rssMarginMiB, v.PeakRSSMiB, v.Leftover)
+	fmt.Fprintf(out, "stray aggregate copies in the streams (readers drop them; not checked): %d user records\n", v.Strays)
+	fmt.Fprintf(out, "checked while running: %d duplicates outside every window, %d order violations (and %d by nacking outputs), %d checkpoint regressions, %d liveness breaches (bound %v), %d budget waits (bound %v), %d deliveries while another instance held the lease (of %d judged), %d instances over %d MiB (peak %d MiB), leftover processes %v\n",
+		v.DupsOutside, v.OrderLive, v.OrderByNacks, v.Regressions, v.Liveness, livenessBound, v.BudgetWaits, budgetWaitBound, v.FenceBreaches, v.FenceJudged, v.RSSBreaches, s.budget()>>20+rssMarginMiB, v.PeakRSSMiB, v.Leftover)
 	if !v.Pass() {
 		fmt.Fprintf(out, "first invariant broken: %s\n", v.First)
 		if len(v.Context) > 0 {

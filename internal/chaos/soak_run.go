@@ -117,6 +117,10 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 	windows, kills := append([]Window(nil), s.windows...), append([]Kill(nil), s.kills...)
 	s.mu.Unlock()
 	v := mon.v
+	v.FenceJudged = mon.fence.judged
+	for _, ss := range mon.sh.shards {
+		v.Strays += ss.strays
+	}
 	v.Table = Check(counter, stream, mon.all, windows, kills)
 	if v.Table.ACLRefusals, err = s.aclRefusals(ctx); err != nil {
 		return Verdict{}, err

@@ -46,7 +46,7 @@ func TestSoakScheduleHonoursItsClasses(t *testing.T) {
 			}
 		}
 		for _, e := range evs {
-			if e.class != ClassTerm && e.class != ClassPause && e.class != ClassScale {
+			if e.class != ClassTerm && e.class != ClassPause && e.class != ClassScale && e.class != ClassRedisCut {
 				continue
 			}
 			for _, w := range wipes {
@@ -54,5 +54,29 @@ func TestSoakScheduleHonoursItsClasses(t *testing.T) {
 				assert.False(t, overlap, "seed %d: %v overlaps the wipe %v", seed, e, w)
 			}
 		}
+	}
+}
+
+// Switching redis-cut on adds its faults and leaves every other class's
+// schedule of a seed as it was (with wipe-holder on, so that no clearance
+// around wipes drops any), so seeds run before it replay.
+func TestSoakScheduleRedisCutLeavesTheOthers(t *testing.T) {
+	with := classesOn(SoakClasses()...)
+	without := classesOn(SoakClasses()...)
+	delete(without, ClassRedisCut)
+	for seed := range uint64(10) {
+		a := drawSchedule(seed, time.Hour, 3, with, 3*time.Second)
+		b := drawSchedule(seed, time.Hour, 3, without, 3*time.Second)
+		var others []soakEvent
+		cuts := 0
+		for _, e := range a {
+			if e.class == ClassRedisCut {
+				cuts++
+				continue
+			}
+			others = append(others, e)
+		}
+		assert.Positive(t, cuts)
+		assert.Equal(t, b, others, "seed %d", seed)
 	}
 }

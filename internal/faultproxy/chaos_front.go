@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,7 @@ type Front struct {
 	mu        sync.Mutex
 	reads     ReadFaults
 	limits    Limits
-	iterShard map[string]string // shard iterator -> shard id
+	iterShard map[string]string // shard iterator -> shardKey
 	shards    map[string]*shardWindow
 	maps      map[string]*shardMapEntry // stream -> open shards' hash ranges
 	fstats    FrontStats
@@ -160,15 +161,32 @@ func (f *Front) learnIterator(reqBody []byte, tw *teeWriter) {
 	if tw.status != http.StatusOK {
 		return
 	}
-	var req struct{ ShardId string }
+	var req struct{ ShardId, StreamName, StreamARN string }
 	var resp struct{ ShardIterator string }
 	if json.Unmarshal(reqBody, &req) != nil || json.Unmarshal(tw.body.Bytes(), &resp) != nil || resp.ShardIterator == "" {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.rememberLocked(resp.ShardIterator, req.ShardId)
+	f.rememberLocked(resp.ShardIterator, shardKey(req.StreamName, req.StreamARN, req.ShardId))
 }
+
+// shardKey names a shard of a stream for the per-shard limits: every
+// stream's first shard is shardId-000000000000, and each has its own
+// limits.
+func shardKey(name, arn, shard string) string { return streamOf(name, arn) + "/" + shard }
+
+// streamOf is the stream's name, also when the request names it by ARN.
+func streamOf(name, arn string) string {
+	if name != "" {
+		return name
+	}
+	return arn[strings.LastIndex(arn, ":stream/")+len(":stream/"):]
+}
+
+// shardOfKey is the shard id of a shardKey, as the service names it in
+// its messages.
+func shardOfKey(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
 
 // maxIterators bounds the iterator map: iterators are single-use in
 // practice and expire after 5 minutes, so forgetting old ones only means a

@@ -39,8 +39,9 @@ func iterator(t *testing.T, c *kinesis.Client, stream, shard string) *string {
 
 func TestIntegrationFront(t *testing.T) {
 	emu := testenv.NewKinesalite(t)
-	const stream = "front"
+	const stream, other = "front", "front-other"
 	emu.MustCreateStream(t, stream, 1)
+	emu.MustCreateStream(t, other, 1)
 	f, err := StartFront(emu.Endpoint, "127.0.0.1:0", 7)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
@@ -75,6 +76,27 @@ func TestIntegrationFront(t *testing.T) {
 		frozen = frozen.Add(time.Second)
 		_, err = c.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it})
 		assert.NoError(t, err, "a second later the shard can be read again")
+	})
+
+	t.Run("shards of the same id in two streams each have their own limits", func(t *testing.T) {
+		f.SetLimits(Limits{Reads: true, Writes: true})
+		defer f.ClearAll()
+		frozen = frozen.Add(time.Minute)
+		throttled := f.FrontStats().ReadsThrottled
+		for _, name := range []string{stream, other} {
+			it := iterator(t, c, name, shard)
+			for i := range ShardReadsPerSecond {
+				_, err := c.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it})
+				require.NoError(t, err, "call %d on %s is within its shard's limit", i+1, name)
+			}
+			out, err := c.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(name), Records: putEntries(500, "own-"+name)})
+			require.NoError(t, err)
+			assert.Zero(t, aws.ToInt32(out.FailedRecordCount), "500 records on %s are within its shard's 1,000/s", name)
+			out, err = c.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(name), Records: putEntries(500, "own2-"+name)})
+			require.NoError(t, err)
+			assert.Zero(t, aws.ToInt32(out.FailedRecordCount), "1,000 records on %s are within its shard's 1,000/s", name)
+		}
+		assert.Equal(t, throttled, f.FrontStats().ReadsThrottled)
 	})
 
 	t.Run("PutRecords entries over 1,000 records/s of a shard are refused alone and not written", func(t *testing.T) {

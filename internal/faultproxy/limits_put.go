@@ -76,7 +76,7 @@ func (f *Front) putLimited(r *http.Request, body []byte, rule Rule) (int, []byte
 		var pe putEntry
 		_ = json.Unmarshal(e, &pe)
 		shard := m.shardOf(pe.hashKey())
-		if shard != "" && !f.windowLocked(shard).allowWrite(now, len(pe.Data)+len(pe.PartitionKey), lim.recordsPerSecond(), lim.writeBytesPerSecond()) {
+		if shard != "" && !f.windowLocked(m.stream+"/"+shard).allowWrite(now, len(pe.Data)+len(pe.PartitionKey), lim.recordsPerSecond(), lim.writeBytesPerSecond()) {
 			f.fstats.RecordsThrottled++
 			refused[i] = entryError(CodeThrottled, fmt.Sprintf("Rate exceeded for shard %s in stream under account 000000000000.", shard))
 			continue

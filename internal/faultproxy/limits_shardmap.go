@@ -38,7 +38,9 @@ type shardRange struct {
 }
 
 type shardMapEntry struct {
-	at     time.Time
+	at time.Time
+	// stream is the stream's name, for the shards' limits (shardKey).
+	stream string
 	ranges []shardRange
 }
 
@@ -67,7 +69,10 @@ func (f *Front) shardMap(r *http.Request, req map[string]json.RawMessage) (*shar
 		return m, nil
 	}
 
-	m = &shardMapEntry{at: f.now()}
+	m = &shardMapEntry{at: f.now(), stream: stream}
+	if _, ok := req["StreamARN"]; ok {
+		m.stream = streamOf("", stream)
+	}
 	first := map[string]json.RawMessage{}
 	for _, k := range []string{"StreamName", "StreamARN"} {
 		if v, ok := req[k]; ok {

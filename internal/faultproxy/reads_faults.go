@@ -62,7 +62,7 @@ func (f *Front) serveGetRecords(w http.ResponseWriter, r *http.Request, body []b
 	if throttled {
 		// The service's words, so log readers recognise them.
 		writeJSON(w, http.StatusBadRequest, errorBody(CodeThrottled,
-			fmt.Sprintf("Rate exceeded for Shard - %s in stream under account 000000000000.", shard)))
+			fmt.Sprintf("Rate exceeded for Shard - %s in stream under account 000000000000.", shardOfKey(shard))))
 		return
 	}
 	switch {
