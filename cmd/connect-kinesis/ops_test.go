@@ -70,6 +70,7 @@ func TestDocsCommonConfigLints(t *testing.T) {
 			return c + "output:\n  drop: {}\n"
 		},
 		"outputs/kinesis.md": func(c string) string {
+			c = strings.Replace(c, `stream: ""`, "stream: orders", 1)
 			return "input:\n  generate: { mapping: 'root = {}' }\n" + c
 		},
 	} {
