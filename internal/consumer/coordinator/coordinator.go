@@ -32,8 +32,12 @@ type coordinator struct {
 	streamName string
 	retention  time.Duration
 	lagWarn    time.Duration
-	store      consumer.Store
-	log        *service.Logger
+	// start is where shards without a checkpoint start: start_position,
+	// or for a stream found while the group runs what
+	// new_stream_start_position says (follow.go).
+	start string
+	store consumer.Store
+	log   *service.Logger
 	// fanOut is the stream consumer shards are read through with enhanced
 	// fan-out (efo_resolve.go); nil when polling.
 	fanOut *source.StreamConsumer
@@ -110,6 +114,7 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 	co := &coordinator{
 		c:             c,
 		configured:    configured,
+		start:         c.cfg.StartPosition,
 		listRetry:     kinesisx.RetryBuilder[*kinesis.ListShardsOutput](c.cfg.Backoff).Build(),
 		listed:        map[string]consumer.Shard{},
 		unlistedSince: map[string]time.Time{},
