@@ -2,6 +2,7 @@ package input
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/coordinator"
+	"github.com/connect-kinesis/connect-kinesis/internal/lintrule"
 	"github.com/connect-kinesis/connect-kinesis/internal/streams"
 	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
@@ -32,6 +34,22 @@ func streamsFromParsed(conf *service.ParsedConfig, cc *consumer.Config) (streams
 	}
 	cc.Streams, cc.FollowStreams = sc.Rules.Names, sc.Rules.Dynamic()
 	return sc, nil
+}
+
+// streamsLintChecks are the cross-field checks of discovery that the
+// constructor makes (streams.Config.Validate, streams.ParseRules), for lint.
+func streamsLintChecks() []lintrule.Check {
+	isPattern := `s -> s.type() == "string" && (s.contains("*") || s.contains("?"))`
+	return []lintrule.Check{
+		{
+			When:    `this.` + streams.FieldStreamTags + `.or({}).keys().length() > 0 && !this.` + fieldStreams + `.or([]).any(` + isPattern + `)`,
+			Message: `"field ` + streams.FieldStreamTags + `: tags select among the streams a pattern of ` + fieldStreams + ` finds, and ` + fieldStreams + ` has none; add a pattern, e.g. \"*\" for every stream with these tags"`,
+		},
+		{
+			When:    `this.` + streams.FieldDiscoveryInterval + `.or("` + streams.DefaultDiscoveryInterval.String() + `").parse_duration().catch(` + strconv.FormatInt(int64(streams.DefaultDiscoveryInterval), 10) + `) < ` + strconv.FormatInt(int64(streams.MinDiscoveryInterval), 10),
+			Message: `"field ` + streams.FieldDiscoveryInterval + `: %s is shorter than ` + streams.MinDiscoveryInterval.String() + `; ListStreams allows 5 calls per second for the whole account".format(this.` + streams.FieldDiscoveryInterval + `)`,
+		},
+	}
 }
 
 // followStreams starts the session's discovery when `streams` holds a
