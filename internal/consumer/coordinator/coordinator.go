@@ -36,6 +36,8 @@ type coordinator struct {
 	// or for a stream found while the group runs what
 	// new_stream_start_position says (follow.go).
 	start string
+	// found: added by Consumer.Follow (a pattern found it), not named.
+	found bool
 	store consumer.Store
 	log   *service.Logger
 	// fanOut is the stream consumer shards are read through with enhanced

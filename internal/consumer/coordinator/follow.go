@@ -144,6 +144,7 @@ func (c *Consumer) addStream(ctx context.Context, f Found) error {
 	if err != nil {
 		return err
 	}
+	co.found = true
 	if f.Start != "" {
 		co.start = f.Start
 	}

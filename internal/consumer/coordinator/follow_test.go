@@ -87,6 +87,8 @@ func TestFollowAddsRemovesAndRecreatesStreams(t *testing.T) {
 		return true
 	}, 15*time.Second, 20*time.Millisecond, "the new t-2 is read from its start, not from the deleted one's checkpoint")
 	assert.Equal(t, 1, logs.Count("read again as a new stream"), logs.String())
+	assert.Equal(t, 1, logs.Count("The stream was created again"), logs.String())
+	assert.Zero(t, logs.Count("level=ERROR"), "a stream of a pattern created again is no error: %s", logs.String())
 	assert.EqualValues(t, 2, gauge())
 
 	// A stream found with new_stream_start_position latest starts there.
