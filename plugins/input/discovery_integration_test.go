@@ -72,27 +72,11 @@ func TestIntegrationStreamsFoundAndDroppedWhileRunning(t *testing.T) {
 	emu.MustCreateStream(t, p+"2", 1)
 
 	const interval = 5 * time.Second
-	extra := fmt.Sprintf("  start_position: latest\n  stream_discovery_interval: %v\n  new_stream_start_position: trim_horizon\n", interval)
-	yaml := strings.Replace(inputYAML(p+"*", emu.Endpoint, red.URL(), "g", extra), "  lease:\n", "  lease:\n    instance_id: %s\n", 1)
+	extra := "  start_position: latest\n  new_stream_start_position: trim_horizon\n"
 	col := &streamCollector{}
 	logsA, logsB := &lockedBuffer{}, &lockedBuffer{}
-	startInstance := func(id string, logs *lockedBuffer) {
-		t.Helper()
-		sb := service.NewStreamBuilder()
-		sb.SetLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
-		require.NoError(t, sb.AddInputYAML(fmt.Sprintf(yaml, id)))
-		require.NoError(t, sb.AddBatchConsumerFunc(func(_ context.Context, b service.MessageBatch) error {
-			col.add(b)
-			return nil
-		}))
-		s, err := sb.Build()
-		require.NoError(t, err)
-		rs := &runningStream{stream: s, done: make(chan error, 1)}
-		go func() { rs.done <- s.Run(context.Background()) }()
-		t.Cleanup(func() { rs.stop(t) })
-	}
-	startInstance("a", logsA)
-	startInstance("b", logsB)
+	startFollowing(t, followingYAML(p+"*", emu.Endpoint, red.URL(), "a", interval, extra), col, logsA)
+	startFollowing(t, followingYAML(p+"*", emu.Endpoint, red.URL(), "b", interval, extra), col, logsB)
 
 	cfg := checkpointer.DefaultConfig()
 	cfg.RedisURL, cfg.Group = red.URL(), "g"
@@ -171,6 +155,31 @@ func TestIntegrationStreamsFoundAndDroppedWhileRunning(t *testing.T) {
 	for _, logs := range []*lockedBuffer{logsA, logsB} {
 		assert.Equal(t, 1, logs.count("Reading stream "+p+"3"), logs.String())
 	}
+}
+
+// startFollowing runs the input into col, its logs (INFO and up) into logs.
+func startFollowing(t *testing.T, inYAML string, col *streamCollector, logs *lockedBuffer) *runningStream {
+	t.Helper()
+	sb := service.NewStreamBuilder()
+	sb.SetLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	require.NoError(t, sb.AddInputYAML(inYAML))
+	require.NoError(t, sb.AddBatchConsumerFunc(func(_ context.Context, b service.MessageBatch) error {
+		col.add(b)
+		return nil
+	}))
+	s, err := sb.Build()
+	require.NoError(t, err)
+	rs := &runningStream{stream: s, done: make(chan error, 1)}
+	go func() { rs.done <- s.Run(context.Background()) }()
+	t.Cleanup(func() { rs.stop(t) })
+	return rs
+}
+
+// followingYAML is the input reading the streams of pattern, with
+// discovery every interval, as instance id, plus extra fields.
+func followingYAML(pattern, endpoint, redisURL, id string, interval time.Duration, extra string) string {
+	extra = fmt.Sprintf("  stream_discovery_interval: %v\n", interval) + extra
+	return strings.Replace(inputYAML(pattern, endpoint, redisURL, "g", extra), "  lease:\n", "  lease:\n    instance_id: "+id+"\n", 1)
 }
 
 // putKeyed writes n records "<prefix>-<i>" (prefix ending in '-' is kept
