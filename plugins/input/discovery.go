@@ -67,15 +67,22 @@ func (k *kinesisInput) followStreams(s *session, api streams.API) {
 	lister := streams.NewLister(api, k.conf.Consumer.Backoff)
 	go func() {
 		defer close(done)
-		t := time.NewTicker(k.conf.Streams.Interval)
+		// The next round is an interval after this one ended, not on a
+		// ticker: the group's lease is granted once the last listing
+		// (dated when it was published, after the listing's own calls)
+		// is an interval old, so a ticker would have the lister ask a
+		// little too early, be refused, and the group list every other
+		// interval.
+		t := time.NewTimer(0)
 		defer t.Stop()
 		for {
-			k.discoverRound(ctx, s, lister)
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
+			k.discoverRound(ctx, s, lister)
+			t.Reset(k.conf.Streams.Interval)
 		}
 	}()
 }
