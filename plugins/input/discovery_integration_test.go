@@ -67,7 +67,7 @@ func TestIntegrationStreamsFoundAndDroppedWhileRunning(t *testing.T) {
 	red := testenv.NewRedis(t)
 	client := emu.Client()
 	// A prefix of this test's own: the emulator is shared.
-	const p = "tdisc-"
+	p := uniquePrefix("tdisc")
 	arn1 := emu.MustCreateStream(t, p+"1", 2)
 	emu.MustCreateStream(t, p+"2", 1)
 
@@ -155,6 +155,12 @@ func TestIntegrationStreamsFoundAndDroppedWhileRunning(t *testing.T) {
 	for _, logs := range []*lockedBuffer{logsA, logsB} {
 		assert.Equal(t, 1, logs.count("Reading stream "+p+"3"), logs.String())
 	}
+}
+
+// uniquePrefix is a stream name prefix of this test run: the emulator is
+// shared by the tests of the process, also across -count runs.
+func uniquePrefix(base string) string {
+	return fmt.Sprintf("%s%d-", base, time.Now().UnixNano()%1_000_000_000)
 }
 
 // startFollowing runs the input into col, its logs (INFO and up) into logs.

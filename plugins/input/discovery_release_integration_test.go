@@ -22,7 +22,8 @@ func TestIntegrationStreamUntaggedIsReleasedAndResumes(t *testing.T) {
 	emu := testenv.SharedKinesisMock(t)
 	red := testenv.NewRedis(t)
 	client := emu.Client()
-	const name = "ttag-1"
+	p := uniquePrefix("ttag")
+	name := p + "1"
 	arn := emu.MustCreateStream(t, name, 2)
 	tag := func(on bool) {
 		t.Helper()
@@ -41,8 +42,8 @@ func TestIntegrationStreamUntaggedIsReleasedAndResumes(t *testing.T) {
 	extra := "  stream_tags: { env: prod }\n"
 	col := &streamCollector{}
 	logsA, logsB := &lockedBuffer{}, &lockedBuffer{}
-	startFollowing(t, followingYAML("ttag-*", emu.Endpoint, red.URL(), "a", interval, extra), col, logsA)
-	startFollowing(t, followingYAML("ttag-*", emu.Endpoint, red.URL(), "b", interval, extra), col, logsB)
+	startFollowing(t, followingYAML(p+"*", emu.Endpoint, red.URL(), "a", interval, extra), col, logsA)
+	startFollowing(t, followingYAML(p+"*", emu.Endpoint, red.URL(), "b", interval, extra), col, logsB)
 	require.Eventually(t, func() bool { n, _ := col.count(name, "a-"); return n >= 40 }, 2*interval+30*time.Second, 100*time.Millisecond)
 
 	tag(false)
@@ -74,14 +75,15 @@ func TestIntegrationDeletedStreamKeysArePrunedAfterRetention(t *testing.T) {
 	emu := testenv.SharedKinesisMock(t)
 	red := testenv.NewRedis(t)
 	client := emu.Client()
-	const name = "tprune-1"
+	p := uniquePrefix("tprune")
+	name := p + "1"
 	arn := emu.MustCreateStream(t, name, 1)
 	putKeyed(t, client, name, "a", 10)
 
 	const interval = 5 * time.Second
 	col := &streamCollector{}
 	logs := &lockedBuffer{}
-	startFollowing(t, followingYAML("tprune-*", emu.Endpoint, red.URL(), "a", interval, "  deleted_stream_retention: 1s\n"), col, logs)
+	startFollowing(t, followingYAML(p+"*", emu.Endpoint, red.URL(), "a", interval, "  deleted_stream_retention: 1s\n"), col, logs)
 	require.Eventually(t, func() bool { n, _ := col.count(name, "a-"); return n >= 10 }, 2*interval+30*time.Second, 100*time.Millisecond)
 	keys := func() []string {
 		ks, err := red.Client().Keys(t.Context(), "*"+arn+"*").Result()
