@@ -131,6 +131,12 @@ func (c *Consumer) readingKey(key string, created time.Time) bool {
 
 func (c *Consumer) addStream(ctx context.Context, f Found) error {
 	c.mu.Lock()
+	if fs, ok := c.followed[f.Key]; ok && !fs.created.Equal(f.Created) {
+		// Another incarnation of the stream is read: stop it first.
+		c.mu.Unlock()
+		c.removeStream(ctx, f.Key, f)
+		c.mu.Lock()
+	}
 	switch {
 	case !c.started || c.closed:
 		c.mu.Unlock()

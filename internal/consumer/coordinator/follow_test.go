@@ -46,7 +46,10 @@ func TestFollowAddsRemovesAndRecreatesStreams(t *testing.T) {
 	go ackInto(ctx, c, &got)
 	gauge := func() int64 { v, _ := consumertest.Gauges.Get(consumer.MetricStreams + "{}"); return v }
 
-	require.NoError(t, c.Follow(ctx, []Found{api.found("t-1", consumer.StartTrimHorizon), api.found("t-2", consumer.StartTrimHorizon)}))
+	// "s" is named in the config and matches too: read once, by its
+	// named coordinator.
+	require.NoError(t, c.Follow(ctx, []Found{api.found("s", consumer.StartTrimHorizon), api.found("t-1", consumer.StartTrimHorizon), api.found("t-2", consumer.StartTrimHorizon)}))
+	assert.Equal(t, []string{consumertest.FakeARNPrefix + "t-1", consumertest.FakeARNPrefix + "t-2"}, c.FollowedStreams())
 	require.Eventually(t, func() bool {
 		s, _ := got.count("s")
 		a, _ := got.count("t-1")
@@ -110,6 +113,48 @@ func TestFollowAddsRemovesAndRecreatesStreams(t *testing.T) {
 	s, dup := got.count("s")
 	assert.Equal(t, 10, s)
 	assert.Zero(t, dup, "the named stream is untouched by the streams that come and go")
+}
+
+// Follow and Close may run at once (the input stops its discovery first,
+// but the consumer does not rely on it): no race, no stream left running.
+func TestFollowWhileClosing(t *testing.T) {
+	t.Parallel()
+	api := newStreamsAPI()
+	created := time.Unix(1_700_000_000, 0)
+	for i := range 4 {
+		api.create(fmt.Sprintf("t-%d", i), 1, 5, created)
+	}
+	cfg := testConfig()
+	cfg.Streams, cfg.FollowStreams = nil, true
+	c, err := New(cfg, api, (&storesByStream{}).get, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go ackInto(ctx, c, &streamLog{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			var found []Found
+			for j := range 4 {
+				if (i+j)%2 == 0 {
+					found = append(found, api.found(fmt.Sprintf("t-%d", j), consumer.StartTrimHorizon))
+				}
+			}
+			if c.Follow(ctx, found) != nil {
+				return // closed
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer ccancel()
+	require.NoError(t, c.Close(cctx))
+	cancel()
+	<-done
+	assert.Empty(t, c.FollowedStreams())
+	assert.Error(t, c.AddStream(context.Background(), api.found("t-0", consumer.StartTrimHorizon)), "nothing is added after Close")
 }
 
 // Two instances read a found stream; one stops following it (its listing
