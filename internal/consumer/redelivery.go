@@ -110,6 +110,17 @@ func (b *Batch) AckRecords(errs []error) {
 	rd.AckRecords(errs)
 }
 
+// Redelivered says this group may have handed record i to the pipeline
+// before: this instance delivers it again after a failure, or an earlier
+// owner of the shard stored a redelivery mark at or past it
+// (kinesis_redelivered).
+func (b *Batch) Redelivered(i int) bool {
+	if b.Attempt(i) > 1 {
+		return true
+	}
+	return !b.DeliveredBefore.IsZero() && b.Records[i].Position().Compare(b.DeliveredBefore) <= 0
+}
+
 // Attempt is the delivery attempt of record i by this instance: 1 on its
 // first hand-over, n on its n-th (kinesis_delivery_attempt).
 func (b *Batch) Attempt(i int) int {

@@ -11,12 +11,9 @@ import (
 )
 
 // The `redelivery` policy: what happens to a record the pipeline keeps
-// failing (docs/poison-records.md). These fields are NOT part of Spec() yet:
-// the reader that counts attempts, isolates and writes to the dead letter
-// is not wired, and a field the input accepted but ignored would drop the
-// user's intent silently. Until then the field, its parsing and its lint
-// checks are built and tested here, ready to be added to Spec() (fields
-// and lintRule) with the reader.
+// failing (docs/poison-records.md). The shard reader applies it
+// (internal/consumer/reader, isolate.go and deadletter.go); the input
+// parses and checks it here, and writes the dead letter (deadletter.go).
 
 // Field names of the policy.
 const (
