@@ -26,6 +26,10 @@ type Redelivery struct {
 	// DeadLetter takes the records that used their attempts or grew too
 	// old. It is required when MaxAttempts or MaxRecordAge is set.
 	DeadLetter DeadLetter
+	// SkipMark turns the redelivery mark off (redelivery.mark: false):
+	// readers store nothing before they deliver, and kinesis_redelivered
+	// then only marks this instance's deliveries after a failure.
+	SkipMark bool
 }
 
 // Enabled says records may go to the dead letter.

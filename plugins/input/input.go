@@ -274,7 +274,7 @@ func newFromConfig(c Config, log *service.Logger, m *service.Metrics) *kinesisIn
 // letter when it names one (its resources are set by newFromParsed).
 func (c *Config) setRedelivery() {
 	r := c.Redelivery
-	c.Consumer.Redelivery = consumer.Redelivery{MaxAttempts: r.MaxAttempts, MaxRecordAge: r.MaxRecordAge, Isolate: r.Isolate}
+	c.Consumer.Redelivery = consumer.Redelivery{MaxAttempts: r.MaxAttempts, MaxRecordAge: r.MaxRecordAge, Isolate: r.Isolate, SkipMark: !r.Mark}
 	c.deadLetter = nil
 	if r.DeadLetter != "" {
 		c.deadLetter = &deadLetter{label: r.DeadLetter, group: c.Checkpointer.Group}

@@ -201,7 +201,9 @@ func TestIntegrationPoisonRecordsGoToTheDeadLetter(t *testing.T) {
 			const n = 5000
 			arn := emu.MustCreateStream(t, stream, 4)
 			poison := writePoisonLoad(t, emu, stream, n)
-			sink, dlq := newPoisonOutput(plain), &captureSink{}
+			// The dead letter fails its first writes (it is down): the
+			// shards wait and retry, and nothing is lost.
+			sink, dlq := newPoisonOutput(plain), &captureSink{fail: 3}
 			extra := `  limit: 500
   redelivery:
     max_attempts: 3

@@ -22,6 +22,7 @@ const (
 	fieldMaxRecordAge = "max_record_age"
 	fieldIsolate      = "isolate"
 	fieldDeadLetter   = "dead_letter"
+	fieldMark         = "mark"
 )
 
 // The paths users see in messages.
@@ -48,6 +49,9 @@ type Redelivery struct {
 	Isolate bool
 	// DeadLetter is the label of an output resource.
 	DeadLetter string
+	// Mark stores how far each shard may be delivered before it is, so a
+	// later owner marks what it reads again (kinesis_redelivered).
+	Mark bool
 }
 
 // Messages shared by lint and Validate, so both say the same.
@@ -78,7 +82,10 @@ func redeliveryField() *service.ConfigField {
 		service.NewStringField(fieldDeadLetter).
 			Description("The label of an output resource that records past `max_attempts` or `max_record_age` are written to: the record as read from Kinesis, with its metadata and `kinesis_failed_attempts`, `kinesis_last_error`, `kinesis_dead_letter_reason` and `kinesis_dead_lettered_at`. A record counts as done only once this write is acknowledged; while it fails, the shard waits.").
 			Default(""),
-	).Description("What happens to a record the pipeline keeps failing.").Advanced()
+		service.NewBoolField(fieldMark).
+			Description("Store how far each shard may be delivered before delivering it (one Redis call per stream every 100 ms while records flow; fetched records wait for it, about 50 ms on average), so that a later owner of the shard marks what it reads again with `kinesis_redelivered: true`, after a crash, a lost lease, a hand-off or a Redis that forgot. With `false`, only this instance's deliveries after a failure are marked.").
+			Default(true),
+	).Description("What happens to a record the pipeline keeps failing, and how redeliveries are marked.").Advanced()
 }
 
 // lintMaxRecordAge refuses what RedeliveryFromParsed refuses.
@@ -122,7 +129,7 @@ func redeliveryLintChecks() []lintrule.Check {
 // RedeliveryFromParsed reads the `redelivery` object of a config whose spec
 // holds redeliveryField, and validates it.
 func RedeliveryFromParsed(conf *service.ParsedConfig) (Redelivery, error) {
-	r := Redelivery{Isolate: true}
+	r := Redelivery{Isolate: true, Mark: true}
 	if !conf.Contains(fieldRedelivery) {
 		return r, nil
 	}
@@ -147,6 +154,9 @@ func RedeliveryFromParsed(conf *service.ParsedConfig) (Redelivery, error) {
 		return r, err
 	}
 	if r.DeadLetter, err = c.FieldString(fieldDeadLetter); err != nil {
+		return r, err
+	}
+	if r.Mark, err = c.FieldBool(fieldMark); err != nil {
 		return r, err
 	}
 	return r, r.Validate()

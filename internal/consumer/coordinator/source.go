@@ -44,6 +44,9 @@ func (co *coordinator) readerStream() *reader.Stream {
 // marker starts this instance's writer of the stream's redelivery marks,
 // for the run, when the store keeps marks; nil otherwise.
 func (co *coordinator) marker() consumer.Marker {
+	if co.c.cfg.Redelivery.SkipMark {
+		return nil
+	}
 	st := co.store
 	if w, ok := st.(forgetWatch); ok {
 		st = w.Store
