@@ -40,6 +40,7 @@ func lintRule() string {
 		},
 	}
 	checks = append(checks, streamsLintChecks()...)
+	checks = append(checks, redeliveryLintChecks()...)
 	checks = append(checks, checkpointer.LintChecks()...)
 	checks = append(checks, awsconf.LintChecks()...)
 	return lintrule.Mapping(checks...)

@@ -268,15 +268,21 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]shardRea
 	var stopping []shardReader
 	for _, id := range lost {
 		if r := byShard[id]; r != nil && !r.Releasing() {
-			r.MarkLost()
 			stopping = append(stopping, r)
 		}
 	}
 	if len(stopping) == 0 {
 		return
 	}
+	// Who holds the leases is read before the readers stop: once a reader
+	// ended, this instance may take its shard again, and the lease would
+	// name this instance under a newer token, whatever took it first. A
+	// fenced reader can deliver nothing past the redelivery mark its
+	// successor read (the mark's writes are fenced too), and its commits
+	// fail, so the round trip costs at most a duplicate.
 	leases, err := co.store.Leases(ctx)
 	for _, r := range stopping {
+		r.MarkLost()
 		log := r.Log()
 		switch holder := leases[r.Shard().ID]; {
 		case err != nil:
