@@ -107,6 +107,16 @@ func TestFollowAddsRemovesAndRecreatesStreams(t *testing.T) {
 	t3.Mu.Unlock()
 	assert.EqualValues(t, 3, gauge())
 
+	// t-3 deleted: its coordinator says so once, at INFO, and the next
+	// listing (here Follow without it) releases it.
+	api.delete("t-3")
+	require.Eventually(t, func() bool { return logs.Count("The stream no longer exists") == 1 }, 10*time.Second, 20*time.Millisecond, logs.String())
+	require.NoError(t, c.Follow(ctx, []Found{api.found("t-2", consumer.StartTrimHorizon)}))
+	assert.Equal(t, 1, logs.Count("Stopped reading stream t-3"), logs.String())
+	assert.Equal(t, 1, logs.Count("The stream no longer exists"), "said once: %s", logs.String())
+	assert.Zero(t, logs.Count("level=ERROR"), "a stream of a pattern deleted is no error: %s", logs.String())
+	assert.EqualValues(t, 2, gauge())
+
 	// Nothing of the released t-1 was read after it was released.
 	n, _ := got.count("t-1")
 	assert.Equal(t, 40, n, "records written to t-1 after its release are not read")
