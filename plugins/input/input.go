@@ -3,9 +3,7 @@ package input
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
-	"time"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
@@ -149,105 +147,6 @@ func init() {
 	}
 }
 
-// Config is the parsed configuration of the input.
-type Config struct {
-	Consumer     consumer.Config
-	Streams      streams.Config
-	Checkpointer checkpointer.Config
-	AWS          awsconf.Settings
-
-	// Redelivery is the parsed `redelivery` policy; Consumer.Redelivery
-	// holds it with deadLetter, its writer.
-	Redelivery Redelivery
-	deadLetter *deadLetter
-
-	budgetNote string // how the default max_buffered_bytes was chosen, to log
-}
-
-// ConfigFromParsed reads and validates the input's fields.
-func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
-	var c Config
-	var err error
-	cc := &c.Consumer
-	if cc.Streams, err = conf.FieldStringList(fieldStreams); err != nil {
-		return c, err
-	}
-	if c.Streams, err = streamsFromParsed(conf, cc); err != nil {
-		return c, err
-	}
-	if cc.StartPosition, err = conf.FieldString(fieldStartPosition); err != nil {
-		return c, err
-	}
-	raw, err := conf.FieldString(fieldStartTimestamp)
-	if err != nil {
-		return c, err
-	}
-	if raw != "" {
-		if cc.StartTimestamp, err = time.Parse(time.RFC3339Nano, raw); err != nil {
-			return c, fmt.Errorf("field %s: %q is not an RFC3339 time, e.g. 2024-05-01T12:00:00Z", fieldStartTimestamp, raw)
-		}
-		if cc.StartPosition != consumer.StartAtTimestamp {
-			return c, fmt.Errorf("field %s: only used with start_position at_timestamp, not %s", fieldStartTimestamp, cc.StartPosition)
-		}
-	}
-	if cc.ShardMaxInFlight, err = conf.FieldInt(fieldShardMaxInFlight); err != nil {
-		return c, err
-	}
-	if cc.ShardParallelism, err = conf.FieldInt(fieldShardParallelism); err != nil {
-		return c, err
-	}
-	if cc.ShardParallelism < 1 {
-		// The consumer reads 0 as 1 for configurations built in code; in
-		// YAML it is a mistake.
-		return c, fmt.Errorf("field %s: %d must be within 1..%d", fieldShardParallelism, cc.ShardParallelism, consumer.MaxShardParallelism)
-	}
-	if cc.Limit, err = conf.FieldInt(fieldLimit); err != nil {
-		return c, err
-	}
-	if cc.PollInterval, err = conf.FieldDuration(fieldPollInterval); err != nil {
-		return c, err
-	}
-	if cc.IdlePollInterval, err = conf.FieldDuration(fieldIdlePollInterval); err != nil {
-		return c, err
-	}
-	if cc.DiscoveryInterval, err = conf.FieldDuration(fieldDiscoveryInterval); err != nil {
-		return c, err
-	}
-	if cc.Deaggregate, err = conf.FieldBool(fieldDeaggregate); err != nil {
-		return c, err
-	}
-	if cc.LagWarnThreshold, err = conf.FieldDuration(fieldLagWarnThreshold); err != nil {
-		return c, err
-	}
-	if cc.MaxBufferedBytes, c.budgetNote, err = maxBufferedBytesFromParsed(conf); err != nil {
-		return c, err
-	}
-	if c.Checkpointer, err = checkpointer.ConfigFromParsed(conf); err != nil {
-		return c, err
-	}
-	if c.Redelivery, err = RedeliveryFromParsed(conf); err != nil {
-		return c, err
-	}
-	c.setRedelivery()
-	cc.CommitPeriod = c.Checkpointer.CommitPeriod
-	cc.LeasePeriod = c.Checkpointer.LeasePeriod
-	cc.RebalancePeriod = c.Checkpointer.RebalancePeriod
-	cc.HandoffTimeout = c.Checkpointer.HandoffTimeout
-	cc.InstanceID = c.Checkpointer.InstanceID
-	cc.Balance = consumer.BalanceMode(c.Checkpointer.Balance)
-	cc.Backoff = kinesisx.DefaultBackoff
-	if cc.EnhancedFanOut, err = enhancedFanOutFromParsed(conf.Namespace(fieldEnhancedFanOut), c.Checkpointer.Group); err != nil {
-		return c, err
-	}
-	if c.AWS, err = awsconf.SettingsFromParsed(conf); err != nil {
-		return c, err
-	}
-	if err := checkStreams(cc.Streams, c.AWS.Region); err != nil {
-		return c, err
-	}
-	return c, cc.Validate()
-}
-
 type kinesisInput struct {
 	conf    Config
 	log     *service.Logger
@@ -275,18 +174,6 @@ func newFromParsed(conf *service.ParsedConfig, mgr *service.Resources) (*kinesis
 
 func newFromConfig(c Config, log *service.Logger, m *service.Metrics) *kinesisInput {
 	return &kinesisInput{conf: c, log: log, metrics: m}
-}
-
-// setRedelivery gives the consumer the policy, with the writer of its dead
-// letter when it names one (its resources are set by newFromParsed).
-func (c *Config) setRedelivery() {
-	r := c.Redelivery
-	c.Consumer.Redelivery = consumer.Redelivery{MaxAttempts: r.MaxAttempts, MaxRecordAge: r.MaxRecordAge, Isolate: r.Isolate, SkipMark: !r.Mark}
-	c.deadLetter = nil
-	if r.DeadLetter != "" {
-		c.deadLetter = &deadLetter{label: r.DeadLetter, group: c.Checkpointer.Group}
-		c.Consumer.Redelivery.DeadLetter = c.deadLetter
-	}
 }
 
 // Connect reaches Redis (failing, so Benthos retries, when it is down: a
@@ -371,62 +258,4 @@ func (k *kinesisInput) ReadBatch(ctx context.Context) (service.MessageBatch, ser
 		}
 		return nil
 	}, nil
-}
-
-// Boxed once: metadata is stored as `any`, and boxing a string allocates.
-var firstAttempt, markTrue any = "1", "true"
-
-// messages turns a consumer batch into Benthos messages with their
-// metadata.
-func messages(b *consumer.Batch) service.MessageBatch {
-	batch := make(service.MessageBatch, len(b.Records))
-	// Values shared by the messages of a batch are boxed once: metadata is
-	// stored as `any`, and boxing a string allocates.
-	var stream, shard, behind any = b.Stream, b.Shard, strconv.FormatInt(b.MillisBehind, 10)
-	// Records of one response mostly share their arrival millisecond (and
-	// sub-records their aggregate's), so the formatted time is reused.
-	var lastArrival time.Time
-	var arrival any
-	// The user records of one KPL aggregate share its sequence number and
-	// often a partition key (from the aggregate's key table), so within a
-	// run of aggregated records an unchanged value keeps its box. Plain
-	// records each have their own and are boxed without comparing.
-	var key, seq any
-	var lastKey, lastSeq string
-	prevAggregated := false
-	for i, r := range b.Records {
-		if i == 0 || !r.Arrival.Equal(lastArrival) {
-			lastArrival, arrival = r.Arrival, r.Arrival.UTC().Format(time.RFC3339Nano)
-		}
-		run := r.Aggregated && prevAggregated
-		if !run || r.PartitionKey != lastKey {
-			key = r.PartitionKey
-		}
-		if !run || r.Sequence != lastSeq {
-			seq = r.Sequence
-		}
-		prevAggregated, lastKey, lastSeq = r.Aggregated, r.PartitionKey, r.Sequence
-		m := service.NewMessage(r.Data)
-		m.MetaSetMut(MetaStream, stream)
-		m.MetaSetMut(MetaShard, shard)
-		m.MetaSetMut(MetaPartitionKey, key)
-		m.MetaSetMut(MetaSequenceNumber, seq)
-		if r.Aggregated {
-			m.MetaSetMut(MetaSubSequence, strconv.FormatInt(r.SubSequence, 10))
-		}
-		m.MetaSetMut(MetaArrival, arrival)
-		m.MetaSetMut(MetaMillisBehind, behind)
-		if n := b.Attempt(i); n == 1 {
-			m.MetaSetMut(MetaDeliveryAttempt, firstAttempt)
-		} else {
-			m.MetaSetMut(MetaDeliveryAttempt, strconv.Itoa(n))
-		}
-		// Only a marked record carries the key: a ninth metadata entry
-		// costs every message of a KPL aggregate a larger map.
-		if b.Redelivered(i) {
-			m.MetaSetMut(MetaRedelivered, markTrue)
-		}
-		batch[i] = m
-	}
-	return batch
 }
