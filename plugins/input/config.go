@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redpanda-data/benthos/v4/public/service"
+
 	"github.com/connect-kinesis/connect-kinesis/internal/awsconf"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 	"github.com/connect-kinesis/connect-kinesis/internal/streams"
 	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
-	"github.com/redpanda-data/benthos/v4/public/service"
 )
 
 // Config is the parsed configuration of the input.
