@@ -4,8 +4,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/redpanda-data/benthos/v4/public/service"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
 // Boxed once: metadata is stored as `any`, and boxing a string allocates.
