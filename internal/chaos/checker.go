@@ -29,6 +29,11 @@ type Delivery struct {
 	Seq   string    `json:"seq"`
 	Inst  string    `json:"inst"`
 	At    time.Time `json:"at"`
+	// Redelivered is the message's kinesis_redelivered metadata ("true" or
+	// "false"), "" when the input set none; Attempt its
+	// kinesis_delivery_attempt ("1", "2", ...), "" when none.
+	Redelivered string `json:"redelivered"`
+	Attempt     string `json:"attempt"`
 }
 
 // Window is a span of the run in which duplicates are expected: the end of a
@@ -76,6 +81,11 @@ type Table struct {
 	MaxFailoverGap     time.Duration
 	Kills              int
 
+	// Marks counts the redelivery mark (marks.go): UnmarkedDups, the
+	// deliveries of a record delivered before in the run that do not carry
+	// kinesis_redelivered "true", must be 0.
+	Marks
+
 	// Injected is a one-line summary of the faults the proxy injected.
 	Injected string
 	// EFO says the inputs read with enhanced fan-out, past the fault proxy.
@@ -93,10 +103,11 @@ type Table struct {
 }
 
 // OK is the pass mark: nothing lost, per-key order kept, duplicates within
-// the design's bound.
+// the design's bound, and every one of them marked as a redelivery.
 func (t Table) OK() bool {
 	return t.InputLost == 0 && t.EndToEndLost == 0 && t.OutputLost == 0 && t.OutputOrderViolations == 0 &&
-		t.OrderViolations == 0 && t.Duplicates <= t.DuplicateBound && t.DupsOutsideWindows == 0 && len(t.ACLRefusals) == 0
+		t.OrderViolations == 0 && t.Duplicates <= t.DuplicateBound && t.DupsOutsideWindows == 0 && len(t.ACLRefusals) == 0 &&
+		t.UnmarkedDups == 0
 }
 
 // String renders the one table.
@@ -127,6 +138,7 @@ func (t Table) String() string {
 	row("lost", t.InputLost)
 	row("duplicates", fmt.Sprintf("%d (bound %d, outside crash/outage windows %d)", t.Duplicates, t.DuplicateBound, t.DupsOutsideWindows))
 	row("per-key order violations", t.OrderViolations)
+	row("unmarked duplicates (no kinesis_redelivered: true)", t.Marks.String())
 	row("max failover gap", fmt.Sprintf("%v (%d kills)", t.MaxFailoverGap.Round(time.Millisecond), t.Kills))
 	row("end-to-end lost (sent, never delivered)", t.EndToEndLost)
 	row("Redis ACL refusals (input user)", len(t.ACLRefusals))
@@ -266,6 +278,9 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 				d.K, d.C, d.Shard, f.Inst, f.At.Format("15:04:05.000"), d.Inst)
 		}
 	}
+
+	// Last, so that its examples do not crowd out the others'.
+	t.Marks = countMarks(deliveries, problem)
 
 	// Failover gap: from a kill to the next delivery of a shard the killed
 	// incarnation owned.

@@ -18,15 +18,17 @@ func TestCheck(t *testing.T) {
 	}
 	perKey := map[string]int{"k0": 3, "k1": 2}
 	d := func(shard, seq, k string, c int, inst string, ms int) Delivery {
-		return Delivery{K: k, C: c, Shard: shard, Seq: seq, Inst: inst, At: at(ms)}
+		return Delivery{K: k, C: c, Shard: shard, Seq: seq, Inst: inst, At: at(ms), Redelivered: "false", Attempt: "1"}
 	}
+	marked := func(dl Delivery) Delivery { dl.Redelivered = "true"; return dl }
 
 	t.Run("clean run with a kill", func(t *testing.T) {
 		ds := []Delivery{
 			d("s0", "1", "k0", 1, "a1", 0), d("s0", "2", "k0", 2, "a1", 100),
 			d("s1", "1", "k1", 1, "b1", 50), d("s1", "2", "k1", 2, "b1", 60), d("s1", "3", "k1", 2, "b1", 70),
-			// a1 is killed at 150 after delivering s0/2; b1 reads it again.
-			d("s0", "2", "k0", 2, "b1", 3000), d("s0", "3", "k0", 3, "b1", 3100),
+			// a1 is killed at 150 after delivering s0/2; b1 reads it again,
+			// marked.
+			marked(d("s0", "2", "k0", 2, "b1", 3000)), d("s0", "3", "k0", 3, "b1", 3100),
 		}
 		tab := Check(perKey, stream, ds,
 			[]Window{{What: "kill a1", Inst: "a1", From: at(0), To: at(150)}},
@@ -38,6 +40,7 @@ func TestCheck(t *testing.T) {
 		assert.Equal(t, 1, tab.Duplicates)
 		assert.Equal(t, 2, tab.DuplicateBound)
 		assert.Equal(t, 2850*time.Millisecond, tab.MaxFailoverGap)
+		assert.Zero(t, tab.UnmarkedDups)
 	})
 
 	t.Run("a record never delivered is lost", func(t *testing.T) {
@@ -65,7 +68,7 @@ func TestCheck(t *testing.T) {
 	t.Run("a duplicate outside every window breaks the bound", func(t *testing.T) {
 		ds := []Delivery{
 			d("s0", "1", "k0", 1, "a1", 0), d("s0", "2", "k0", 2, "a1", 10), d("s0", "3", "k0", 3, "a1", 20),
-			d("s0", "3", "k0", 3, "a1", 30),
+			marked(d("s0", "3", "k0", 3, "a1", 30)),
 			d("s1", "1", "k1", 1, "b1", 50), d("s1", "2", "k1", 2, "b1", 60), d("s1", "3", "k1", 2, "b1", 70),
 		}
 		tab := Check(perKey, stream, ds, nil, nil)

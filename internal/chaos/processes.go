@@ -30,7 +30,8 @@ type incarnation struct {
 }
 
 // instanceYAML is a consumer instance: every record becomes a line with its
-// key, counter, shard, sequence number, incarnation and time.
+// key, counter, shard, sequence number, redelivery mark and delivery
+// attempt, incarnation and time.
 const instanceYAML = `
 http: { enabled: false }
 logger: { level: info, format: logfmt }
@@ -56,6 +57,8 @@ input:
         root.c = this.c
         root.shard = @kinesis_shard
         root.seq = @kinesis_sequence_number
+        root.redelivered = @kinesis_redelivered.or("").string()
+        root.attempt = @kinesis_delivery_attempt.or("").string()
         root.inst = "%s"
         root.at = now()
 output:

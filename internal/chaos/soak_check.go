@@ -28,6 +28,9 @@ type monitor struct {
 	cps      map[string]consumer.Position // stream/shard -> last checkpoint seen
 	breached map[string]bool              // shards in a liveness breach
 	rssOver  map[string]bool
+	// unmarked says an unmarked duplicate was reported: the first one goes
+	// to the report with the events around it, the checker counts all.
+	unmarked bool
 
 	v Verdict
 }
@@ -126,6 +129,11 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 		}
 		id := [2]string{d.Shard, d.Seq}
 		if f, seen := m.first[id]; seen {
+			if d.Redelivered != "true" && !m.unmarked {
+				m.unmarked = true
+				m.fail("redelivery mark", "%s/%d of %s (seq %s) first delivered by %s at %s, again by %s at %s without kinesis_redelivered: true (%q, attempt %q)",
+					d.K, d.C, d.Shard, d.Seq, f.Inst, m.s.at(f.At), d.Inst, m.s.at(d.At), d.Redelivered, d.Attempt)
+			}
 			what := ""
 			for _, w := range windows {
 				if (w.Inst == "" || w.Inst == f.Inst) && !f.At.Before(w.From) && !f.At.After(w.To) {

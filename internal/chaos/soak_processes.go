@@ -15,7 +15,7 @@ import (
 // soakInstanceYAML is a consumer instance of the soak: it reads every
 // stream of the load; each record becomes a line with its key, counter,
 // stream and shard, sequence (and sub-sequence for a KPL user record),
-// incarnation and time. %s after the pipeline's mapping is the output
+// redelivery mark and delivery attempt, incarnation and time. %s after the pipeline's mapping is the output
 // class's slow step, the output the file or a switch that nacks some.
 const soakInstanceYAML = `
 http: { enabled: false }
@@ -45,6 +45,8 @@ pipeline:
         root.c = this.c
         root.shard = @kinesis_stream + "/" + @kinesis_shard
         root.seq = @kinesis_sequence_number + if $sub == "" { "" } else { "/" + $sub }
+        root.redelivered = @kinesis_redelivered.or("").string()
+        root.attempt = @kinesis_delivery_attempt.or("").string()
         root.inst = "%s"
         root.at = now()
 %soutput:

@@ -1,0 +1,162 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/bloblang"
+	"github.com/redpanda-data/benthos/v4/public/service"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The checker counts deliveries of a record delivered before that do not
+// carry kinesis_redelivered "true" (issue 36: "no record that was
+// delivered before arrives without the mark"), and the table and the soak's
+// verdict fail on any.
+func TestCheckCountsUnmarkedDuplicates(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// One record per delivery unless a case repeats one: k0/c on shard s0
+	// at sequence c.
+	d := func(c int, inst string, ms int, redelivered, attempt string) Delivery {
+		return Delivery{K: "k0", C: c, Shard: "s0", Seq: fmt.Sprint(c), Inst: inst, At: t0.Add(time.Duration(ms) * time.Millisecond),
+			Redelivered: redelivered, Attempt: attempt}
+	}
+	for _, tc := range []struct {
+		name       string
+		deliveries []Delivery
+		want       Marks
+	}{
+		{"a re-read after a kill, marked", []Delivery{d(1, "a1", 0, "false", "1"), d(2, "a1", 10, "false", "1"), d(2, "b1", 3000, "true", "1")},
+			Marks{Marked: 1, MaxAttempt: 1}},
+		{"a re-read after a kill, unmarked", []Delivery{d(1, "a1", 0, "false", "1"), d(2, "a1", 10, "false", "1"), d(2, "b1", 3000, "false", "1")},
+			Marks{UnmarkedDups: 1, UnmarkedSure: 1, MaxAttempt: 1}},
+		{"a nack redelivered by the same instance, marked", []Delivery{d(1, "a1", 0, "false", "1"), d(1, "a1", 500, "true", "2")},
+			Marks{Marked: 1, MaxAttempt: 2}},
+		{"a nack redelivered without the mark", []Delivery{d(1, "a1", 0, "false", "1"), d(1, "a1", 500, "false", "2")},
+			Marks{UnmarkedDups: 1, UnmarkedSure: 1, MaxAttempt: 2}},
+		// The promise is one-sided: a mark on a first delivery is allowed.
+		{"a first delivery marked", []Delivery{d(1, "b1", 0, "true", "1"), d(2, "b1", 10, "false", "1")},
+			Marks{Marked: 1, MarkedFirst: 1, MaxAttempt: 1}},
+		// An input that sets no mark (before the reader sets it).
+		{"no mark at all", []Delivery{d(1, "a1", 0, "", ""), d(1, "b1", 3000, "", "")},
+			Marks{UnmarkedDups: 1, UnmarkedSure: 1, Unset: 2}},
+		// The later stamp is unmarked: counted, but not "whatever the order
+		// of the stamps" (a busy pipeline may stamp late).
+		{"unmarked after a marked one", []Delivery{d(1, "b1", 100, "true", "1"), d(1, "a1", 200, "false", "1")},
+			Marks{UnmarkedDups: 1, Marked: 1, MarkedFirst: 1, MaxAttempt: 1}},
+		{"two unmarked whatever the stamps", []Delivery{d(1, "b1", 100, "true", "1"), d(1, "a1", 200, "false", "1"), d(1, "c1", 300, "false", "1")},
+			Marks{UnmarkedDups: 2, UnmarkedSure: 1, Marked: 1, MarkedFirst: 1, MaxAttempt: 1}},
+		// Given out of order: the checker orders by time.
+		{"files read out of time order", []Delivery{d(1, "b1", 3000, "true", "1"), d(1, "a1", 0, "false", "1")},
+			Marks{Marked: 1, MaxAttempt: 1}},
+		{"user records of one aggregate and equal sequences of two shards are distinct records", []Delivery{
+			{K: "k0", C: 1, Shard: "st/s0", Seq: "7/0", Inst: "a1", At: t0, Redelivered: "false", Attempt: "1"},
+			{K: "k0", C: 2, Shard: "st/s0", Seq: "7/1", Inst: "a1", At: t0.Add(time.Millisecond), Redelivered: "false", Attempt: "1"},
+			{K: "k1", C: 1, Shard: "st/s1", Seq: "7/0", Inst: "a1", At: t0.Add(2 * time.Millisecond), Redelivered: "false", Attempt: "1"},
+		}, Marks{MaxAttempt: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var problems []string
+			got := countMarks(sortedByTime(tc.deliveries), func(f string, a ...any) { problems = append(problems, fmt.Sprintf(f, a...)) })
+			assert.Equal(t, tc.want, got)
+			assert.Len(t, problems, tc.want.UnmarkedDups, "one example per unmarked duplicate")
+
+			// Through the checker: the table and the soak's verdict.
+			stream := []Record{}
+			perKey := map[string]int{}
+			for _, dl := range tc.deliveries {
+				if !containsRecord(stream, dl) {
+					stream = append(stream, Record{Shard: dl.Shard, Seq: dl.Seq, K: dl.K, C: dl.C})
+					perKey[dl.K] = max(perKey[dl.K], dl.C)
+				}
+			}
+			everywhere := []Window{{What: "any", From: t0.Add(-time.Hour), To: t0.Add(time.Hour)}}
+			tab := Check(perKey, stream, append([]Delivery(nil), tc.deliveries...), everywhere, nil)
+			assert.Equal(t, tc.want, tab.Marks)
+			assert.Equal(t, tc.want.UnmarkedDups == 0, tab.OK(), tab.String())
+			assert.Contains(t, tab.String(), fmt.Sprintf("unmarked duplicates (no kinesis_redelivered: true)  %d (", tc.want.UnmarkedDups))
+			v := Verdict{Table: tab}
+			assert.Equal(t, tc.want.UnmarkedDups == 0, v.Pass())
+			assert.Contains(t, v.Line(), fmt.Sprintf(" unmarked_duplicates=%d ", tc.want.UnmarkedDups))
+			if tc.want.UnmarkedDups > 0 {
+				assert.Contains(t, strings.Join(tab.Problems, "\n"), "unmarked duplicate: k0/")
+			}
+		})
+	}
+}
+
+func sortedByTime(ds []Delivery) []Delivery {
+	out := append([]Delivery(nil), ds...)
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].At.Before(out[j-1].At); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func containsRecord(rs []Record, d Delivery) bool {
+	for _, r := range rs {
+		if r.Shard == d.Shard && r.Seq == d.Seq {
+			return true
+		}
+	}
+	return false
+}
+
+// mappingOf returns the bloblang mapping of a pipeline config template (the
+// block under `- mapping: |`), with its format verbs filled in as the run
+// fills them.
+func mappingOf(t *testing.T, tmpl string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?s)- mapping: \|\n(.*?)\n *(?:%s)?output:`).FindStringSubmatch(tmpl)
+	require.NotNil(t, m, "the template has a mapping")
+	return strings.NewReplacer(`"%s"`, `"a1"`, "%%", "%").Replace(m[1])
+}
+
+// The chaos and soak instances record each message's redelivery mark and
+// attempt in their delivery lines, which the checker reads: without them
+// every duplicate would count as unmarked. An input that sets neither
+// still gives a line the checker reads.
+func TestDeliveryMappingsRecordTheMark(t *testing.T) {
+	for name, tmpl := range map[string]string{"chaos": instanceYAML, "soak": soakInstanceYAML} {
+		t.Run(name, func(t *testing.T) {
+			exe, err := bloblang.Parse(mappingOf(t, tmpl))
+			require.NoError(t, err)
+			for _, tc := range []struct {
+				meta                 map[string]any
+				redelivered, attempt string
+			}{
+				{map[string]any{"kinesis_redelivered": "true", "kinesis_delivery_attempt": "3"}, "true", "3"},
+				{map[string]any{"kinesis_redelivered": "false", "kinesis_delivery_attempt": "1"}, "false", "1"},
+				{map[string]any{"kinesis_redelivered": true, "kinesis_delivery_attempt": 2}, "true", "2"},
+				{map[string]any{}, "", ""},
+			} {
+				msg := service.NewMessage([]byte(`{"k":"k0","c":7}`))
+				for k, v := range map[string]any{"kinesis_stream": "st", "kinesis_shard": "shardId-0", "kinesis_sequence_number": "42"} {
+					msg.MetaSetMut(k, v)
+				}
+				for k, v := range tc.meta {
+					msg.MetaSetMut(k, v)
+				}
+				out, err := msg.BloblangQuery(exe)
+				require.NoError(t, err, "%v", tc.meta)
+				b, err := out.AsBytes()
+				require.NoError(t, err)
+				ds, err := parseDeliveries(strings.NewReader(string(b) + "\n"))
+				require.NoError(t, err)
+				require.Len(t, ds, 1, "the checker reads the line %s", b)
+				assert.Equal(t, tc.redelivered, ds[0].Redelivered, "%v", tc.meta)
+				assert.Equal(t, tc.attempt, ds[0].Attempt, "%v", tc.meta)
+				var raw map[string]any
+				require.NoError(t, json.Unmarshal(b, &raw))
+				assert.Equal(t, "k0", raw["k"])
+			}
+		})
+	}
+}
