@@ -160,3 +160,43 @@ func TestDeliveryMappingsRecordTheMark(t *testing.T) {
 		})
 	}
 }
+
+// A poison record the inputs gave up and wrote to their dead letter is
+// done, not lost; a good record in the dead letter fails the run (issue
+// 36: only records that keep failing are given up).
+func TestCheckCountsDeadLetteredPoisonAsDone(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	stream := []Record{
+		{Shard: "s0", Seq: "1", K: "k0", C: 1}, {Shard: "s0", Seq: "2", K: "k0", C: 2, Poison: true}, {Shard: "s0", Seq: "3", K: "k0", C: 3},
+	}
+	perKey := map[string]int{"k0": 3}
+	d := func(seq string, c, ms int, reason string) Delivery {
+		return Delivery{K: "k0", C: c, Shard: "s0", Seq: seq, Inst: "a1", At: t0.Add(time.Duration(ms) * time.Millisecond),
+			Redelivered: "false", Attempt: "1", Poison: c == 2, DeadLetterReason: reason}
+	}
+	for _, tc := range []struct {
+		name                                          string
+		deliveries                                    []Delivery
+		ok                                            bool
+		lost, endToEndLost, dead, deadGood, delivered int
+	}{
+		{"poison dead-lettered", []Delivery{d("1", 1, 0, ""), d("2", 2, 900, "max_attempts"), d("3", 3, 1000, "")}, true, 0, 0, 1, 0, 2},
+		// Written again by the next owner after a kill before the commit.
+		{"poison dead-lettered twice", []Delivery{d("1", 1, 0, ""), d("2", 2, 900, "max_attempts"), d("2", 2, 5000, "max_attempts"), d("3", 3, 5100, "")}, true, 0, 0, 1, 0, 2},
+		{"poison never dead-lettered is lost", []Delivery{d("1", 1, 0, ""), d("3", 3, 1000, "")}, false, 1, 1, 0, 0, 2},
+		{"a good record dead-lettered", []Delivery{d("1", 1, 0, ""), d("2", 2, 900, "max_attempts"), d("3", 3, 1000, "max_record_age")}, false, 0, 0, 2, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tab := Check(perKey, stream, tc.deliveries, nil, nil)
+			assert.Equal(t, tc.ok, tab.OK(), tab.String())
+			assert.Equal(t, 1, tab.Poison)
+			assert.Equal(t, tc.lost, tab.InputLost, "lost")
+			assert.Equal(t, tc.endToEndLost, tab.EndToEndLost, "end-to-end lost")
+			assert.Equal(t, tc.dead, tab.DeadLettered, "dead-lettered")
+			assert.Equal(t, tc.deadGood, tab.DeadLetteredGood, "good records dead-lettered")
+			assert.Equal(t, tc.delivered, tab.DeliveredUnique, "a dead letter's line is not a delivery")
+			assert.Zero(t, tab.Duplicates, "a record dead-lettered twice is not a duplicate delivery")
+			assert.Regexp(t, fmt.Sprintf(`dead-lettered \(not lost\) +%d of 1 poison records`, tc.dead), tab.String())
+		})
+	}
+}
