@@ -106,6 +106,16 @@ type Record struct {
 	LastOfAggregate bool
 }
 
+// Position is the checkpoint that processing r allows: its sequence
+// number, or "<seq>/<subseq>" for a user record of a KPL aggregate that is
+// not the aggregate's last.
+func (r Record) Position() Position {
+	if r.Aggregated && !r.LastOfAggregate {
+		return Position{Sequence: r.Sequence, SubSequence: r.SubSequence, HasSub: true}
+	}
+	return Position{Sequence: r.Sequence}
+}
+
 // Batch is the records of one answer of a shard's record source (a
 // GetRecords response or a subscription event), or at most `limit` of them
 // when de-aggregation made the answer longer. Exactly one of its Ack calls
@@ -118,6 +128,10 @@ type Batch struct {
 	// Attempts is each record's delivery attempt (see Attempt); nil on a
 	// first delivery, when every record's is 1.
 	Attempts []int
+	// DeliveredBefore is the redelivery mark the shard's take read: an
+	// earlier owner may have handed the records at or below it to the
+	// pipeline (see Redelivered). Zero when none is known.
+	DeliveredBefore Position
 
 	delivery Delivery
 }

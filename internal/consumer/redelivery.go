@@ -26,6 +26,10 @@ type Redelivery struct {
 	// DeadLetter takes the records that used their attempts or grew too
 	// old. It is required when MaxAttempts or MaxRecordAge is set.
 	DeadLetter DeadLetter
+	// SkipMark turns the redelivery mark off (redelivery.mark: false):
+	// readers store nothing before they deliver, and kinesis_redelivered
+	// then only marks this instance's deliveries after a failure.
+	SkipMark bool
 }
 
 // Enabled says records may go to the dead letter.
@@ -108,6 +112,17 @@ func (b *Batch) AckRecords(errs []error) {
 		return
 	}
 	rd.AckRecords(errs)
+}
+
+// Redelivered says this group may have handed record i to the pipeline
+// before: this instance delivers it again after a failure, or an earlier
+// owner of the shard stored a redelivery mark at or past it
+// (kinesis_redelivered).
+func (b *Batch) Redelivered(i int) bool {
+	if b.Attempt(i) > 1 {
+		return true
+	}
+	return !b.DeliveredBefore.IsZero() && b.Records[i].Position().Compare(b.DeliveredBefore) <= 0
 }
 
 // Attempt is the delivery attempt of record i by this instance: 1 on its

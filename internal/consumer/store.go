@@ -46,6 +46,11 @@ type Take struct {
 	// store forgot it). The first GetRecords waits poll_interval less this
 	// (coordinator.firstRead).
 	Quiet time.Duration
+	// Delivered is the redelivery mark: the highest position an earlier
+	// owner may have handed to a pipeline (a MarkingStore's, zero
+	// otherwise). Records at or below it are delivered marked
+	// (Batch.Redelivered).
+	Delivered Position
 }
 
 // Seed is what an instance knows of a group's state, written back into a

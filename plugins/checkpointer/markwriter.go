@@ -227,3 +227,11 @@ func answer(waiters []chan error, err error) {
 		c <- err
 	}
 }
+
+// Marks starts owner's MarkWriter for this stream at the default interval;
+// it writes until ctx ends (consumer.MarkingStore).
+func (s *Store) Marks(ctx context.Context, owner string) consumer.Marker {
+	w := s.NewMarkWriter(owner, 0)
+	go w.Run(ctx)
+	return w
+}

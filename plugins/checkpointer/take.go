@@ -24,6 +24,7 @@ import (
 // and its fix (giveBack).
 func (s *Store) Acquire(ctx context.Context, shard, owner string) (consumer.Take, error) {
 	t, err := s.AcquireMarked(ctx, shard, owner)
+	t.Take.Delivered = t.Delivered
 	return t.Take, err
 }
 

@@ -23,27 +23,9 @@ const (
 	MetaGroup            = "kinesis_group"
 )
 
-// Why a record went to the dead letter.
-const (
-	ReasonMaxAttempts  = "max_attempts"
-	ReasonMaxRecordAge = "max_record_age"
-)
-
-// DeadRecord is a record that failed for good, as read from Kinesis.
-type DeadRecord struct {
-	consumer.Record
-	Stream, Shard, Group string
-	// Deliveries counts its hand-overs by this instance; Failures the
-	// failures charged to it.
-	Deliveries, Failures int
-	LastError            string
-	Reason               string
-	At                   time.Time
-}
-
-// deadLetterMessage is the message written for r: its data as read, with
-// its metadata.
-func deadLetterMessage(r DeadRecord) *service.Message {
+// deadLetterMessage is the message written for r of group: its data as
+// read, with its metadata.
+func deadLetterMessage(r consumer.DeadRecord, group string) *service.Message {
 	m := service.NewMessage(r.Data)
 	m.MetaSetMut(MetaStream, r.Stream)
 	m.MetaSetMut(MetaShard, r.Shard)
@@ -58,21 +40,24 @@ func deadLetterMessage(r DeadRecord) *service.Message {
 	m.MetaSetMut(MetaLastError, r.LastError)
 	m.MetaSetMut(MetaDeadLetterReason, r.Reason)
 	m.MetaSetMut(MetaDeadLetteredAt, r.At.UTC().Format(time.RFC3339Nano))
-	m.MetaSetMut(MetaGroup, r.Group)
+	m.MetaSetMut(MetaGroup, group)
 	return m
 }
 
-// deadLetter writes to the output resource `redelivery.dead_letter` names.
+// deadLetter writes to the output resource `redelivery.dead_letter` names
+// (consumer.DeadLetter). mgr is set once the input is built with its
+// resources (newFromParsed).
 type deadLetter struct {
 	mgr   *service.Resources
 	label string
+	group string
 }
 
 // prepare checks, at Connect, that the label names an output resource,
 // and builds the resource there, once: Benthos builds a resource on its
 // first access under a read lock only, so two shards dead-lettering their
 // first records at once could each build one.
-func (d deadLetter) prepare(ctx context.Context) error {
+func (d *deadLetter) prepare(ctx context.Context) error {
 	if err := (Redelivery{DeadLetter: d.label}).CheckDeadLetter(d.mgr); err != nil {
 		return err
 	}
@@ -91,13 +76,13 @@ func (d deadLetter) prepare(ctx context.Context) error {
 // (internal/manager/output_wrapper.go in Benthos). A write given up on ctx
 // may still land later: the records are then read again by the shard's
 // next owner and may reach the dead letter twice, never zero times.
-func (d deadLetter) Write(ctx context.Context, recs []DeadRecord) error {
+func (d *deadLetter) Write(ctx context.Context, recs []consumer.DeadRecord) error {
 	if len(recs) == 0 {
 		return nil
 	}
 	batch := make(service.MessageBatch, len(recs))
 	for i, r := range recs {
-		batch[i] = deadLetterMessage(r)
+		batch[i] = deadLetterMessage(r, d.group)
 	}
 	done := make(chan error, 1)
 	go func() {

@@ -100,24 +100,24 @@ output_resources:
 	}()
 	mgr := <-mgrs
 	for _, label := range []string{"dlq", "stuck_dlq"} {
-		require.NoError(t, deadLetter{mgr: mgr, label: label}.prepare(t.Context()))
+		require.NoError(t, (&deadLetter{mgr: mgr, label: label}).prepare(t.Context()))
 	}
-	require.ErrorContains(t, deadLetter{mgr: mgr, label: "nope"}.prepare(t.Context()),
+	require.ErrorContains(t, (&deadLetter{mgr: mgr, label: "nope"}).prepare(t.Context()),
 		`field redelivery.dead_letter: no output resource is labelled "nope"`)
 
 	at := time.Date(2026, 12, 2, 21, 0, 0, 0, time.UTC)
-	rec := DeadRecord{
+	rec := consumer.DeadRecord{
 		Record: consumer.Record{PartitionKey: "k1", Data: []byte(`{"poison":true}`), Sequence: "49590338271490256608559692538361571095921575989136588898",
 			SubSequence: 3, Aggregated: true, Arrival: at.Add(-time.Hour)},
-		Stream: "orders", Shard: "shardId-000000000001", Group: "g",
-		Deliveries: 4, Failures: 3, LastError: "refused: too large", Reason: ReasonMaxAttempts, At: at,
+		Stream: "orders", Shard: "shardId-000000000001",
+		Deliveries: 4, Failures: 3, LastError: "refused: too large", Reason: consumer.DeadLetterMaxAttempts, At: at,
 	}
 	ctx := t.Context()
-	dl := deadLetter{mgr: mgr, label: "dlq"}
-	err = dl.Write(ctx, []DeadRecord{rec})
+	dl := &deadLetter{mgr: mgr, label: "dlq", group: "g"}
+	err = dl.Write(ctx, []consumer.DeadRecord{rec})
 	require.Error(t, err, "a failed write is never taken for done")
 	assert.Contains(t, err.Error(), "dead letter store unavailable")
-	require.NoError(t, dl.Write(ctx, []DeadRecord{rec}), "the retry lands")
+	require.NoError(t, dl.Write(ctx, []consumer.DeadRecord{rec}), "the retry lands")
 
 	sink.mu.Lock()
 	require.Len(t, sink.got, 1)
@@ -132,11 +132,11 @@ output_resources:
 		MetaStream: "orders", MetaShard: "shardId-000000000001", MetaPartitionKey: "k1",
 		MetaSequenceNumber: rec.Sequence, MetaSubSequence: "3", MetaArrival: "2026-12-02T20:00:00Z",
 		MetaDeliveryAttempt: "4", MetaFailedAttempts: "3", MetaLastError: "refused: too large",
-		MetaDeadLetterReason: ReasonMaxAttempts, MetaDeadLetteredAt: "2026-12-02T21:00:00Z", MetaGroup: "g",
+		MetaDeadLetterReason: consumer.DeadLetterMaxAttempts, MetaDeadLetteredAt: "2026-12-02T21:00:00Z", MetaGroup: "g",
 	}, meta)
 
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	err = deadLetter{mgr: mgr, label: "stuck_dlq"}.Write(short, []DeadRecord{rec})
+	err = (&deadLetter{mgr: mgr, label: "stuck_dlq"}).Write(short, []consumer.DeadRecord{rec})
 	require.ErrorIs(t, err, context.DeadlineExceeded, "a dead letter that never answers does not hold the shard's reader past its ctx")
 }

@@ -101,11 +101,12 @@ func Spec() *service.ConfigSpec {
 			LintRule(lintrule.Duration(fieldLagWarnThreshold, "12h")).
 			Default("0s").Advanced(),
 		maxBufferedBytesField(),
+		redeliveryField(),
 	)
 	fields = append(fields, enhancedFanOutField())
 	fields = append(fields, awsconf.Fields()...)
 	fields = append(fields, service.NewBoolField(fieldAutoReplayNacks).
-		Description("Accepted for compatibility with other Benthos inputs: either value replays. A nacked batch is always delivered again, whole, with backoff and for as long as it takes, before anything later of its shard, as a record is never skipped. Messages of the batch that an output had already written may then be written again.").
+		Description("Accepted for compatibility with other Benthos inputs: either value replays. A nacked batch is always delivered again, with backoff, before anything later of its shard, as a record is never skipped: only its failed messages when the output names them, else (with `redelivery.isolate`) in halves until the failing records are found. `redelivery` says when a record that keeps failing goes to a dead letter instead of blocking its shard; by default it is retried for as long as it takes. Messages of the batch that an output had already written may be written again; they carry `kinesis_redelivered: true`.").
 		Default(true))
 	return service.NewConfigSpec().
 		Stable().
@@ -120,7 +121,7 @@ Instances with the same `+"`checkpoint.group`"+` share the shards: each takes fr
 
 ### Metadata
 
-`+"`kinesis_stream`, `kinesis_shard`, `kinesis_partition_key`, `kinesis_sequence_number`, `kinesis_sub_sequence_number` (aggregated records only), `kinesis_arrival_timestamp` (RFC3339Nano), `kinesis_millis_behind_latest`.").
+`+"`kinesis_stream`, `kinesis_shard`, `kinesis_partition_key`, `kinesis_sequence_number`, `kinesis_sub_sequence_number` (aggregated records only), `kinesis_arrival_timestamp` (RFC3339Nano), `kinesis_millis_behind_latest`, `kinesis_delivery_attempt` (`1` on a record's first delivery by this instance, `n` on its n-th after failures) and `kinesis_redelivered` (`true` whenever the group may have handed the record to the pipeline before: after a failure, and after a crash, a lost lease, a hand-off or a Redis that forgot, up to the last record any earlier owner stored as delivered; absent otherwise). A downstream that must not apply a record twice only has to check the records marked `true`: see docs/poison-records.md.").
 		Fields(fields...).
 		LintRule(lintRule()).
 		Example("Read a stream", "Reads `orders` from the oldest record and resumes from Redis checkpoints.", `
@@ -150,6 +151,11 @@ type Config struct {
 	Consumer     consumer.Config
 	Checkpointer checkpointer.Config
 	AWS          awsconf.Settings
+
+	// Redelivery is the parsed `redelivery` policy; Consumer.Redelivery
+	// holds it with deadLetter, its writer.
+	Redelivery Redelivery
+	deadLetter *deadLetter
 
 	budgetNote string // how the default max_buffered_bytes was chosen, to log
 }
@@ -212,6 +218,10 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	if c.Checkpointer, err = checkpointer.ConfigFromParsed(conf); err != nil {
 		return c, err
 	}
+	if c.Redelivery, err = RedeliveryFromParsed(conf); err != nil {
+		return c, err
+	}
+	c.setRedelivery()
 	cc.CommitPeriod = c.Checkpointer.CommitPeriod
 	cc.LeasePeriod = c.Checkpointer.LeasePeriod
 	cc.RebalancePeriod = c.Checkpointer.RebalancePeriod
@@ -250,11 +260,26 @@ func newFromParsed(conf *service.ParsedConfig, mgr *service.Resources) (*kinesis
 	if c.budgetNote != "" {
 		mgr.Logger().Info(c.budgetNote)
 	}
+	if c.deadLetter != nil {
+		c.deadLetter.mgr = mgr
+	}
 	return newFromConfig(c, mgr.Logger(), mgr.Metrics()), nil
 }
 
 func newFromConfig(c Config, log *service.Logger, m *service.Metrics) *kinesisInput {
 	return &kinesisInput{conf: c, log: log, metrics: m}
+}
+
+// setRedelivery gives the consumer the policy, with the writer of its dead
+// letter when it names one (its resources are set by newFromParsed).
+func (c *Config) setRedelivery() {
+	r := c.Redelivery
+	c.Consumer.Redelivery = consumer.Redelivery{MaxAttempts: r.MaxAttempts, MaxRecordAge: r.MaxRecordAge, Isolate: r.Isolate, SkipMark: !r.Mark}
+	c.deadLetter = nil
+	if r.DeadLetter != "" {
+		c.deadLetter = &deadLetter{label: r.DeadLetter, group: c.Checkpointer.Group}
+		c.Consumer.Redelivery.DeadLetter = c.deadLetter
+	}
 }
 
 // Connect reaches Redis (failing, so Benthos retries, when it is down: a
@@ -276,6 +301,14 @@ func (k *kinesisInput) Connect(ctx context.Context) error {
 }
 
 func (k *kinesisInput) connectLocked(ctx context.Context) error {
+	if dl := k.conf.deadLetter; dl != nil {
+		if dl.mgr == nil {
+			return fmt.Errorf("field %s: the input was built without its resources, so the output resource %q cannot be reached", pathDeadLetter, dl.label)
+		}
+		if err := dl.prepare(ctx); err != nil {
+			return err
+		}
+	}
 	ckpt, err := checkpointer.New(ctx, k.conf.Checkpointer, k.log, k.metrics)
 	if err != nil {
 		return fmt.Errorf("connecting to the checkpoint store (Redis): %w", err)
@@ -314,11 +347,26 @@ func (k *kinesisInput) ReadBatch(ctx context.Context) (service.MessageBatch, ser
 	if err != nil {
 		return nil, nil, err
 	}
-	return messages(b), func(_ context.Context, err error) error {
-		b.Ack(err)
+	batch := messages(b)
+	// The indexer maps an output's per-message errors back to the records
+	// (verdict.go); it tags the messages, so it runs before Benthos has them.
+	idx := batch.Index()
+	return batch, func(_ context.Context, err error) error {
+		if err == nil {
+			b.Ack(nil)
+			return nil
+		}
+		if verdicts, named := messageVerdicts(idx, len(b.Records), err); named {
+			b.AckRecords(verdicts)
+		} else {
+			b.Ack(err)
+		}
 		return nil
 	}, nil
 }
+
+// Boxed once: metadata is stored as `any`, and boxing a string allocates.
+var firstAttempt, markTrue any = "1", "true"
 
 // messages turns a consumer batch into Benthos messages with their
 // metadata.
@@ -360,6 +408,16 @@ func messages(b *consumer.Batch) service.MessageBatch {
 		}
 		m.MetaSetMut(MetaArrival, arrival)
 		m.MetaSetMut(MetaMillisBehind, behind)
+		if n := b.Attempt(i); n == 1 {
+			m.MetaSetMut(MetaDeliveryAttempt, firstAttempt)
+		} else {
+			m.MetaSetMut(MetaDeliveryAttempt, strconv.Itoa(n))
+		}
+		// Only a marked record carries the key: a ninth metadata entry
+		// costs every message of a KPL aggregate a larger map.
+		if b.Redelivered(i) {
+			m.MetaSetMut(MetaRedelivered, markTrue)
+		}
 		batch[i] = m
 	}
 	return batch

@@ -29,6 +29,10 @@ func naiveMessages(b *consumer.Batch) service.MessageBatch {
 		}
 		m.MetaSet(MetaArrival, r.Arrival.UTC().Format(time.RFC3339Nano))
 		m.MetaSet(MetaMillisBehind, strconv.FormatInt(b.MillisBehind, 10))
+		m.MetaSet(MetaDeliveryAttempt, strconv.Itoa(b.Attempt(i)))
+		if b.Redelivered(i) {
+			m.MetaSet(MetaRedelivered, "true")
+		}
 		batch[i] = m
 	}
 	return batch
@@ -76,6 +80,47 @@ func TestMessagesCarryEveryRecordsMetadata(t *testing.T) {
 			}
 			arrival, _ := got[0].MetaGet(MetaArrival)
 			assert.Equal(t, "2024-05-01T10:00:00Z", arrival, "RFC3339Nano in UTC")
+			attempt, _ := got[0].MetaGet(MetaDeliveryAttempt)
+			assert.Equal(t, "1", attempt, "a first delivery")
+			_, marked := got[0].MetaGet(MetaRedelivered)
+			assert.False(t, marked, "a record nobody delivered before carries no mark")
+		})
+	}
+}
+
+// A record an earlier owner may have delivered (at or below the take's
+// redelivery mark), or one this instance delivers again after a failure,
+// carries kinesis_redelivered; the attempt counts this instance's
+// deliveries.
+func TestMessagesMarkRedeliveries(t *testing.T) {
+	for _, aggregated := range []bool{false, true} {
+		t.Run(fmt.Sprintf("aggregated %t", aggregated), func(t *testing.T) {
+			b := benchBatch(200, aggregated)
+			// An earlier owner stored its mark at record 99 (inside an
+			// aggregate: its sub-record).
+			b.DeliveredBefore = b.Records[99].Position()
+			b.Attempts = make([]int, len(b.Records))
+			for i := range b.Attempts {
+				b.Attempts[i] = 1
+			}
+			b.Attempts[150] = 3
+			got := messages(b)
+			for i, m := range got {
+				mark, marked := m.MetaGet(MetaRedelivered)
+				attempt, _ := m.MetaGet(MetaDeliveryAttempt)
+				switch {
+				case i <= 99:
+					assert.Equal(t, "true", mark, "record %d, at or below the mark", i)
+				case i == 150:
+					assert.Equal(t, "true", mark, "record %d, delivered again after failures", i)
+					assert.Equal(t, "3", attempt)
+				default:
+					assert.False(t, marked, "record %d, past the mark and on its first delivery", i)
+				}
+				if i != 150 {
+					assert.Equal(t, "1", attempt, "record %d", i)
+				}
+			}
 		})
 	}
 }

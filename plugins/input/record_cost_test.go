@@ -20,8 +20,9 @@ import (
 // it (one slice per Kinesis record), what the input holds for them until
 // the pipeline acks: the consumer's user records (KPL aggregates split as
 // the consumer splits them: each user record's data shares its
-// aggregate's bytes) and the Benthos messages made of them.
-func heldRecords(raw [][]byte, deaggregate bool) (*consumer.Batch, service.MessageBatch) {
+// aggregate's bytes), the Benthos messages made of them, and the indexer
+// ReadBatch keeps to read per-message errors.
+func heldRecords(raw [][]byte, deaggregate bool) (*consumer.Batch, service.MessageBatch, *service.Indexer) {
 	var recs []consumer.Record
 	arrival := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	for i, data := range raw {
@@ -39,7 +40,9 @@ func heldRecords(raw [][]byte, deaggregate bool) (*consumer.Batch, service.Messa
 		recs = append(recs, consumer.Record{PartitionKey: fmt.Sprintf("k-%d", i), Data: data, Sequence: seq, Arrival: arrival})
 	}
 	b := &consumer.Batch{Stream: "orders", Shard: "shardId-000000000001", Records: recs, MillisBehind: 1234}
-	return b, messages(b)
+	msgs := messages(b)
+	// ReadBatch indexes the messages and keeps the indexer until the ack.
+	return b, msgs, msgs.Index()
 }
 
 // heapOf is the live heap that make's result holds, measured after
@@ -88,8 +91,8 @@ func TestBudgetChargesWhatARecordHolds(t *testing.T) {
 					}
 					raw[i] = kpl.Encode(subs)
 				}
-				b, msgs := heldRecords(raw, c.users > 0)
-				return []any{raw, b, msgs}
+				b, msgs, idx := heldRecords(raw, c.users > 0)
+				return []any{raw, b, msgs, idx}
 			})
 			b := kept.([]any)[1].(*consumer.Batch)
 			var charged int64

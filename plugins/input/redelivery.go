@@ -11,12 +11,9 @@ import (
 )
 
 // The `redelivery` policy: what happens to a record the pipeline keeps
-// failing (docs/poison-records.md). These fields are NOT part of Spec() yet:
-// the reader that counts attempts, isolates and writes to the dead letter
-// is not wired, and a field the input accepted but ignored would drop the
-// user's intent silently. Until then the field, its parsing and its lint
-// checks are built and tested here, ready to be added to Spec() (fields
-// and lintRule) with the reader.
+// failing (docs/poison-records.md). The shard reader applies it
+// (internal/consumer/reader, isolate.go and deadletter.go); the input
+// parses and checks it here, and writes the dead letter (deadletter.go).
 
 // Field names of the policy.
 const (
@@ -25,6 +22,7 @@ const (
 	fieldMaxRecordAge = "max_record_age"
 	fieldIsolate      = "isolate"
 	fieldDeadLetter   = "dead_letter"
+	fieldMark         = "mark"
 )
 
 // The paths users see in messages.
@@ -51,6 +49,9 @@ type Redelivery struct {
 	Isolate bool
 	// DeadLetter is the label of an output resource.
 	DeadLetter string
+	// Mark stores how far each shard may be delivered before it is, so a
+	// later owner marks what it reads again (kinesis_redelivered).
+	Mark bool
 }
 
 // Messages shared by lint and Validate, so both say the same.
@@ -81,7 +82,10 @@ func redeliveryField() *service.ConfigField {
 		service.NewStringField(fieldDeadLetter).
 			Description("The label of an output resource that records past `max_attempts` or `max_record_age` are written to: the record as read from Kinesis, with its metadata and `kinesis_failed_attempts`, `kinesis_last_error`, `kinesis_dead_letter_reason` and `kinesis_dead_lettered_at`. A record counts as done only once this write is acknowledged; while it fails, the shard waits.").
 			Default(""),
-	).Description("What happens to a record the pipeline keeps failing.").Advanced()
+		service.NewBoolField(fieldMark).
+			Description("Store how far each shard may be delivered before delivering it (one Redis call per stream every 100 ms while records flow; fetched records wait for it, about 50 ms on average), so that a later owner of the shard marks what it reads again with `kinesis_redelivered: true`, after a crash, a lost lease, a hand-off or a Redis that forgot. With `false`, only this instance's deliveries after a failure are marked.").
+			Default(true),
+	).Description("What happens to a record the pipeline keeps failing, and how redeliveries are marked.").Advanced()
 }
 
 // lintMaxRecordAge refuses what RedeliveryFromParsed refuses.
@@ -125,7 +129,7 @@ func redeliveryLintChecks() []lintrule.Check {
 // RedeliveryFromParsed reads the `redelivery` object of a config whose spec
 // holds redeliveryField, and validates it.
 func RedeliveryFromParsed(conf *service.ParsedConfig) (Redelivery, error) {
-	r := Redelivery{Isolate: true}
+	r := Redelivery{Isolate: true, Mark: true}
 	if !conf.Contains(fieldRedelivery) {
 		return r, nil
 	}
@@ -150,6 +154,9 @@ func RedeliveryFromParsed(conf *service.ParsedConfig) (Redelivery, error) {
 		return r, err
 	}
 	if r.DeadLetter, err = c.FieldString(fieldDeadLetter); err != nil {
+		return r, err
+	}
+	if r.Mark, err = c.FieldBool(fieldMark); err != nil {
 		return r, err
 	}
 	return r, r.Validate()

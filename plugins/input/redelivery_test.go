@@ -13,8 +13,7 @@ import (
 )
 
 // redeliveryEnv registers a test input holding only the policy, with its
-// checks, in an environment of its own: the fields are not in the kinesis
-// input's spec until the reader is wired.
+// checks, in an environment of its own.
 func redeliveryEnv(t *testing.T) (*service.Environment, *service.ConfigSpec) {
 	t.Helper()
 	spec := service.NewConfigSpec().Field(redeliveryField()).LintRule(lintrule.Mapping(redeliveryLintChecks()...))
@@ -32,10 +31,11 @@ func TestRedeliveryParsesAndRefusesWhatLintRefuses(t *testing.T) {
 		want Redelivery
 		err  string
 	}{
-		"absent: retry forever":  {"", Redelivery{Isolate: true}, ""},
-		"defaults":               {"redelivery: {}", Redelivery{Isolate: true}, ""},
-		"attempts and a dlq":     {"redelivery: { max_attempts: 5, dead_letter: dlq }", Redelivery{MaxAttempts: 5, Isolate: true, DeadLetter: "dlq"}, ""},
-		"age and a dlq":          {"redelivery: { max_record_age: 24h, isolate: false, dead_letter: dlq }", Redelivery{MaxRecordAge: 24 * time.Hour, DeadLetter: "dlq"}, ""},
+		"absent: retry forever":  {"", Redelivery{Isolate: true, Mark: true}, ""},
+		"defaults":               {"redelivery: {}", Redelivery{Isolate: true, Mark: true}, ""},
+		"attempts and a dlq":     {"redelivery: { max_attempts: 5, dead_letter: dlq }", Redelivery{MaxAttempts: 5, Isolate: true, DeadLetter: "dlq", Mark: true}, ""},
+		"age and a dlq":          {"redelivery: { max_record_age: 24h, isolate: false, dead_letter: dlq }", Redelivery{MaxRecordAge: 24 * time.Hour, DeadLetter: "dlq", Mark: true}, ""},
+		"no mark":                {"redelivery: { mark: false }", Redelivery{Isolate: true}, ""},
 		"attempts without a dlq": {"redelivery: { max_attempts: 3 }", Redelivery{}, "field redelivery.max_attempts: a record that used its attempts or grew too old would have nowhere to go, and records are never dropped; set redelivery.dead_letter to the label of an output resource, or remove max_attempts"},
 		"age without a dlq":      {"redelivery: { max_record_age: 1h }", Redelivery{}, "field redelivery.max_record_age: a record that used its attempts or grew too old would have nowhere to go"},
 		"a dlq never used":       {"redelivery: { dead_letter: dlq }", Redelivery{}, "field redelivery.dead_letter: nothing would ever be written to it; set redelivery.max_attempts or redelivery.max_record_age, or remove redelivery.dead_letter"},

@@ -95,8 +95,10 @@ const (
 	MinEventBytes  = 64 << 10
 	// RecordOverhead approximates what a user record costs beyond its
 	// data, key and sequence number: the consumer's and the pipeline's
-	// structs around it, and the message's metadata.
-	RecordOverhead = 768
+	// structs around it, the message's metadata, and the indexer that
+	// maps an output's per-message errors back to the records (about 200
+	// bytes a message).
+	RecordOverhead = 1000
 	// maxRecordBytes is what a record is assumed to cost before any was
 	// seen: Kinesis' default record size limit.
 	maxRecordBytes = 1 << 20

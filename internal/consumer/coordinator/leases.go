@@ -31,6 +31,7 @@ func (co *coordinator) take(ctx context.Context, id string) bool {
 	shard := co.listed[id]
 	start := co.resolveStart(t)
 	start.NotBefore = co.firstRead(t)
+	start.DeliveredBefore = t.Delivered
 	l := t.Lease
 	if co.rs == nil {
 		co.rs = co.readerStream()

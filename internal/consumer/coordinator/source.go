@@ -37,7 +37,25 @@ func (co *coordinator) readerStream() *reader.Stream {
 			co.known.committedTo(shard, pos, token)
 		},
 		ShuttingDown: co.shuttingDown,
+		Marker:       co.marker(),
 	}
+}
+
+// marker starts this instance's writer of the stream's redelivery marks,
+// for the run, when the store keeps marks; nil otherwise.
+func (co *coordinator) marker() consumer.Marker {
+	if co.c.cfg.Redelivery.SkipMark {
+		return nil
+	}
+	st := co.store
+	if w, ok := st.(forgetWatch); ok {
+		st = w.Store
+	}
+	ms, ok := st.(consumer.MarkingStore)
+	if !ok {
+		return nil
+	}
+	return ms.Marks(co.runCtx, co.c.owner)
 }
 
 // newSource opens the record source of a shard: a subscription with

@@ -268,6 +268,7 @@ func (d *delivery) partOf(idx []int) *part {
 	}
 	b := consumer.MakeBatch(d.batch.Stream, d.batch.Shard, sub, d.batch.MillisBehind, p)
 	b.Attempts = attempts
+	b.DeliveredBefore = d.batch.DeliveredBefore
 	p.batch = &b
 	return p
 }

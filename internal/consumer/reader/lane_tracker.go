@@ -65,9 +65,4 @@ func (t *tracker) ackAll(ids []uint64) {
 // recordPosition is the checkpoint that processing rec allows: its
 // sequence number, or "<seq>/<subseq>" for a user record of a KPL
 // aggregate that is not the aggregate's last.
-func recordPosition(rec consumer.Record) consumer.Position {
-	if rec.Aggregated && !rec.LastOfAggregate {
-		return consumer.Position{Sequence: rec.Sequence, SubSequence: rec.SubSequence, HasSub: true}
-	}
-	return consumer.Position{Sequence: rec.Sequence}
-}
+func recordPosition(rec consumer.Record) consumer.Position { return rec.Position() }

@@ -198,6 +198,9 @@ func (r *Reader) Run() {
 	// alert firing and count twice in a sum over instances.
 	defer r.st.Metrics.Behind.Set(0, r.st.Name, r.shard.ID)
 	defer r.st.Metrics.RedeliveryOldest.Set(0, r.st.Name, r.shard.ID)
+	if r.st.Marker != nil {
+		defer r.st.Marker.Forget(r.shard.ID)
+	}
 	commitStop := make(chan struct{})
 	commitDone := make(chan struct{})
 	go r.commitLoop(commitStop, commitDone)
@@ -265,6 +268,9 @@ func (r *Reader) read() bool {
 		r.lag(sb.MillisBehindLatest)
 		recs := r.convert(sb.Records)
 		r.budget.Settle(recs, sb.Records, sb.MillisBehindLatest)
+		if !r.cover(ctx, recs) {
+			return false
+		}
 		out.put(recs, sb.MillisBehindLatest)
 		if sb.End {
 			ended = true

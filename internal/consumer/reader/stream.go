@@ -42,6 +42,9 @@ type Stream struct {
 	RequestDiscovery func()
 	// Committed tells the coordinator a checkpoint landed under token.
 	Committed func(shard string, pos consumer.Position, token int64)
+	// Marker stores how far the readers may deliver their shards before
+	// they deliver (the redelivery mark); nil: the store keeps no marks.
+	Marker consumer.Marker
 	// ShuttingDown says the instance is stopping, rather than handing a
 	// shard off while it goes on.
 	ShuttingDown func() bool

@@ -117,6 +117,11 @@ type Start struct {
 	// NotBefore is the earliest first GetRecords: the shard's calls stay
 	// poll_interval apart across a change of reader.
 	NotBefore time.Time
+
+	// DeliveredBefore is the redelivery mark the take read (Take.Delivered),
+	// for the reader: the records at or below it are delivered marked. The
+	// source does not use it.
+	DeliveredBefore consumer.Position
 }
 
 // startingPosition is where a subscription starting at f begins.

@@ -1,0 +1,30 @@
+package consumer
+
+import "context"
+
+// The redelivery mark (docs/poison-records.md): an owner stores how far it
+// may deliver each shard before it hands those records to the pipeline, so
+// any later owner of the shard that reads them again marks them
+// (Batch.Redelivered), also after a crash, a lost lease or a store that
+// forgot.
+
+// Marker stores, for one instance's shards of one stream, how far each may
+// be delivered.
+type Marker interface {
+	// Cover returns nil once a write storing that l's shard may be
+	// delivered up to p succeeded (or an earlier write covered it), an
+	// error wrapping ErrLeaseLost when the lease is fenced (deliver nothing
+	// more under it), or ctx's error. While the store cannot be written it
+	// waits: records no write covers are not delivered.
+	Cover(ctx context.Context, l Lease, p Position) error
+	// Forget drops what is known of a shard the instance no longer reads.
+	Forget(shard string)
+}
+
+// MarkingStore is a Store that keeps redelivery marks: its takes fill
+// Take.Delivered, and Marks starts owner's Marker, which writes until ctx
+// ends.
+type MarkingStore interface {
+	Store
+	Marks(ctx context.Context, owner string) Marker
+}
