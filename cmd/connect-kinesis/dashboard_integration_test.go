@@ -26,7 +26,10 @@ import (
 // so each batch of ten holds every key twice: an ordered write sends each
 // key once per request, and the key-wait panel has data. Two writers run: one
 // exports timers as summaries (the exporter's default), one as histograms,
-// so a query written for both is tried with both.
+// so a query written for both is tried with both. Every 100th message from
+// the 26th is poison: the readers' outputs reject it, and their inputs give
+// it up after two attempts to a dead letter that fails half its writes, so
+// the poison-record panels have data.
 const (
 	dashboardGroup = "dashboard"
 
@@ -41,6 +44,7 @@ input:
       let n = counter()
       root.n = $n
       root.key = if $n %% 100 == 0 { "" } else if $n %% 100 == 50 { deleted() } else { "key-" + ($n %% 5).string() }
+      root.poison = if $n %% 100 == 25 { true } else { deleted() }
 output:
   fallback:
     - kinesis:
@@ -73,8 +77,20 @@ input:
     shard_discovery_interval: 1s
     poll_interval: 200ms
     idle_poll_interval: 200ms
+    redelivery: { max_attempts: 2, dead_letter: dead_letter }
 output:
-  drop: {}
+  switch:
+    cases:
+      - check: this.poison == true
+        output: { reject: "poison" }
+      - output: { drop: {} }
+output_resources:
+  - label: dead_letter
+    switch:
+      cases:
+        - check: random_int(min: 0, max: 1) == 0
+          output: { reject: "the dead letter is down" }
+        - output: { drop: {} }
 shutdown_timeout: 5s
 `
 )

@@ -18,9 +18,10 @@ type Delivery struct {
 	Seq   string    `json:"seq"`
 	Inst  string    `json:"inst"`
 	At    time.Time `json:"at"`
-	// Redelivered is the message's kinesis_redelivered metadata ("true" or
-	// "false"), "" when the input set none; Attempt its
-	// kinesis_delivery_attempt ("1", "2", ...), "" when none.
+	// Redelivered is the message's kinesis_redelivered metadata ("true"),
+	// "" when the input set none (it sets the key only on a marked
+	// record); Attempt its kinesis_delivery_attempt ("1", "2", ...), ""
+	// when none.
 	Redelivered string `json:"redelivered"`
 	Attempt     string `json:"attempt"`
 	// Poison says the producer marked the record for the pipeline to

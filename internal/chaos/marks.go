@@ -23,9 +23,9 @@ type Marks struct {
 	// allows (an owner stored how far it would deliver and died before it
 	// did, or its delivery never reached the file).
 	Marked, MarkedFirst int
-	// Unset are deliveries without kinesis_redelivered at all: an input
-	// that does not set it. Each of them that is a duplicate counts as
-	// unmarked.
+	// Unset are deliveries without kinesis_redelivered at all: the input
+	// sets the key only on a marked record. Each of them that is a
+	// duplicate counts as unmarked.
 	Unset int
 	// MaxAttempt is the highest kinesis_delivery_attempt seen.
 	MaxAttempt int
@@ -36,7 +36,7 @@ func (m Marks) String() string {
 	s := fmt.Sprintf("%d (%d whatever the order of the stamps; marked deliveries %d, of them first deliveries %d; highest delivery attempt %d)",
 		m.UnmarkedDups, m.UnmarkedSure, m.Marked, m.MarkedFirst, m.MaxAttempt)
 	if m.Unset > 0 {
-		s += fmt.Sprintf("; %d deliveries without kinesis_redelivered", m.Unset)
+		s += fmt.Sprintf("; %d deliveries without the key", m.Unset)
 	}
 	return s
 }

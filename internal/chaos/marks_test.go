@@ -1,9 +1,7 @@
 package chaos
 
 import (
-	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 )
 
 // The checker counts deliveries of a record delivered before that do not
@@ -42,7 +41,7 @@ func TestCheckCountsUnmarkedDuplicates(t *testing.T) {
 		// The promise is one-sided: a mark on a first delivery is allowed.
 		{"a first delivery marked", []Delivery{d(1, "b1", 0, "true", "1"), d(2, "b1", 10, "false", "1")},
 			Marks{Marked: 1, MarkedFirst: 1, MaxAttempt: 1}},
-		// An input that sets no mark (before the reader sets it).
+		// The input sets the key only on marked records.
 		{"no mark at all", []Delivery{d(1, "a1", 0, "", ""), d(1, "b1", 3000, "", "")},
 			Marks{UnmarkedDups: 1, UnmarkedSure: 1, Unset: 2}},
 		// The later stamp is unmarked: counted, but not "whatever the order
@@ -109,35 +108,42 @@ func containsRecord(rs []Record, d Delivery) bool {
 	return false
 }
 
-// mappingOf returns the bloblang mapping of a pipeline config template (the
-// block under `- mapping: |`), with its format verbs filled in as the run
-// fills them.
-func mappingOf(t *testing.T, tmpl string) string {
-	t.Helper()
-	m := regexp.MustCompile(`(?s)- mapping: \|\n(.*?)\n *(?:%s)?output:`).FindStringSubmatch(tmpl)
-	require.NotNil(t, m, "the template has a mapping")
-	return strings.NewReplacer(`"%s"`, `"a1"`, "%%", "%").Replace(m[1])
-}
-
 // The chaos and soak instances record each message's redelivery mark and
 // attempt in their delivery lines, which the checker reads: without them
 // every duplicate would count as unmarked. An input that sets neither
-// still gives a line the checker reads.
+// still gives a line the checker reads. What their dead letter writes is
+// read as a record given up, with its reason.
 func TestDeliveryMappingsRecordTheMark(t *testing.T) {
-	for name, tmpl := range map[string]string{"chaos": instanceYAML, "soak": soakInstanceYAML} {
+	for name, mapping := range map[string]string{"chaos": chaosMapping("a1"), "soak": soakMapping("a1")} {
 		t.Run(name, func(t *testing.T) {
-			exe, err := bloblang.Parse(mappingOf(t, tmpl))
-			require.NoError(t, err)
+			var conf struct {
+				Resources []struct {
+					Processors []struct {
+						Mapping string `yaml:"mapping"`
+					} `yaml:"processors"`
+				} `yaml:"output_resources"`
+			}
+			require.NoError(t, yaml.Unmarshal([]byte(instanceOutput(mapping, "file: { path: out.jsonl }", "dlq.jsonl")), &conf))
+			require.Len(t, conf.Resources, 1)
+			require.Len(t, conf.Resources[0].Processors, 1)
 			for _, tc := range []struct {
+				deadLetter           bool
 				meta                 map[string]any
 				redelivered, attempt string
 			}{
-				{map[string]any{"kinesis_redelivered": "true", "kinesis_delivery_attempt": "3"}, "true", "3"},
-				{map[string]any{"kinesis_redelivered": "false", "kinesis_delivery_attempt": "1"}, "false", "1"},
-				{map[string]any{"kinesis_redelivered": true, "kinesis_delivery_attempt": 2}, "true", "2"},
-				{map[string]any{}, "", ""},
+				{false, map[string]any{"kinesis_redelivered": "true", "kinesis_delivery_attempt": "3"}, "true", "3"},
+				{false, map[string]any{"kinesis_redelivered": "false", "kinesis_delivery_attempt": "1"}, "false", "1"},
+				{false, map[string]any{"kinesis_redelivered": true, "kinesis_delivery_attempt": 2}, "true", "2"},
+				{false, map[string]any{}, "", ""},
+				{true, map[string]any{"kinesis_delivery_attempt": "3", "kinesis_dead_letter_reason": "max_attempts"}, "", "3"},
 			} {
-				msg := service.NewMessage([]byte(`{"k":"k0","c":7}`))
+				m := mapping
+				if tc.deadLetter {
+					m = conf.Resources[0].Processors[0].Mapping
+				}
+				exe, err := bloblang.Parse(m)
+				require.NoError(t, err)
+				msg := service.NewMessage([]byte(`{"k":"k0","c":7,"poison":true}`))
 				for k, v := range map[string]any{"kinesis_stream": "st", "kinesis_shard": "shardId-0", "kinesis_sequence_number": "42"} {
 					msg.MetaSetMut(k, v)
 				}
@@ -153,9 +159,13 @@ func TestDeliveryMappingsRecordTheMark(t *testing.T) {
 				require.Len(t, ds, 1, "the checker reads the line %s", b)
 				assert.Equal(t, tc.redelivered, ds[0].Redelivered, "%v", tc.meta)
 				assert.Equal(t, tc.attempt, ds[0].Attempt, "%v", tc.meta)
-				var raw map[string]any
-				require.NoError(t, json.Unmarshal(b, &raw))
-				assert.Equal(t, "k0", raw["k"])
+				assert.True(t, ds[0].Poison, "%s", b)
+				assert.Equal(t, "k0", ds[0].K)
+				if tc.deadLetter {
+					assert.Equal(t, "max_attempts", ds[0].DeadLetterReason, "a dead letter's line is a record given up")
+				} else {
+					assert.Empty(t, ds[0].DeadLetterReason, "a delivery")
+				}
 			}
 		})
 	}
