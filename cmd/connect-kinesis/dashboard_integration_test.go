@@ -88,7 +88,7 @@ output_resources:
   - label: dead_letter
     switch:
       cases:
-        - check: random_int(min: 0, max: 1) == 0
+        - check: 'random_int(min: 0, max: 1) == 0'
           output: { reject: "the dead letter is down" }
         - output: { drop: {} }
 shutdown_timeout: 5s
@@ -186,14 +186,17 @@ scrape_configs:
 	totals := map[string]float64{}
 	for _, m := range []string{"kinesis_output_retries_total", "kinesis_output_failed_total", "kinesis_input_throttled_total",
 		"kinesis_input_iterator_expired_total", "kinesis_input_records_dropped_total", "kinesis_input_leases_lost_total",
-		"kinesis_checkpoint_errors_total"} {
+		"kinesis_checkpoint_errors_total", "kinesis_input_redelivered_total", "kinesis_input_dead_lettered_total", "kinesis_input_dead_letter_errors_total"} {
 		totals[m] = promQuery(t, prom, "sum("+m+")")[""]
 	}
 	t.Logf("after %d forced resets, the error counters: %v", resets, totals)
 
 	// The labels operators break these down by: the writer's empty keys
-	// fail as invalid, and the checkpoint metrics name the stream.
+	// fail as invalid, the checkpoint metrics name the stream, the
+	// poison records are given up for their attempts, per shard.
 	for _, q := range []string{
+		fmt.Sprintf(`kinesis_input_dead_lettered_total{stream=%q, shard=~"shardId-.+", reason="max_attempts"}`, stream),
+		fmt.Sprintf(`kinesis_input_dead_letter_errors_total{stream=%q, shard=~"shardId-.+"}`, stream),
 		fmt.Sprintf(`kinesis_output_failed_total{stream=%q, reason="invalid"}`, stream),
 		fmt.Sprintf(`kinesis_checkpoint_commits_total{stream=%q}`, stream),
 		fmt.Sprintf(`kinesis_checkpoint_errors_total{stream=%q}`, stream),
