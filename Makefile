@@ -136,7 +136,7 @@ alerts-check: deps-prometheus
 # races on its own state (plugins/input/benthos_suite_race_test.go), so
 # only this run includes it.
 suite-norace: deps-redis deps-emulators
-	CI=$(CI) $(GO) test -count=1 -timeout 15m -run 'TestIntegrationBenthosConnectorSuite|TestDeadLetterWritesThroughAnOutputResource|TestIntegrationPoisonRecord' ./plugins/input/
+	CI=$(CI) $(GO) test -count=1 -timeout 15m -run 'TestIntegrationBenthosConnectorSuite|TestDeadLetterWritesThroughAnOutputResource|TestIntegrationPoisonRecord|TestIntegrationDeadLetterExamplesReplay' ./plugins/input/
 
 test: deps vet fmt-check docs-check lint-examples alerts-check suite-norace unit
 

@@ -12,7 +12,11 @@ import (
 
 // Config is the parsed behaviour of the consumer.
 type Config struct {
-	Streams          []string
+	Streams []string
+	// FollowStreams: more streams are added and removed while the
+	// consumer runs (Consumer.Follow: patterns of `streams`), so Streams,
+	// the ones named, may be empty.
+	FollowStreams    bool
 	StartPosition    string
 	StartTimestamp   time.Time
 	ShardMaxInFlight int
@@ -57,8 +61,10 @@ type Config struct {
 // Validate names the field that is out of range and what it accepts.
 func (c Config) Validate() error {
 	switch {
-	case len(c.Streams) == 0:
+	case len(c.Streams) == 0 && !c.FollowStreams:
 		return errors.New("field streams: list at least one stream name or ARN")
+	case c.FollowStreams && c.EnhancedFanOut.ConsumerARN != "":
+		return errors.New("field enhanced_fan_out.consumer_arn: a consumer belongs to one stream, but a pattern of streams finds several; use enhanced_fan_out.consumer_name instead")
 	case c.StartPosition != StartTrimHorizon && c.StartPosition != StartLatest && c.StartPosition != StartAtTimestamp:
 		return fmt.Errorf("field start_position: %q is not one of trim_horizon, latest, at_timestamp", c.StartPosition)
 	case c.StartPosition == StartAtTimestamp && c.StartTimestamp.IsZero():

@@ -9,11 +9,14 @@ import (
 
 // Metric names, as docs/components lists them for users.
 const (
-	MetricRecords         = "kinesis_input_records_total"
-	MetricBytes           = "kinesis_input_bytes_total"
-	MetricMillisBehind    = "kinesis_input_millis_behind_latest"
-	MetricShardsOwned     = "kinesis_input_shards_owned"
-	MetricShardsUnowned   = "kinesis_input_shards_unowned"
+	MetricRecords       = "kinesis_input_records_total"
+	MetricBytes         = "kinesis_input_bytes_total"
+	MetricMillisBehind  = "kinesis_input_millis_behind_latest"
+	MetricShardsOwned   = "kinesis_input_shards_owned"
+	MetricShardsUnowned = "kinesis_input_shards_unowned"
+	// MetricStreams is the number of streams the input reads: the named
+	// ones and those its patterns found.
+	MetricStreams         = "kinesis_input_streams"
 	MetricThrottled       = "kinesis_input_throttled_total"
 	MetricIteratorExpired = "kinesis_input_iterator_expired_total"
 	MetricLeasesTaken     = "kinesis_input_leases_taken_total"
@@ -51,6 +54,8 @@ type Metrics struct {
 	Dropped                                         *service.MetricCounter
 	Behind, Owned, Unowned                          *service.MetricGauge
 	Buffered, Budget, Waiting                       *service.MetricGauge
+	// Streams is the number of streams read (no label).
+	Streams *service.MetricGauge
 	// Redelivered and DeadLetterErrors are by stream and shard,
 	// DeadLettered by stream, shard and reason; RedeliveryOldest by stream
 	// and shard.
@@ -74,6 +79,7 @@ func NewMetrics(m *service.Metrics) *Metrics {
 		Buffered:  m.NewGauge(MetricBufferedBytes),
 		Budget:    m.NewGauge(MetricMaxBufferedBytes),
 		Waiting:   m.NewGauge(MetricShardsWaitingForBuffer),
+		Streams:   m.NewGauge(MetricStreams),
 
 		Redelivered:      m.NewCounter(MetricRedelivered, "stream", "shard"),
 		DeadLettered:     m.NewCounter(MetricDeadLettered, "stream", "shard", "reason"),

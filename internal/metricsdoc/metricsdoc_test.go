@@ -25,7 +25,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 		return out
 	}
 	for _, n := range []string{
-		consumer.MetricRecords, consumer.MetricBytes, consumer.MetricRecordsDropped, consumer.MetricMillisBehind, consumer.MetricShardsOwned, consumer.MetricShardsUnowned,
+		consumer.MetricRecords, consumer.MetricBytes, consumer.MetricRecordsDropped, consumer.MetricMillisBehind, consumer.MetricShardsOwned, consumer.MetricShardsUnowned, consumer.MetricStreams,
 		consumer.MetricThrottled, consumer.MetricIteratorExpired, consumer.MetricLeasesTaken, consumer.MetricLeasesLost,
 		consumer.MetricBufferedBytes, consumer.MetricMaxBufferedBytes, consumer.MetricShardsWaitingForBuffer,
 		consumer.MetricRedelivered, consumer.MetricDeadLettered, consumer.MetricDeadLetterErrors, consumer.MetricRedeliveryOldest,

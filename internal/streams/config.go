@@ -57,10 +57,8 @@ type Config struct {
 	DeletedRetention time.Duration
 }
 
-// Fields are the discovery fields, to add to the input's spec next to
-// `streams` once the consumer follows the streams found (the `streams`
-// field's description then says that an entry may be a pattern; see
-// StreamsDescription).
+// Fields are the discovery fields, which the input's spec lists next to
+// `streams` (whose description is StreamsDescription).
 func Fields() []*service.ConfigField {
 	return []*service.ConfigField{
 		service.NewStringMapField(FieldStreamTags).
@@ -81,8 +79,7 @@ func Fields() []*service.ConfigField {
 	}
 }
 
-// StreamsDescription is the description of the `streams` field once
-// patterns are read.
+// StreamsDescription is the description of the input's `streams` field.
 const StreamsDescription = "The streams to read, by name or by ARN, or by a pattern of names with `*` (any characters) and `?` (one character), e.g. `tenant-*`. A name and the ARN of the same stream share checkpoints (they are keyed by the ARN). A stream named without a pattern is read from the start, as a fixed list is. Streams that match a pattern (and `stream_tags`) are found every `stream_discovery_interval` and read as they appear; a stream that is deleted or stops matching is released: its readers finish with a final commit, and its checkpoints are kept for `deleted_stream_retention`. A stream deleted and created again under its name is read as a new stream."
 
 // ConfigFromParsed reads the discovery fields next to the given entries of

@@ -39,6 +39,7 @@ func lintRule() string {
 			Message: `"field ` + fieldIdlePollInterval + `: %s must be at least ` + fieldPollInterval + ` (%s)".format(this.` + fieldIdlePollInterval + `.or("1s"), this.` + fieldPollInterval + `.or("200ms"))`,
 		},
 	}
+	checks = append(checks, streamsLintChecks()...)
 	checks = append(checks, redeliveryLintChecks()...)
 	checks = append(checks, checkpointer.LintChecks()...)
 	checks = append(checks, awsconf.LintChecks()...)

@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv("AWS_CA_BUNDLE", ca.CA)
 	os.Setenv(EnvEmulatorNoInitialResponse, "true")
+	// For the example configs, which name no credentials (the others do).
+	os.Setenv("AWS_ACCESS_KEY_ID", testenv.AccessKey)
+	os.Setenv("AWS_SECRET_ACCESS_KEY", testenv.SecretKey)
 	code := m.Run()
 	testenv.CloseShared()
 	os.Exit(code)

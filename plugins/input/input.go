@@ -14,6 +14,7 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/coordinator"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 	"github.com/connect-kinesis/connect-kinesis/internal/lintrule"
+	"github.com/connect-kinesis/connect-kinesis/internal/streams"
 	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
 
@@ -57,10 +58,11 @@ const (
 func Spec() *service.ConfigSpec {
 	fields := []*service.ConfigField{
 		service.NewStringListField(fieldStreams).
-			Description("The streams to read, by name or by ARN. A name and the ARN of the same stream share checkpoints (they are keyed by the ARN).").
+			Description(streams.StreamsDescription).
 			LintRule(lintStreams).
 			Example([]string{"orders"}).
-			Example([]string{"arn:aws:kinesis:us-east-1:123456789012:stream/orders"}),
+			Example([]string{"arn:aws:kinesis:us-east-1:123456789012:stream/orders"}).
+			Example([]string{"orders", "tenant-*"}),
 		service.NewStringEnumField(fieldStartPosition, consumer.StartTrimHorizon, consumer.StartLatest, consumer.StartAtTimestamp).
 			Description(fmt.Sprintf("Where a shard without a checkpoint starts: `trim_horizon` (the oldest retained record), `latest` or `at_timestamp` (see `start_timestamp`). Shards with a checkpoint always resume after it. `latest` means the records written since the group's first start, less %v: the group's start is taken by the Redis server's clock and records are dated by Kinesis', and the margin keeps a difference between the two clocks from skipping a record. So a new group's first read may also deliver records written up to %v before it started; and every shard the group reads later without a checkpoint (a child after a reshard, a shard that changed hands before its first commit) starts from that same time, not from when it was taken.", consumer.LatestSkewMargin, consumer.LatestSkewMargin)).
 			Default(consumer.StartTrimHorizon),
@@ -70,6 +72,7 @@ func Spec() *service.ConfigSpec {
 			Example("2024-05-01T12:00:00Z").
 			Default(""),
 	}
+	fields = append(fields, streams.Fields()...)
 	fields = append(fields, checkpointer.Fields()...)
 	fields = append(fields,
 		service.NewIntField(fieldShardMaxInFlight).
@@ -149,6 +152,7 @@ func init() {
 // Config is the parsed configuration of the input.
 type Config struct {
 	Consumer     consumer.Config
+	Streams      streams.Config
 	Checkpointer checkpointer.Config
 	AWS          awsconf.Settings
 
@@ -166,6 +170,9 @@ func ConfigFromParsed(conf *service.ParsedConfig) (Config, error) {
 	var err error
 	cc := &c.Consumer
 	if cc.Streams, err = conf.FieldStringList(fieldStreams); err != nil {
+		return c, err
+	}
+	if c.Streams, err = streamsFromParsed(conf, cc); err != nil {
 		return c, err
 	}
 	if cc.StartPosition, err = conf.FieldString(fieldStartPosition); err != nil {
@@ -331,6 +338,7 @@ func (k *kinesisInput) connectLocked(ctx context.Context) error {
 		return err
 	}
 	k.sess = &session{cons: cons, ckpt: ckpt}
+	k.followStreams(k.sess, api)
 	k.log.Debugf("Reading as group member %s", cons.Owner())
 	return nil
 }

@@ -45,6 +45,8 @@ func TestLintRejectsWhatTheConstructorRejects(t *testing.T) {
 		"external id without role":       {"  credentials: { role_external_id: x }\n", "field credentials.role_external_id"},
 		"region not a region":            {"  region: us east 1\n", `field region: "us east 1" is not an AWS region name`},
 		"instance id with a pipe":        {"  lease: { instance_id: 'pod|1' }\n", `field lease.instance_id: "pod|1" must not contain spaces or '|'`},
+		"stream tags without a pattern":  {"  stream_tags: { env: prod }\n", "field stream_tags: tags select among the streams a pattern of streams finds"},
+		"discovery too often":            {"  streams: [ 't-*' ]\n  stream_discovery_interval: 1s\n", "field stream_discovery_interval: 1s is shorter than 5s"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			lints := lintInput(t, tc.fields)
@@ -64,6 +66,7 @@ func TestLintAcceptsValidCombinations(t *testing.T) {
 		"two ARNs, two accounts":         "  streams: [ 'arn:aws:kinesis:us-east-1:111111111111:stream/orders', 'arn:aws:kinesis:us-east-1:222222222222:stream/orders' ]\n",
 		"failover with master in URL":    "  checkpoint: { redis: { url: 'redis://localhost:26379?master_name=m', kind: failover }, group: g }\n",
 		"local region with endpoint":     "  region: local\n  endpoint: http://localhost:4567\n",
+		"a pattern with tags":            "  streams: [ orders, 'tenant-*' ]\n  stream_tags: { env: prod }\n  stream_discovery_interval: 30s\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			assert.Empty(t, lintInput(t, fields))

@@ -34,6 +34,8 @@ const closeGrace = 5 * time.Second
 type session struct {
 	cons *coordinator.Consumer
 	ckpt *checkpointer.Checkpointer
+	// stopFollow ends the stream discovery (discovery.go); nil without.
+	stopFollow func()
 
 	watchOnce sync.Once
 	stopOnce  sync.Once
@@ -46,6 +48,9 @@ func (s *session) stop(ctx context.Context, timeout time.Duration) error {
 	s.stopOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
+		if s.stopFollow != nil {
+			s.stopFollow()
+		}
 		s.stopErr = s.cons.Close(ctx)
 		if err := s.ckpt.Close(); err != nil && s.stopErr == nil {
 			s.stopErr = err

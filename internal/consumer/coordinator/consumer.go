@@ -29,6 +29,14 @@ type Consumer struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	started bool
+	// runCtx is what coordinators run under, set by Start; closed is set
+	// by Close, after which no stream is added (follow.go).
+	runCtx context.Context
+	closed bool
+	// followed are the streams added by Follow, by key (follow.go);
+	// followMu serialises Follow, AddStream and RemoveStream.
+	followed map[string]*followed
+	followMu sync.Mutex
 }
 
 // New builds a consumer. stores returns the Store of a stream given its
@@ -105,7 +113,8 @@ func (c *Consumer) Start(ctx context.Context) error {
 		seen[co.id] = co.configured
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.coords, c.cancel, c.started = coords, cancel, true
+	c.coords, c.cancel, c.started, c.runCtx = coords, cancel, true, runCtx
+	c.metrics.Streams.Set(int64(len(coords)))
 	for _, co := range coords {
 		c.wg.Add(1)
 		go func() {
@@ -135,6 +144,10 @@ func (c *Consumer) budgetWarnAfter(coords []*coordinator) time.Duration {
 		if co.lagWarn > 0 && (least == 0 || co.lagWarn < least) {
 			least = co.lagWarn
 		}
+	}
+	if least == 0 && c.cfg.FollowStreams {
+		// No named stream to take it from: half the default retention.
+		least = 12 * time.Hour
 	}
 	return least
 }

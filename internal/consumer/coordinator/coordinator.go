@@ -32,8 +32,14 @@ type coordinator struct {
 	streamName string
 	retention  time.Duration
 	lagWarn    time.Duration
-	store      consumer.Store
-	log        *service.Logger
+	// start is where shards without a checkpoint start: start_position,
+	// or for a stream found while the group runs what
+	// new_stream_start_position says (follow.go).
+	start string
+	// found: added by Consumer.Follow (a pattern found it), not named.
+	found bool
+	store consumer.Store
+	log   *service.Logger
 	// fanOut is the stream consumer shards are read through with enhanced
 	// fan-out (efo_resolve.go); nil when polling.
 	fanOut *source.StreamConsumer
@@ -110,6 +116,7 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 	co := &coordinator{
 		c:             c,
 		configured:    configured,
+		start:         c.cfg.StartPosition,
 		listRetry:     kinesisx.RetryBuilder[*kinesis.ListShardsOutput](c.cfg.Backoff).Build(),
 		listed:        map[string]consumer.Shard{},
 		unlistedSince: map[string]time.Time{},
@@ -261,15 +268,21 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]shardRea
 	var stopping []shardReader
 	for _, id := range lost {
 		if r := byShard[id]; r != nil && !r.Releasing() {
-			r.MarkLost()
 			stopping = append(stopping, r)
 		}
 	}
 	if len(stopping) == 0 {
 		return
 	}
+	// Who holds the leases is read before the readers stop: once a reader
+	// ended, this instance may take its shard again, and the lease would
+	// name this instance under a newer token, whatever took it first. A
+	// fenced reader can deliver nothing past the redelivery mark its
+	// successor read (the mark's writes are fenced too), and its commits
+	// fail, so the round trip costs at most a duplicate.
 	leases, err := co.store.Leases(ctx)
 	for _, r := range stopping {
+		r.MarkLost()
 		log := r.Log()
 		switch holder := leases[r.Shard().ID]; {
 		case err != nil:

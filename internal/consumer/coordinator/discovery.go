@@ -58,6 +58,14 @@ func (co *coordinator) streamMissing(err error) {
 	now := time.Now()
 	if co.missingSince.IsZero() {
 		co.missingSince = now
+		if co.found {
+			// A stream of a pattern that is deleted is released by the
+			// next listing (follow.go): news, not an error.
+			co.log.Infof("The stream no longer exists (deleted); its shard readers are stopped, and the group's next stream listing releases it: %v", err)
+		}
+	}
+	if co.found {
+		return
 	}
 	// A tick of the discovery ticker may come a little early; ninety
 	// percent of the interval keeps one error per tick.

@@ -58,7 +58,11 @@ func (co *coordinator) sameStream(ctx context.Context) bool {
 		return !co.recheck
 	}
 	co.createdRecorded, co.recheck = true, false
-	if cleared {
+	if cleared && co.found {
+		// Followed streams come and go by design (follow.go): a stream
+		// of a pattern created again is news, not an error.
+		co.log.Infof("The stream was created again (now created at %v): the deleted stream's checkpoints and closed shards were cleared, and its shards start at %s", current.UTC().Format(time.RFC3339), co.start)
+	} else if cleared {
 		co.log.Errorf("The stream was deleted and created again (now created at %v; the group's checkpoints were of an earlier stream): the deleted stream's checkpoints and closed shards do not apply to it and were cleared, and its shards start at the group's start position (start_position, or the last checkpoints reset)",
 			current.UTC().Format(time.RFC3339))
 	} else if !current.Equal(co.created) {

@@ -21,7 +21,7 @@ func (co *coordinator) resolveStart(t consumer.Take) source.Start {
 	if !t.Checkpoint.IsZero() {
 		return startAfter(t.Checkpoint)
 	}
-	start, ts := co.c.cfg.StartPosition, co.c.cfg.StartTimestamp
+	start, ts := co.start, co.c.cfg.StartTimestamp
 	if o := cmp.Or(t.ShardStart, t.Override); o != nil {
 		start, ts = o.Mode, o.Timestamp
 	}

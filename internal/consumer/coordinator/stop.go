@@ -22,7 +22,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 	began := time.Now()
 	c.mu.Lock()
 	coords := c.coords
-	c.coords = nil
+	c.coords, c.followed, c.closed = nil, nil, true
 	c.mu.Unlock()
 	tallies := make([]stopTally, len(coords))
 	var wg sync.WaitGroup
@@ -36,6 +36,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 	wg.Wait()
 	if coords != nil {
 		c.logStop(tallies, time.Since(began))
+		c.metrics.Streams.Set(0)
 	}
 	if c.cancel != nil {
 		c.cancel()
