@@ -64,9 +64,12 @@ type Table struct {
 	// of them that were not poison: a record given up that the pipeline
 	// would have taken.
 	Poison, DeadLettered, DeadLetteredGood int
-	EndToEndLost                           int // produced (key, counter) never delivered
-	MaxFailoverGap                         time.Duration
-	Kills                                  int
+	// DeadLetterAttempts are the fewest and most deliveries
+	// (kinesis_delivery_attempt) a record had when it was dead-lettered.
+	DeadLetterAttempts [2]int
+	EndToEndLost       int // produced (key, counter) never delivered
+	MaxFailoverGap     time.Duration
+	Kills              int
 
 	// Marks counts the redelivery mark (marks.go): UnmarkedDups, the
 	// deliveries of a record delivered before in the run that do not carry
@@ -124,7 +127,8 @@ func (t Table) String() string {
 	row("delivered unique", t.DeliveredUnique)
 	row("lost", t.InputLost)
 	if t.Poison > 0 || t.DeadLettered > 0 {
-		row("dead-lettered (not lost)", fmt.Sprintf("%d of %d poison records (good records dead-lettered %d)", t.DeadLettered, t.Poison, t.DeadLetteredGood))
+		row("dead-lettered (not lost)", fmt.Sprintf("%d of %d poison records, after %d to %d deliveries (good records dead-lettered %d)",
+			t.DeadLettered, t.Poison, t.DeadLetterAttempts[0], t.DeadLetterAttempts[1], t.DeadLetteredGood))
 	}
 	row("duplicates", fmt.Sprintf("%d (bound %d, outside crash/outage windows %d)", t.Duplicates, t.DuplicateBound, t.DupsOutsideWindows))
 	row("per-key order violations", t.OrderViolations)

@@ -1,5 +1,7 @@
 package chaos
 
+import "strconv"
+
 // deadLetters are the records the inputs wrote to their dead letter
 // (redelivery.dead_letter): given up, not delivered.
 type deadLetters struct {
@@ -37,6 +39,12 @@ func splitDeadLetters(stream []Record, all []Delivery, t *Table, problem func(fo
 			problem("dead-lettered a good record: %s/%d of shard %s (seq %s) by %s, %s", d.K, d.C, d.Shard, d.Seq, d.Inst, d.DeadLetterReason)
 		}
 		dead.ids[id] = true
+		if n, err := strconv.Atoi(d.Attempt); err == nil {
+			if t.DeadLetterAttempts[0] == 0 || n < t.DeadLetterAttempts[0] {
+				t.DeadLetterAttempts[0] = n
+			}
+			t.DeadLetterAttempts[1] = max(t.DeadLetterAttempts[1], n)
+		}
 		if dead.messages[d.K] == nil {
 			dead.messages[d.K] = map[int]bool{}
 		}

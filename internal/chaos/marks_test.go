@@ -181,8 +181,12 @@ func TestCheckCountsDeadLetteredPoisonAsDone(t *testing.T) {
 	}
 	perKey := map[string]int{"k0": 3}
 	d := func(seq string, c, ms int, reason string) Delivery {
+		attempt := "1"
+		if reason != "" {
+			attempt = "3"
+		}
 		return Delivery{K: "k0", C: c, Shard: "s0", Seq: seq, Inst: "a1", At: t0.Add(time.Duration(ms) * time.Millisecond),
-			Redelivered: "false", Attempt: "1", Poison: c == 2, DeadLetterReason: reason}
+			Redelivered: "false", Attempt: attempt, Poison: c == 2, DeadLetterReason: reason}
 	}
 	for _, tc := range []struct {
 		name                                          string
@@ -207,6 +211,9 @@ func TestCheckCountsDeadLetteredPoisonAsDone(t *testing.T) {
 			assert.Equal(t, tc.delivered, tab.DeliveredUnique, "a dead letter's line is not a delivery")
 			assert.Zero(t, tab.Duplicates, "a record dead-lettered twice is not a duplicate delivery")
 			assert.Regexp(t, fmt.Sprintf(`dead-lettered \(not lost\) +%d of 1 poison records`, tc.dead), tab.String())
+			if tc.dead > 0 {
+				assert.Equal(t, [2]int{3, 3}, tab.DeadLetterAttempts, "the deliveries of a record when it was given up")
+			}
 		})
 	}
 }
