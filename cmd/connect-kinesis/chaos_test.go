@@ -22,8 +22,8 @@ import (
 // processes read them while instances are SIGKILLed and restarted, the
 // stream is split twice and merged once, and Redis is restarted and paused
 // for longer than the lease period. Nothing may be lost, each key's records
-// must first arrive in order, and duplicates must stay within the bound of
-// the events that cause them. It runs in phases: with a Redis that keeps its
+// must first arrive in order, duplicates must stay within the bound of
+// the events that cause them, and each must carry kinesis_redelivered: true. It runs in phases: with a Redis that keeps its
 // data (AOF), `trim_horizon` and `shard_parallelism: 4`; with a Redis that
 // comes back empty and `latest`; with Redis stalls; with standbys (more
 // instances than shards) and a Redis that comes back empty; and with a
@@ -76,6 +76,7 @@ func TestIntegrationChaosShort(t *testing.T) {
 			assert.Zero(t, table.EndToEndLost, "messages sent but never delivered")
 			assert.Zero(t, table.OrderViolations, "per-key order of first deliveries")
 			assert.LessOrEqual(t, table.Duplicates, table.DuplicateBound, "duplicates within the design's bound")
+			assert.Zero(t, table.UnmarkedDups, "deliveries of a record delivered before without kinesis_redelivered: true")
 			assert.Empty(t, table.ACLRefusals, "Redis refused the inputs, which run as the shipped ACL input user")
 			assert.True(t, table.OK())
 		})

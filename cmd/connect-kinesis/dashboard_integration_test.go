@@ -26,7 +26,10 @@ import (
 // so each batch of ten holds every key twice: an ordered write sends each
 // key once per request, and the key-wait panel has data. Two writers run: one
 // exports timers as summaries (the exporter's default), one as histograms,
-// so a query written for both is tried with both.
+// so a query written for both is tried with both. Every 100th message from
+// the 26th is poison: the readers' outputs reject it, and their inputs give
+// it up after two attempts to a dead letter that fails half its writes, so
+// the poison-record panels have data.
 const (
 	dashboardGroup = "dashboard"
 
@@ -41,6 +44,7 @@ input:
       let n = counter()
       root.n = $n
       root.key = if $n %% 100 == 0 { "" } else if $n %% 100 == 50 { deleted() } else { "key-" + ($n %% 5).string() }
+      root.poison = if $n %% 100 == 25 { true } else { deleted() }
 output:
   fallback:
     - kinesis:
@@ -73,8 +77,20 @@ input:
     shard_discovery_interval: 1s
     poll_interval: 200ms
     idle_poll_interval: 200ms
+    redelivery: { max_attempts: 2, dead_letter: dead_letter }
 output:
-  drop: {}
+  switch:
+    cases:
+      - check: this.poison == true
+        output: { reject: "poison" }
+      - output: { drop: {} }
+output_resources:
+  - label: dead_letter
+    switch:
+      cases:
+        - check: 'random_int(min: 0, max: 1) == 0'
+          output: { reject: "the dead letter is down" }
+        - output: { drop: {} }
 shutdown_timeout: 5s
 `
 )
@@ -170,14 +186,17 @@ scrape_configs:
 	totals := map[string]float64{}
 	for _, m := range []string{"kinesis_output_retries_total", "kinesis_output_failed_total", "kinesis_input_throttled_total",
 		"kinesis_input_iterator_expired_total", "kinesis_input_records_dropped_total", "kinesis_input_leases_lost_total",
-		"kinesis_checkpoint_errors_total"} {
+		"kinesis_checkpoint_errors_total", "kinesis_input_redelivered_total", "kinesis_input_dead_lettered_total", "kinesis_input_dead_letter_errors_total"} {
 		totals[m] = promQuery(t, prom, "sum("+m+")")[""]
 	}
 	t.Logf("after %d forced resets, the error counters: %v", resets, totals)
 
 	// The labels operators break these down by: the writer's empty keys
-	// fail as invalid, and the checkpoint metrics name the stream.
+	// fail as invalid, the checkpoint metrics name the stream, the
+	// poison records are given up for their attempts, per shard.
 	for _, q := range []string{
+		fmt.Sprintf(`kinesis_input_dead_lettered_total{stream=%q, shard=~"shardId-.+", reason="max_attempts"}`, stream),
+		fmt.Sprintf(`kinesis_input_dead_letter_errors_total{stream=%q, shard=~"shardId-.+"}`, stream),
 		fmt.Sprintf(`kinesis_output_failed_total{stream=%q, reason="invalid"}`, stream),
 		fmt.Sprintf(`kinesis_checkpoint_commits_total{stream=%q}`, stream),
 		fmt.Sprintf(`kinesis_checkpoint_errors_total{stream=%q}`, stream),

@@ -264,7 +264,7 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 	}
 	deadline := time.Now().Add(p.Drain)
 	for {
-		ds, err := ReadDeliveries(r.outputFiles()...)
+		ds, err := ReadDeliveries(withDeadLetters(r.outputFiles())...)
 		if err != nil {
 			return Table{}, err
 		}
@@ -278,7 +278,7 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 		}
 	}
 	r.stopAll()
-	ds, err := ReadDeliveries(r.outputFiles()...)
+	ds, err := ReadDeliveries(withDeadLetters(r.outputFiles())...)
 	if err != nil {
 		return Table{}, err
 	}

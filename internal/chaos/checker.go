@@ -1,11 +1,7 @@
 package chaos
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -18,17 +14,7 @@ type Record struct {
 	Shard, Seq string
 	K          string
 	C          int
-}
-
-// Delivery is one line a consumer instance wrote: a record it handed to its
-// pipeline's output, with where it came from and when.
-type Delivery struct {
-	K     string    `json:"k"`
-	C     int       `json:"c"`
-	Shard string    `json:"shard"`
-	Seq   string    `json:"seq"`
-	Inst  string    `json:"inst"`
-	At    time.Time `json:"at"`
+	Poison     bool // the producer marked it for the pipeline to reject
 }
 
 // Window is a span of the run in which duplicates are expected: the end of a
@@ -72,9 +58,23 @@ type Table struct {
 	// window: a graceful hand-off or a rebalance delivered something twice.
 	DupsOutsideWindows int
 	OrderViolations    int // first deliveries of a key not strictly increasing
+	// Poison are stream records the producer marked for the pipeline to
+	// reject; DeadLettered the stream records the inputs wrote to their
+	// dead letter (each counts as done, not lost); DeadLetteredGood those
+	// of them that were not poison: a record given up that the pipeline
+	// would have taken.
+	Poison, DeadLettered, DeadLetteredGood int
+	// DeadLetterAttempts are the fewest and most deliveries
+	// (kinesis_delivery_attempt) a record had when it was dead-lettered.
+	DeadLetterAttempts [2]int
 	EndToEndLost       int // produced (key, counter) never delivered
 	MaxFailoverGap     time.Duration
 	Kills              int
+
+	// Marks counts the redelivery mark (marks.go): UnmarkedDups, the
+	// deliveries of a record delivered before in the run that do not carry
+	// kinesis_redelivered "true", must be 0.
+	Marks
 
 	// Injected is a one-line summary of the faults the proxy injected.
 	Injected string
@@ -93,10 +93,11 @@ type Table struct {
 }
 
 // OK is the pass mark: nothing lost, per-key order kept, duplicates within
-// the design's bound.
+// the design's bound, and every one of them marked as a redelivery.
 func (t Table) OK() bool {
 	return t.InputLost == 0 && t.EndToEndLost == 0 && t.OutputLost == 0 && t.OutputOrderViolations == 0 &&
-		t.OrderViolations == 0 && t.Duplicates <= t.DuplicateBound && t.DupsOutsideWindows == 0 && len(t.ACLRefusals) == 0
+		t.OrderViolations == 0 && t.Duplicates <= t.DuplicateBound && t.DupsOutsideWindows == 0 && len(t.ACLRefusals) == 0 &&
+		t.UnmarkedDups == 0 && t.DeadLetteredGood == 0
 }
 
 // String renders the one table.
@@ -125,8 +126,13 @@ func (t Table) String() string {
 	row("produced (stream records)", t.StreamRecords)
 	row("delivered unique", t.DeliveredUnique)
 	row("lost", t.InputLost)
+	if t.Poison > 0 || t.DeadLettered > 0 {
+		row("dead-lettered (not lost)", fmt.Sprintf("%d of %d poison records, after %d to %d deliveries (good records dead-lettered %d)",
+			t.DeadLettered, t.Poison, t.DeadLetterAttempts[0], t.DeadLetterAttempts[1], t.DeadLetteredGood))
+	}
 	row("duplicates", fmt.Sprintf("%d (bound %d, outside crash/outage windows %d)", t.Duplicates, t.DuplicateBound, t.DupsOutsideWindows))
 	row("per-key order violations", t.OrderViolations)
+	row("unmarked duplicates (no kinesis_redelivered: true)", t.Marks.String())
 	row("max failover gap", fmt.Sprintf("%v (%d kills)", t.MaxFailoverGap.Round(time.Millisecond), t.Kills))
 	row("end-to-end lost (sent, never delivered)", t.EndToEndLost)
 	row("Redis ACL refusals (input user)", len(t.ACLRefusals))
@@ -173,6 +179,8 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 		inStream[kc{r.K, r.C}]++
 		streamIDs[rid{r.Shard, r.Seq}] = true
 	}
+	var dead deadLetters
+	deliveries, dead = splitDeadLetters(stream, deliveries, &t, problem)
 	// Only a message's first copy in the stream is checked for order: a
 	// request whose answer was lost is sent again, and when it held an
 	// aggregated record with two messages of a key, the copy puts the first
@@ -228,14 +236,14 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 	t.DeliveredUnique = len(first)
 	t.Duplicates = len(dups)
 	for id := range streamIDs {
-		if _, ok := first[id]; !ok {
+		if _, ok := first[id]; !ok && !dead.has(id.shard, id.seq) {
 			t.InputLost++
 			problem("input lost record %s of shard %s", id.seq, id.shard)
 		}
 	}
 	for k, n := range perKey {
 		for c := 1; c <= n; c++ {
-			if !firstKC[kc{k, c}] && inStream[kc{k, c}] > 0 {
+			if !firstKC[kc{k, c}] && !dead.hasMessage(k, c) && inStream[kc{k, c}] > 0 {
 				t.EndToEndLost++
 			}
 		}
@@ -267,6 +275,9 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 		}
 	}
 
+	// Last, so that its examples do not crowd out the others'.
+	t.Marks = countMarks(deliveries, problem)
+
 	// Failover gap: from a kill to the next delivery of a shard the killed
 	// incarnation owned.
 	t.Kills = len(kills)
@@ -288,45 +299,4 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 		t.MaxFailoverGap = max(t.MaxFailoverGap, gap)
 	}
 	return t
-}
-
-// ReadDeliveries reads the JSON lines of consumer output files.
-func ReadDeliveries(paths ...string) ([]Delivery, error) {
-	var all []Delivery
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		ds, err := parseDeliveries(f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("reading deliveries of %s: %w", p, err)
-		}
-		all = append(all, ds...)
-	}
-	return all, nil
-}
-
-func parseDeliveries(r io.Reader) ([]Delivery, error) {
-	var out []Delivery
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 {
-			continue
-		}
-		var d Delivery
-		// A SIGKILL can cut the last line short; it was never acked, so it
-		// is delivered again by whoever resumes the shard.
-		if json.Unmarshal(line, &d) != nil || d.K == "" {
-			continue
-		}
-		out = append(out, d)
-	}
-	return out, sc.Err()
 }

@@ -12,21 +12,23 @@ func TestCheck(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	stream := []Record{
-		{"s0", "1", "k0", 1}, {"s0", "2", "k0", 2}, {"s0", "3", "k0", 3},
-		{"s1", "1", "k1", 1}, {"s1", "2", "k1", 2},
-		{"s1", "3", "k1", 2}, // the output wrote k1/2 twice
+		{Shard: "s0", Seq: "1", K: "k0", C: 1}, {Shard: "s0", Seq: "2", K: "k0", C: 2}, {Shard: "s0", Seq: "3", K: "k0", C: 3},
+		{Shard: "s1", Seq: "1", K: "k1", C: 1}, {Shard: "s1", Seq: "2", K: "k1", C: 2},
+		{Shard: "s1", Seq: "3", K: "k1", C: 2}, // the output wrote k1/2 twice
 	}
 	perKey := map[string]int{"k0": 3, "k1": 2}
 	d := func(shard, seq, k string, c int, inst string, ms int) Delivery {
-		return Delivery{K: k, C: c, Shard: shard, Seq: seq, Inst: inst, At: at(ms)}
+		return Delivery{K: k, C: c, Shard: shard, Seq: seq, Inst: inst, At: at(ms), Redelivered: "false", Attempt: "1"}
 	}
+	marked := func(dl Delivery) Delivery { dl.Redelivered = "true"; return dl }
 
 	t.Run("clean run with a kill", func(t *testing.T) {
 		ds := []Delivery{
 			d("s0", "1", "k0", 1, "a1", 0), d("s0", "2", "k0", 2, "a1", 100),
 			d("s1", "1", "k1", 1, "b1", 50), d("s1", "2", "k1", 2, "b1", 60), d("s1", "3", "k1", 2, "b1", 70),
-			// a1 is killed at 150 after delivering s0/2; b1 reads it again.
-			d("s0", "2", "k0", 2, "b1", 3000), d("s0", "3", "k0", 3, "b1", 3100),
+			// a1 is killed at 150 after delivering s0/2; b1 reads it again,
+			// marked.
+			marked(d("s0", "2", "k0", 2, "b1", 3000)), d("s0", "3", "k0", 3, "b1", 3100),
 		}
 		tab := Check(perKey, stream, ds,
 			[]Window{{What: "kill a1", Inst: "a1", From: at(0), To: at(150)}},
@@ -38,6 +40,7 @@ func TestCheck(t *testing.T) {
 		assert.Equal(t, 1, tab.Duplicates)
 		assert.Equal(t, 2, tab.DuplicateBound)
 		assert.Equal(t, 2850*time.Millisecond, tab.MaxFailoverGap)
+		assert.Zero(t, tab.UnmarkedDups)
 	})
 
 	t.Run("a record never delivered is lost", func(t *testing.T) {
@@ -65,7 +68,7 @@ func TestCheck(t *testing.T) {
 	t.Run("a duplicate outside every window breaks the bound", func(t *testing.T) {
 		ds := []Delivery{
 			d("s0", "1", "k0", 1, "a1", 0), d("s0", "2", "k0", 2, "a1", 10), d("s0", "3", "k0", 3, "a1", 20),
-			d("s0", "3", "k0", 3, "a1", 30),
+			marked(d("s0", "3", "k0", 3, "a1", 30)),
 			d("s1", "1", "k1", 1, "b1", 50), d("s1", "2", "k1", 2, "b1", 60), d("s1", "3", "k1", 2, "b1", 70),
 		}
 		tab := Check(perKey, stream, ds, nil, nil)
@@ -76,8 +79,8 @@ func TestCheck(t *testing.T) {
 
 	t.Run("the output writing a key out of order", func(t *testing.T) {
 		swapped := []Record{
-			{"s0", "1", "k0", 2}, {"s0", "2", "k0", 1}, {"s0", "3", "k0", 3},
-			{"s1", "1", "k1", 1}, {"s1", "2", "k1", 2},
+			{Shard: "s0", Seq: "1", K: "k0", C: 2}, {Shard: "s0", Seq: "2", K: "k0", C: 1}, {Shard: "s0", Seq: "3", K: "k0", C: 3},
+			{Shard: "s1", Seq: "1", K: "k1", C: 1}, {Shard: "s1", Seq: "2", K: "k1", C: 2},
 		}
 		tab := Check(perKey, swapped, nil, nil, nil)
 		assert.Equal(t, 1, tab.OutputOrderViolations)
@@ -90,10 +93,10 @@ func TestCheck(t *testing.T) {
 		// was lost, so the output sent it again (seed 1, 3 min: kpl-k1/199
 		// "after" kpl-k1/200, both copies of one aggregate).
 		twice := []Record{
-			{"s0", "1/0", "k0", 1}, {"s0", "1/1", "k0", 2},
-			{"s0", "2/0", "k0", 1}, {"s0", "2/1", "k0", 2},
-			{"s0", "3", "k0", 3},
-			{"s1", "1", "k1", 1}, {"s1", "2", "k1", 2},
+			{Shard: "s0", Seq: "1/0", K: "k0", C: 1}, {Shard: "s0", Seq: "1/1", K: "k0", C: 2},
+			{Shard: "s0", Seq: "2/0", K: "k0", C: 1}, {Shard: "s0", Seq: "2/1", K: "k0", C: 2},
+			{Shard: "s0", Seq: "3", K: "k0", C: 3},
+			{Shard: "s1", Seq: "1", K: "k1", C: 1}, {Shard: "s1", Seq: "2", K: "k1", C: 2},
 		}
 		tab := Check(perKey, twice, nil, nil, nil)
 		assert.Zero(t, tab.OutputOrderViolations, tab.Problems)

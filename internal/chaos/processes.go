@@ -30,7 +30,9 @@ type incarnation struct {
 }
 
 // instanceYAML is a consumer instance: every record becomes a line with its
-// key, counter, shard, sequence number, incarnation and time.
+// key, counter, shard, sequence number, redelivery mark and delivery
+// attempt, incarnation and time (chaosMapping); a poison record goes to the
+// dead letter after three attempts (instanceOutput).
 const instanceYAML = `
 http: { enabled: false }
 logger: { level: info, format: logfmt }
@@ -49,19 +51,26 @@ input:
     shard_max_in_flight: 1
     shard_discovery_interval: 1s
     idle_poll_interval: 300ms
+    redelivery: { max_attempts: 3, dead_letter: ` + deadLetterLabel + ` }
 %spipeline:
   processors:
     - mapping: |
-        root.k = this.k
-        root.c = this.c
-        root.shard = @kinesis_shard
-        root.seq = @kinesis_sequence_number
-        root.inst = "%s"
-        root.at = now()
-output:
-  file: { path: %s, codec: lines }
-shutdown_timeout: 15s
+%s
+%sshutdown_timeout: 15s
 `
+
+// chaosMapping makes a record the delivery line of incarnation inc.
+func chaosMapping(inc string) string {
+	return `root.k = this.k
+root.c = this.c
+root.poison = this.poison.or(false)
+root.shard = @kinesis_shard
+root.seq = @kinesis_sequence_number
+root.redelivered = @kinesis_redelivered.or("").string()
+root.attempt = @kinesis_delivery_attempt.or("").string()
+root.inst = "` + inc + `"
+root.at = now()`
+}
 
 // names are the instances of the run: a, b and c, or with Standbys one
 // more than the stream ever has open shards. No name is a prefix of
@@ -113,7 +122,8 @@ func (r *runner) start(name string) error {
 		streams += ", " + deniedStream
 	}
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML, streams, startPosition, testenv.Region, endpoint,
-		testenv.AccessKey, testenv.SecretKey, r.red.URLAs(testenv.ACLInput), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance, efo, inc, out)), 0o600); err != nil {
+		testenv.AccessKey, testenv.SecretKey, r.red.URLAs(testenv.ACLInput), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance, efo,
+		indent(chaosMapping(inc), 8), instanceOutput(chaosMapping(inc), fmt.Sprintf("file: { path: %s, codec: lines }", out), deadLetterPath(out)))), 0o600); err != nil {
 		return err
 	}
 	c, err := r.launch(conf, filepath.Join(r.cfg.Dir, inc+".log"))

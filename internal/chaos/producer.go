@@ -14,7 +14,8 @@ import (
 // proxy. The output runs with its default per-key ordering and
 // max_in_flight above 1, and retries without bound, so a key's records must
 // land in counter order and none is given up: the checker reads the stream
-// back in order (OutputOrderViolations).
+// back in order (OutputOrderViolations). A few messages are poison
+// (poison.go).
 const producerYAML = `
 http: { enabled: false }
 logger: { level: info, format: logfmt }
@@ -27,6 +28,7 @@ input:
       let n = counter() - 1
       root.k = "k" + ($n %% %d).string()
       root.c = ($n / %d).floor().int64() + 1
+      ` + poisonProducerLine + `
 output:
   kinesis:
     stream: %s

@@ -21,6 +21,7 @@ type monitor struct {
 
 	pending []Delivery
 	first   map[[2]string]Delivery
+	dead    map[[2]string]bool // records an input wrote to its dead letter
 	firstKC map[string]map[int]bool
 	last    map[string]int
 	all     []Delivery
@@ -28,6 +29,9 @@ type monitor struct {
 	cps      map[string]consumer.Position // stream/shard -> last checkpoint seen
 	breached map[string]bool              // shards in a liveness breach
 	rssOver  map[string]bool
+	// unmarked says an unmarked duplicate was reported: the first one goes
+	// to the report with the events around it, the checker counts all.
+	unmarked bool
 
 	v Verdict
 }
@@ -38,7 +42,7 @@ func newMonitor(s *soak) *monitor {
 		tail:  tailer{offsets: map[string]int64{}, partial: map[string][]byte{}},
 		logs:  logTail{offsets: map[string]int64{}, partial: map[string][]byte{}},
 		fence: fence{samples: map[string][]leaseSample{}},
-		first: map[[2]string]Delivery{}, firstKC: map[string]map[int]bool{}, last: map[string]int{},
+		first: map[[2]string]Delivery{}, dead: map[[2]string]bool{}, firstKC: map[string]map[int]bool{}, last: map[string]int{},
 		cps: map[string]consumer.Position{}, breached: map[string]bool{}, rssOver: map[string]bool{},
 		v: Verdict{DupsBy: map[string]int{}},
 	}
@@ -80,7 +84,7 @@ func (m *monitor) check(ctx context.Context, final bool) error {
 			return err
 		}
 	}
-	ds, err := m.tail.read(m.s.outputFiles())
+	ds, err := m.tail.read(withDeadLetters(m.s.outputFiles()))
 	if err != nil {
 		return err
 	}
@@ -121,11 +125,22 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 	m.s.mu.Unlock()
 	for _, d := range m.pending[:n] {
 		m.all = append(m.all, d)
+		if d.DeadLetterReason != "" {
+			// Given up, not delivered: done for liveness; the checker
+			// judges it at the end (splitDeadLetters).
+			m.dead[[2]string{d.Shard, d.Seq}] = true
+			continue
+		}
 		if plain[d.Inst] {
 			m.fence.queue = append(m.fence.queue, d)
 		}
 		id := [2]string{d.Shard, d.Seq}
 		if f, seen := m.first[id]; seen {
+			if d.Redelivered != "true" && !m.unmarked {
+				m.unmarked = true
+				m.fail("redelivery mark", "%s/%d of %s (seq %s) first delivered by %s at %s, again by %s at %s without kinesis_redelivered: true (%q, attempt %q)",
+					d.K, d.C, d.Shard, d.Seq, f.Inst, m.s.at(f.At), d.Inst, m.s.at(d.At), d.Redelivered, d.Attempt)
+			}
 			what := ""
 			for _, w := range windows {
 				if (w.Inst == "" || w.Inst == f.Inst) && !f.At.Before(w.From) && !f.At.After(w.To) {
@@ -249,7 +264,7 @@ func (m *monitor) liveness(now time.Time) {
 		ss := m.sh.shards[id]
 		moved := false
 		for ss.next < len(ss.recs) {
-			if _, ok := m.first[[2]string{id, ss.recs[ss.next].Seq}]; !ok {
+			if !m.done(id, ss.recs[ss.next].Seq) {
 				break
 			}
 			ss.next++
@@ -278,4 +293,10 @@ func (m *monitor) liveness(now time.Time) {
 				id, r.Seq, r.K, r.C, m.s.at(ss.seenAt[ss.next]), livenessBound, m.s.at(from))
 		}
 	}
+}
+
+// done says whether a record was delivered or written to a dead letter.
+func (m *monitor) done(shard, seq string) bool {
+	_, delivered := m.first[[2]string{shard, seq}]
+	return delivered || m.dead[[2]string{shard, seq}]
 }

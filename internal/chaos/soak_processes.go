@@ -15,8 +15,13 @@ import (
 // soakInstanceYAML is a consumer instance of the soak: it reads every
 // stream of the load; each record becomes a line with its key, counter,
 // stream and shard, sequence (and sub-sequence for a KPL user record),
-// incarnation and time. %s after the pipeline's mapping is the output
-// class's slow step, the output the file or a switch that nacks some.
+// redelivery mark and delivery attempt, incarnation and time
+// (soakMapping). %s after the pipeline's mapping is the output class's slow
+// step; then the output (instanceOutput): a poison record is rejected and,
+// after five attempts, goes to the dead letter; the others go to the file
+// or a switch that nacks some. Five, not three: a good record nacked by
+// that switch three times in a row (2% each, once isolated) would be
+// dead-lettered about once in 2,500 nacks.
 const soakInstanceYAML = `
 http: { enabled: false }
 logger: { level: info, format: logfmt }
@@ -37,27 +42,34 @@ input:
     idle_poll_interval: 300ms
     max_buffered_bytes: %d
     lag_warn_threshold: %s
+    redelivery: { max_attempts: 5, dead_letter: ` + deadLetterLabel + ` }
 pipeline:
   processors:
     - mapping: |
-        let sub = @kinesis_sub_sequence_number.or("").string()
-        root.k = this.k
-        root.c = this.c
-        root.shard = @kinesis_stream + "/" + @kinesis_shard
-        root.seq = @kinesis_sequence_number + if $sub == "" { "" } else { "/" + $sub }
-        root.inst = "%s"
-        root.at = now()
-%soutput:
 %s
-shutdown_timeout: 15s
+%s%sshutdown_timeout: 15s
 `
+
+// soakMapping makes a record the delivery line of incarnation inc.
+func soakMapping(inc string) string {
+	return `let sub = @kinesis_sub_sequence_number.or("").string()
+root.k = this.k
+root.c = this.c
+root.poison = this.poison.or(false)
+root.shard = @kinesis_stream + "/" + @kinesis_shard
+root.seq = @kinesis_sequence_number + if $sub == "" { "" } else { "/" + $sub }
+root.redelivered = @kinesis_redelivered.or("").string()
+root.attempt = @kinesis_delivery_attempt.or("").string()
+root.inst = "` + inc + `"
+root.at = now()`
+}
 
 // outputBehaviour draws, for the output class, whether an incarnation's
 // output is slow, nacks some batches (their first message, so a batch's
 // chance does not grow with its size: a nacked batch is delivered again
 // whole), or neither.
 func (s *soak) outputBehaviour(out string) (slow, output, what string) {
-	file := fmt.Sprintf("  file: { path: %s, codec: lines }", out)
+	file := fmt.Sprintf("file: { path: %s, codec: lines }", out)
 	if !s.on[ClassOutput] {
 		return "", file, ""
 	}
@@ -69,12 +81,12 @@ func (s *soak) outputBehaviour(out string) (slow, output, what string) {
 	case 0:
 		return fmt.Sprintf("    - sleep: { duration: %dms }\n", ms), file, fmt.Sprintf(", output slow (%d ms a message)", ms)
 	case 1:
-		return "", fmt.Sprintf(`  switch:
-    cases:
-      - check: 'batch_index() == 0 && random_int(min: 0, max: 99) < 2'
-        output: { reject: "soak nack" }
-      - output:
-          file: { path: %s, codec: lines }`, out), ", output nacks 2% of batches"
+		return "", fmt.Sprintf(`switch:
+  cases:
+    - check: 'batch_index() == 0 && random_int(min: 0, max: 99) < 2'
+      output: { reject: "soak nack" }
+    - output:
+        file: { path: %s, codec: lines }`, out), ", output nacks 2% of batches"
 	}
 	return "", file, ""
 }
@@ -111,7 +123,7 @@ func (s *soak) startInstance(name string) error {
 	}
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakInstanceYAML, strings.Join(names, ", "), testenv.Region, s.front.URL,
 		testenv.AccessKey, testenv.SecretKey, redisURL, group, p.CommitPeriod, p.LeasePeriod, p.Rebalance,
-		s.budget(), budgetWaitBound, inc, slow, output)), 0o600); err != nil {
+		s.budget(), budgetWaitBound, indent(soakMapping(inc), 8), slow, instanceOutput(soakMapping(inc), output, deadLetterPath(out)))), 0o600); err != nil {
 		return err
 	}
 	c, err := s.launch(conf, filepath.Join(s.cfg.Dir, inc+".log"))
@@ -224,7 +236,7 @@ func (s *soak) baseNames() []string {
 var extraNames = []string{"x", "y"}
 
 // soakProducerYAML writes one record per key per interval, keys
-// <prefix>0..N, each with its key's counter, to one stream, until it is
+// <prefix>0..N, each with its key's counter (a few poison: poison.go), to one stream, until it is
 // stopped (a busy machine slows it, so it runs for the load's time rather
 // than for a count).
 const soakProducerYAML = `
@@ -239,6 +251,7 @@ input:
       let n = counter() - 1
       root.k = "%s" + ($n %% %d).string()
       root.c = ($n / %d).floor().int64() + 1
+      ` + poisonProducerLine + `
 %soutput:
   kinesis:
     stream: %s

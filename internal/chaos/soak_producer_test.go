@@ -53,14 +53,15 @@ func TestSoakProducersHandTheOutputEachKeyInOrder(t *testing.T) {
 			f, err := os.Open(out)
 			require.NoError(t, err)
 			defer f.Close()
-			last, n := map[string]int{}, 0
+			last, n, poison := map[string]int{}, 0, 0
 			var swapped []string
 			lines := bufio.NewScanner(f)
 			lines.Buffer(nil, 1<<20)
 			for lines.Scan() {
 				var r struct {
-					K string
-					C int
+					K      string
+					C      int
+					Poison bool
 				}
 				require.NoError(t, json.Unmarshal(lines.Bytes(), &r))
 				if r.C < last[r.K] && len(swapped) < 5 {
@@ -68,9 +69,13 @@ func TestSoakProducersHandTheOutputEachKeyInOrder(t *testing.T) {
 				}
 				last[r.K] = max(last[r.K], r.C)
 				n++
+				if r.Poison {
+					poison++
+				}
 			}
 			require.NoError(t, lines.Err())
 			assert.Equal(t, 1000, n)
+			assert.Equal(t, 1, poison, "the 801st of 1,000 messages is poison (poison.go)")
 			assert.Empty(t, swapped, "keys whose records reached the output after a later one of theirs")
 		})
 	}

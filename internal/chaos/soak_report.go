@@ -60,7 +60,7 @@ func (v Verdict) OrderViolations() int {
 func (v Verdict) Pass() bool {
 	t := v.Table
 	return v.Lost() == 0 && t.OutputLost == 0 && t.Duplicates <= t.DuplicateBound && t.DupsOutsideWindows == 0 &&
-		len(t.ACLRefusals) == 0 && v.DupsOutside == 0 && v.OrderViolations() == 0 && v.Regressions == 0 &&
+		t.UnmarkedDups == 0 && len(t.ACLRefusals) == 0 && v.DupsOutside == 0 && v.OrderViolations() == 0 && v.Regressions == 0 &&
 		v.Liveness == 0 && v.BudgetWaits == 0 && v.FenceBreaches == 0 && v.RSSBreaches == 0 && len(v.Leftover) == 0 && v.First == ""
 }
 
@@ -70,8 +70,8 @@ func (v Verdict) Line() string {
 	if !v.Pass() {
 		verdict = "FAIL"
 	}
-	return fmt.Sprintf("soak: seed=%d duration=%v verdict=%s lost=%d duplicates=%d bound=%d order_violations=%d regressions=%d liveness=%d peak_rss_mib=%d",
-		v.Seed, v.Duration, verdict, v.Lost(), v.Table.Duplicates, v.Table.DuplicateBound, v.OrderViolations(), v.Regressions, v.Liveness, v.PeakRSSMiB)
+	return fmt.Sprintf("soak: seed=%d duration=%v verdict=%s lost=%d duplicates=%d bound=%d unmarked_duplicates=%d order_violations=%d regressions=%d liveness=%d peak_rss_mib=%d",
+		v.Seed, v.Duration, verdict, v.Lost(), v.Table.Duplicates, v.Table.DuplicateBound, v.Table.UnmarkedDups, v.OrderViolations(), v.Regressions, v.Liveness, v.PeakRSSMiB)
 }
 
 // at renders a time as its offset from the soak's start.
@@ -94,6 +94,8 @@ func (s *soak) report(v *Verdict) {
 			v.First = fmt.Sprintf("nothing lost: %d never delivered", v.Lost())
 		case v.Table.Duplicates > v.Table.DuplicateBound:
 			v.First = fmt.Sprintf("duplicates: %d over the bound %d", v.Table.Duplicates, v.Table.DuplicateBound)
+		case v.Table.UnmarkedDups > 0:
+			v.First = fmt.Sprintf("redelivery mark: %d deliveries of records delivered before without kinesis_redelivered: true", v.Table.UnmarkedDups)
 		case len(v.Table.ACLRefusals) > 0:
 			v.First = "Redis ACL: the inputs were refused a command"
 		case len(v.Leftover) > 0:

@@ -143,7 +143,7 @@ func (s *soak) pause(ctx context.Context, d time.Duration) error {
 func (m *monitor) caughtUp() bool {
 	for _, ss := range m.sh.shards {
 		for i := ss.next; i < len(ss.recs); i++ {
-			if _, ok := m.first[[2]string{ss.id, ss.recs[i].Seq}]; !ok {
+			if !m.done(ss.id, ss.recs[i].Seq) {
 				return false
 			}
 		}

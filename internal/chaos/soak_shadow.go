@@ -165,7 +165,7 @@ func (ss *shadowShard) add(seq string, data []byte, now time.Time) error {
 	if err := json.Unmarshal(data, &d); err != nil {
 		return fmt.Errorf("record %s of %s is not a soak record: %w", seq, ss.id, err)
 	}
-	ss.recs = append(ss.recs, Record{Shard: ss.id, Seq: seq, K: d.K, C: d.C})
+	ss.recs = append(ss.recs, Record{Shard: ss.id, Seq: seq, K: d.K, C: d.C, Poison: d.Poison})
 	ss.seenAt = append(ss.seenAt, now)
 	return nil
 }

@@ -50,7 +50,7 @@ func (r *runner) readStream(ctx context.Context) ([]Record, error) {
 				if err := json.Unmarshal(rec.Data, &d); err != nil {
 					return nil, fmt.Errorf("record %s of shard %s is not a chaos record: %w", aws.ToString(rec.SequenceNumber), aws.ToString(s.ShardId), err)
 				}
-				all = append(all, Record{Shard: aws.ToString(s.ShardId), Seq: aws.ToString(rec.SequenceNumber), K: d.K, C: d.C})
+				all = append(all, Record{Shard: aws.ToString(s.ShardId), Seq: aws.ToString(rec.SequenceNumber), K: d.K, C: d.C, Poison: d.Poison})
 			}
 			if len(out.Records) == 0 && aws.ToInt64(out.MillisBehindLatest) == 0 {
 				break

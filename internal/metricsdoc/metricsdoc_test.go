@@ -28,6 +28,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 		consumer.MetricRecords, consumer.MetricBytes, consumer.MetricRecordsDropped, consumer.MetricMillisBehind, consumer.MetricShardsOwned, consumer.MetricShardsUnowned, consumer.MetricStreams,
 		consumer.MetricThrottled, consumer.MetricIteratorExpired, consumer.MetricLeasesTaken, consumer.MetricLeasesLost,
 		consumer.MetricBufferedBytes, consumer.MetricMaxBufferedBytes, consumer.MetricShardsWaitingForBuffer,
+		consumer.MetricRedelivered, consumer.MetricDeadLettered, consumer.MetricDeadLetterErrors, consumer.MetricRedeliveryOldest,
 		checkpointer.MetricCommits, checkpointer.MetricErrors, checkpointer.MetricCommitLatency,
 	} {
 		assert.Contains(t, names(metricsdoc.Input), n)

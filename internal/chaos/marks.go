@@ -1,0 +1,79 @@
+package chaos
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Marks is what the deliveries say about the redelivery mark
+// (docs/poison-records.md, "The redelivery mark"): no record delivered
+// before may arrive without kinesis_redelivered "true".
+type Marks struct {
+	// UnmarkedDups are deliveries of a record (stream and shard, sequence
+	// and sub-sequence number) that was delivered before in the run, in
+	// time order, and that do not carry kinesis_redelivered "true". The
+	// promise is broken by each one. A delivery's time is stamped by its
+	// pipeline, which may run a batch some time after the input handed it
+	// over (a busy pipeline thread); UnmarkedSure counts, per record, its
+	// unmarked deliveries beyond one, which break the promise whatever the
+	// order of the stamps.
+	UnmarkedDups, UnmarkedSure int
+	// Marked are deliveries that carry the mark; MarkedFirst those of them
+	// that are a record's first delivery in the run, which the promise
+	// allows (an owner stored how far it would deliver and died before it
+	// did, or its delivery never reached the file).
+	Marked, MarkedFirst int
+	// Unset are deliveries without kinesis_redelivered at all: the input
+	// sets the key only on a marked record. Each of them that is a
+	// duplicate counts as unmarked.
+	Unset int
+	// MaxAttempt is the highest kinesis_delivery_attempt seen.
+	MaxAttempt int
+}
+
+// String renders the count for the table, with what explains it.
+func (m Marks) String() string {
+	s := fmt.Sprintf("%d (%d whatever the order of the stamps; marked deliveries %d, of them first deliveries %d; highest delivery attempt %d)",
+		m.UnmarkedDups, m.UnmarkedSure, m.Marked, m.MarkedFirst, m.MaxAttempt)
+	if m.Unset > 0 {
+		s += fmt.Sprintf("; %d deliveries without the key", m.Unset)
+	}
+	return s
+}
+
+// countMarks walks the deliveries, in time order, and counts those of a
+// record seen before that lack the mark. problem reports examples.
+func countMarks(deliveries []Delivery, problem func(format string, args ...any)) Marks {
+	var m Marks
+	seen := make(map[[2]string]Delivery, len(deliveries))
+	unmarked := map[[2]string]int{}
+	for _, d := range deliveries {
+		id := [2]string{d.Shard, d.Seq}
+		prev, again := seen[id]
+		if !again {
+			seen[id] = d
+		}
+		if n, err := strconv.Atoi(d.Attempt); err == nil {
+			m.MaxAttempt = max(m.MaxAttempt, n)
+		}
+		switch d.Redelivered {
+		case "true":
+			m.Marked++
+			if !again {
+				m.MarkedFirst++
+			}
+			continue
+		case "":
+			m.Unset++
+		}
+		if unmarked[id]++; unmarked[id] > 1 {
+			m.UnmarkedSure++
+		}
+		if again {
+			m.UnmarkedDups++
+			problem("unmarked duplicate: %s/%d of shard %s (seq %s) first delivered by %s at %s, again by %s at %s with kinesis_redelivered %q (attempt %q)",
+				d.K, d.C, d.Shard, d.Seq, prev.Inst, prev.At.Format("15:04:05.000"), d.Inst, d.At.Format("15:04:05.000"), d.Redelivered, d.Attempt)
+		}
+	}
+	return m
+}
