@@ -32,6 +32,9 @@ type monitor struct {
 	// unmarked says an unmarked duplicate was reported: the first one goes
 	// to the report with the events around it, the checker counts all.
 	unmarked bool
+	// behind are marked duplicates outside every fault's window, judged at
+	// the end against the dead letters (behindPoison).
+	behind [][2]Delivery
 
 	v Verdict
 }
@@ -148,6 +151,20 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 					break
 				}
 			}
+			if what == "" && nackers[f.Inst] && d.Redelivered == "true" {
+				// The first instance's output nacks some messages: the input
+				// redelivers only those (the output named them), and the
+				// messages it accepted beside a failed one stay behind the
+				// checkpoint until that one is done. A hand-off or a stop
+				// meanwhile has the next owner deliver them again, marked
+				// (docs/poison-records.md, "Per-key order when the output
+				// names failures").
+				what = "nacks by " + f.Inst + "'s output"
+			}
+			if what == "" && d.Redelivered == "true" {
+				m.behind = append(m.behind, [2]Delivery{f, d})
+				continue
+			}
 			if what == "" {
 				m.v.DupsOutside++
 				m.fail("duplicates", "%s/%d of %s (seq %s) first delivered by %s at %s, again by %s at %s, outside every fault's window",
@@ -174,6 +191,43 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 		m.last[d.K] = max(m.last[d.K], d.C)
 	}
 	m.pending = append(m.pending[:0], m.pending[n:]...)
+	if final {
+		m.behindPoison()
+	}
+}
+
+// behindPoison judges the marked duplicates outside every fault's window
+// once every line is in. Every instance's output rejects the poison
+// records, and the input then redelivers only them: records delivered
+// beside or after one on its shard, while it waited for its attempts,
+// stay behind the checkpoint until it is dead-lettered, and a hand-off
+// meanwhile has the next owner deliver them again, marked
+// (docs/poison-records.md, "Per-key order when the output names
+// failures"). Such a duplicate is explained by a dead-lettered record of
+// its shard at or before it, dead-lettered after its first delivery.
+func (m *monitor) behindPoison() {
+	for _, fd := range m.behind {
+		f, d := fd[0], fd[1]
+		what := ""
+		fp, err := consumer.ParsePosition(f.Seq)
+		for _, dl := range m.all {
+			if err != nil || dl.DeadLetterReason == "" || dl.Shard != f.Shard || dl.At.Before(f.At) {
+				continue
+			}
+			if pp, perr := consumer.ParsePosition(dl.Seq); perr == nil && pp.Compare(fp) <= 0 {
+				what = "behind a poison record"
+				break
+			}
+		}
+		if what == "" {
+			m.v.DupsOutside++
+			m.fail("duplicates", "%s/%d of %s (seq %s) first delivered by %s at %s, again by %s at %s, outside every fault's window",
+				d.K, d.C, d.Shard, d.Seq, f.Inst, m.s.at(f.At), d.Inst, m.s.at(d.At))
+			what = "no fault"
+		}
+		m.v.DupsBy[what]++
+	}
+	m.behind = nil
 }
 
 // checkpoints polls each stream's checkpoint hash: no checkpoint may move
