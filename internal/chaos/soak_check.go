@@ -144,24 +144,11 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 				m.fail("redelivery mark", "%s/%d of %s (seq %s) first delivered by %s at %s, again by %s at %s without kinesis_redelivered: true (%q, attempt %q)",
 					d.K, d.C, d.Shard, d.Seq, f.Inst, m.s.at(f.At), d.Inst, m.s.at(d.At), d.Redelivered, d.Attempt)
 			}
-			what := ""
-			for _, w := range windows {
-				if (w.Inst == "" || w.Inst == f.Inst) && !f.At.Before(w.From) && !f.At.After(w.To) {
-					what = w.What
-					break
-				}
-			}
-			if what == "" && nackers[f.Inst] && d.Redelivered == "true" {
-				// The first instance's output nacks some messages: the input
-				// redelivers only those (the output named them), and the
-				// messages it accepted beside a failed one stay behind the
-				// checkpoint until that one is done. A hand-off or a stop
-				// meanwhile has the next owner deliver them again, marked
-				// (docs/poison-records.md, "Per-key order when the output
-				// names failures").
-				what = "nacks by " + f.Inst + "'s output"
-			}
+			what := windowOf(windows, f)
 			if what == "" && d.Redelivered == "true" {
+				// Judged at the end: a pause's window is known only once
+				// it ends, and a poison record's dead letter may come
+				// later still (behindPoison).
 				m.behind = append(m.behind, [2]Delivery{f, d})
 				continue
 			}
@@ -196,6 +183,16 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 	}
 }
 
+// windowOf is the fault whose window holds first delivery f, "" for none.
+func windowOf(windows []Window, f Delivery) string {
+	for _, w := range windows {
+		if (w.Inst == "" || w.Inst == f.Inst) && !f.At.Before(w.From) && !f.At.After(w.To) {
+			return w.What
+		}
+	}
+	return ""
+}
+
 // behindPoison judges the marked duplicates outside every fault's window
 // once every line is in. Every instance's output rejects the poison
 // records, and the input then redelivers only them: records delivered
@@ -206,11 +203,19 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 // failures"). Such a duplicate is explained by a dead-lettered record of
 // its shard at or before it, dead-lettered after its first delivery.
 func (m *monitor) behindPoison() {
+	m.s.mu.Lock()
+	windows := append([]Window(nil), m.s.windows...)
+	m.s.mu.Unlock()
 	for _, fd := range m.behind {
 		f, d := fd[0], fd[1]
-		what := ""
+		// A fault that was still going on when the duplicate was first
+		// judged has its window now.
+		what := windowOf(windows, f)
 		fp, err := consumer.ParsePosition(f.Seq)
 		for _, dl := range m.all {
+			if what != "" {
+				break
+			}
 			if err != nil || dl.DeadLetterReason == "" || dl.Shard != f.Shard || dl.At.Before(f.At) {
 				continue
 			}

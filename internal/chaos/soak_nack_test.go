@@ -7,43 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// TestSoakDuplicateAfterANackingOutputIsExplained: a record an instance
-// whose output nacks some messages delivered, delivered again (marked) by
-// the shard's next owner outside every fault's window, is explained by
-// the nacks: the record waited behind a failed one of its batch. The same
-// duplicate without the mark, or after an instance whose output does not
-// nack, is not.
-func TestSoakDuplicateAfterANackingOutputIsExplained(t *testing.T) {
-	t0 := time.Now()
-	for _, tc := range []struct {
-		name    string
-		nacker  bool
-		marked  string
-		outside int
-	}{
-		{"a nacking first instance, marked", true, "true", 0},
-		{"a nacking first instance, unmarked", true, "", 1},
-		{"a first instance that does not nack", false, "true", 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := &soak{runner: &runner{logf: func(string, ...any) {}}, nackers: map[string]bool{}}
-			if tc.nacker {
-				s.nackers["a1"] = true
-			}
-			m := newMonitor(s)
-			first := Delivery{Inst: "a1", Shard: "soak-kpl/shardId-000000000000", Seq: "4968/3", K: "kpl-k5", C: 668, At: t0}
-			again := first
-			again.Inst, again.At, again.Redelivered = "c4", t0.Add(time.Second), tc.marked
-			m.pending = []Delivery{first, again}
-			m.deliveries(t0.Add(time.Hour), true)
-			assert.Equal(t, tc.outside, m.v.DupsOutside)
-			if tc.outside == 0 {
-				assert.Equal(t, 1, m.v.DupsBy["nacks by a1's output"])
-			}
-		})
-	}
-}
-
 // TestSoakDuplicateBehindAPoisonRecordIsExplained: a marked duplicate
 // outside every window is judged at the end: explained when a record of
 // its shard at or before it was dead-lettered after its first delivery
@@ -79,4 +42,23 @@ func TestSoakDuplicateBehindAPoisonRecordIsExplained(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSoakMarkedDuplicateInAPauseKnownLaterIsExplained: a pause's window
+// is added when the pause ends; a marked duplicate judged while the pause
+// went on is judged again at the end, inside it.
+func TestSoakMarkedDuplicateInAPauseKnownLaterIsExplained(t *testing.T) {
+	t0 := time.Now()
+	s := &soak{runner: &runner{logf: func(string, ...any) {}}, nackers: map[string]bool{}}
+	m := newMonitor(s)
+	first := Delivery{Inst: "b1", Shard: "soak-a/shardId-000000000002", Seq: "4968", K: "a-k4", C: 290, At: t0}
+	again := first
+	again.Inst, again.At, again.Redelivered = "a1", t0.Add(2*time.Second), "true"
+	m.pending = []Delivery{first, again}
+	m.deliveries(t0.Add(time.Hour), false)
+	assert.Zero(t, m.v.DupsOutside, "not judged while the pause may go on")
+	s.windows = append(s.windows, Window{What: "pause b1", From: t0.Add(-time.Second), To: t0.Add(10 * time.Second)})
+	m.deliveries(t0.Add(time.Hour), true)
+	assert.Zero(t, m.v.DupsOutside)
+	assert.Equal(t, 1, m.v.DupsBy["pause b1"])
 }
