@@ -179,6 +179,12 @@ func (f *Kinesis) GetRecords(_ context.Context, in *kinesis.GetRecordsInput, _ .
 		return nil, &smithy.GenericAPIError{Code: kinesisx.CodeExpiredIterator, Message: "Iterator expired"}
 	}
 	s := f.Shards[id]
+	if s == nil {
+		// A shard the test never added (a coordinator test that takes a
+		// listed shard without giving it records): Kinesis knows no such
+		// shard.
+		return nil, &smithy.GenericAPIError{Code: kinesisx.CodeResourceNotFound, Message: "Shard " + id + " in stream s under account 000000000000 does not exist"}
+	}
 	next, _ := strconv.Atoi(nextStr)
 	out := &kinesis.GetRecordsOutput{MillisBehindLatest: aws.Int64(s.Behind)}
 	limit := int(aws.ToInt32(in.Limit))
