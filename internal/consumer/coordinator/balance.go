@@ -43,11 +43,16 @@ func (co *coordinator) rebalance(ctx context.Context) {
 	}
 	co.pruneUnlisted(ctx, closed, leases)
 	ready := readyShards(co.listed, closed)
-	share := (len(ready) + len(members) - 1) / len(members)
-	floor := len(ready) / len(members)
+	// The shares are taken over every stream the same members read
+	// (tally.go): with one stream, over its shards alone.
+	other := co.c.tally.others(co.id, members, askPendingRounds*co.c.cfg.RebalancePeriod)
+	total := len(ready) + other.ready
+	share := (total + len(members) - 1) / len(members)
+	floor := total / len(members)
 	view, byLoad := co.loadView(ctx, members, ready, leases)
+	view.others = other.loads
 	mine := co.readingCount()
-	spare := mine - floor
+	spare := mine + other.held[co.c.owner] - floor
 	var allow func(shard, requester string) bool
 	if byLoad {
 		// Balancing by load hands over what the move evens out, checked
@@ -58,19 +63,26 @@ func (co *coordinator) rebalance(ctx context.Context) {
 	}
 	mine -= co.handOverRequested(ctx, spare, allow)
 	co.forgetOldHandOffs()
-	took := co.takeFree(ctx, ready, leases, share-mine)
+	took := co.takeFree(ctx, ready, leases, share-mine-other.held[co.c.owner])
 	took += co.takeAsked(ctx, leases)
 	mine += took
 	co.c.metrics.Owned.Set(int64(len(co.readers)), co.streamName)
 	co.reportUnowned(ready, leases)
+	round := streamTally{members: memberKey(members), ready: len(ready), held: heldCounts(ready, leases, co.c.owner, mine)}
+	defer func() { co.c.tally.set(co.id, round) }()
 	if byLoad {
-		co.askByLoad(ctx, view)
+		round.loads = memberLoads(view)
+		if !other.settling {
+			co.askByLoad(ctx, view)
+		}
+		round.settling = len(co.moved) > 0 || len(co.asked) > 0
 		return
 	}
-	if took > 0 || mine >= share {
+	if took > 0 || mine+other.held[co.c.owner] >= share {
 		return
 	}
-	co.askForHandOff(ctx, ready, leases, mine, share)
+	round.askedAt = time.Now()
+	round.asked = co.askForHandOff(ctx, ready, leases, addHeld(round.held, other.held), mine+other.held[co.c.owner], share-other.asked)
 }
 
 // liveMembers lists the live members of the group, sorted, this instance

@@ -23,6 +23,9 @@ type Consumer struct {
 	out     chan *consumer.Batch
 	// budget bounds what every reader holds together; nil without a bound.
 	budget *budget.Budget
+	// tally is what each stream's last balancing round saw, so that
+	// rounds balance across streams (tally.go).
+	tally tally
 
 	mu      sync.Mutex
 	coords  []*coordinator

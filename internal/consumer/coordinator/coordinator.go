@@ -196,6 +196,7 @@ func (co *coordinator) requestDiscovery() {
 func (co *coordinator) run(ctx context.Context) {
 	co.runCtx, co.cancelRun = context.WithCancel(ctx)
 	defer close(co.runDone)
+	defer co.c.tally.drop(co.id)
 	cfg := &co.c.cfg
 	co.renewal.succeeded(time.Now())
 	co.bounded(co.heartbeat)

@@ -44,42 +44,45 @@ func (co *coordinator) forgetOldHandOffs() {
 }
 
 // askForHandOff asks the members holding more ready shards than their
-// share for some of them, want in all (this instance's shortfall). Each
-// member is asked for what it holds above share, at least one, and only
-// while it holds at least two more than this instance, so two members one
-// shard apart never trade a shard back and forth. Asking for the whole
-// shortfall at once lets an instance that joined late (or started a moment
-// after the others and found every shard taken) reach its share in a few
-// balancing rounds rather than one shard per round: with thousands of
-// shards that is minutes instead of hours. The shards are picked at random
-// among a member's, so that several instances asking at once mostly ask
-// for different ones.
-func (co *coordinator) askForHandOff(ctx context.Context, ready []string, leases map[string]consumer.LeaseState, mine, share int) {
-	held := map[string][]string{}
+// share for some of this stream's, want in all (this instance's shortfall).
+// held and mine count over every stream the round balances together
+// (tally.go). Each member is asked for what it holds above share, at least
+// one, and only while it holds at least two more than this instance, so
+// two members one shard apart never trade a shard back and forth. Asking
+// for the whole shortfall at once lets an instance that joined late (or
+// started a moment after the others and found every shard taken) reach its
+// share in a few balancing rounds rather than one shard per round: with
+// thousands of shards that is minutes instead of hours. The shards are
+// picked at random among a member's, so that several instances asking at
+// once mostly ask for different ones. It returns how many it asked for.
+func (co *coordinator) askForHandOff(ctx context.Context, ready []string, leases map[string]consumer.LeaseState, held map[string]int, mine, share int) int {
+	here := map[string][]string{}
 	for id, ls := range leases {
 		// ready is sorted (readyShards).
-		if _, isReady := slices.BinarySearch(ready, id); isReady && !ls.Expired && ls.Owner != co.c.owner {
-			held[ls.Owner] = append(held[ls.Owner], id)
+		if _, isReady := slices.BinarySearch(ready, id); isReady && !ls.Expired && ls.Owner != "" && ls.Owner != co.c.owner {
+			here[ls.Owner] = append(here[ls.Owner], id)
 		}
 	}
-	owners := slices.Sorted(maps.Keys(held))
+	owners := slices.Sorted(maps.Keys(here))
 	// Most loaded first; ties by id, so the order is the same everywhere.
-	slices.SortStableFunc(owners, func(a, b string) int { return len(held[b]) - len(held[a]) })
-	want := share - mine
+	slices.SortStableFunc(owners, func(a, b string) int { return held[b] - held[a] })
+	want, asked := share-mine, 0
 	for _, m := range owners {
-		if want <= 0 || len(held[m])-mine < 2 {
+		if want <= 0 || held[m]-mine < 2 {
 			break
 		}
-		shards := held[m]
+		shards := here[m]
 		rand.Shuffle(len(shards), func(i, j int) { shards[i], shards[j] = shards[j], shards[i] })
-		for _, shard := range shards[:min(want, max(len(shards)-share, 1))] {
+		for _, shard := range shards[:min(want, max(held[m]-share, 1), len(shards))] {
 			if err := co.store.RequestHandoff(ctx, shard, co.c.owner); err != nil {
 				co.log.Warnf("Requesting hand-off of shard %s failed: %v", shard, err)
-				return
+				return asked
 			}
 			want--
+			asked++
 		}
 	}
+	return asked
 }
 
 // shuttingDown says the instance is stopping (shutdown began), as opposed

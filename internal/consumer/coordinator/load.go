@@ -29,6 +29,10 @@ type loadView struct {
 	members []string          // live members, sorted, this instance included
 	owners  map[string]string // ready shard -> the live member holding it
 	rates   map[string]int64  // shard -> bytes/s
+	// others is each member's bytes/s in the other streams balanced
+	// together with this one (tally.go); their shards are not this
+	// round's to move, but they count in every member's load.
+	others map[string]int64
 }
 
 // planLoadHandOffs picks the shards self should ask for, so that the loads
@@ -42,10 +46,11 @@ type loadView struct {
 // one that gives.
 func planLoadHandOffs(v loadView, self string, cooling func(shard string) bool) []string {
 	loads := make(map[string]int64, len(v.members))
-	for _, m := range v.members {
-		loads[m] = 0
-	}
 	var total int64
+	for _, m := range v.members {
+		loads[m] = v.others[m]
+		total += v.others[m]
+	}
 	owners := maps.Clone(v.owners)
 	for shard, o := range owners {
 		if _, live := loads[o]; live {
@@ -99,7 +104,10 @@ func planLoadHandOffs(v loadView, self string, cooling func(shard string) bool) 
 // less than the giver and does not end up busier than loadThreshold times
 // the giver.
 func (v loadView) givingEvensOut(giver string) func(shard, requester string) bool {
-	loads := map[string]int64{}
+	loads := maps.Clone(v.others)
+	if loads == nil {
+		loads = map[string]int64{}
+	}
 	for shard, o := range v.owners {
 		loads[o] += v.rates[shard]
 	}

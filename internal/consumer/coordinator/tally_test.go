@@ -1,0 +1,132 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
+)
+
+// Many one-shard streams, one instance that took them all, two that join
+// later: balancing stream by stream gives each stream a share of one
+// shard, which the first instance already has, so the others would read
+// nothing. Across streams, every instance ends with a third of them, and
+// every record is read once.
+func TestStreamsAreBalancedAcrossInstances(t *testing.T) {
+	t.Parallel()
+	api := newStreamsAPI()
+	const streams, records = 12, 40
+	var names []string
+	for i := range streams {
+		name := fmt.Sprintf("one-%02d", i)
+		names = append(names, name)
+		api.create(name, 1, records, time.Unix(1_700_000_000, 0))
+	}
+	stores := &storesByStream{}
+	var got streamLog
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	start := func(id string) *Consumer {
+		cfg := testConfig()
+		cfg.Streams, cfg.FollowStreams, cfg.InstanceID = nil, true, id
+		c, err := New(cfg, api, stores.get, nil, nil)
+		require.NoError(t, err)
+		require.NoError(t, c.Start(t.Context()))
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = c.Close(ctx)
+		})
+		go ackInto(ctx, c, &got)
+		var found []Found
+		for _, n := range names {
+			found = append(found, api.found(n, consumer.StartTrimHorizon))
+		}
+		require.NoError(t, c.Follow(ctx, found))
+		return c
+	}
+	held := func() map[string]int {
+		out := map[string]int{}
+		for _, n := range names {
+			st := stores.store(consumertest.FakeARNPrefix + n)
+			st.Mu.Lock()
+			for _, l := range st.LeaseMap {
+				if st.Live(l, true) {
+					out[l.Owner]++
+				}
+			}
+			st.Mu.Unlock()
+		}
+		return out
+	}
+	start("a")
+	require.Eventually(t, func() bool { return held()["a"] == streams }, 10*time.Second, 20*time.Millisecond, "the first instance takes every stream")
+	start("b")
+	start("c")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, map[string]int{"a": 4, "b": 4, "c": 4}, held(), "shards by instance")
+	}, 20*time.Second, 50*time.Millisecond)
+	// Even counts are kept: nobody keeps trading.
+	time.Sleep(20 * testConfig().RebalancePeriod)
+	assert.Equal(t, map[string]int{"a": 4, "b": 4, "c": 4}, held(), "shards by instance after 20 more rounds")
+	require.Eventually(t, func() bool {
+		for _, n := range names {
+			if c, _ := got.count(n); c < records {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 20*time.Millisecond)
+	for _, n := range names {
+		c, dup := got.count(n)
+		assert.Equal(t, records, c, "records of %s", n)
+		assert.Zero(t, dup, "records of %s acked twice at a hand-off", n)
+	}
+}
+
+// A round adds up only the streams the same members read: a stream another
+// member does not read yet is balanced alone.
+func TestTallyAddsUpStreamsOfTheSameMembers(t *testing.T) {
+	var tl tally
+	ab := []string{"a", "b"}
+	tl.set("x", streamTally{members: memberKey(ab), ready: 3, held: map[string]int{"a": 3}})
+	tl.set("y", streamTally{members: memberKey([]string{"a"}), ready: 5, held: map[string]int{"a": 5}})
+	tl.set("z", streamTally{members: memberKey(ab), ready: 2, held: map[string]int{"b": 2}, loads: map[string]int64{"b": 7}, askedAt: time.Now(), asked: 1})
+	e := tl.others("w", ab, time.Minute)
+	assert.Equal(t, 5, e.ready, "x and z, not y")
+	assert.Equal(t, map[string]int{"a": 3, "b": 2}, e.held)
+	assert.Equal(t, map[string]int64{"b": 7}, e.loads)
+	assert.Equal(t, 1, e.asked)
+	assert.Equal(t, 2, tl.others("x", ab, time.Minute).ready, "a stream leaves itself out")
+	assert.Zero(t, tl.others("w", ab, 0).asked, "asks older than the pending window no longer count")
+	tl.drop("z")
+	assert.Equal(t, 3, tl.others("w", ab, time.Minute).ready)
+}
+
+// By load, a member busy in the other streams asks for nothing in this
+// one, and the idle member asks for the hot shard it would otherwise leave.
+func TestPlanLoadHandOffsCountsTheOtherStreams(t *testing.T) {
+	never := func(string) bool { return false }
+	v := loadView{
+		members: []string{"a", "b"},
+		owners:  map[string]string{"h0": "a", "h1": "a"},
+		rates:   map[string]int64{"h0": 10, "h1": 10},
+	}
+	assert.Equal(t, []string{"h0"}, planLoadHandOffs(v, "b", never), "alone, b asks for one of a's two hot shards")
+	v.others = map[string]int64{"b": 20}
+	assert.Empty(t, planLoadHandOffs(v, "b", never), "b reads 20 B/s elsewhere: even already")
+	v.others = map[string]int64{"a": 30}
+	asked := planLoadHandOffs(v, "b", never)
+	assert.Len(t, asked, 2, "a reads 50 B/s in all, b none: both hot shards of this stream go to b")
+	give := v.givingEvensOut("a")
+	assert.True(t, give("h0", "b"), "a, busier in all, gives")
+	v.others = map[string]int64{"b": 30}
+	give = v.givingEvensOut("a")
+	assert.False(t, give("h0", "b"), "b is busier in all: a keeps it")
+}
