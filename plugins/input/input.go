@@ -118,7 +118,7 @@ Each batch is the records of one GetRecords response of one shard. A shard's che
 
 A child shard is read only once every parent is read to its end, acknowledged and committed, so records of one partition key stay in order across splits and merges.
 
-Instances with the same `+"`checkpoint.group`"+` share the shards: each takes free shards up to its fair share (shards ready to read divided by live instances, rounded up), and asks a busier instance to hand shards over gracefully: busier by bytes/s with `+"`lease.balance: load`"+` (the default), so hot shards spread over the instances, or by shard count with `+"`count`"+`. A dead instance's shards are taken over after about `+"`lease.period + lease.rebalance_period`"+`.
+Instances with the same `+"`checkpoint.group`"+` share the shards: each takes free shards up to its fair share (shards ready to read divided by live instances, rounded up, counted over every stream the instances read, so many small streams spread as one large one would), and asks a busier instance to hand shards over gracefully: busier by bytes/s with `+"`lease.balance: load`"+` (the default), so hot shards spread over the instances, or by shard count with `+"`count`"+`. A dead instance's shards are taken over after about `+"`lease.period + lease.rebalance_period`"+`.
 
 ### Metadata
 
