@@ -66,6 +66,10 @@ type Seed struct {
 	Override *StartOverride
 	// Leases are the leases it holds, restored with their tokens.
 	Leases []Lease
+	// Created is the creation time of the stream the checkpoints belong
+	// to (zero when unknown), written back with them so that a stream
+	// deleted and created again afterwards is still told apart.
+	Created time.Time
 }
 
 // Reseeded says what a re-seed found and left.

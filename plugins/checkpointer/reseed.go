@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
@@ -30,7 +31,11 @@ func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseed
 	if seed.Override != nil {
 		override = seed.Override.String()
 	}
-	args := []any{epoch, start.UnixMilli(), seed.Owner, s.periodMillis(), len(seed.Checkpoints), override}
+	created := ""
+	if !seed.Created.IsZero() {
+		created = strconv.FormatInt(seed.Created.UnixMilli(), 10)
+	}
+	args := []any{epoch, start.UnixMilli(), seed.Owner, s.periodMillis(), len(seed.Checkpoints), override, created}
 	for _, shard := range slices.Sorted(maps.Keys(seed.Checkpoints)) {
 		args = append(args, shard, seed.Checkpoints[shard].String())
 	}

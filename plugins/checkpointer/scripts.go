@@ -134,11 +134,14 @@ var groupScript = newScript("group")
 
 // reseedScript: KEYS epoch, ckpt, closed, lease, delivered; ARGV epochId,
 // groupStart, owner, periodMillis, nCheckpoints, startOverride (” for
-// none), then nCheckpoints shard, position pairs, nClosed, nClosed shards,
+// none), streamCreated (ms, ” when unknown), then nCheckpoints shard, position pairs, nClosed, nClosed shards,
 // nDelivered, nDelivered shard, position pairs (redelivery marks, written
 // only forwards), then shard, token pairs of the caller's leases. It writes back what a store that
 // forgot lost, as one instance knew it: the group record (the earlier
-// start wins, so two instances that disagree converge on one), checkpoints
+// start wins, so two instances that disagree converge on one), the
+// creation time of the stream the checkpoints belong to (if none is
+// recorded: a stream deleted and created again after the wipe is then
+// still told apart, and its checkpoints cleared), checkpoints
 // (only forwards), the start override (if none), closed shards, and the
 // caller's leases with their tokens (so commits in flight stay valid),
 // unless another owner took one meanwhile (the store holds a newer token;

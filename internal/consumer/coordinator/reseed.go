@@ -87,6 +87,11 @@ func (co *coordinator) reseed(ctx context.Context) {
 	defer co.renewal.reseeding.Unlock()
 	attempt := time.Now()
 	seed := consumer.Seed{Owner: co.c.owner, Checkpoints: map[string]consumer.Position{}}
+	if ns := co.createdSeen.Load(); ns != 0 {
+		// The stream the checkpoints below belong to: written back with
+		// them, a stream deleted and created again later is told apart.
+		seed.Created = time.Unix(0, ns)
+	}
 	co.known.mu.Lock()
 	seed.Closed = slices.Sorted(maps.Keys(co.known.closedSet))
 	seed.Override = co.known.override

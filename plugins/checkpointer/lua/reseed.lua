@@ -13,8 +13,9 @@ local won = redis.call('HGET', KEYS[1], 'id') == ARGV[1]
 -- Shards pruned as trimmed (prune) are not written back.
 local prunedList = redis.call('HGET', KEYS[1], '{{prunedField}}') or ''
 local function pruned(shard) return string.find(prunedList, ' ' .. shard .. ' ', 1, true) ~= nil end
+if ARGV[7] ~= '' then redis.call('HSETNX', KEYS[1], '{{streamCreatedField}}', ARGV[7]) end
 local seeded = {}
-local i = 7
+local i = 8
 for _ = 1, tonumber(ARGV[5]) do
   seeded[ARGV[i]] = ARGV[i + 1]
   local cur = redis.call('HGET', KEYS[2], ARGV[i])
