@@ -59,8 +59,8 @@ const (
 	rssMarginMiB = 150
 	// budgetBytes and smallBudgetBytes are the instances' max_buffered_bytes
 	// without and with the budget class. The small one is still a fifth of
-	// one 10 MiB answer, and every shard asks for half of it (two calls at
-	// a time per instance), but it lets soak-big keep up: a shard behind
+	// one 10 MiB answer, and every shard asks for half of it at most (two
+	// full requests at a time per instance), but it lets soak-big keep up: a shard behind
 	// asks Kinesis for as many records as half the budget holds while read
 	// (budget.WhileReading), and with shard_max_in_flight 1 reads that many
 	// per round trip (fetch, pipeline, ack). Under 512 KiB that was one
