@@ -58,9 +58,18 @@ const (
 	// rssMarginMiB is what an instance may hold above its byte budget.
 	rssMarginMiB = 150
 	// budgetBytes and smallBudgetBytes are the instances' max_buffered_bytes
-	// without and with the budget class.
+	// without and with the budget class. The small one is still a fifth of
+	// one 10 MiB answer, and every shard asks for half of it at most (two
+	// full requests at a time per instance), but it lets soak-big keep up: a shard behind
+	// asks Kinesis for as many records as half the budget holds while read
+	// (budget.WhileReading), and with shard_max_in_flight 1 reads that many
+	// per round trip (fetch, pipeline, ack). Under 512 KiB that was one
+	// 96 KiB record per round trip, and the round trip on the loaded
+	// machine took longer than the 500 ms between soak-big's records, so it
+	// fell minutes behind in every long run; 2 MiB gives it 7
+	// (TestSoakBigKeepsUpUnderTheSmallBudget).
 	budgetBytes      = 16 << 20
-	smallBudgetBytes = 512 << 10
+	smallBudgetBytes = 2 << 20
 	// holdBack: deliveries younger than this are checked on a later tick, so
 	// lines of several instances are checked in the order of their times.
 	holdBack = 3 * time.Second
@@ -81,6 +90,12 @@ type soakStream struct {
 	// drawn close together met a shard still being split (seed 3, 1 h:
 	// ResourceInUseException, "shard is not active", ended the soak).
 	reshard sync.Mutex
+}
+
+// soakBig is the budget class's stream of large records, read under
+// smallBudgetBytes.
+func soakBig() *soakStream {
+	return &soakStream{name: "soak-big", shards: 1, keys: 2, every: time.Second, padKiB: 96}
 }
 
 // soak is one run.
@@ -176,7 +191,7 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 		s.streams = append(s.streams, &soakStream{name: "soak-kpl", shards: 2, keys: 6, every: 250 * time.Millisecond, aggregation: true, scoped: true})
 	}
 	if on[ClassBudget] {
-		s.streams = append(s.streams, &soakStream{name: "soak-big", shards: 1, keys: 2, every: time.Second, padKiB: 96})
+		s.streams = append(s.streams, soakBig())
 	}
 	fmt.Fprintf(sc.Out, "soak: seed=%d duration=%v instances=%d classes=%s\n", sc.Seed, sc.Duration, sc.Instances, strings.Join(classes, ","))
 	if err := s.setUp(ctx); err != nil {
