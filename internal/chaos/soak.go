@@ -77,6 +77,19 @@ type soakStream struct {
 	padKiB      int           // each record carries this much padding
 	scoped      bool          // denied and resharded by the schedule
 	store       *checkpointer.Store
+	// label names the stream in the deliveries and the checks: its name,
+	// or for the streams class's incarnations name#n (soak_streams.go).
+	label string
+	// The streams class's incarnations (dyn): created during the run
+	// (during, so the new-stream bound is judged), its producer, when it
+	// was ACTIVE, when its producer stopped for a deletion (drainFrom),
+	// when it was deleted; judgedAt and unread are the monitor's count of
+	// its records not yet delivered, from a read of the stream after
+	// drainFrom. Under soak.smu once the incarnation is in soak.dyn.
+	dyn, during                          bool
+	producer                             *child
+	active, drainFrom, deleted, judgedAt time.Time
+	unread                               int
 	// reshard lets one split or merge of the stream run at a time: two
 	// drawn close together met a shard still being split (seed 3, 1 h:
 	// ResourceInUseException, "shard is not active", ended the soak).
@@ -115,6 +128,13 @@ type soak struct {
 	// redisCuts holds each instance's proxy to Redis (redis-cut class;
 	// under mu).
 	redisCuts map[string]*testenv.TCPProxy
+	// The streams class: every incarnation so far (under smu), the names
+	// created so far, one operation at a time (dynMu), and the group's
+	// store, from which each new stream's is made.
+	dyn      []*soakStream
+	dynNames int
+	dynMu    sync.Mutex
+	base     *checkpointer.Checkpointer
 }
 
 type timedEvent struct {
@@ -211,7 +231,9 @@ func (s *soak) setUp(ctx context.Context) error {
 	ck.Group = group
 	ck.LeasePeriod = s.plan.LeasePeriod
 	base := checkpointer.NewFromClient(s.rc, ck, nil, nil)
+	s.base = base
 	for _, st := range s.streams {
+		st.label = st.name
 		arn, err := s.kin.CreateStream(ctx, st.name, st.shards)
 		if err != nil {
 			return fmt.Errorf("creating stream %s: %w", st.name, err)
@@ -220,6 +242,12 @@ func (s *soak) setUp(ctx context.Context) error {
 	}
 	if s.front, err = faultproxy.StartFront(s.kin.Endpoint, "127.0.0.1:0", s.sc.Seed); err != nil {
 		return err
+	}
+	if s.on[ClassStreams] {
+		// One stream of the class from the start, in the group's first
+		// listing.
+		s.dynNames = 1
+		return s.createDyn(ctx, dynPrefix+"1", false)
 	}
 	return nil
 }

@@ -58,6 +58,8 @@ func (s *soak) do(ctx context.Context, e soakEvent) error {
 		return s.deny(ctx, e)
 	case ClassReshard:
 		return s.reshard(ctx, e)
+	case ClassStreams:
+		return s.streamsFault(ctx, e)
 	}
 	return s.redisFault(ctx, e)
 }
@@ -138,7 +140,7 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 func (s *soak) ownedBy(ctx context.Context, in *incarnation) []string {
 	pid := "-" + strconv.Itoa(in.cmd.Process.Pid) + "-"
 	var owned []string
-	for _, st := range s.streams {
+	for _, st := range s.liveStreams() {
 		lctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		leases, err := st.store.Leases(lctx)
 		cancel()
@@ -147,7 +149,7 @@ func (s *soak) ownedBy(ctx context.Context, in *incarnation) []string {
 		}
 		for shard, l := range leases {
 			if !l.Expired && strings.Contains(l.Owner, pid) {
-				owned = append(owned, st.name+"/"+shard)
+				owned = append(owned, st.label+"/"+shard)
 			}
 		}
 	}
