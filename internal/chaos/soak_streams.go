@@ -79,7 +79,7 @@ func drawStreams(seed uint64, d, lease time.Duration) []soakEvent {
 	ops := []string{opCreate, opDelete, opRecreate}
 	var evs []soakEvent
 	i := 0
-	for at := first + time.Duration(rng.ExpFloat64()*float64(15*time.Second)); at < last; at += 5*time.Second + time.Duration(rng.ExpFloat64()*float64(20*time.Second)) {
+	for at := first + time.Duration(rng.ExpFloat64()*float64(10*time.Second)); at < last; at += 5*time.Second + time.Duration(rng.ExpFloat64()*float64(15*time.Second)) {
 		e := soakEvent{at: at, class: ClassStreams, op: ops[i%len(ops)], target: rng.IntN(1 << 30)}
 		if e.op != opDelete && at > last-newStreamBound(lease)-5*time.Second {
 			break
@@ -244,7 +244,7 @@ func (s *soak) deleteDyn(ctx context.Context, st *soakStream) error {
 	s.smu.Lock()
 	st.deleted = time.Now()
 	s.smu.Unlock()
-	s.note("streams: deleted %s (incarnation %s), every record delivered %v after its producer stopped", st.name, st.label, st.deleted.Sub(from).Round(100*time.Millisecond))
+	s.note("streams: deleted %s (incarnation %s), %v after its producer stopped", st.name, st.label, st.deleted.Sub(from).Round(100*time.Millisecond))
 	return nil
 }
 
