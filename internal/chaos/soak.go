@@ -118,9 +118,10 @@ type soak struct {
 	stopped  map[string]bool // incarnations the soak stopped
 	nackers  map[string]bool // incarnations whose output nacks (under mu)
 	pids     []int
-	wiped    bool      // a wipe since the last checkpoint poll
-	wipes    int       // wipes so far
-	lastStop time.Time // when the soak last stopped an instance
+	wiped    bool // a wipe since the last checkpoint poll
+	wipes    int  // wipes so far
+	// paused holds the pids of the instances under SIGSTOP now.
+	paused map[int]bool
 	// incPids maps each incarnation to its pid, plain the incarnations
 	// whose output is a file with no slow step or nacks (both under mu).
 	incPids map[string]int
@@ -169,7 +170,7 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 		sc: sc, on: on,
 		outRNG: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x5eed)),
 		active: map[string]int{}, quiet: map[string]time.Time{}, denied: map[string]bool{},
-		incN: map[string]int{}, stopped: map[string]bool{}, nackers: map[string]bool{}, busy: map[string]bool{},
+		incN: map[string]int{}, stopped: map[string]bool{}, nackers: map[string]bool{}, busy: map[string]bool{}, paused: map[int]bool{},
 		incPids: map[string]int{}, plain: map[string]bool{}, redisCuts: map[string]*testenv.TCPProxy{},
 	}
 	s.runner = &runner{

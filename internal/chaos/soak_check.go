@@ -205,7 +205,7 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 // windowOf is the fault whose window holds first delivery f, "" for none.
 func windowOf(windows []Window, f Delivery) string {
 	for _, w := range windows {
-		if (w.Inst == "" || w.Inst == f.Inst) && !f.At.Before(w.From) && !f.At.After(w.To) {
+		if w.Holds(f) {
 			return w.What
 		}
 	}

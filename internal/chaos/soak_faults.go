@@ -102,9 +102,15 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 		s.note("%s ended after SIGTERM in %v", in.name, time.Since(now).Round(100*time.Millisecond))
 	case ClassPause:
 		s.note("pause %s (SIGSTOP for %v, %.1f leases; held %v)", in.name, e.dur.Round(100*time.Millisecond), e.dur.Seconds()/s.plan.LeasePeriod.Seconds(), owned)
+		s.smu.Lock()
+		s.paused[in.cmd.Process.Pid] = true
+		s.smu.Unlock()
 		_ = in.cmd.Process.Signal(syscall.SIGSTOP)
 		sleepCtx(ctx, e.dur)
 		_ = in.cmd.Process.Signal(syscall.SIGCONT)
+		s.smu.Lock()
+		delete(s.paused, in.cmd.Process.Pid)
+		s.smu.Unlock()
 		// Past its lease the paused instance's shards were taken: what it
 		// delivered since its last commit is read again, and a batch it had
 		// in hand may still reach its output after SIGCONT.

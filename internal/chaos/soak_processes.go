@@ -210,7 +210,6 @@ func (s *soak) stopInstance(name string, sig syscall.Signal) *incarnation {
 	}
 	s.smu.Lock()
 	s.stopped[in.name] = true
-	s.lastStop = time.Now()
 	s.smu.Unlock()
 	_ = in.cmd.Process.Signal(sig)
 	select {

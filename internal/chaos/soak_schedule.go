@@ -47,10 +47,11 @@ func SoakClasses() []string {
 // stopped (killed, terminated, scaled in) around a wipe cannot write back
 // what it held, so its shards are read again from the group's start: the
 // design's stated cost, which the soak then explains with a window over
-// every delivery before the wipe, so little else is checked for
-// duplicates. A holder paused or cut off at a wipe keeps its shards (the
-// design's promise, which wipe-holder also tests). So the schedule keeps
-// instance faults clear of wipes unless wipe-holder is on.
+// every earlier delivery of each shard no live, running instance held at
+// the wipe (soak_wipe.go), so little else is checked for duplicates on
+// those shards. A holder cut off at a wipe keeps its shards (the design's
+// promise, which wipe-holder also tests). So the schedule keeps instance
+// faults clear of wipes unless wipe-holder is on.
 func DefaultClasses() []string {
 	all := SoakClasses()
 	return slices.DeleteFunc(all, func(c string) bool { return c == ClassWipeHolder })
