@@ -21,9 +21,17 @@ type Record struct {
 // killed instance's life (what it delivered since its last commit is read
 // again) or a Redis outage longer than the lease period.
 type Window struct {
-	What     string
-	Inst     string // deliveries of this incarnation only; "" for every instance
+	What string
+	Inst string // deliveries of this incarnation only; "" for every instance
+	// Shards, when set, holds the shards (as deliveries name them) whose
+	// deliveries the window covers; nil covers every shard.
+	Shards   map[string]bool
 	From, To time.Time
+}
+
+// Holds says whether first delivery d falls in the window.
+func (w Window) Holds(d Delivery) bool {
+	return (w.Inst == "" || w.Inst == d.Inst) && (w.Shards == nil || w.Shards[d.Shard]) && !d.At.Before(w.From) && !d.At.After(w.To)
 }
 
 // Kill is a SIGKILL of an incarnation, with the shards it owned then.
@@ -253,7 +261,7 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 	// The bound: every first delivery inside a window may be delivered again.
 	for _, d := range first {
 		for _, w := range windows {
-			if (w.Inst == "" || w.Inst == d.Inst) && !d.At.Before(w.From) && !d.At.After(w.To) {
+			if w.Holds(d) {
 				t.DuplicateBound++
 				break
 			}
@@ -263,7 +271,7 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 		f := first[rid{d.Shard, d.Seq}]
 		inWindow := false
 		for _, w := range windows {
-			if (w.Inst == "" || w.Inst == f.Inst) && !f.At.Before(w.From) && !f.At.After(w.To) {
+			if w.Holds(f) {
 				inWindow = true
 				break
 			}

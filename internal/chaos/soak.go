@@ -86,6 +86,19 @@ type soakStream struct {
 	padKiB      int           // each record carries this much padding
 	scoped      bool          // denied and resharded by the schedule
 	store       *checkpointer.Store
+	// label names the stream in the deliveries and the checks: its name,
+	// or for the streams class's incarnations name#n (soak_streams.go).
+	label string
+	// The streams class's incarnations (dyn): created during the run
+	// (during, so the new-stream bound is judged), its producer, when it
+	// was ACTIVE, when its producer stopped for a deletion (drainFrom),
+	// when it was deleted; judgedAt and unread are the monitor's count of
+	// its records not yet delivered, from a read of the stream after
+	// drainFrom. Under soak.smu once the incarnation is in soak.dyn.
+	dyn, during                          bool
+	producer                             *child
+	active, drainFrom, deleted, judgedAt time.Time
+	unread                               int
 	// reshard lets one split or merge of the stream run at a time: two
 	// drawn close together met a shard still being split (seed 3, 1 h:
 	// ResourceInUseException, "shard is not active", ended the soak).
@@ -120,9 +133,10 @@ type soak struct {
 	stopped  map[string]bool // incarnations the soak stopped
 	nackers  map[string]bool // incarnations whose output nacks (under mu)
 	pids     []int
-	wiped    bool      // a wipe since the last checkpoint poll
-	wipes    int       // wipes so far
-	lastStop time.Time // when the soak last stopped an instance
+	wiped    bool // a wipe since the last checkpoint poll
+	wipes    int  // wipes so far
+	// paused holds the pids of the instances under SIGSTOP now.
+	paused map[int]bool
 	// incPids maps each incarnation to its pid, plain the incarnations
 	// whose output is a file with no slow step or nacks (both under mu).
 	incPids map[string]int
@@ -130,6 +144,13 @@ type soak struct {
 	// redisCuts holds each instance's proxy to Redis (redis-cut class;
 	// under mu).
 	redisCuts map[string]*testenv.TCPProxy
+	// The streams class: every incarnation so far (under smu), the names
+	// created so far, one operation at a time (dynMu), and the group's
+	// store, from which each new stream's is made.
+	dyn      []*soakStream
+	dynNames int
+	dynMu    sync.Mutex
+	base     *checkpointer.Checkpointer
 }
 
 type timedEvent struct {
@@ -164,7 +185,7 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 		sc: sc, on: on,
 		outRNG: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x5eed)),
 		active: map[string]int{}, quiet: map[string]time.Time{}, denied: map[string]bool{},
-		incN: map[string]int{}, stopped: map[string]bool{}, nackers: map[string]bool{}, busy: map[string]bool{},
+		incN: map[string]int{}, stopped: map[string]bool{}, nackers: map[string]bool{}, busy: map[string]bool{}, paused: map[int]bool{},
 		incPids: map[string]int{}, plain: map[string]bool{}, redisCuts: map[string]*testenv.TCPProxy{},
 	}
 	s.runner = &runner{
@@ -226,7 +247,9 @@ func (s *soak) setUp(ctx context.Context) error {
 	ck.Group = group
 	ck.LeasePeriod = s.plan.LeasePeriod
 	base := checkpointer.NewFromClient(s.rc, ck, nil, nil)
+	s.base = base
 	for _, st := range s.streams {
+		st.label = st.name
 		arn, err := s.kin.CreateStream(ctx, st.name, st.shards)
 		if err != nil {
 			return fmt.Errorf("creating stream %s: %w", st.name, err)
@@ -235,6 +258,12 @@ func (s *soak) setUp(ctx context.Context) error {
 	}
 	if s.front, err = faultproxy.StartFront(s.kin.Endpoint, "127.0.0.1:0", s.sc.Seed); err != nil {
 		return err
+	}
+	if s.on[ClassStreams] {
+		// One stream of the class from the start, in the group's first
+		// listing.
+		s.dynNames = 1
+		return s.createDyn(ctx, dynPrefix+"1", false)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"math/big"
 	"sort"
 	"strings"
 	"time"
@@ -35,6 +34,15 @@ type monitor struct {
 	// behind are marked duplicates outside every fault's window, judged at
 	// the end against the dead letters (behindPoison).
 	behind [][2]Delivery
+	// shardRead is when each shard was first delivered from; newStream
+	// the shards of new streams judged against their bound, deleted the
+	// deleted incarnations judged for records left behind, stale the
+	// incarnations reported for a delivery after their deletion
+	// (soak_streams_check.go).
+	shardRead map[string]time.Time
+	newStream map[string]bool
+	deleted   map[string]bool
+	stale     map[string]bool
 
 	v Verdict
 }
@@ -46,6 +54,7 @@ func newMonitor(s *soak) *monitor {
 		logs:  logTail{offsets: map[string]int64{}, partial: map[string][]byte{}},
 		fence: fence{samples: map[string][]leaseSample{}},
 		first: map[[2]string]Delivery{}, dead: map[[2]string]bool{}, firstKC: map[string]map[int]bool{}, last: map[string]int{},
+		shardRead: map[string]time.Time{}, newStream: map[string]bool{}, deleted: map[string]bool{}, stale: map[string]bool{},
 		cps: map[string]consumer.Position{}, breached: map[string]bool{}, rssOver: map[string]bool{},
 		v: Verdict{DupsBy: map[string]int{}},
 	}
@@ -63,12 +72,16 @@ func (m *monitor) fail(invariant, format string, args ...any) {
 	}
 }
 
-func (m *monitor) streamNames() []string {
-	var names []string
-	for _, st := range m.s.streams {
-		names = append(names, st.name)
+// streamRefs are the streams the shadow reads: every incarnation so far.
+func (m *monitor) streamRefs() []shadowRef {
+	var refs []shadowRef
+	for _, st := range m.s.allStreams() {
+		m.s.smu.Lock()
+		gone := !st.deleted.IsZero()
+		m.s.smu.Unlock()
+		refs = append(refs, shadowRef{name: st.name, label: st.label, gone: gone})
 	}
-	return names
+	return refs
 }
 
 // check runs every invariant once; final processes every delivery.
@@ -78,7 +91,7 @@ func (m *monitor) check(ctx context.Context, final bool) error {
 	// they succeed or two minutes passed.
 	for try := 0; ; try++ {
 		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err := m.sh.poll(pctx, m.streamNames())
+		err := m.sh.poll(pctx, m.streamRefs())
 		cancel()
 		if err == nil || !final {
 			break
@@ -94,6 +107,7 @@ func (m *monitor) check(ctx context.Context, final bool) error {
 	m.pending = append(m.pending, ds...)
 	m.sampleLeases(ctx)
 	m.deliveries(now, final)
+	m.streamsClass(now, final)
 	m.fenced()
 	m.checkpoints(ctx)
 	m.rss()
@@ -126,8 +140,10 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 		plain[k] = v
 	}
 	m.s.mu.Unlock()
+	stale := m.staleRule()
 	for _, d := range m.pending[:n] {
 		m.all = append(m.all, d)
+		stale(d)
 		if d.DeadLetterReason != "" {
 			// Given up, not delivered: done for liveness; the checker
 			// judges it at the end (splitDeadLetters).
@@ -162,6 +178,9 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 			continue
 		}
 		m.first[id] = d
+		if _, ok := m.shardRead[d.Shard]; !ok {
+			m.shardRead[d.Shard] = d.At
+		}
 		if m.firstKC[d.K] == nil {
 			m.firstKC[d.K] = map[int]bool{}
 		}
@@ -186,7 +205,7 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 // windowOf is the fault whose window holds first delivery f, "" for none.
 func windowOf(windows []Window, f Delivery) string {
 	for _, w := range windows {
-		if (w.Inst == "" || w.Inst == f.Inst) && !f.At.Before(w.From) && !f.At.After(w.To) {
+		if w.Holds(f) {
 			return w.What
 		}
 	}
@@ -235,53 +254,6 @@ func (m *monitor) behindPoison() {
 	m.behind = nil
 }
 
-// checkpoints polls each stream's checkpoint hash: no checkpoint may move
-// backwards. A wipe (the store forgot) starts the comparison afresh.
-func (m *monitor) checkpoints(ctx context.Context) {
-	m.s.smu.Lock()
-	if m.s.wiped {
-		clear(m.cps)
-		m.s.wiped = false
-	}
-	m.s.smu.Unlock()
-	for _, st := range m.s.streams {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		cps, err := st.store.Checkpoints(cctx)
-		cancel()
-		if err != nil {
-			continue // Redis is down or paused: that is a fault, not a regression
-		}
-		for shard, p := range cps {
-			id := st.name + "/" + shard
-			prev, ok := m.cps[id]
-			if ok && positionBefore(p, prev) {
-				m.v.Regressions++
-				m.fail("checkpoint regression", "%s went from %s to %s", id, prev, p)
-			}
-			m.cps[id] = p
-		}
-	}
-}
-
-// positionBefore says whether p is strictly before q.
-func positionBefore(p, q consumer.Position) bool {
-	if q.ShardEnd {
-		return !p.ShardEnd
-	}
-	if p.ShardEnd {
-		return false
-	}
-	a, _ := new(big.Int).SetString(p.Sequence, 10)
-	b, _ := new(big.Int).SetString(q.Sequence, 10)
-	if a == nil || b == nil {
-		return false
-	}
-	if c := a.Cmp(b); c != 0 {
-		return c < 0
-	}
-	return p.HasSub && q.HasSub && p.SubSequence < q.SubSequence
-}
-
 // rss checks each live instance's resident set against its budget plus
 // the margin.
 func (m *monitor) rss() {
@@ -319,7 +291,11 @@ func (m *monitor) rss() {
 // the stream, or the last fault on its stream ended, at most livenessBound
 // ago.
 func (m *monitor) liveness(now time.Time) {
+	gone := m.goneLabels()
 	for _, id := range m.sh.order {
+		if label, _, _ := strings.Cut(id, "/"); gone[label] {
+			continue // judged when it was deleted (streamsClass)
+		}
 		ss := m.sh.shards[id]
 		moved := false
 		for ss.next < len(ss.recs) {

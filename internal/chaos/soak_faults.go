@@ -58,6 +58,8 @@ func (s *soak) do(ctx context.Context, e soakEvent) error {
 		return s.deny(ctx, e)
 	case ClassReshard:
 		return s.reshard(ctx, e)
+	case ClassStreams:
+		return s.streamsFault(ctx, e)
 	}
 	return s.redisFault(ctx, e)
 }
@@ -100,9 +102,15 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 		s.note("%s ended after SIGTERM in %v", in.name, time.Since(now).Round(100*time.Millisecond))
 	case ClassPause:
 		s.note("pause %s (SIGSTOP for %v, %.1f leases; held %v)", in.name, e.dur.Round(100*time.Millisecond), e.dur.Seconds()/s.plan.LeasePeriod.Seconds(), owned)
+		s.smu.Lock()
+		s.paused[in.cmd.Process.Pid] = true
+		s.smu.Unlock()
 		_ = in.cmd.Process.Signal(syscall.SIGSTOP)
 		sleepCtx(ctx, e.dur)
 		_ = in.cmd.Process.Signal(syscall.SIGCONT)
+		s.smu.Lock()
+		delete(s.paused, in.cmd.Process.Pid)
+		s.smu.Unlock()
 		// Past its lease the paused instance's shards were taken: what it
 		// delivered since its last commit is read again, and a batch it had
 		// in hand may still reach its output after SIGCONT.
@@ -138,7 +146,7 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 func (s *soak) ownedBy(ctx context.Context, in *incarnation) []string {
 	pid := "-" + strconv.Itoa(in.cmd.Process.Pid) + "-"
 	var owned []string
-	for _, st := range s.streams {
+	for _, st := range s.liveStreams() {
 		lctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		leases, err := st.store.Leases(lctx)
 		cancel()
@@ -147,7 +155,7 @@ func (s *soak) ownedBy(ctx context.Context, in *incarnation) []string {
 		}
 		for shard, l := range leases {
 			if !l.Expired && strings.Contains(l.Owner, pid) {
-				owned = append(owned, st.name+"/"+shard)
+				owned = append(owned, st.label+"/"+shard)
 			}
 		}
 	}

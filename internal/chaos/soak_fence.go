@@ -51,7 +51,7 @@ func (m *monitor) sampleLeases(ctx context.Context) {
 	m.s.smu.Lock()
 	gen := m.s.wipes
 	m.s.smu.Unlock()
-	for _, st := range m.s.streams {
+	for _, st := range m.s.liveStreams() {
 		from := time.Now()
 		lctx, cancel := context.WithTimeout(ctx, time.Second)
 		leases, err := st.store.Leases(lctx)
@@ -65,7 +65,7 @@ func (m *monitor) sampleLeases(ctx context.Context) {
 			if !l.Expired {
 				ls.owner = pidOfOwner(l.Owner)
 			}
-			id := st.name + "/" + shard
+			id := st.label + "/" + shard
 			m.fence.samples[id] = append(m.fence.samples[id], ls)
 		}
 	}

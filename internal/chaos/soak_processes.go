@@ -28,7 +28,7 @@ logger: { level: info, format: logfmt }
 input:
   kinesis:
     streams: [ %s ]
-    start_position: trim_horizon
+%s    start_position: trim_horizon
     region: %s
     endpoint: %s
     credentials: { id: %s, secret: %s }
@@ -50,13 +50,15 @@ pipeline:
 %s%sshutdown_timeout: 15s
 `
 
-// soakMapping makes a record the delivery line of incarnation inc.
+// soakMapping makes a record the delivery line of incarnation inc. A
+// record of the streams class carries its stream's incarnation label
+// (stream), which stands for the stream's name in the line's shard.
 func soakMapping(inc string) string {
 	return `let sub = @kinesis_sub_sequence_number.or("").string()
 root.k = this.k
 root.c = this.c
 root.poison = this.poison.or(false)
-root.shard = @kinesis_stream + "/" + @kinesis_shard
+root.shard = this.stream.or(@kinesis_stream) + "/" + @kinesis_shard
 root.seq = @kinesis_sequence_number + if $sub == "" { "" } else { "/" + $sub }
 root.redelivered = @kinesis_redelivered.or("").string()
 root.attempt = @kinesis_delivery_attempt.or("").string()
@@ -110,10 +112,7 @@ func (s *soak) startInstance(name string) error {
 	s.outputs = append(s.outputs, out)
 	s.mu.Unlock()
 
-	var names []string
-	for _, st := range s.streams {
-		names = append(names, st.name)
-	}
+	names, discovery := s.instanceStreams()
 	p := s.plan
 	slow, output, what := s.outputBehaviour(out)
 	conf := filepath.Join(s.cfg.Dir, inc+".yaml")
@@ -121,7 +120,7 @@ func (s *soak) startInstance(name string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakInstanceYAML, strings.Join(names, ", "), testenv.Region, s.front.URL,
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakInstanceYAML, names, discovery, testenv.Region, s.front.URL,
 		testenv.AccessKey, testenv.SecretKey, redisURL, group, p.CommitPeriod, p.LeasePeriod, p.Rebalance,
 		s.budget(), budgetWaitBound, indent(soakMapping(inc), 8), slow, instanceOutput(soakMapping(inc), output, deadLetterPath(out)))), 0o600); err != nil {
 		return err
@@ -211,7 +210,6 @@ func (s *soak) stopInstance(name string, sig syscall.Signal) *incarnation {
 	}
 	s.smu.Lock()
 	s.stopped[in.name] = true
-	s.lastStop = time.Now()
 	s.smu.Unlock()
 	_ = in.cmd.Process.Signal(sig)
 	select {
@@ -252,7 +250,7 @@ input:
       root.k = "%s" + ($n %% %d).string()
       root.c = ($n / %d).floor().int64() + 1
       ` + poisonProducerLine + `
-%soutput:
+%s%soutput:
   kinesis:
     stream: %s
     partition_key: '${! this.k }'
@@ -298,12 +296,17 @@ func (s *soak) startProducers() ([]*child, error) {
 
 // producerConfig is the config of st's producer, writing through endpoint.
 func producerConfig(st *soakStream, endpoint string) string {
-	prefix := strings.TrimPrefix(st.name, "soak-") + "-k"
+	prefix := keyPrefix(st)
+	label := ""
+	if st.dyn {
+		// The incarnation's label, which the instances' mapping reports.
+		label = fmt.Sprintf("      root.stream = %q\n", st.label)
+	}
 	pad := ""
 	if st.padKiB > 0 {
 		pad = fmt.Sprintf(soakPadYAML, st.padKiB*16, strings.Repeat("0123456789abcdef", 4))
 	}
-	return fmt.Sprintf(soakProducerYAML, st.keys, st.every, prefix, st.keys, st.keys, pad,
+	return fmt.Sprintf(soakProducerYAML, st.keys, st.every, prefix, st.keys, st.keys, label, pad,
 		st.name, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, st.aggregation)
 }
 

@@ -14,6 +14,13 @@ func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
 	defer s.faultEnd("")
 	from := time.Now()
 	d := e.dur.Round(100 * time.Millisecond)
+	wipe := e.class == ClassRedisEmpty || e.class == ClassRedisFlush
+	var holders map[string]int
+	var live map[int]bool
+	if wipe {
+		// Who holds what, just before the store forgets it.
+		holders, live = s.holdersBeforeWipe(ctx), s.liveUnpausedPids()
+	}
 
 	switch e.class {
 	case ClassRedisRestart:
@@ -56,33 +63,16 @@ func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
 	s.mu.Lock()
 	s.windows = append(s.windows, Window{What: e.class, From: from.Add(-2 * s.plan.CommitPeriod), To: time.Now().Add(s.plan.LeasePeriod)})
 	s.mu.Unlock()
-	// An instance stopped from two leases before a wipe to a lease after
-	// it could not write back what it knew, nor could the shards it
-	// released or left: they are read again from the group's start (the
-	// design's stated cost), so every delivery before the wipe may come
-	// again. Looked at once Redis is back and again a lease later.
-	wipe, widened := e.class == ClassRedisEmpty || e.class == ClassRedisFlush, false
-	widen := func() {
-		if !wipe || widened || !s.stoppedSince(from.Add(-2*s.plan.LeasePeriod)) {
-			return
-		}
-		widened = true
-		s.mu.Lock()
-		s.windows = append(s.windows, Window{What: e.class + " with an instance stopped", From: s.start, To: time.Now().Add(s.plan.LeasePeriod)})
-		s.mu.Unlock()
-		s.note("%s came as an instance stopped: every delivery so far may be delivered again", e.class)
+	if !wipe {
+		return nil
 	}
-	widen()
+	// soak_wipe.go: the shards no live, running instance held at the wipe,
+	// then those whose holder stopped or was paused within a lease after
+	// it.
+	s.widenForWipe(e.class+" of shards no live instance held", unheldShards(holders, live))
 	sleepCtx(ctx, s.plan.LeasePeriod)
-	widen()
+	s.widenForWipe(e.class+" of shards whose holder stopped after it", lostHolders(holders, live, s.liveUnpausedPids()))
 	return nil
-}
-
-// stoppedSince says whether the soak stopped an instance after t.
-func (s *soak) stoppedSince(t time.Time) bool {
-	s.smu.Lock()
-	defer s.smu.Unlock()
-	return s.lastStop.After(t)
 }
 
 func (s *soak) setWiped() {

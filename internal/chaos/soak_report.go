@@ -32,6 +32,13 @@ type Verdict struct {
 	RSSBreaches                int // instances over their budget plus margin
 	PeakRSSMiB                 int
 	Leftover                   []int // processes alive after the soak
+	// The streams class: incarnations with a delivery after their
+	// deletion, records left undelivered when a stream was deleted, shards
+	// of a new stream not read within their bound (also in Liveness), and
+	// how long after ACTIVE each new stream's shards were first delivered
+	// from.
+	StaleDeliveries, DeletedUnread, NewStreamLate int
+	NewStreamReads                                []time.Duration
 	// Strays are the user records of stray aggregates in the streams,
 	// which readers drop and the checker leaves out (see addRecord).
 	Strays int
@@ -61,7 +68,7 @@ func (v Verdict) Pass() bool {
 	t := v.Table
 	return v.Lost() == 0 && t.OutputLost == 0 && t.Duplicates <= t.DuplicateBound && t.DupsOutsideWindows == 0 &&
 		t.UnmarkedDups == 0 && len(t.ACLRefusals) == 0 && v.DupsOutside == 0 && v.OrderViolations() == 0 && v.Regressions == 0 &&
-		v.Liveness == 0 && v.BudgetWaits == 0 && v.FenceBreaches == 0 && v.RSSBreaches == 0 && len(v.Leftover) == 0 && v.First == ""
+		v.Liveness == 0 && v.BudgetWaits == 0 && v.StaleDeliveries == 0 && v.DeletedUnread == 0 && v.FenceBreaches == 0 && v.RSSBreaches == 0 && len(v.Leftover) == 0 && v.First == ""
 }
 
 // Line is the verdict line, the report's last.
@@ -124,6 +131,22 @@ func (s *soak) report(v *Verdict) {
 	}
 	sort.Strings(by)
 	fmt.Fprintf(out, "duplicates by the fault that explains them: %s\n", strings.Join(by, ", "))
+	if s.on[ClassStreams] {
+		lo, hi := newStreamFigures(v.NewStreamReads)
+		s.smu.Lock()
+		created, deleted := 0, 0
+		for _, st := range s.dyn {
+			if st.during {
+				created++
+			}
+			if !st.deleted.IsZero() {
+				deleted++
+			}
+		}
+		s.smu.Unlock()
+		fmt.Fprintf(out, "streams class: %d streams created during the run, %d deleted; %d shards of new streams first delivered from %v to %v after ACTIVE (bound %v), %d late; %d records undelivered at a deletion; %d deleted incarnations delivered from after their deletion\n",
+			created, deleted, len(v.NewStreamReads), lo.Round(100*time.Millisecond), hi.Round(100*time.Millisecond), newStreamBound(s.plan.LeasePeriod), v.NewStreamLate, v.DeletedUnread, v.StaleDeliveries)
+	}
 	fmt.Fprintf(out, "stray aggregate copies in the streams (readers drop them; not checked): %d user records\n", v.Strays)
 	fmt.Fprintf(out, "checked while running: %d duplicates outside every window, %d order violations (and %d by nacking outputs), %d checkpoint regressions, %d liveness breaches (bound %v), %d budget waits (bound %v), %d deliveries while another instance held the lease (of %d judged), %d instances over %d MiB (peak %d MiB), leftover processes %v\n",
 		v.DupsOutside, v.OrderLive, v.OrderByNacks, v.Regressions, v.Liveness, livenessBound, v.BudgetWaits, budgetWaitBound, v.FenceBreaches, v.FenceJudged, v.RSSBreaches, s.budget()>>20+rssMarginMiB, v.PeakRSSMiB, v.Leftover)

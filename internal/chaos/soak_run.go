@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -72,9 +73,26 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 		if done, err := producersDone(producers); err != nil || done {
 			return Verdict{}, fmt.Errorf("a producer ended before the load did (see producer-*.log in %s): %v", s.cfg.Dir, err)
 		}
+		if label, err := s.dynProducerEnded(); label != "" {
+			return Verdict{}, fmt.Errorf("the producer of %s ended before the load did (see producer-*.log in %s): %v", label, s.cfg.Dir, err)
+		}
 	}
 	stopProducers(producers)
-	wg.Wait()
+	s.stopDynProducers()
+	// The faults still under way end; the monitor goes on checking (a
+	// deletion of the streams class waits for its judgement).
+	scheduled := make(chan struct{})
+	go func() { wg.Wait(); close(scheduled) }()
+	for waiting := true; waiting; {
+		select {
+		case <-scheduled:
+			waiting = false
+		case <-time.After(tick):
+			if err := mon.check(ctx, false); err != nil {
+				return Verdict{}, err
+			}
+		}
+	}
 	close(errs)
 	if err := <-errs; err != nil {
 		return Verdict{}, err
@@ -108,7 +126,7 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 		return Verdict{}, err
 	}
 	s.note("instances stopped")
-	stream, err := mon.sh.all(ctx, mon.streamNames())
+	stream, err := mon.sh.all(ctx, mon.streamRefs())
 	if err != nil {
 		return Verdict{}, err
 	}
@@ -141,7 +159,11 @@ func (s *soak) pause(ctx context.Context, d time.Duration) error {
 
 // caughtUp says whether every record the shadow read was delivered.
 func (m *monitor) caughtUp() bool {
+	gone := m.goneLabels()
 	for _, ss := range m.sh.shards {
+		if label, _, _ := strings.Cut(ss.id, "/"); gone[label] {
+			continue // what is left of it is lost: reported when it was deleted
+		}
 		for i := ss.next; i < len(ss.recs); i++ {
 			if !m.done(ss.id, ss.recs[i].Seq) {
 				return false

@@ -31,22 +31,27 @@ const (
 	// ClassRedisCut holds every byte between one instance and Redis, both
 	// ways, for a while, then delivers them late.
 	ClassRedisCut = "redis-cut"
+	// ClassStreams creates streams matching the instances' pattern with
+	// load, deletes them, and creates a deleted name again with new data
+	// (soak_streams.go).
+	ClassStreams = "streams"
 )
 
 // SoakClasses lists every class.
 func SoakClasses() []string {
 	return []string{ClassKill, ClassTerm, ClassPause, ClassScale, ClassRedisRestart, ClassRedisEmpty, ClassRedisFlush,
-		ClassRedisPause, ClassRedisStall, ClassKinesis, ClassDeny, ClassReshard, ClassBudget, ClassOutput, ClassKPL, ClassRedisCut, ClassWipeHolder}
+		ClassRedisPause, ClassRedisStall, ClassKinesis, ClassDeny, ClassReshard, ClassBudget, ClassOutput, ClassKPL, ClassRedisCut, ClassStreams, ClassWipeHolder}
 }
 
 // DefaultClasses is every class but wipe-holder. An instance that is
 // stopped (killed, terminated, scaled in) around a wipe cannot write back
 // what it held, so its shards are read again from the group's start: the
 // design's stated cost, which the soak then explains with a window over
-// every delivery before the wipe, so little else is checked for
-// duplicates. A holder paused or cut off at a wipe keeps its shards (the
-// design's promise, which wipe-holder also tests). So the schedule keeps
-// instance faults clear of wipes unless wipe-holder is on.
+// every earlier delivery of each shard no live, running instance held at
+// the wipe (soak_wipe.go), so little else is checked for duplicates on
+// those shards. A holder cut off at a wipe keeps its shards (the design's
+// promise, which wipe-holder also tests). So the schedule keeps instance
+// faults clear of wipes unless wipe-holder is on.
 func DefaultClasses() []string {
 	all := SoakClasses()
 	return slices.DeleteFunc(all, func(c string) bool { return c == ClassWipeHolder })
@@ -58,7 +63,8 @@ func isClass(c string) bool { return slices.Contains(SoakClasses(), c) }
 type soakEvent struct {
 	at, dur time.Duration
 	class   string
-	target  int // an index into the instances, the streams, or a choice
+	target  int    // an index into the instances, the streams, or a choice
+	op      string // the streams class's operation (opCreate, ...)
 }
 
 func (e soakEvent) end() time.Duration { return e.at + e.dur }
@@ -151,6 +157,9 @@ func drawSchedule(seed uint64, d time.Duration, instances int, on map[string]boo
 			}
 		}
 	}
+	if on[ClassStreams] {
+		evs = append(evs, drawStreams(seed, d, lease)...)
+	}
 	if !on[ClassWipeHolder] {
 		evs = clearOfWipes(evs, lease)
 	}
@@ -185,5 +194,8 @@ func clearOfWipes(evs []soakEvent, lease time.Duration) []soakEvent {
 
 // describe names a drawn event for the report.
 func (e soakEvent) String() string {
+	if e.op != "" {
+		return fmt.Sprintf("%v %s %s", e.at.Round(100*time.Millisecond), e.class, e.op)
+	}
 	return fmt.Sprintf("%v %s for %v", e.at.Round(100*time.Millisecond), e.class, e.dur.Round(100*time.Millisecond))
 }

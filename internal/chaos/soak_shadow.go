@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,6 +34,8 @@ type shadowShard struct {
 	next   int // index of the first record not yet first-delivered
 	// strays counts the user records of stray aggregates (see addRecord).
 	strays int
+	// seqs holds the sequence numbers of recs (without sub-sequences).
+	seqs map[string]bool
 }
 
 // shadowReadLimit bounds the records of one GetRecords of the shadow: 20
@@ -46,30 +49,59 @@ type shadow struct {
 	kc     *kinesis.Client
 	shards map[string]*shadowShard
 	order  []string // first seen order, for reports
+	// polledAt is, per stream label, when the last poll that read the
+	// whole stream began.
+	polledAt map[string]time.Time
 }
 
-// poll reads what is new in every shard of the streams.
-func (sh *shadow) poll(ctx context.Context, streams []string) error {
-	for _, name := range streams {
-		shards, err := kinesisx.ListAllShards(ctx, sh.kc, name)
-		if err != nil {
-			return fmt.Errorf("listing the shards of %s: %w", name, err)
+// shadowRef is a stream the shadow reads: its name in the emulator, its
+// label in the checks (soakStream.label), and gone once it was deleted
+// (its shards stay as last read).
+type shadowRef struct {
+	name, label string
+	gone        bool
+}
+
+// poll reads what is new in every shard of the streams not gone. A stream
+// that fails is left for the next poll, the others are read; the first
+// error is returned.
+func (sh *shadow) poll(ctx context.Context, streams []shadowRef) error {
+	var first error
+	for _, ref := range streams {
+		if ref.gone {
+			continue
 		}
-		for _, s := range shards {
-			id := name + "/" + aws.ToString(s.ShardId)
-			ss := sh.shards[id]
-			if ss == nil {
-				ss = &shadowShard{id: id}
-				sh.shards[id] = ss
-				sh.order = append(sh.order, id)
-			}
-			if !ss.done {
-				if err := sh.read(ctx, name, s, ss); err != nil {
-					return err
-				}
+		if err := sh.pollStream(ctx, ref); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (sh *shadow) pollStream(ctx context.Context, ref shadowRef) error {
+	began := time.Now()
+	shards, err := kinesisx.ListAllShards(ctx, sh.kc, ref.name)
+	if err != nil {
+		return fmt.Errorf("listing the shards of %s: %w", ref.name, err)
+	}
+	for _, s := range shards {
+		id := ref.label + "/" + aws.ToString(s.ShardId)
+		ss := sh.shards[id]
+		if ss == nil {
+			ss = &shadowShard{id: id}
+			sh.shards[id] = ss
+			sh.order = append(sh.order, id)
+		}
+		if !ss.done {
+			if err := sh.read(ctx, ref.name, s, ss); err != nil {
+				return err
 			}
 		}
 	}
+	if sh.polledAt == nil {
+		sh.polledAt = map[string]time.Time{}
+	}
+	sh.polledAt[ref.label] = began
 	return nil
 }
 
@@ -166,21 +198,36 @@ func (ss *shadowShard) add(seq string, data []byte, now time.Time) error {
 		return fmt.Errorf("record %s of %s is not a soak record: %w", seq, ss.id, err)
 	}
 	ss.recs = append(ss.recs, Record{Shard: ss.id, Seq: seq, K: d.K, C: d.C, Poison: d.Poison})
+	if ss.seqs == nil {
+		ss.seqs = map[string]bool{}
+	}
+	plain, _, _ := strings.Cut(seq, "/")
+	ss.seqs[plain] = true
 	ss.seenAt = append(ss.seenAt, now)
 	return nil
 }
 
 // all returns every record read, parents before children, each shard in
 // sequence order, as Check wants the stream.
-func (sh *shadow) all(ctx context.Context, streams []string) ([]Record, error) {
+// A stream that is gone is as the shadow read it (the streams class's
+// streams are never resharded).
+func (sh *shadow) all(ctx context.Context, streams []shadowRef) ([]Record, error) {
 	var out []Record
-	for _, name := range streams {
-		shards, err := kinesisx.ListAllShards(ctx, sh.kc, name)
+	for _, ref := range streams {
+		if ref.gone {
+			for _, id := range sh.order {
+				if strings.HasPrefix(id, ref.label+"/") {
+					out = append(out, sh.shards[id].recs...)
+				}
+			}
+			continue
+		}
+		shards, err := kinesisx.ListAllShards(ctx, sh.kc, ref.name)
 		if err != nil {
 			return nil, err
 		}
 		for _, s := range producertest.LineageOrder(shards) {
-			if ss := sh.shards[name+"/"+aws.ToString(s.ShardId)]; ss != nil {
+			if ss := sh.shards[ref.label+"/"+aws.ToString(s.ShardId)]; ss != nil {
 				out = append(out, ss.recs...)
 			}
 		}

@@ -1,0 +1,127 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+)
+
+// A Redis wipe (redis-empty, redis-flush) makes the store forget every
+// checkpoint. A shard whose lease a live instance holds keeps its place:
+// the holder writes back what it knows (the re-seed). A shard that no
+// live, running instance holds at that moment (its holder was stopped or
+// is paused, its lease lapsed, it was released and not yet taken, or it is
+// closed) has nobody to write its position back, so it is read again from
+// the group's start: the design's stated cost. The soak reads the lease
+// holders from Redis just before it wipes, and gives each such shard a
+// window over every delivery of it before the wipe. A holder that was live
+// at the wipe but stopped or paused within a lease after it may not have
+// written its shards back either; their shards get the same window then.
+// (The rule it replaces widened the window to every shard when any
+// instance had been stopped from two leases before the wipe to a lease
+// after it; seed 2's `a-k4/158` broke it with a holder killed 34 s before
+// the wipe, whose shard stayed unheld on a loaded machine.)
+
+// holdersBeforeWipe reads, for every shard of the streams read, the pid of
+// the instance that holds its live lease, 0 for none. A stream whose
+// shards or leases cannot be read has every shard it lists at 0.
+func (s *soak) holdersBeforeWipe(ctx context.Context) map[string]int {
+	holders := map[string]int{}
+	for _, st := range s.liveStreams() {
+		lctx, cancel := context.WithTimeout(ctx, time.Second)
+		shards, err := kinesisx.ListAllShards(lctx, s.kc, st.name)
+		if err == nil {
+			for _, sh := range shards {
+				holders[st.label+"/"+aws.ToString(sh.ShardId)] = 0
+			}
+		}
+		leases, err := st.store.Leases(lctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		for shard, l := range leases {
+			id := st.label + "/" + shard
+			if l.Expired {
+				holders[id] = 0
+			} else {
+				holders[id] = pidOfOwner(l.Owner)
+			}
+		}
+	}
+	return holders
+}
+
+// liveUnpausedPids are the pids of the instances running and not paused.
+func (s *soak) liveUnpausedPids() map[int]bool {
+	s.mu.Lock()
+	insts := make([]*incarnation, 0, len(s.instances))
+	for _, in := range s.instances {
+		insts = append(insts, in)
+	}
+	s.mu.Unlock()
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	live := map[int]bool{}
+	for _, in := range insts {
+		select {
+		case <-in.done:
+			continue
+		default:
+		}
+		if pid := in.cmd.Process.Pid; !s.paused[pid] {
+			live[pid] = true
+		}
+	}
+	return live
+}
+
+// unheldShards are the shards of holders whose holder is none, or not
+// among live.
+func unheldShards(holders map[string]int, live map[int]bool) map[string]bool {
+	out := map[string]bool{}
+	for id, pid := range holders {
+		if pid == 0 || !live[pid] {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// lostHolders are the shards whose holder was live at the wipe (in
+// before) and is no longer live or is paused now.
+func lostHolders(holders map[string]int, before, now map[int]bool) map[string]bool {
+	out := map[string]bool{}
+	for id, pid := range holders {
+		if pid != 0 && before[pid] && !now[pid] {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// widenForWipe adds the window over every delivery before now of shards,
+// and notes it.
+func (s *soak) widenForWipe(what string, shards map[string]bool) {
+	if len(shards) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.windows = append(s.windows, Window{What: what, Shards: shards, From: s.start, To: time.Now().Add(s.plan.LeasePeriod)})
+	s.mu.Unlock()
+	ids := make([]string, 0, len(shards))
+	for id := range shards {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	if len(ids) > 6 {
+		ids = append(ids[:6], fmt.Sprintf("and %d more", len(shards)-6))
+	}
+	s.note("%s: every delivery so far of %d shards may come again (%s)", what, len(shards), strings.Join(ids, ", "))
+}

@@ -1,0 +1,59 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestSoakWipeWidensOnlyShardsWithoutALiveHolder (issue 34, seed 2's
+// a-k4/158): a wipe gives a window over every earlier delivery only to the
+// shards no live, running instance held just before it (its holder killed
+// long before, its lease lapsed, its holder paused); a shard a live
+// instance held keeps the usual windows, so a duplicate of it outside them
+// still fails the soak.
+func TestSoakWipeWidensOnlyShardsWithoutALiveHolder(t *testing.T) {
+	const (
+		held    = "soak-a/shardId-000000000000" // a live instance (pid 100) held it
+		killed  = "soak-a/shardId-000000000001" // its holder (pid 200) was killed 34 s before
+		lapsed  = "soak-a/shardId-000000000002" // no live lease
+		paused  = "soak-b/shardId-000000000000" // its holder (pid 300) is paused
+		unknown = "soak-b/shardId-000000000001" // listed, never leased
+	)
+	holders := map[string]int{held: 100, killed: 200, lapsed: 0, paused: 300, unknown: 0}
+	live := map[int]bool{100: true, 400: true}
+	unheld := unheldShards(holders, live)
+	assert.Equal(t, map[string]bool{killed: true, lapsed: true, paused: true, unknown: true}, unheld)
+
+	t0 := time.Now()
+	s, m := streamsSoak(t0.Add(-time.Minute))
+	s.widenForWipe("redis-empty of shards no live instance held", unheld)
+	var stream []Record
+	for i, shard := range []string{held, killed} {
+		first := Delivery{K: "a-k4", C: 158 + i, Shard: shard, Seq: "4968", Inst: "a7", At: t0.Add(-30 * time.Second)}
+		again := first
+		again.Inst, again.At, again.Redelivered = "b3", t0.Add(5*time.Second), "true"
+		m.pending = append(m.pending, first, again)
+		stream = append(stream, Record{Shard: shard, Seq: "4968", K: "a-k4", C: 158 + i})
+	}
+	m.deliveries(t0.Add(time.Hour), true)
+	assert.Equal(t, 1, m.v.DupsBy["redis-empty of shards no live instance held"], "the killed holder's shard is read again from the start")
+	assert.Equal(t, 1, m.v.DupsOutside, "the live holder's shard is not")
+	assert.Contains(t, m.v.First, "a-k4/158 of "+held)
+	table := Check(producedCounters(stream), stream, m.all, s.windows, nil)
+	assert.Equal(t, 1, table.DupsOutsideWindows)
+	assert.Equal(t, 1, table.DuplicateBound, "only the unheld shard's first delivery is in the window")
+}
+
+// TestSoakWipeWidensTheShardsOfAHolderStoppedJustAfter: a holder live at
+// the wipe that stopped, or was paused, within a lease after it may not
+// have written its shards back: they get the window too; a holder still
+// running does not.
+func TestSoakWipeWidensTheShardsOfAHolderStoppedJustAfter(t *testing.T) {
+	holders := map[string]int{"soak-a/s0": 100, "soak-a/s1": 200, "soak-a/s2": 300, "soak-a/s3": 0}
+	before := map[int]bool{100: true, 200: true, 300: true}
+	now := map[int]bool{100: true}
+	assert.Equal(t, map[string]bool{"soak-a/s1": true, "soak-a/s2": true}, lostHolders(holders, before, now))
+	assert.Empty(t, lostHolders(holders, before, before))
+}
