@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
@@ -64,7 +65,7 @@ func (k *kinesisInput) followStreams(s *session, api streams.API) {
 		cancel()
 		<-done
 	}
-	lister := streams.NewLister(api, k.conf.Consumer.Backoff)
+	lister := streams.NewLister(describePaced{api}, k.conf.Consumer.Backoff)
 	go func() {
 		defer close(done)
 		// The next round is an interval after this one ended, not on a
@@ -85,6 +86,19 @@ func (k *kinesisInput) followStreams(s *session, api streams.API) {
 			t.Reset(k.conf.Streams.Interval)
 		}
 	}()
+}
+
+// describePaced is the Kinesis API of the lister whose describes (the
+// streams of a listing that gives names only) take the process's
+// DescribeStreamSummary permits, shared with the describes of the streams
+// Follow adds (coordinator.AcquireDescribePermit).
+type describePaced struct{ streams.API }
+
+func (d describePaced) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	if err := coordinator.AcquireDescribePermit(ctx); err != nil {
+		return nil, err
+	}
+	return d.API.DescribeStreamSummary(ctx, in, optFns...)
 }
 
 // discoverRound runs one round of the group's discovery and makes the
