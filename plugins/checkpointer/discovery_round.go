@@ -25,6 +25,16 @@ type DiscoveryRound struct {
 // publishes nothing: the lease lapses after interval and the last result
 // stays. The checkpointer itself never calls Kinesis.
 func (c *Checkpointer) DiscoverStreams(ctx context.Context, owner string, interval, retention time.Duration, list func(context.Context) ([]streams.Identity, error)) (Discovery, DiscoveryRound, error) {
+	return c.DiscoverStreamsSeeded(ctx, owner, interval, retention, Discovery{}, list)
+}
+
+// DiscoverStreamsSeeded is DiscoverStreams by an instance that read the
+// group's result before (seed, its last read): if Redis forgot the group's
+// discovery (flushed, or restarted empty), the listing this round
+// publishes keeps the group's first listing time and what the instance
+// knew of each stream, so a stream created meanwhile still counts as
+// appeared and starts at new_stream_start_position.
+func (c *Checkpointer) DiscoverStreamsSeeded(ctx context.Context, owner string, interval, retention time.Duration, seed Discovery, list func(context.Context) ([]streams.Identity, error)) (Discovery, DiscoveryRound, error) {
 	var round DiscoveryRound
 	claim, err := c.ClaimDiscovery(ctx, owner, interval)
 	if err != nil {
@@ -35,7 +45,7 @@ func (c *Checkpointer) DiscoverStreams(ctx context.Context, owner string, interv
 		if err != nil {
 			return Discovery{}, round, fmt.Errorf("listing the streams for the group: %w", err)
 		}
-		published, expired, err := c.PublishDiscovery(ctx, owner, claim.Token, found, retention)
+		published, expired, err := c.publishDiscovery(ctx, owner, claim.Token, found, retention, seed)
 		if err != nil {
 			return Discovery{}, round, err
 		}

@@ -76,13 +76,16 @@ func (k *kinesisInput) followStreams(s *session, api streams.API) {
 		// interval.
 		t := time.NewTimer(0)
 		defer t.Stop()
+		// The group's result as last read: it re-seeds a discovery hash
+		// Redis forgot (checkpointer.DiscoverStreamsSeeded).
+		var last checkpointer.Discovery
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			k.discoverRound(ctx, s, lister)
+			last = k.discoverRound(ctx, s, lister, last)
 			t.Reset(k.conf.Streams.Interval)
 		}
 	}()
@@ -102,18 +105,19 @@ func (d describePaced) DescribeStreamSummary(ctx context.Context, in *kinesis.De
 }
 
 // discoverRound runs one round of the group's discovery and makes the
-// consumer follow its result. A failed round changes nothing: the streams
-// read stay as they are until a round succeeds.
-func (k *kinesisInput) discoverRound(ctx context.Context, s *session, lister *streams.Lister) {
+// consumer follow its result, and returns the result read (last when the
+// round failed). A failed round changes nothing: the streams read stay as
+// they are until a round succeeds.
+func (k *kinesisInput) discoverRound(ctx context.Context, s *session, lister *streams.Lister, last checkpointer.Discovery) checkpointer.Discovery {
 	sc := k.conf.Streams
-	d, round, err := s.ckpt.DiscoverStreams(ctx, s.cons.Owner(), sc.Interval, sc.DeletedRetention, func(ctx context.Context) ([]streams.Identity, error) {
+	d, round, err := s.ckpt.DiscoverStreamsSeeded(ctx, s.cons.Owner(), sc.Interval, sc.DeletedRetention, last, func(ctx context.Context) ([]streams.Identity, error) {
 		return lister.List(ctx, sc.Rules)
 	})
 	if err != nil {
 		if ctx.Err() == nil {
 			k.log.Warnf("Finding the streams matching %s failed; the streams read stay as they are, and the group tries again in %v: %v", strings.Join(sc.Rules.Patterns, ", "), sc.Interval, err)
 		}
-		return
+		return last
 	}
 	if round.Listed {
 		k.log.Debugf("Listed the streams for the group: %d match %s", len(d.Listed()), strings.Join(sc.Rules.Patterns, ", "))
@@ -125,11 +129,14 @@ func (k *kinesisInput) discoverRound(ctx context.Context, s *session, lister *st
 		k.log.Debugf("Kept the checkpoints of released stream %s past %s: an instance still holds a lease of it or heartbeats; tried again next interval", key, streams.FieldDeletedRetention)
 	}
 	if d.ListedAt.IsZero() {
-		return // no instance of the group has listed yet
+		// No instance of the group has listed yet, or Redis forgot the
+		// group's result since: the last one read stays the seed.
+		return last
 	}
 	if err := s.cons.Follow(ctx, foundStreams(d, sc, k.conf.Consumer.StartPosition)); err != nil && ctx.Err() == nil {
 		k.log.Warnf("Starting to read a stream found by %s failed; tried again in %v: %v", strings.Join(sc.Rules.Patterns, ", "), sc.Interval, err)
 	}
+	return d
 }
 
 // foundStreams is what the consumer follows of the group's result: its
