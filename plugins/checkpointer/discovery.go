@@ -41,6 +41,9 @@ var discoveryClaimScript = newScript("discovery_claim")
 // discoveryPublishScript: see lua/discovery_publish.lua.
 var discoveryPublishScript = newScript("discovery_publish")
 
+// discoveryRenewScript: KEYS streams; ARGV owner, token, intervalMs.
+var discoveryRenewScript = newScript("discovery_renew")
+
 // discoveryForgetScript: KEYS streams; ARGV owner, token, key.
 var discoveryForgetScript = newScript("discovery_forget")
 

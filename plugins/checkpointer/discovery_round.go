@@ -2,7 +2,9 @@ package checkpointer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/streams"
@@ -41,7 +43,7 @@ func (c *Checkpointer) DiscoverStreamsSeeded(ctx context.Context, owner string, 
 		return Discovery{}, round, err
 	}
 	if claim.Granted {
-		found, err := list(ctx)
+		found, err := c.listHolding(ctx, owner, claim.Token, interval, list)
 		if err != nil {
 			return Discovery{}, round, fmt.Errorf("listing the streams for the group: %w", err)
 		}
@@ -64,4 +66,43 @@ func (c *Checkpointer) DiscoverStreamsSeeded(ctx context.Context, owner string, 
 	}
 	d, err := c.ReadDiscovery(ctx)
 	return d, round, err
+}
+
+// listHolding calls list while renewing the caller's discovery lease every
+// third of the interval, so a listing longer than the interval keeps it:
+// TestIntegrationHundredStreamsFoundAndLeased saw listings of 100 streams
+// (each described, on an emulator under load) outlast the 5 s lease, be
+// fenced as another instance claimed it, and new streams wait a minute to
+// be found. A renewal that finds the lease lost ends the listing.
+func (c *Checkpointer) listHolding(ctx context.Context, owner string, token int64, interval time.Duration, list func(context.Context) ([]streams.Identity, error)) ([]streams.Identity, error) {
+	lctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() {
+		// No renewal runs once the listing is published.
+		close(done)
+		cancel(nil)
+		wg.Wait()
+	}()
+	wg.Go(func() {
+		t := time.NewTicker(interval / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			held, err := discoveryRenewScript.Run(lctx, c.client, []string{c.DiscoveryKey()}, owner, token, interval.Milliseconds()).Int64()
+			if err == nil && held == 0 {
+				cancel(errors.New("the group's discovery lease was lost while listing"))
+				return
+			}
+		}
+	})
+	found, err := list(lctx)
+	if cause := context.Cause(lctx); err != nil && cause != nil && ctx.Err() == nil {
+		return nil, cause
+	}
+	return found, err
 }

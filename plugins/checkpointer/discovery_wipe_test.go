@@ -62,3 +62,44 @@ func TestIntegrationDiscoveryReseededAfterFlush(t *testing.T) {
 	fresh := round(Discovery{}, ident("t-4", 4000))
 	assert.False(t, fresh.Listed()[0].Appeared)
 }
+
+// TestIntegrationDiscoveryLongListingIsPublished: a listing that takes
+// longer than the interval (many streams to describe) keeps the group's
+// lease while it runs, so another instance asking all along never lists
+// meanwhile and the long listing is published. Without the renewal the
+// other instance claimed the lapsed lease and the long listing was fenced.
+func TestIntegrationDiscoveryLongListingIsPublished(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	b := backend{url: r.URL(), kind: KindSimple}
+	slow, other := newTestCheckpointer(t, b, t.Name()), newTestCheckpointer(t, b, t.Name())
+	ctx := t.Context()
+	const interval = 300 * time.Millisecond
+	stop := make(chan struct{})
+	otherListed := make(chan bool, 1)
+	go func() {
+		listed := false
+		defer func() { otherListed <- listed }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			_, rd, err := other.DiscoverStreams(ctx, "other", interval, time.Hour, func(context.Context) ([]streams.Identity, error) {
+				return []streams.Identity{ident("t-other", 1)}, nil
+			})
+			if err == nil && rd.Listed {
+				listed = true
+			}
+		}
+	}()
+	_, rd, err := slow.DiscoverStreams(ctx, "slow", interval, time.Hour, func(context.Context) ([]streams.Identity, error) {
+		time.Sleep(3 * interval)
+		return []streams.Identity{ident("t-slow", 1)}, nil
+	})
+	close(stop)
+	require.NoError(t, err)
+	assert.False(t, <-otherListed, "no other instance lists while the long listing holds the lease")
+	assert.True(t, rd.Listed, "the listing three intervals long is published")
+}
