@@ -4,9 +4,9 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
@@ -22,7 +22,9 @@ import (
 // interval lists the streams (Checkpointer.DiscoverStreams, under the
 // group's discovery lease, through a streams.Lister) and publishes them to
 // Redis; every instance reads the group's result and makes its consumer
-// read exactly the readable streams of it (coordinator.Consumer.Follow).
+// read exactly the readable streams of it (coordinator.Consumer.Follow),
+// in a goroutine of its own so that adding many streams never holds up
+// the group's next listing.
 // The named streams are read as without patterns.
 
 // streamsFromParsed reads the discovery fields next to the entries of
@@ -60,14 +62,28 @@ func (k *kinesisInput) followStreams(s *session, api streams.API) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	var wg sync.WaitGroup
 	s.stopFollow = func() {
 		cancel()
-		<-done
+		wg.Wait()
 	}
-	lister := streams.NewLister(describePaced{api}, k.conf.Consumer.Backoff)
-	go func() {
-		defer close(done)
+	lister := streams.NewLister(api, k.conf.Consumer.Backoff)
+	// Listing and following run apart: adding many streams (each
+	// described, then joined) can take longer than an interval, and the
+	// group's listing must not wait for it. The follower takes the latest
+	// result; one it had no time for is replaced by the next.
+	results := make(chan checkpointer.Discovery, 1)
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case d := <-results:
+				k.follow(ctx, s, d)
+			}
+		}
+	})
+	wg.Go(func() {
 		// The next round is an interval after this one ended, not on a
 		// ticker: the group's lease is granted once the last listing
 		// (dated when it was published, after the listing's own calls)
@@ -85,30 +101,23 @@ func (k *kinesisInput) followStreams(s *session, api streams.API) {
 				return
 			case <-t.C:
 			}
-			last = k.discoverRound(ctx, s, lister, last)
+			if d, ok := k.discoverRound(ctx, s, lister, last); ok {
+				last = d
+				select { // only this goroutine sends: drop the unfollowed one
+				case <-results:
+				default:
+				}
+				results <- d
+			}
 			t.Reset(k.conf.Streams.Interval)
 		}
-	}()
+	})
 }
 
-// describePaced is the Kinesis API of the lister whose describes (the
-// streams of a listing that gives names only) take the process's
-// DescribeStreamSummary permits, shared with the describes of the streams
-// Follow adds (coordinator.AcquireDescribePermit).
-type describePaced struct{ streams.API }
-
-func (d describePaced) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
-	if err := coordinator.AcquireDescribePermit(ctx); err != nil {
-		return nil, err
-	}
-	return d.API.DescribeStreamSummary(ctx, in, optFns...)
-}
-
-// discoverRound runs one round of the group's discovery and makes the
-// consumer follow its result, and returns the result read (last when the
-// round failed). A failed round changes nothing: the streams read stay as
-// they are until a round succeeds.
-func (k *kinesisInput) discoverRound(ctx context.Context, s *session, lister *streams.Lister, last checkpointer.Discovery) checkpointer.Discovery {
+// discoverRound runs one round of the group's discovery and returns the
+// group's result, ok when there is one to follow. A failed round changes
+// nothing: the streams read stay as they are until a round succeeds.
+func (k *kinesisInput) discoverRound(ctx context.Context, s *session, lister *streams.Lister, last checkpointer.Discovery) (checkpointer.Discovery, bool) {
 	sc := k.conf.Streams
 	d, round, err := s.ckpt.DiscoverStreamsSeeded(ctx, s.cons.Owner(), sc.Interval, sc.DeletedRetention, last, func(ctx context.Context) ([]streams.Identity, error) {
 		return lister.List(ctx, sc.Rules)
@@ -117,7 +126,7 @@ func (k *kinesisInput) discoverRound(ctx context.Context, s *session, lister *st
 		if ctx.Err() == nil {
 			k.log.Warnf("Finding the streams matching %s failed; the streams read stay as they are, and the group tries again in %v: %v", strings.Join(sc.Rules.Patterns, ", "), sc.Interval, err)
 		}
-		return last
+		return last, false
 	}
 	if round.Listed {
 		k.log.Debugf("Listed the streams for the group: %d match %s", len(d.Listed()), strings.Join(sc.Rules.Patterns, ", "))
@@ -128,15 +137,17 @@ func (k *kinesisInput) discoverRound(ctx context.Context, s *session, lister *st
 	for _, key := range round.Kept {
 		k.log.Debugf("Kept the checkpoints of released stream %s past %s: an instance still holds a lease of it or heartbeats; tried again next interval", key, streams.FieldDeletedRetention)
 	}
-	if d.ListedAt.IsZero() {
-		// No instance of the group has listed yet, or Redis forgot the
-		// group's result since: the last one read stays the seed.
-		return last
-	}
+	// With no listing yet (none by the group, or Redis forgot the
+	// group's result since) the last result read stays the seed.
+	return d, !d.ListedAt.IsZero()
+}
+
+// follow makes the consumer read the group's result d.
+func (k *kinesisInput) follow(ctx context.Context, s *session, d checkpointer.Discovery) {
+	sc := k.conf.Streams
 	if err := s.cons.Follow(ctx, foundStreams(d, sc, k.conf.Consumer.StartPosition)); err != nil && ctx.Err() == nil {
-		k.log.Warnf("Starting to read a stream found by %s failed; tried again in %v: %v", strings.Join(sc.Rules.Patterns, ", "), sc.Interval, err)
+		k.log.Warnf("Starting to read a stream found by %s failed; tried again after the next listing: %v", strings.Join(sc.Rules.Patterns, ", "), err)
 	}
-	return d
 }
 
 // foundStreams is what the consumer follows of the group's result: its

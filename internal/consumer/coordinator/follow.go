@@ -85,7 +85,7 @@ func (c *Consumer) Follow(ctx context.Context, found []Found) error {
 		errs  []error
 		sem   = make(chan struct{}, followAddConcurrency)
 	)
-	for _, f := range found {
+	for _, f := range addOrder(found, c.Owner()) {
 		if want[f.Key] != f {
 			continue // listed twice: added once, as the last listing
 		}
