@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
@@ -55,7 +57,8 @@ func policyActions(t *testing.T, file, service string) []string {
 }
 
 // TestIntegrationIAMPolicyMatchesCalls runs the output (with aggregation,
-// which reads the shard map) and the input through the fault proxy against
+// which reads the shard map) and the input (finding its stream by a
+// pattern and a tag) through the fault proxy against
 // kinesis-mock, and checks that the Kinesis operations each sent are exactly
 // the Kinesis actions its documented policy allows: a call the policy lacks
 // would be denied in production, an action it lists but nothing calls is
@@ -89,7 +92,12 @@ output:
 	require.NoError(t, err, "the output run:\n%s", out)
 
 	lines := filepath.Join(t.TempDir(), "out.jsonl")
-	cmd := exec.Command(binary, "-c", writeFile(t, "in.yaml", fileInputConfig(stream, inProxy.URL, r.URL(), lines)))
+	// The input finds its stream by a pattern and a tag, as a group
+	// following streams does: ListStreams and ListTagsForStream too.
+	_, err = k.Client().AddTagsToStream(t.Context(), &kinesis.AddTagsToStreamInput{StreamName: aws.String(stream), Tags: map[string]string{"team": "iam"}})
+	require.NoError(t, err)
+	inConf := fileInputConfig(`"`+stream[:len(stream)-1]+`*"`, inProxy.URL, r.URL(), lines, "stream_tags: { team: iam }", "stream_discovery_interval: 5s")
+	cmd := exec.Command(binary, "-c", writeFile(t, "in.yaml", inConf))
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	require.NoError(t, testenv.StartCommand("connect-kinesis", cmd))

@@ -41,6 +41,9 @@ var discoveryClaimScript = newScript("discovery_claim")
 // discoveryPublishScript: see lua/discovery_publish.lua.
 var discoveryPublishScript = newScript("discovery_publish")
 
+// discoveryRenewScript: KEYS streams; ARGV owner, token, intervalMs.
+var discoveryRenewScript = newScript("discovery_renew")
+
 // discoveryForgetScript: KEYS streams; ARGV owner, token, key.
 var discoveryForgetScript = newScript("discovery_forget")
 
@@ -100,8 +103,30 @@ func millis(ms int64) time.Time {
 // is false when the caller no longer holds the lease under token (another
 // instance claimed it after it lapsed): nothing was written.
 func (c *Checkpointer) PublishDiscovery(ctx context.Context, owner string, token int64, found []streams.Identity, retention time.Duration) (published bool, expired []string, err error) {
-	args := make([]any, 0, 4+4*len(found))
-	args = append(args, owner, token, retention.Milliseconds(), discoveryFormat)
+	return c.publishDiscovery(ctx, owner, token, found, retention, Discovery{})
+}
+
+// publishDiscovery is PublishDiscovery re-seeding a hash that forgot the
+// group's first listing (Redis flushed or restarted empty) from seed, the
+// publisher's last read of it (lua/discovery_publish.lua).
+func (c *Checkpointer) publishDiscovery(ctx context.Context, owner string, token int64, found []streams.Identity, retention time.Duration, seed Discovery) (published bool, expired []string, err error) {
+	var first int64
+	if !seed.FirstListedAt.IsZero() {
+		first = seed.FirstListedAt.UnixMilli()
+	}
+	args := make([]any, 0, 6+4*len(seed.Streams)+4*len(found))
+	args = append(args, owner, token, retention.Milliseconds(), discoveryFormat, first, len(seed.Streams))
+	for _, s := range seed.Streams {
+		appeared := "0"
+		if s.Appeared {
+			appeared = "1"
+		}
+		var seen int64
+		if !s.Seen.IsZero() {
+			seen = s.Seen.UnixMilli()
+		}
+		args = append(args, s.Key(), s.Created.UnixMilli(), seen, appeared)
+	}
 	for _, id := range found {
 		args = append(args, id.Key(), id.Name, id.Created.UnixMilli(), string(id.Status))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redpanda-data/benthos/v4/public/service"
@@ -21,7 +22,9 @@ import (
 // interval lists the streams (Checkpointer.DiscoverStreams, under the
 // group's discovery lease, through a streams.Lister) and publishes them to
 // Redis; every instance reads the group's result and makes its consumer
-// read exactly the readable streams of it (coordinator.Consumer.Follow).
+// read exactly the readable streams of it (coordinator.Consumer.Follow),
+// in a goroutine of its own so that adding many streams never holds up
+// the group's next listing.
 // The named streams are read as without patterns.
 
 // streamsFromParsed reads the discovery fields next to the entries of
@@ -59,14 +62,28 @@ func (k *kinesisInput) followStreams(s *session, api streams.API) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	var wg sync.WaitGroup
 	s.stopFollow = func() {
 		cancel()
-		<-done
+		wg.Wait()
 	}
 	lister := streams.NewLister(api, k.conf.Consumer.Backoff)
-	go func() {
-		defer close(done)
+	// Listing and following run apart: adding many streams (each
+	// described, then joined) can take longer than an interval, and the
+	// group's listing must not wait for it. The follower takes the latest
+	// result; one it had no time for is replaced by the next.
+	results := make(chan checkpointer.Discovery, 1)
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case d := <-results:
+				k.follow(ctx, s, d)
+			}
+		}
+	})
+	wg.Go(func() {
 		// The next round is an interval after this one ended, not on a
 		// ticker: the group's lease is granted once the last listing
 		// (dated when it was published, after the listing's own calls)
@@ -75,31 +92,41 @@ func (k *kinesisInput) followStreams(s *session, api streams.API) {
 		// interval.
 		t := time.NewTimer(0)
 		defer t.Stop()
+		// The group's result as last read: it re-seeds a discovery hash
+		// Redis forgot (checkpointer.DiscoverStreamsSeeded).
+		var last checkpointer.Discovery
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			k.discoverRound(ctx, s, lister)
+			if d, ok := k.discoverRound(ctx, s, lister, last); ok {
+				last = d
+				select { // only this goroutine sends: drop the unfollowed one
+				case <-results:
+				default:
+				}
+				results <- d
+			}
 			t.Reset(k.conf.Streams.Interval)
 		}
-	}()
+	})
 }
 
-// discoverRound runs one round of the group's discovery and makes the
-// consumer follow its result. A failed round changes nothing: the streams
-// read stay as they are until a round succeeds.
-func (k *kinesisInput) discoverRound(ctx context.Context, s *session, lister *streams.Lister) {
+// discoverRound runs one round of the group's discovery and returns the
+// group's result, ok when there is one to follow. A failed round changes
+// nothing: the streams read stay as they are until a round succeeds.
+func (k *kinesisInput) discoverRound(ctx context.Context, s *session, lister *streams.Lister, last checkpointer.Discovery) (checkpointer.Discovery, bool) {
 	sc := k.conf.Streams
-	d, round, err := s.ckpt.DiscoverStreams(ctx, s.cons.Owner(), sc.Interval, sc.DeletedRetention, func(ctx context.Context) ([]streams.Identity, error) {
+	d, round, err := s.ckpt.DiscoverStreamsSeeded(ctx, s.cons.Owner(), sc.Interval, sc.DeletedRetention, last, func(ctx context.Context) ([]streams.Identity, error) {
 		return lister.List(ctx, sc.Rules)
 	})
 	if err != nil {
 		if ctx.Err() == nil {
 			k.log.Warnf("Finding the streams matching %s failed; the streams read stay as they are, and the group tries again in %v: %v", strings.Join(sc.Rules.Patterns, ", "), sc.Interval, err)
 		}
-		return
+		return last, false
 	}
 	if round.Listed {
 		k.log.Debugf("Listed the streams for the group: %d match %s", len(d.Listed()), strings.Join(sc.Rules.Patterns, ", "))
@@ -110,11 +137,16 @@ func (k *kinesisInput) discoverRound(ctx context.Context, s *session, lister *st
 	for _, key := range round.Kept {
 		k.log.Debugf("Kept the checkpoints of released stream %s past %s: an instance still holds a lease of it or heartbeats; tried again next interval", key, streams.FieldDeletedRetention)
 	}
-	if d.ListedAt.IsZero() {
-		return // no instance of the group has listed yet
-	}
+	// With no listing yet (none by the group, or Redis forgot the
+	// group's result since) the last result read stays the seed.
+	return d, !d.ListedAt.IsZero()
+}
+
+// follow makes the consumer read the group's result d.
+func (k *kinesisInput) follow(ctx context.Context, s *session, d checkpointer.Discovery) {
+	sc := k.conf.Streams
 	if err := s.cons.Follow(ctx, foundStreams(d, sc, k.conf.Consumer.StartPosition)); err != nil && ctx.Err() == nil {
-		k.log.Warnf("Starting to read a stream found by %s failed; tried again in %v: %v", strings.Join(sc.Rules.Patterns, ", "), sc.Interval, err)
+		k.log.Warnf("Starting to read a stream found by %s failed; tried again after the next listing: %v", strings.Join(sc.Rules.Patterns, ", "), err)
 	}
 }
 

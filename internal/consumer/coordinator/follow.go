@@ -48,10 +48,11 @@ type followed struct {
 
 // Follow makes the streams the consumer reads, besides the named ones,
 // exactly found: it removes the followed streams found lacks or found with
-// another creation time, then adds those not yet read. A stream also named
-// in the config is read by its named coordinator and skipped here. Every
-// stream is tried: the error joins the ones that failed (a failed add is
-// tried again by the next Follow).
+// another creation time, then adds those not yet read, a few at a time
+// (follow_limit.go). A stream also named in the config is read by its
+// named coordinator and skipped here. Every stream is tried: the error
+// joins the ones that failed (a failed add is tried again by the next
+// Follow).
 func (c *Consumer) Follow(ctx context.Context, found []Found) error {
 	c.followMu.Lock()
 	defer c.followMu.Unlock()
@@ -77,12 +78,30 @@ func (c *Consumer) Follow(ctx context.Context, found []Found) error {
 		}()
 	}
 	wg.Wait()
-	var errs []error
-	for _, f := range found {
-		if err := c.addStream(ctx, f); err != nil {
-			errs = append(errs, err)
+	// Adds run a few at a time (follow_limit.go): each describes its
+	// stream and joins the group's state before its shards are leased.
+	var (
+		errMu sync.Mutex
+		errs  []error
+		sem   = make(chan struct{}, followAddConcurrency)
+	)
+	for _, f := range addOrder(found, c.Owner()) {
+		if want[f.Key] != f {
+			continue // listed twice: added once, as the last listing
 		}
+		delete(want, f.Key)
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := c.addStream(ctx, f); err != nil {
+				errMu.Lock()
+				errs = append(errs, err)
+				errMu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -146,6 +165,10 @@ func (c *Consumer) addStream(ctx context.Context, f Found) error {
 		return nil
 	}
 	c.mu.Unlock()
+	// newCoordinator describes the stream: within the process's limit.
+	if err := AcquireDescribePermit(ctx); err != nil {
+		return fmt.Errorf("stream %s: %w", f.Name, err)
+	}
 	co, err := newCoordinator(ctx, c, f.Name)
 	if err != nil {
 		return err
