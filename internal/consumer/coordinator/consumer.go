@@ -144,8 +144,8 @@ func (c *Consumer) budgetWarnAfter(coords []*coordinator) time.Duration {
 	}
 	var least time.Duration
 	for _, co := range coords {
-		if co.lagWarn > 0 && (least == 0 || co.lagWarn < least) {
-			least = co.lagWarn
+		if lagWarn, _ := co.lag(); lagWarn > 0 && (least == 0 || lagWarn < least) {
+			least = lagWarn
 		}
 	}
 	if least == 0 && c.cfg.FollowStreams {

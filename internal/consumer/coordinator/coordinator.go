@@ -2,13 +2,11 @@ package coordinator
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/failsafe-go/failsafe-go"
 	"github.com/redpanda-data/benthos/v4/public/service"
@@ -16,7 +14,6 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/reader"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/source"
-	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
 // coordinator runs one stream: discovery (discovery.go), the lineage gate
@@ -30,8 +27,14 @@ type coordinator struct {
 	configured string              // the name or ARN as the user wrote it
 	id         string              // the checkpoint identity: ARN, or name without one
 	streamName string
-	retention  time.Duration
-	lagWarn    time.Duration
+	// thresholds are the lag thresholds from the stream's retention; a
+	// stream found by discovery learns its retention after it started
+	// (describeLater), so readers read them through an atomic.
+	thresholds atomic.Pointer[lagThresholds]
+	// describeLater: the stream was started from what discovery found
+	// (name, ARN, creation time) without a DescribeStreamSummary; the run
+	// loop describes it for its retention, off the path to its leases.
+	describeLater bool
 	// start is where shards without a checkpoint start: start_position,
 	// or for a stream found while the group runs what
 	// new_stream_start_position says (follow.go).
@@ -110,80 +113,6 @@ type coordinator struct {
 	renewDone chan struct{}
 }
 
-// newCoordinator describes the stream, failing with advice when it does not
-// exist or may not be read.
-func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coordinator, error) {
-	co := &coordinator{
-		c:             c,
-		configured:    configured,
-		start:         c.cfg.StartPosition,
-		listRetry:     kinesisx.RetryBuilder[*kinesis.ListShardsOutput](c.cfg.Backoff).Build(),
-		listed:        map[string]consumer.Shard{},
-		unlistedSince: map[string]time.Time{},
-		readers:       map[string]shardReader{},
-		handedOff:     map[string]time.Time{},
-		asked:         map[string]time.Time{},
-		moved:         map[string]time.Time{},
-		lastOwner:     map[string]string{},
-		discoverNow:   make(chan struct{}, 1),
-		forgot:        make(chan struct{}, 1),
-		readerDone:    make(chan shardReader),
-		stopReq:       make(chan struct{}),
-		runDone:       make(chan struct{}),
-		renewStop:     make(chan struct{}),
-		renewDone:     make(chan struct{}),
-	}
-	co.api = throttleCounting{api: c.api, observed: func(err error) {
-		if err != nil && kinesisx.IsThrottle(err) {
-			c.metrics.Throttled.Incr(1, co.streamName)
-		}
-	}}
-	in := &kinesis.DescribeStreamSummaryInput{}
-	in.StreamName, in.StreamARN = kinesisx.StreamRef(configured)
-	describe := kinesisx.RetryBuilder[*kinesis.DescribeStreamSummaryOutput](c.cfg.Backoff).Build()
-	out, err := failsafe.With(describe).WithContext(ctx).Get(func() (*kinesis.DescribeStreamSummaryOutput, error) {
-		return co.api.DescribeStreamSummary(ctx, in)
-	})
-	if err != nil {
-		if kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound {
-			return nil, fmt.Errorf("stream %s does not exist here: check the streams, region and endpoint fields: %w", configured, err)
-		}
-		if kinesisx.IsAccessDenied(err) {
-			return nil, fmt.Errorf("access to stream %s is denied: check the credentials and region fields and the role's kinesis:DescribeStreamSummary, ListShards, GetShardIterator and GetRecords permissions: %w", configured, err)
-		}
-		return nil, fmt.Errorf("describing stream %s: %w", configured, err)
-	}
-	sum := out.StreamDescriptionSummary
-	co.streamName = aws.ToString(sum.StreamName)
-	if co.streamName == "" {
-		co.streamName = configured
-	}
-	// The ARN is the identity so that a name and an ARN reach the same
-	// checkpoints; an emulator without ARNs falls back to the name.
-	co.id = aws.ToString(sum.StreamARN)
-	if co.id == "" {
-		co.id = co.streamName
-	}
-	co.created = aws.ToTime(sum.StreamCreationTimestamp)
-	if !co.created.IsZero() {
-		co.createdSeen.Store(co.created.UnixNano())
-	}
-	co.retention = time.Duration(aws.ToInt32(sum.RetentionPeriodHours)) * time.Hour
-	co.lagWarn = c.cfg.LagWarnThreshold
-	if co.lagWarn == 0 {
-		co.lagWarn = co.retention / 2
-	}
-	co.store = forgetWatch{Store: c.stores(co.id), forgot: co.storeForgot}
-	co.log = c.log.With("stream", co.streamName)
-	if err := co.join(ctx); err != nil {
-		return nil, fmt.Errorf("joining the group's checkpoints of stream %s: %w", configured, err)
-	}
-	if err := co.useFanOut(ctx); err != nil {
-		return nil, err
-	}
-	return co, nil
-}
-
 // requestDiscovery asks the run loop to list the shards now rather than at
 // the next discovery tick: a shard ended, so its children are to be found.
 func (co *coordinator) requestDiscovery() {
@@ -199,6 +128,9 @@ func (co *coordinator) run(ctx context.Context) {
 	defer co.c.tally.drop(co.id)
 	cfg := &co.c.cfg
 	co.renewal.succeeded(time.Now())
+	if co.describeLater {
+		go co.describeRetention(co.runCtx)
+	}
 	co.bounded(co.heartbeat)
 	co.discover(co.runCtx)
 	co.bounded(co.rebalance)

@@ -165,11 +165,7 @@ func (c *Consumer) addStream(ctx context.Context, f Found) error {
 		return nil
 	}
 	c.mu.Unlock()
-	// newCoordinator describes the stream: within the process's limit.
-	if err := AcquireDescribePermit(ctx); err != nil {
-		return fmt.Errorf("stream %s: %w", f.Name, err)
-	}
-	co, err := newCoordinator(ctx, c, f.Name)
+	co, err := newFoundCoordinator(ctx, c, f)
 	if err != nil {
 		return err
 	}

@@ -25,8 +25,7 @@ func (co *coordinator) readerStream() *reader.Stream {
 		Out:        co.c.out,
 		Budget:     co.c.budget,
 		Push:       co.fanOut != nil,
-		LagWarn:    co.lagWarn,
-		Retention:  co.retention,
+		Thresholds: co.lag,
 		Ctx:        co.runCtx,
 		OpenSource: co.newSource,
 		NotFound: func(ctx context.Context, shard string) source.NotFoundCause {

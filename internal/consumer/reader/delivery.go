@@ -187,15 +187,19 @@ func (r *Reader) lag(behind int64) {
 	r.progress.observeLag(behind)
 	st.Metrics.Behind.Set(behind, st.Name, r.shard.ID)
 	lag := time.Duration(behind) * time.Millisecond
+	var lagWarn, retention time.Duration
+	if st.Thresholds != nil {
+		lagWarn, retention = st.Thresholds()
+	}
 	// Without a threshold (no retention known and none configured) only
 	// the gauge reports lag.
-	if st.LagWarn <= 0 || lag <= st.LagWarn || time.Since(r.lastLagLog) < lagLogInterval {
+	if lagWarn <= 0 || lag <= lagWarn || time.Since(r.lastLagLog) < lagLogInterval {
 		return
 	}
 	r.lastLagLog = time.Now()
-	if st.Retention > 0 && lag > st.Retention*9/10 {
-		r.log.With("lag", lag.String()).Errorf("Shard %s is %v behind, past 90%% of the %v retention: records are about to expire unread", r.shard.ID, lag, st.Retention)
+	if retention > 0 && lag > retention*9/10 {
+		r.log.With("lag", lag.String()).Errorf("Shard %s is %v behind, past 90%% of the %v retention: records are about to expire unread", r.shard.ID, lag, retention)
 		return
 	}
-	r.log.With("lag", lag.String()).Warnf("Shard %s is %v behind latest (lag_warn_threshold %v)", r.shard.ID, lag, st.LagWarn)
+	r.log.With("lag", lag.String()).Warnf("Shard %s is %v behind latest (lag_warn_threshold %v)", r.shard.ID, lag, lagWarn)
 }

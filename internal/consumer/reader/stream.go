@@ -29,8 +29,11 @@ type Stream struct {
 	// Push says the sources are subscriptions (enhanced fan-out): an
 	// event cannot be asked to be smaller.
 	Push bool
-	// LagWarn and Retention are the lag thresholds (0: none known).
-	LagWarn, Retention time.Duration
+	// Thresholds returns the lag thresholds: lag_warn_threshold (or half
+	// the retention) and the retention, 0 when none is known (yet: a
+	// stream found by discovery learns its retention after it started).
+	// nil: none.
+	Thresholds func() (lagWarn, retention time.Duration)
 	// Ctx ends every reader of the stream at once.
 	Ctx context.Context
 	// OpenSource opens a shard's record source at from, filling room.
