@@ -11,17 +11,18 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
-// How Follow adds many streams at once. Every stream added is described
-// first (DescribeStreamSummary, newCoordinator) and joins its group's
-// state in Redis; one after another, 100 new streams took minutes on an
-// emulator under load (plugins/input TestIntegrationHundredStreamsFoundAndLeased),
-// and the instance's discovery, waiting for Follow, did not list
-// meanwhile. Adds run followAddConcurrency at a time, and the describes of
-// the whole process share one limiter: DescribeStreamSummary is limited
-// per account (20/s), and every instance of a group describes every new
-// stream. A process with several inputs (or tests running several
-// instances) shares it, as they share the account. Each instance adds in
-// an order of its own (addOrder).
+// How Follow adds many streams at once. Every stream added joins its
+// group's state in Redis and lists its shards, and is described once for
+// its retention after it started (newFoundCoordinator, describeRetention);
+// one after another, 100 new streams took minutes on an emulator under
+// load (plugins/input TestIntegrationHundredStreamsFoundAndLeased), and
+// the instance's discovery, waiting for Follow, did not list meanwhile.
+// Adds run followAddConcurrency at a time, and the describes of the whole
+// process share one limiter: DescribeStreamSummary is limited per account
+// (20/s), and every instance of a group describes every new stream. A
+// process with several inputs (or tests running several instances) shares
+// it, as they share the account. Each instance adds in an order of its own
+// (addOrder).
 const followAddConcurrency = 4
 
 // describePermits paces the DescribeStreamSummary calls of stream adds:
