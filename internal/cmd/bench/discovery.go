@@ -28,6 +28,9 @@ func init() {
 type discoveryFlags struct {
 	streams, shards, instances int
 	interval, timeout          time.Duration
+	// redisWindow is how long the steady state's Redis calls are counted
+	// (discovery_redis.go); 0 skips that part.
+	redisWindow time.Duration
 }
 
 const discoveryGroup = "discovery"
@@ -45,6 +48,7 @@ func runDiscovery(ctx context.Context, args []string) error {
 	fs.IntVar(&f.instances, "instances", 4, "inputs (in this process) sharing the group")
 	fs.DurationVar(&f.interval, "interval", 5*time.Second, "stream_discovery_interval (5 s is the least allowed)")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "longest wait for every shard to be leased")
+	fs.DurationVar(&f.redisWindow, "redis-window", 30*time.Second, "how long the steady state's Redis calls are counted, for the streams and for one stream of as many shards (0: skip)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,7 +72,7 @@ func runDiscovery(ctx context.Context, args []string) error {
 		}
 	}()
 	for i := range f.instances {
-		stop, err := discoveryInstance(ctx, calls.URL, env.red.URL(), prefix+"*", fmt.Sprintf("i%d", i), f.interval)
+		stop, err := discoveryInstance(ctx, calls.URL, env.red.URL(), prefix+"*", discoveryGroup, fmt.Sprintf("i%d", i), f.interval)
 		if err != nil {
 			return err
 		}
@@ -138,6 +142,24 @@ func runDiscovery(ctx context.Context, args []string) error {
 	}
 	after := calls.snapshot()
 	printDiscovery(f, leased, len(active), before, after)
+	if f.redisWindow <= 0 {
+		return nil
+	}
+	rc := env.red.Client()
+	defer rc.Close()
+	many, err := steadyRedis(ctx, rc, f.streams*f.shards, f.redisWindow)
+	if err != nil {
+		return err
+	}
+	for _, stop := range stops {
+		stop()
+	}
+	stops = stops[:0]
+	one, err := oneStreamBaseline(ctx, f, env, calls.URL, prefix+"one", &stops)
+	if err != nil {
+		return err
+	}
+	printSteadyRedis(f, many, one)
 	return nil
 }
 
@@ -166,7 +188,7 @@ func printDiscovery(f discoveryFlags, leased map[string]time.Duration, created i
 
 // discoveryInstance runs one input of the group, following pattern, with
 // its readers polling slowly (hundreds of idle shards on one emulator).
-func discoveryInstance(ctx context.Context, endpoint, redisURL, pattern, id string, interval time.Duration) (stop func(), err error) {
+func discoveryInstance(ctx context.Context, endpoint, redisURL, pattern, group, id string, interval time.Duration) (stop func(), err error) {
 	b := service.NewStreamBuilder()
 	b.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	err = b.AddInputYAML(fmt.Sprintf(`
@@ -183,7 +205,7 @@ kinesis:
   poll_interval: 1s
   idle_poll_interval: 5s
   shard_discovery_interval: 30s
-`, pattern, testenv.Region, endpoint, interval, redisURL, discoveryGroup, id))
+`, pattern, testenv.Region, endpoint, interval, redisURL, group, id))
 	if err != nil {
 		return nil, err
 	}
