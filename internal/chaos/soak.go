@@ -218,12 +218,14 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 	if err := s.setUp(ctx); err != nil {
 		s.cleanup()
 		s.closeRedisCuts()
+		s.reportAborted(err)
 		return Verdict{}, err
 	}
 	v, err := s.run(ctx)
 	s.cleanup()
 	s.closeRedisCuts()
 	if err != nil {
+		s.reportAborted(err)
 		return Verdict{}, err
 	}
 	v.Leftover = s.leftovers()

@@ -164,3 +164,24 @@ func (s *soak) report(v *Verdict) {
 	}
 	fmt.Fprintln(out, v.Line())
 }
+
+// reportAborted reports a soak that could not be carried out (the
+// emulator or Redis did not start, a fault could not be applied, the run
+// was interrupted): the schedule as far as it ran, then a verdict line
+// that says so, so a reader of the output never takes silence for a pass.
+func (s *soak) reportAborted(err error) {
+	s.smu.Lock()
+	timeline := append([]string(nil), s.timeline...)
+	s.smu.Unlock()
+	out := s.sc.Out
+	fmt.Fprintf(out, "soak: seed %d, files in %s\nschedule as it ran:\n", s.sc.Seed, s.cfg.Dir)
+	for _, l := range timeline {
+		fmt.Fprintln(out, "  "+l)
+	}
+	fmt.Fprintln(out, abortedLine(s.sc.Seed, s.sc.Duration, err))
+}
+
+// abortedLine is the verdict line of a soak that could not be carried out.
+func abortedLine(seed uint64, d time.Duration, err error) string {
+	return fmt.Sprintf("soak: seed=%d duration=%v verdict=FAIL carried_out=false error=%q", seed, d, err.Error())
+}
