@@ -34,6 +34,9 @@ type monitor struct {
 	// behind are marked duplicates outside every fault's window, judged at
 	// the end against the dead letters (behindPoison).
 	behind [][2]Delivery
+	// explained are windows of the first deliveries behindPoison
+	// explained, for the end's table.
+	explained []Window
 	// shardRead is when each shard was first delivered from; newStream
 	// the shards of new streams judged against their bound, deleted the
 	// deleted incarnations judged for records left behind, stale the
@@ -240,6 +243,9 @@ func (m *monitor) behindPoison() {
 			}
 			if pp, perr := consumer.ParsePosition(dl.Seq); perr == nil && pp.Compare(fp) <= 0 {
 				what = "behind a poison record"
+				// The end's table (Check) judges duplicates by windows:
+				// this explanation is one, for this first delivery.
+				m.explained = append(m.explained, Window{What: what, Inst: f.Inst, Shards: map[string]bool{f.Shard: true}, From: f.At, To: f.At})
 				break
 			}
 		}

@@ -36,6 +36,9 @@ func TestSoakDuplicateBehindAPoisonRecordIsExplained(t *testing.T) {
 			m.pending = []Delivery{first, again, tc.dead}
 			m.deliveries(t0.Add(time.Hour), true)
 			assert.Equal(t, tc.outside, m.v.DupsOutside)
+			// The end's table judges the same duplicate alike.
+			table := Check(nil, nil, m.all, m.explained, nil)
+			assert.Equal(t, tc.outside, table.DupsOutsideWindows, "the table's duplicates outside every window")
 			if tc.outside == 0 {
 				assert.Equal(t, 1, m.v.DupsBy["behind a poison record"])
 				assert.Empty(t, m.v.First)

@@ -139,7 +139,7 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 	for _, ss := range mon.sh.shards {
 		v.Strays += ss.strays
 	}
-	v.Table = Check(counter, stream, mon.all, windows, kills)
+	v.Table = Check(counter, stream, mon.all, append(windows, mon.explained...), kills)
 	if v.Table.ACLRefusals, err = s.aclRefusals(ctx); err != nil {
 		return Verdict{}, err
 	}
