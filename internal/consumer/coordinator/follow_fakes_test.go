@@ -6,10 +6,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/stretchr/testify/require"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
@@ -203,4 +205,24 @@ func ackInto(ctx context.Context, c *Consumer, l *streamLog) {
 			return
 		}
 	}
+}
+
+// startFollower starts a consumer of instance id that reads no named
+// stream, acks every batch into got until ctx ends, and follows found;
+// it is closed when the test ends.
+func startFollower(ctx context.Context, t *testing.T, api consumer.KinesisAPI, stores *storesByStream, id string, got *streamLog, found []Found) *Consumer {
+	t.Helper()
+	cfg := testConfig()
+	cfg.Streams, cfg.FollowStreams, cfg.InstanceID = nil, true, id
+	c, err := New(cfg, api, stores.get, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	go ackInto(ctx, c, got)
+	require.NoError(t, c.Follow(ctx, found))
+	return c
 }

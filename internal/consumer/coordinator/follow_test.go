@@ -179,22 +179,9 @@ func TestFollowRemovedStreamIsHandedOverWithoutDuplicates(t *testing.T) {
 	var got streamLog
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	start := func(id string) *Consumer {
-		cfg := testConfig()
-		cfg.Streams, cfg.FollowStreams, cfg.InstanceID = nil, true, id
-		c, err := New(cfg, api, stores.get, nil, nil)
-		require.NoError(t, err)
-		require.NoError(t, c.Start(t.Context()))
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = c.Close(ctx)
-		})
-		go ackInto(ctx, c, &got)
-		require.NoError(t, c.Follow(ctx, []Found{api.found("t-1", consumer.StartTrimHorizon)}))
-		return c
-	}
-	a, _ := start("a"), start("b")
+	found := []Found{api.found("t-1", consumer.StartTrimHorizon)}
+	a := startFollower(ctx, t, api, stores, "a", &got, found)
+	startFollower(ctx, t, api, stores, "b", &got, found)
 	st := stores.store(consumertest.FakeARNPrefix + "t-1")
 	owners := func() map[string]int {
 		st.Mu.Lock()

@@ -47,18 +47,7 @@ func TestFoundStreamIsReadBeforeItIsDescribed(t *testing.T) {
 	var got streamLog
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	cfg := testConfig()
-	cfg.Streams, cfg.FollowStreams, cfg.InstanceID = nil, true, "a"
-	c, err := New(cfg, api, stores.get, nil, nil)
-	require.NoError(t, err)
-	require.NoError(t, c.Start(t.Context()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
-	go ackInto(ctx, c, &got)
-	require.NoError(t, c.Follow(ctx, []Found{api.streamsAPI.found("t-1", consumer.StartTrimHorizon)}))
+	c := startFollower(ctx, t, api, stores, "a", &got, []Found{api.streamsAPI.found("t-1", consumer.StartTrimHorizon)})
 	require.Eventually(t, func() bool { n, _ := got.count("t-1"); return n == 2*records }, 10*time.Second, 20*time.Millisecond, "every record read while describes are refused")
 	require.Positive(t, api.calls.Load(), "the retention was asked for")
 	co := c.followed[consumertest.FakeARNPrefix+"t-1"].co

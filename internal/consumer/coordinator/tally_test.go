@@ -32,25 +32,11 @@ func TestStreamsAreBalancedAcrossInstances(t *testing.T) {
 	var got streamLog
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	start := func(id string) *Consumer {
-		cfg := testConfig()
-		cfg.Streams, cfg.FollowStreams, cfg.InstanceID = nil, true, id
-		c, err := New(cfg, api, stores.get, nil, nil)
-		require.NoError(t, err)
-		require.NoError(t, c.Start(t.Context()))
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = c.Close(ctx)
-		})
-		go ackInto(ctx, c, &got)
-		var found []Found
-		for _, n := range names {
-			found = append(found, api.found(n, consumer.StartTrimHorizon))
-		}
-		require.NoError(t, c.Follow(ctx, found))
-		return c
+	var found []Found
+	for _, n := range names {
+		found = append(found, api.found(n, consumer.StartTrimHorizon))
 	}
+	start := func(id string) { startFollower(ctx, t, api, stores, id, &got, found) }
 	held := func() map[string]int {
 		out := map[string]int{}
 		for _, n := range names {
