@@ -27,6 +27,11 @@ type Window struct {
 	// deliveries the window covers; nil covers every shard.
 	Shards   map[string]bool
 	From, To time.Time
+	// Unmarked says a duplicate of a first delivery it holds may come
+	// without the redelivery mark: a Redis wipe while no live, running
+	// instance held the shard, so nobody could write its mark back (the
+	// mark's own limit, docs/poison-records.md, "Where the promise stops").
+	Unmarked bool
 }
 
 // Holds says whether first delivery d falls in the window.
@@ -284,7 +289,7 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 	}
 
 	// Last, so that its examples do not crowd out the others'.
-	t.Marks = countMarks(deliveries, problem)
+	t.Marks = countMarks(deliveries, windows, problem)
 
 	// Failover gap: from a kill to the next delivery of a shard the killed
 	// incarnation owned.

@@ -29,6 +29,9 @@ type Marks struct {
 	Unset int
 	// MaxAttempt is the highest kinesis_delivery_attempt seen.
 	MaxAttempt int
+	// Excused are unmarked duplicates whose first delivery a window that
+	// allows them holds (Window.Unmarked): not counted in UnmarkedDups.
+	Excused int
 }
 
 // String renders the count for the table, with what explains it.
@@ -38,12 +41,16 @@ func (m Marks) String() string {
 	if m.Unset > 0 {
 		s += fmt.Sprintf("; %d deliveries without the key", m.Unset)
 	}
+	if m.Excused > 0 {
+		s += fmt.Sprintf("; %d more after a wipe no live holder saw (the mark's limit)", m.Excused)
+	}
 	return s
 }
 
 // countMarks walks the deliveries, in time order, and counts those of a
-// record seen before that lack the mark. problem reports examples.
-func countMarks(deliveries []Delivery, problem func(format string, args ...any)) Marks {
+// record seen before that lack the mark, but for those whose first
+// delivery an Unmarked window holds. problem reports examples.
+func countMarks(deliveries []Delivery, windows []Window, problem func(format string, args ...any)) Marks {
 	var m Marks
 	seen := make(map[[2]string]Delivery, len(deliveries))
 	unmarked := map[[2]string]int{}
@@ -69,11 +76,24 @@ func countMarks(deliveries []Delivery, problem func(format string, args ...any))
 		if unmarked[id]++; unmarked[id] > 1 {
 			m.UnmarkedSure++
 		}
-		if again {
+		if again && unmarkedAllowed(windows, prev) {
+			m.Excused++
+		} else if again {
 			m.UnmarkedDups++
 			problem("unmarked duplicate: %s/%d of shard %s (seq %s) first delivered by %s at %s, again by %s at %s with kinesis_redelivered %q (attempt %q)",
 				d.K, d.C, d.Shard, d.Seq, prev.Inst, prev.At.Format("15:04:05.000"), d.Inst, d.At.Format("15:04:05.000"), d.Redelivered, d.Attempt)
 		}
 	}
 	return m
+}
+
+// unmarkedAllowed says whether a window that allows unmarked duplicates
+// holds first delivery f.
+func unmarkedAllowed(windows []Window, f Delivery) bool {
+	for _, w := range windows {
+		if w.Unmarked && w.Holds(f) {
+			return true
+		}
+	}
+	return false
 }

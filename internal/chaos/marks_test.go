@@ -61,7 +61,7 @@ func TestCheckCountsUnmarkedDuplicates(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var problems []string
-			got := countMarks(sortedByTime(tc.deliveries), func(f string, a ...any) { problems = append(problems, fmt.Sprintf(f, a...)) })
+			got := countMarks(sortedByTime(tc.deliveries), nil, func(f string, a ...any) { problems = append(problems, fmt.Sprintf(f, a...)) })
 			assert.Equal(t, tc.want, got)
 			assert.Len(t, problems, tc.want.UnmarkedDups, "one example per unmarked duplicate")
 
@@ -216,4 +216,26 @@ func TestCheckCountsDeadLetteredPoisonAsDone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A wipe no live holder saw lets a shard's records come again unmarked
+// (nobody could write its mark back): an Unmarked window excuses those,
+// and only those; any other window does not.
+func TestCountMarksExcusesOnlyWipesNoLiveHolderSaw(t *testing.T) {
+	t0 := time.Now()
+	first := Delivery{Inst: "a1", Shard: "soak-a/shardId-000000000000", Seq: "10", K: "a-k0", C: 1, At: t0}
+	again := first
+	again.Inst, again.At = "b1", t0.Add(5*time.Second)
+	other := Delivery{Inst: "a1", Shard: "soak-a/shardId-000000000001", Seq: "11", K: "a-k1", C: 1, At: t0}
+	otherAgain := other
+	otherAgain.Inst, otherAgain.At = "b1", t0.Add(5*time.Second)
+	ds := sortedByTime([]Delivery{first, again, other, otherAgain})
+	wipe := Window{What: "redis-empty of shards no live instance held", Shards: map[string]bool{first.Shard: true}, From: t0.Add(-time.Minute), To: t0.Add(time.Minute), Unmarked: true}
+	got := countMarks(ds, []Window{wipe}, func(string, ...any) {})
+	assert.Equal(t, 1, got.Excused, "the wiped shard's duplicate")
+	assert.Equal(t, 1, got.UnmarkedDups, "the other shard's duplicate still counts")
+	plain := wipe
+	plain.Unmarked = false
+	got = countMarks(ds, []Window{plain}, func(string, ...any) {})
+	assert.Equal(t, 2, got.UnmarkedDups, "a window of another fault excuses no missing mark")
 }

@@ -113,7 +113,7 @@ func (s *soak) widenForWipe(what string, shards map[string]bool) {
 		return
 	}
 	s.mu.Lock()
-	s.windows = append(s.windows, Window{What: what, Shards: shards, From: s.start, To: time.Now().Add(s.plan.LeasePeriod)})
+	s.windows = append(s.windows, Window{What: what, Shards: shards, From: s.start, To: time.Now().Add(s.plan.LeasePeriod), Unmarked: true})
 	s.mu.Unlock()
 	ids := make([]string, 0, len(shards))
 	for id := range shards {
