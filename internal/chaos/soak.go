@@ -120,6 +120,12 @@ type soak struct {
 	outRNG  *rand.Rand // draws each incarnation's output behaviour
 	start   time.Time
 
+	// redisMu makes Redis faults take turns: two on the one server at once
+	// (a pause drawn while a restart has it down) are no fault the design
+	// names, and a pause of the stopped process failed the soak ("no such
+	// process", seed 3, 1 h, at 4 min 28 s).
+	redisMu sync.Mutex
+
 	smu      sync.Mutex
 	timeline []string     // the schedule as it ran
 	events   []timedEvent // the same, with times, for a failure's context

@@ -10,6 +10,8 @@ import (
 
 // redisFault restarts, empties, flushes, pauses or stalls Redis.
 func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
+	s.redisMu.Lock()
+	defer s.redisMu.Unlock()
 	s.faultBegin("")
 	defer s.faultEnd("")
 	from := time.Now()
