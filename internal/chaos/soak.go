@@ -126,21 +126,24 @@ type soak struct {
 	// process", seed 3, 1 h, at 4 min 28 s).
 	redisMu sync.Mutex
 
-	smu      sync.Mutex
-	timeline []string     // the schedule as it ran
-	events   []timedEvent // the same, with times, for a failure's context
-	active   map[string]int
-	quiet    map[string]time.Time // per scope ("" global): when its last fault ended
-	denied   map[string]bool
-	storm    int             // storms under way
-	busy     map[string]bool // instances under a fault
-	kicks    int
-	incN     map[string]int  // incarnations started per instance name
-	stopped  map[string]bool // incarnations the soak stopped
-	nackers  map[string]bool // incarnations whose output nacks (under mu)
-	pids     []int
-	wiped    bool // a wipe since the last checkpoint poll
-	wipes    int  // wipes so far
+	smu sync.Mutex
+	// shadowFailed is why the shadow's last poll of each stream failed
+	// ("" when it did not), copied from the monitor's shadow.
+	shadowFailed map[string]string
+	timeline     []string     // the schedule as it ran
+	events       []timedEvent // the same, with times, for a failure's context
+	active       map[string]int
+	quiet        map[string]time.Time // per scope ("" global): when its last fault ended
+	denied       map[string]bool
+	storm        int             // storms under way
+	busy         map[string]bool // instances under a fault
+	kicks        int
+	incN         map[string]int  // incarnations started per instance name
+	stopped      map[string]bool // incarnations the soak stopped
+	nackers      map[string]bool // incarnations whose output nacks (under mu)
+	pids         []int
+	wiped        bool // a wipe since the last checkpoint poll
+	wipes        int  // wipes so far
 	// paused holds the pids of the instances under SIGSTOP now.
 	paused map[int]bool
 	// incPids maps each incarnation to its pid, plain the incarnations

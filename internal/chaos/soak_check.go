@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -96,6 +97,9 @@ func (m *monitor) check(ctx context.Context, final bool) error {
 		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		err := m.sh.poll(pctx, m.streamRefs())
 		cancel()
+		m.s.smu.Lock()
+		m.s.shadowFailed = maps.Clone(m.sh.failed)
+		m.s.smu.Unlock()
 		if err == nil || !final {
 			break
 		}

@@ -236,7 +236,7 @@ func (s *soak) deleteDyn(ctx context.Context, st *soakStream) error {
 			break
 		}
 		if time.Since(from) > 5*time.Minute {
-			return fmt.Errorf("the shadow did not read %s for 5 minutes after its producer stopped", st.label)
+			return fmt.Errorf("the shadow did not read %s for 5 minutes after its producer stopped (its last poll: %s)", st.label, s.shadowFailure(st.label))
 		}
 	}
 	if _, err := s.kc.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(st.name)}); err != nil {
@@ -312,3 +312,14 @@ func (s *soak) allStreams() []*soakStream {
 
 // keyPrefix is the prefix of st's keys: its label's, without "soak-".
 func keyPrefix(st *soakStream) string { return strings.TrimPrefix(st.label, "soak-") + "-k" }
+
+// shadowFailure is why the shadow's last poll of a stream failed, or says
+// that it did not fail.
+func (s *soak) shadowFailure(label string) string {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	if why := s.shadowFailed[label]; why != "" {
+		return why
+	}
+	return "no error"
+}
