@@ -70,7 +70,7 @@ func (c *Checkpointer) DiscoverStreamsSeeded(ctx context.Context, owner string, 
 
 // listHolding calls list while renewing the caller's discovery lease every
 // third of the interval, so a listing longer than the interval keeps it:
-// TestIntegrationHundredStreamsFoundAndLeased saw listings of 100 streams
+// TestIntegrationManyStreamsFoundAndLeased saw listings of 100 streams
 // (each described, on an emulator under load) outlast the 5 s lease, be
 // fenced as another instance claimed it, and new streams wait a minute to
 // be found. A renewal that finds the lease lost ends the listing.

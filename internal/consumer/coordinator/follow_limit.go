@@ -15,7 +15,7 @@ import (
 // group's state in Redis and lists its shards, and is described once for
 // its retention after it started (newFoundCoordinator, describeRetention);
 // one after another, 100 new streams took minutes on an emulator under
-// load (plugins/input TestIntegrationHundredStreamsFoundAndLeased), and
+// load (plugins/input TestIntegrationManyStreamsFoundAndLeased), and
 // the instance's discovery, waiting for Follow, did not list meanwhile.
 // Adds run followAddConcurrency at a time, and the describes of the whole
 // process share one limiter: DescribeStreamSummary is limited per account
@@ -31,7 +31,7 @@ const followAddConcurrency = 4
 // names alone (the emulators), and at 100 streams every 5 s that takes the
 // whole budget; shared, it held the adds back, and the adds the listing
 // (listing to found took 1m44 s at p95 in
-// TestIntegrationHundredStreamsFoundAndLeased).
+// TestIntegrationManyStreamsFoundAndLeased).
 var describePermits = ratelimiter.NewSmoothWithMaxRate[any](time.Second * 11 / 10 / kinesisx.MaxDescribeStreamSummaryPerSecond)
 
 // AcquireDescribePermit waits for the process's next DescribeStreamSummary
