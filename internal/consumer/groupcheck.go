@@ -58,3 +58,13 @@ type YoungServer interface {
 type GroupChecker interface {
 	CheckGroup(ctx context.Context) error
 }
+
+// GroupsChecker is a GroupChecker that can check, in the same call as its
+// own, the group records of other stores of the input (one per stream):
+// an instance reading a hundred streams then checks them in one call a
+// second, not a hundred. errs[i] is stores[i]'s answer, ErrStoreForgot
+// when that store forgot; a store it cannot batch is checked on its own.
+type GroupsChecker interface {
+	GroupChecker
+	CheckGroups(ctx context.Context, stores []Store) (errs []error)
+}

@@ -149,3 +149,47 @@ func (s *Store) CheckGroup(ctx context.Context) error {
 }
 
 var _ consumer.GroupChecker = (*Store)(nil)
+
+// CheckGroups checks the group records of stores, this one's kind, in one
+// call: every stream's group record where Redis is not a Cluster (groups.lua),
+// so the check costs an instance one call a second however many streams it
+// reads. In a Cluster each stream's keys have a slot of their own and a
+// script may not touch two, so there, and for a store of another
+// Checkpointer or kind, each is checked on its own.
+func (s *Store) CheckGroups(ctx context.Context, stores []consumer.Store) []error {
+	errs := make([]error, len(stores))
+	_, cluster := s.c.client.(*redis.ClusterClient)
+	var batch []int
+	var keys []string
+	var known []any
+	for i, st := range stores {
+		if o, ok := st.(*Store); ok && o.c == s.c && !cluster {
+			batch = append(batch, i)
+			keys = append(keys, o.keys.Epoch)
+			known = append(known, o.knownEpoch())
+			continue
+		}
+		if g, ok := st.(consumer.GroupChecker); ok {
+			errs[i] = g.CheckGroup(ctx)
+		}
+	}
+	if len(batch) == 0 {
+		return errs
+	}
+	res, err := groupsScript.Run(ctx, s.c.client, keys, known...).Slice()
+	if err == nil && len(res) != len(batch) {
+		err = fmt.Errorf("groups script returned %d answers for %d streams", len(res), len(batch))
+	}
+	for j, i := range batch {
+		switch {
+		case err != nil:
+			errs[i] = storeErr("checking the group records", err)
+		case toInt(res[j]) != 1:
+			found, _ := res[j].(string)
+			errs[i] = forgotErr("checking the group record", found)
+		}
+	}
+	return errs
+}
+
+var _ consumer.GroupsChecker = (*Store)(nil)

@@ -67,6 +67,16 @@ func newScript(name string) *redis.Script {
 	return s
 }
 
+// ScriptNames maps each script's SHA1 to the name of its file, for tools
+// that count calls by script (the bench's steady-state part).
+func ScriptNames() map[string]string {
+	out := make(map[string]string, len(scripts))
+	for name, s := range scripts {
+		out[s.script.Hash()] = name
+	}
+	return out
+}
+
 // readLua returns an embedded file. Its absence is a build mistake the first
 // test shows, so it panics at init rather than return an error.
 func readLua(name string) string {
@@ -131,6 +141,11 @@ var closedScript = newScript("closed")
 // FORGOT when the caller's group record is gone or replaced: the check an
 // instance that reads shards makes every second (consumer.watchGroup).
 var groupScript = newScript("group")
+
+// groupsScript: KEYS the epochs of several streams; ARGV the epoch each
+// caller knows (” to skip). Returns per stream 1, or the id the record
+// holds (” when gone). Only outside a Cluster (Store.CheckGroups).
+var groupsScript = newScript("groups")
 
 // reseedScript: KEYS epoch, ckpt, closed, lease, delivered; ARGV epochId,
 // groupStart, owner, periodMillis, nCheckpoints, startOverride (” for

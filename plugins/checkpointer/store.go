@@ -78,13 +78,18 @@ func (s *Store) learnEpoch(id string, start time.Time) {
 func storeErr(what string, err error) error {
 	var re redis.Error
 	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "FORGOT") {
-		found := strings.TrimSpace(strings.TrimPrefix(re.Error(), "FORGOT"))
-		if found == "" {
-			found = "none"
-		}
-		return fmt.Errorf("%s: the group record is gone or replaced (found %s): %w", what, found, consumer.ErrStoreForgot)
+		return forgotErr(what, strings.TrimSpace(strings.TrimPrefix(re.Error(), "FORGOT")))
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// forgotErr is ErrStoreForgot for a call that found the group record gone
+// or replaced by the one whose id is found.
+func forgotErr(what, found string) error {
+	if found == "" {
+		found = "none"
+	}
+	return fmt.Errorf("%s: the group record is gone or replaced (found %s): %w", what, found, consumer.ErrStoreForgot)
 }
 
 // StreamID is the identity the keys are named after.

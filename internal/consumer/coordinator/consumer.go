@@ -26,6 +26,9 @@ type Consumer struct {
 	// tally is what each stream's last balancing round saw, so that
 	// rounds balance across streams (tally.go).
 	tally tally
+	// groups checks every read stream's group record in one round
+	// (groupwatch.go).
+	groups groupWatch
 
 	mu      sync.Mutex
 	coords  []*coordinator

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
@@ -38,39 +39,103 @@ func (co *coordinator) join(ctx context.Context) error {
 	return nil
 }
 
-// watchGroup checks the group record every GroupCheckInterval while this
-// instance reads any shard, and hands a store that forgot to the renew
-// goroutine, which re-seeds it. It ends when stop is closed.
+// watchGroup has the consumer's group watch check this stream's group
+// record every GroupCheckInterval while this instance reads any of its
+// shards, and hands a store that forgot to the renew goroutine, which
+// re-seeds it. It returns when stop is closed.
 func (co *coordinator) watchGroup(stop <-chan struct{}) {
 	var s consumer.Store = co.store
 	if w, ok := s.(forgetWatch); ok {
 		s = w.Store
 	}
-	g, ok := s.(consumer.GroupChecker)
-	if !ok {
+	if _, ok := s.(consumer.GroupChecker); !ok {
 		return
 	}
-	every := consumer.GroupCheckInterval(co.c.cfg.LeasePeriod)
+	co.c.groups.add(co, s, consumer.GroupCheckInterval(co.c.cfg.LeasePeriod))
+	defer co.c.groups.remove(co)
+	select {
+	case <-stop:
+	case <-co.runCtx.Done():
+	}
+}
+
+// groupWatch checks, for every stream of the consumer that reads shards, that
+// the store still holds the group record, all streams in one round a
+// check interval: one call for all of them where the store can batch
+// (consumer.GroupsChecker, a Redis that is not a Cluster), so the check
+// costs an instance one call a second however many streams it reads. It
+// runs while any stream is watched.
+type groupWatch struct {
+	mu      sync.Mutex
+	watched map[*coordinator]consumer.Store
+	running bool
+}
+
+func (w *groupWatch) add(co *coordinator, s consumer.Store, every time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.watched == nil {
+		w.watched = map[*coordinator]consumer.Store{}
+	}
+	w.watched[co] = s
+	if !w.running {
+		w.running = true
+		go w.run(every)
+	}
+}
+
+func (w *groupWatch) remove(co *coordinator) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.watched, co)
+}
+
+// run ticks until no stream is watched.
+func (w *groupWatch) run(every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			if len(co.readersNow()) == 0 {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(co.runCtx, every/2)
-			err := g.CheckGroup(ctx)
-			cancel()
-			if errors.Is(err, consumer.ErrStoreForgot) {
-				co.storeForgot()
-			} else if err != nil && co.runCtx.Err() == nil {
-				co.log.Debugf("Checking the group record failed; the renewals report an outage: %v", err)
-			}
-		case <-stop:
+	for range t.C {
+		w.mu.Lock()
+		if len(w.watched) == 0 {
+			w.running = false
+			w.mu.Unlock()
 			return
-		case <-co.runCtx.Done():
-			return
+		}
+		var coords []*coordinator
+		var stores []consumer.Store
+		for co, s := range w.watched {
+			if co.runCtx.Err() == nil && len(co.readersNow()) > 0 {
+				coords = append(coords, co)
+				stores = append(stores, s)
+			}
+		}
+		w.mu.Unlock()
+		w.round(coords, stores, every)
+	}
+}
+
+// round checks each coordinator's group record, bounded by half the
+// interval so that a check that hangs never delays the next.
+func (w *groupWatch) round(coords []*coordinator, stores []consumer.Store, every time.Duration) {
+	if len(coords) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), every/2)
+	defer cancel()
+	errs := make([]error, len(stores))
+	if g, ok := stores[0].(consumer.GroupsChecker); ok {
+		errs = g.CheckGroups(ctx, stores)
+	} else {
+		for i, s := range stores {
+			errs[i] = s.(consumer.GroupChecker).CheckGroup(ctx)
+		}
+	}
+	for i, err := range errs {
+		co := coords[i]
+		if errors.Is(err, consumer.ErrStoreForgot) {
+			co.storeForgot()
+		} else if err != nil && co.runCtx.Err() == nil {
+			co.log.Debugf("Checking the group record failed; the renewals report an outage: %v", err)
 		}
 	}
 }

@@ -1,0 +1,154 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
+)
+
+// groupCalls counts the group checks every stream's batchCheckStore makes.
+type groupCalls struct {
+	mu       sync.Mutex
+	batches  int // CheckGroups calls
+	singles  int // CheckGroup calls
+	largest  int // most stores in one CheckGroups call
+	forget   map[string]bool
+	reseeded map[string]int
+}
+
+// batchCheckStore is a stream's fake store that checks the group record of
+// every stream in one call, as the Redis store does outside a Cluster.
+type batchCheckStore struct {
+	*consumertest.Store
+	id    string
+	calls *groupCalls
+}
+
+func (s *batchCheckStore) CheckGroup(context.Context) error {
+	s.calls.mu.Lock()
+	defer s.calls.mu.Unlock()
+	s.calls.singles++
+	if s.calls.forget[s.id] {
+		return consumer.ErrStoreForgot
+	}
+	return nil
+}
+
+func (s *batchCheckStore) CheckGroups(_ context.Context, stores []consumer.Store) []error {
+	s.calls.mu.Lock()
+	defer s.calls.mu.Unlock()
+	s.calls.batches++
+	s.calls.largest = max(s.calls.largest, len(stores))
+	errs := make([]error, len(stores))
+	for i, st := range stores {
+		if s.calls.forget[st.(*batchCheckStore).id] {
+			errs[i] = consumer.ErrStoreForgot
+		}
+	}
+	return errs
+}
+
+// RenewAll finds what the check found: the renewal it wakes confirms a
+// store that forgot, and re-seeds.
+func (s *batchCheckStore) RenewAll(ctx context.Context, owner string, ls []consumer.Lease) ([]consumer.Lease, []string, error) {
+	s.calls.mu.Lock()
+	forgot := s.calls.forget[s.id]
+	s.calls.mu.Unlock()
+	if forgot {
+		return nil, nil, consumer.ErrStoreForgot
+	}
+	return s.Store.RenewAll(ctx, owner, ls)
+}
+
+func (s *batchCheckStore) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
+	s.calls.mu.Lock()
+	s.calls.reseeded[s.id]++
+	delete(s.calls.forget, s.id)
+	s.calls.mu.Unlock()
+	return s.Store.Reseed(ctx, seed)
+}
+
+// An instance reading many streams checks their group records in one call
+// an interval, not one per stream (issue 37: the steady-state Redis cost
+// per shard must not grow with the number of streams), and a store that
+// forgot one stream's record has that stream re-seeded, not the others.
+func TestGroupCheckIsOneCallForEveryStream(t *testing.T) {
+	t.Parallel()
+	api := newStreamsAPI()
+	const streams = 8
+	calls := &groupCalls{forget: map[string]bool{}, reseeded: map[string]int{}}
+	by := map[string]*batchCheckStore{}
+	var mu sync.Mutex
+	storeOf := func(id string) consumer.Store {
+		mu.Lock()
+		defer mu.Unlock()
+		if by[id] == nil {
+			by[id] = &batchCheckStore{Store: consumertest.NewStore(time.Second), id: id, calls: calls}
+		}
+		return by[id]
+	}
+	var names []string
+	for i := range streams {
+		name := fmt.Sprintf("g-%d", i)
+		names = append(names, name)
+		api.create(name, 1, 10, time.Unix(1_700_000_000, 0))
+	}
+	cfg := testConfig()
+	cfg.Streams, cfg.InstanceID = names, "a"
+	c, err := New(cfg, api, storeOf, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	var got streamLog
+	go ackInto(t.Context(), c, &got)
+
+	every := consumer.GroupCheckInterval(cfg.LeasePeriod)
+	require.Eventually(t, func() bool {
+		calls.mu.Lock()
+		defer calls.mu.Unlock()
+		return calls.largest == streams
+	}, 10*time.Second, every/4, "one check covers every stream once each reads its shard")
+
+	calls.mu.Lock()
+	b0, s0 := calls.batches, calls.singles
+	calls.mu.Unlock()
+	const rounds = 10
+	time.Sleep(rounds * every) // counting what a stretch of time costs: nothing to wait for
+	calls.mu.Lock()
+	batches, singles := calls.batches-b0, calls.singles-s0
+	calls.mu.Unlock()
+	assert.Zero(t, singles, "no stream is checked on its own")
+	assert.LessOrEqual(t, batches, rounds+1, "one call an interval for %d streams, not %d", streams, streams*rounds)
+	assert.GreaterOrEqual(t, batches, rounds/2, "the check still runs every interval")
+
+	const lost = consumertest.FakeARNPrefix + "g-5"
+	calls.mu.Lock()
+	require.Contains(t, by, lost)
+	calls.forget[lost] = true
+	calls.mu.Unlock()
+	require.Eventually(t, func() bool {
+		calls.mu.Lock()
+		defer calls.mu.Unlock()
+		return calls.reseeded[lost] > 0
+	}, 10*time.Second, every/4, "the stream whose record is gone is re-seeded")
+	time.Sleep(2 * every) // would any other stream be re-seeded too
+	calls.mu.Lock()
+	defer calls.mu.Unlock()
+	for id, n := range calls.reseeded {
+		if id != lost {
+			assert.Zero(t, n, "%s was re-seeded though its record is there", id)
+		}
+	}
+}
