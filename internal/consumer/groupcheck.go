@@ -68,3 +68,10 @@ type GroupsChecker interface {
 	GroupChecker
 	CheckGroups(ctx context.Context, stores []Store) (errs []error)
 }
+
+// HeartbeatsBatcher is a Store that can heartbeat a member in other stores
+// of the input (one per stream) in the same call as in its own. errs[i] is
+// stores[i]'s answer; a store it cannot batch is heartbeaten on its own.
+type HeartbeatsBatcher interface {
+	HeartbeatAll(ctx context.Context, member string, stores []Store) (errs []error)
+}

@@ -12,11 +12,12 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
-// An instance reading many streams checks every stream's group record in
-// one Redis call (issue 37's steady-state cost), and still tells each
-// stream's answer apart: a stream whose record is gone or replaced is
-// forgotten, the others are not, and a store that never joined is skipped.
-func TestIntegrationCheckGroupsIsOneCallForEveryStream(t *testing.T) {
+// An instance reading many streams checks every stream's group record, and
+// heartbeats in every stream, in one Redis call (issue 37's steady-state
+// cost), and still tells each stream's answer apart: a stream whose record
+// is gone or replaced is forgotten, the others are not, and a store that
+// never joined is skipped.
+func TestIntegrationGroupChecksAndHeartbeatsAreOneCallForEveryStream(t *testing.T) {
 	t.Parallel()
 	red := testenv.NewRedis(t)
 	cfg := DefaultConfig()
@@ -74,11 +75,32 @@ func TestIntegrationCheckGroupsIsOneCallForEveryStream(t *testing.T) {
 	}
 	assert.NoError(t, errs[streams-1], "a store that never joined knows no record to check")
 
+	// The member's heartbeats go the same way: one call for every stream,
+	// each of which then lists the member as live.
+	before = hook.n.Load()
+	for i, err := range first.HeartbeatAll(t.Context(), "m-1", stores) {
+		require.NoError(t, err, "stream %d", i)
+	}
+	assert.Equal(t, int64(2), hook.n.Load()-before, "one call for %d streams (and the script's first load)", streams)
+	before = hook.n.Load()
+	for i, err := range first.HeartbeatAll(t.Context(), "m-1", stores) {
+		require.NoError(t, err, "stream %d", i)
+	}
+	assert.Equal(t, int64(1), hook.n.Load()-before, "one call for %d streams", streams)
+	for i, st := range stores {
+		live, err := st.LiveMembers(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, []string{"m-1"}, live, "stream %d", i)
+	}
+
 	// A Redis that does not answer fails every stream's check, none forgot.
 	red.Stop()
 	errs = first.CheckGroups(t.Context(), stores)
 	for i, err := range errs[:streams-1] {
 		require.Error(t, err, "stream %d", i)
 		assert.NotErrorIs(t, err, consumer.ErrStoreForgot)
+	}
+	for i, err := range first.HeartbeatAll(t.Context(), "m-1", stores) {
+		assert.Error(t, err, "stream %d", i)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -16,6 +17,36 @@ func (s *Store) Heartbeat(ctx context.Context, member string) error {
 	}
 	return nil
 }
+
+// HeartbeatAll records member alive now in every store's stream, in one
+// call where Redis is not a Cluster (heartbeats.lua), so an instance pays
+// one call a renewal period for its heartbeats however many streams it
+// reads. In a Cluster, and for a store of another Checkpointer or kind,
+// each heartbeats on its own (consumer.HeartbeatsBatcher).
+func (s *Store) HeartbeatAll(ctx context.Context, member string, stores []consumer.Store) []error {
+	errs := make([]error, len(stores))
+	_, cluster := s.c.client.(*redis.ClusterClient)
+	var batch []int
+	var keys []string
+	for i, st := range stores {
+		if o, ok := st.(*Store); ok && o.c == s.c && !cluster {
+			batch, keys = append(batch, i), append(keys, o.keys.Members)
+			continue
+		}
+		errs[i] = st.Heartbeat(ctx, member)
+	}
+	if len(batch) == 0 {
+		return errs
+	}
+	if err := heartbeatsScript.Run(ctx, s.c.client, keys, member).Err(); err != nil {
+		for _, i := range batch {
+			errs[i] = fmt.Errorf("heartbeating member %s in %d streams: %w", member, len(batch), err)
+		}
+	}
+	return errs
+}
+
+var _ consumer.HeartbeatsBatcher = (*Store)(nil)
 
 // LiveMembers lists, sorted, the members that heartbeat within the lease
 // period, and removes the others.

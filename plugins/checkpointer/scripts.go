@@ -181,6 +181,10 @@ var leasesScript = newScript("leases")
 // heartbeatScript: KEYS members; ARGV member. Returns now.
 var heartbeatScript = newScript("heartbeat")
 
+// heartbeatsScript: KEYS the members keys of several streams; ARGV member.
+// Returns now. Only outside a Cluster (Store.HeartbeatAll).
+var heartbeatsScript = newScript("heartbeats")
+
 // liveMembersScript: KEYS members; ARGV periodMillis. Prunes members silent
 // for longer than the period and returns the rest.
 var liveMembersScript = newScript("live_members")

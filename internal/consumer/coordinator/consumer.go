@@ -26,9 +26,9 @@ type Consumer struct {
 	// tally is what each stream's last balancing round saw, so that
 	// rounds balance across streams (tally.go).
 	tally tally
-	// groups checks every read stream's group record in one round
-	// (groupwatch.go).
-	groups groupWatch
+	// shared checks every read stream's group record, and heartbeats
+	// this member in every stream, once for all streams (groupwatch.go).
+	shared sharedRounds
 
 	mu      sync.Mutex
 	coords  []*coordinator

@@ -27,6 +27,9 @@ type coordinator struct {
 	configured string              // the name or ARN as the user wrote it
 	id         string              // the checkpoint identity: ARN, or name without one
 	streamName string
+	// sharedBeat is set while the consumer's shared rounds heartbeat this
+	// stream (groupwatch.go), so that renewals do not.
+	sharedBeat atomic.Bool
 	// thresholds are the lag thresholds from the stream's retention; a
 	// stream found by discovery learns its retention after it started
 	// (describeLater), so readers read them through an atomic.

@@ -39,39 +39,46 @@ func (co *coordinator) join(ctx context.Context) error {
 	return nil
 }
 
-// watchGroup has the consumer's group watch check this stream's group
-// record every GroupCheckInterval while this instance reads any of its
-// shards, and hands a store that forgot to the renew goroutine, which
-// re-seeds it. It returns when stop is closed.
+// watchGroup has the consumer's shared rounds (sharedRounds) check this
+// stream's group record every GroupCheckInterval while this instance reads
+// any of its shards, handing a store that forgot to the renew goroutine,
+// which re-seeds it, and heartbeat this member in the stream's group every
+// third of the lease period when the store heartbeats every stream in one
+// call. It returns when stop is closed.
 func (co *coordinator) watchGroup(stop <-chan struct{}) {
 	var s consumer.Store = co.store
 	if w, ok := s.(forgetWatch); ok {
 		s = w.Store
 	}
-	if _, ok := s.(consumer.GroupChecker); !ok {
+	_, checks := s.(consumer.GroupChecker)
+	_, beats := s.(consumer.HeartbeatsBatcher)
+	if !checks && !beats {
 		return
 	}
-	co.c.groups.add(co, s, consumer.GroupCheckInterval(co.c.cfg.LeasePeriod))
-	defer co.c.groups.remove(co)
+	co.sharedBeat.Store(beats)
+	co.c.shared.add(co, s, co.c.cfg.LeasePeriod)
+	defer co.c.shared.remove(co)
 	select {
 	case <-stop:
 	case <-co.runCtx.Done():
 	}
 }
 
-// groupWatch checks, for every stream of the consumer that reads shards, that
-// the store still holds the group record, all streams in one round a
-// check interval: one call for all of them where the store can batch
-// (consumer.GroupsChecker, a Redis that is not a Cluster), so the check
-// costs an instance one call a second however many streams it reads. It
-// runs while any stream is watched.
-type groupWatch struct {
+// sharedRounds does, once for every stream of the consumer, what each
+// stream needs of the store at a fixed pace and the same for all: the
+// group check every check interval (for the streams it reads shards of),
+// and the member's heartbeat every third of the lease period. One call
+// covers every stream where the store can batch (consumer.GroupsChecker,
+// consumer.HeartbeatsBatcher: a Redis that is not a Cluster), so an
+// instance pays them once however many streams it reads. It runs while any
+// stream is watched.
+type sharedRounds struct {
 	mu      sync.Mutex
 	watched map[*coordinator]consumer.Store
 	running bool
 }
 
-func (w *groupWatch) add(co *coordinator, s consumer.Store, every time.Duration) {
+func (w *sharedRounds) add(co *coordinator, s consumer.Store, leasePeriod time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.watched == nil {
@@ -80,62 +87,113 @@ func (w *groupWatch) add(co *coordinator, s consumer.Store, every time.Duration)
 	w.watched[co] = s
 	if !w.running {
 		w.running = true
-		go w.run(every)
+		go w.run(leasePeriod)
 	}
 }
 
-func (w *groupWatch) remove(co *coordinator) {
+func (w *sharedRounds) remove(co *coordinator) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.watched, co)
 }
 
+// snapshot returns the watched streams whose coordinator still runs, and
+// reading only those that read any shard; ok is false, and the rounds
+// end, when none is watched.
+func (w *sharedRounds) snapshot(reading bool) (coords []*coordinator, stores []consumer.Store, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.watched) == 0 {
+		w.running = false
+		return nil, nil, false
+	}
+	for co, s := range w.watched {
+		if co.runCtx.Err() == nil && (!reading || len(co.readersNow()) > 0) {
+			coords = append(coords, co)
+			stores = append(stores, s)
+		}
+	}
+	return coords, stores, true
+}
+
 // run ticks until no stream is watched.
-func (w *groupWatch) run(every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for range t.C {
-		w.mu.Lock()
-		if len(w.watched) == 0 {
-			w.running = false
-			w.mu.Unlock()
-			return
-		}
-		var coords []*coordinator
-		var stores []consumer.Store
-		for co, s := range w.watched {
-			if co.runCtx.Err() == nil && len(co.readersNow()) > 0 {
-				coords = append(coords, co)
-				stores = append(stores, s)
+func (w *sharedRounds) run(leasePeriod time.Duration) {
+	every := consumer.GroupCheckInterval(leasePeriod)
+	checks := time.NewTicker(every)
+	defer checks.Stop()
+	beats := time.NewTicker(leasePeriod / 3)
+	defer beats.Stop()
+	for {
+		select {
+		case <-checks.C:
+			coords, stores, ok := w.snapshot(true)
+			if !ok {
+				return
 			}
+			w.check(coords, stores, every)
+		case <-beats.C:
+			coords, stores, ok := w.snapshot(false)
+			if !ok {
+				return
+			}
+			w.heartbeat(coords, stores, leasePeriod/6)
 		}
-		w.mu.Unlock()
-		w.round(coords, stores, every)
 	}
 }
 
-// round checks each coordinator's group record, bounded by half the
+// check checks each coordinator's group record, bounded by half the
 // interval so that a check that hangs never delays the next.
-func (w *groupWatch) round(coords []*coordinator, stores []consumer.Store, every time.Duration) {
-	if len(coords) == 0 {
+func (w *sharedRounds) check(coords []*coordinator, stores []consumer.Store, every time.Duration) {
+	var checked []*coordinator
+	var checkers []consumer.Store
+	for i, s := range stores {
+		if _, ok := s.(consumer.GroupChecker); ok {
+			checked, checkers = append(checked, coords[i]), append(checkers, s)
+		}
+	}
+	if len(checked) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), every/2)
 	defer cancel()
-	errs := make([]error, len(stores))
-	if g, ok := stores[0].(consumer.GroupsChecker); ok {
-		errs = g.CheckGroups(ctx, stores)
+	var errs []error
+	if g, ok := checkers[0].(consumer.GroupsChecker); ok {
+		errs = g.CheckGroups(ctx, checkers)
 	} else {
-		for i, s := range stores {
+		errs = make([]error, len(checkers))
+		for i, s := range checkers {
 			errs[i] = s.(consumer.GroupChecker).CheckGroup(ctx)
 		}
 	}
 	for i, err := range errs {
-		co := coords[i]
+		co := checked[i]
 		if errors.Is(err, consumer.ErrStoreForgot) {
 			co.storeForgot()
 		} else if err != nil && co.runCtx.Err() == nil {
 			co.log.Debugf("Checking the group record failed; the renewals report an outage: %v", err)
+		}
+	}
+}
+
+// heartbeat heartbeats the member in every stream whose store batches
+// heartbeats, bounded as a renewal is.
+func (w *sharedRounds) heartbeat(coords []*coordinator, stores []consumer.Store, bound time.Duration) {
+	var beat []*coordinator
+	var batched []consumer.Store
+	for i, s := range stores {
+		if _, ok := s.(consumer.HeartbeatsBatcher); ok {
+			beat, batched = append(beat, coords[i]), append(batched, s)
+		}
+	}
+	if len(beat) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	errs := batched[0].(consumer.HeartbeatsBatcher).HeartbeatAll(ctx, beat[0].c.owner, batched)
+	for i, err := range errs {
+		if co := beat[i]; err != nil && co.runCtx.Err() == nil {
+			co.log.Warnf("Heartbeat failed: %v", err)
 		}
 	}
 }

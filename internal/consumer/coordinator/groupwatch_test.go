@@ -20,6 +20,8 @@ type groupCalls struct {
 	batches  int // CheckGroups calls
 	singles  int // CheckGroup calls
 	largest  int // most stores in one CheckGroups call
+	beatAlls int // HeartbeatAll calls
+	beats    int // Heartbeat calls
 	forget   map[string]bool
 	reseeded map[string]int
 }
@@ -56,6 +58,24 @@ func (s *batchCheckStore) CheckGroups(_ context.Context, stores []consumer.Store
 	return errs
 }
 
+func (s *batchCheckStore) Heartbeat(ctx context.Context, member string) error {
+	s.calls.mu.Lock()
+	s.calls.beats++
+	s.calls.mu.Unlock()
+	return s.Store.Heartbeat(ctx, member)
+}
+
+func (s *batchCheckStore) HeartbeatAll(ctx context.Context, member string, stores []consumer.Store) []error {
+	s.calls.mu.Lock()
+	s.calls.beatAlls++
+	s.calls.mu.Unlock()
+	errs := make([]error, len(stores))
+	for i, st := range stores {
+		errs[i] = st.(*batchCheckStore).Store.Heartbeat(ctx, member)
+	}
+	return errs
+}
+
 // RenewAll finds what the check found: the renewal it wakes confirms a
 // store that forgot, and re-seeds.
 func (s *batchCheckStore) RenewAll(ctx context.Context, owner string, ls []consumer.Lease) ([]consumer.Lease, []string, error) {
@@ -77,10 +97,11 @@ func (s *batchCheckStore) Reseed(ctx context.Context, seed consumer.Seed) (consu
 }
 
 // An instance reading many streams checks their group records in one call
-// an interval, not one per stream (issue 37: the steady-state Redis cost
+// an interval, and heartbeats in all of them in one call a third of the
+// lease, not one per stream (issue 37: the steady-state Redis cost
 // per shard must not grow with the number of streams), and a store that
 // forgot one stream's record has that stream re-seeded, not the others.
-func TestGroupCheckIsOneCallForEveryStream(t *testing.T) {
+func TestGroupCheckAndHeartbeatAreOneCallForEveryStream(t *testing.T) {
 	t.Parallel()
 	api := newStreamsAPI()
 	const streams = 8
@@ -122,16 +143,26 @@ func TestGroupCheckIsOneCallForEveryStream(t *testing.T) {
 	}, 10*time.Second, every/4, "one check covers every stream once each reads its shard")
 
 	calls.mu.Lock()
-	b0, s0 := calls.batches, calls.singles
+	b0, s0, ba0, be0 := calls.batches, calls.singles, calls.beatAlls, calls.beats
 	calls.mu.Unlock()
-	const rounds = 10
+	const rounds = 12
 	time.Sleep(rounds * every) // counting what a stretch of time costs: nothing to wait for
 	calls.mu.Lock()
-	batches, singles := calls.batches-b0, calls.singles-s0
+	batches, singles, beatAlls, beats := calls.batches-b0, calls.singles-s0, calls.beatAlls-ba0, calls.beats-be0
 	calls.mu.Unlock()
 	assert.Zero(t, singles, "no stream is checked on its own")
 	assert.LessOrEqual(t, batches, rounds+1, "one call an interval for %d streams, not %d", streams, streams*rounds)
 	assert.GreaterOrEqual(t, batches, rounds/2, "the check still runs every interval")
+	assert.Zero(t, beats, "no stream heartbeats on its own")
+	beatEvery := cfg.LeasePeriod / 3
+	wantBeats := int(rounds * every / beatEvery)
+	assert.LessOrEqual(t, beatAlls, wantBeats+1, "one heartbeat call a third of the lease for %d streams", streams)
+	assert.GreaterOrEqual(t, beatAlls, wantBeats/2, "the member still heartbeats")
+	for _, n := range names {
+		live, err := storeOf(consumertest.FakeARNPrefix+n).LiveMembers(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, []string{"a"}, live, "the member is live in %s", n)
+	}
 
 	const lost = consumertest.FakeARNPrefix + "g-5"
 	calls.mu.Lock()

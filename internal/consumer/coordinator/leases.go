@@ -162,7 +162,12 @@ func (co *coordinator) renewLoop() {
 // forgot says a call already found it so, for an instance that holds no
 // lease to renew.
 func (co *coordinator) renew(ctx context.Context, forgot bool) {
-	defer co.heartbeat(ctx)
+	// The shared rounds heartbeat every stream in one call, when the store
+	// can (groupwatch.go); a store that forgot is heartbeaten at once, so
+	// the member is live again before its next round.
+	if forgot || !co.sharedBeat.Load() {
+		defer co.heartbeat(ctx)
+	}
 	attempt := time.Now()
 	var ls []consumer.Lease
 	byShard := map[string]shardReader{}
