@@ -159,7 +159,7 @@ func TestGroupCheckAndHeartbeatAreOneCallForEveryStream(t *testing.T) {
 	assert.LessOrEqual(t, beatAlls, wantBeats+1, "one heartbeat call a third of the lease for %d streams", streams)
 	assert.GreaterOrEqual(t, beatAlls, wantBeats/2, "the member still heartbeats")
 	for _, n := range names {
-		live, err := storeOf(consumertest.FakeARNPrefix+n).LiveMembers(t.Context())
+		live, err := storeOf(consumertest.FakeARNPrefix + n).LiveMembers(t.Context())
 		require.NoError(t, err)
 		assert.Equal(t, []string{"a"}, live, "the member is live in %s", n)
 	}
