@@ -70,12 +70,15 @@ func (co *coordinator) watchGroup(stop <-chan struct{}) {
 // and the member's heartbeat every third of the lease period. One call
 // covers every stream where the store can batch (consumer.GroupsChecker,
 // consumer.HeartbeatsBatcher: a Redis that is not a Cluster), so an
-// instance pays them once however many streams it reads. It runs while any
-// stream is watched.
+// instance pays them once however many streams it reads. Checks and
+// heartbeats run apart, so a heartbeat that hangs (bounded by a sixth of
+// the lease) never delays a check past the newcomer's wait. They run
+// while any stream is watched.
 type sharedRounds struct {
 	mu      sync.Mutex
 	watched map[*coordinator]consumer.Store
-	running bool
+	// checking and beating say that each loop runs.
+	checking, beating bool
 }
 
 func (w *sharedRounds) add(co *coordinator, s consumer.Store, leasePeriod time.Duration) {
@@ -85,9 +88,14 @@ func (w *sharedRounds) add(co *coordinator, s consumer.Store, leasePeriod time.D
 		w.watched = map[*coordinator]consumer.Store{}
 	}
 	w.watched[co] = s
-	if !w.running {
-		w.running = true
-		go w.run(leasePeriod)
+	if !w.checking {
+		w.checking = true
+		every := consumer.GroupCheckInterval(leasePeriod)
+		go w.loop(every, &w.checking, true, func(coords []*coordinator, stores []consumer.Store) { w.check(coords, stores, every) })
+	}
+	if !w.beating {
+		w.beating = true
+		go w.loop(leasePeriod/3, &w.beating, false, func(coords []*coordinator, stores []consumer.Store) { w.heartbeat(coords, stores, leasePeriod/6) })
 	}
 }
 
@@ -98,13 +106,13 @@ func (w *sharedRounds) remove(co *coordinator) {
 }
 
 // snapshot returns the watched streams whose coordinator still runs, and
-// reading only those that read any shard; ok is false, and the rounds
-// end, when none is watched.
-func (w *sharedRounds) snapshot(reading bool) (coords []*coordinator, stores []consumer.Store, ok bool) {
+// with reading only those that read any shard; ok is false when none is
+// watched, and the loop whose flag running is then ends.
+func (w *sharedRounds) snapshot(running *bool, reading bool) (coords []*coordinator, stores []consumer.Store, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.watched) == 0 {
-		w.running = false
+		*running = false
 		return nil, nil, false
 	}
 	for co, s := range w.watched {
@@ -116,28 +124,16 @@ func (w *sharedRounds) snapshot(reading bool) (coords []*coordinator, stores []c
 	return coords, stores, true
 }
 
-// run ticks until no stream is watched.
-func (w *sharedRounds) run(leasePeriod time.Duration) {
-	every := consumer.GroupCheckInterval(leasePeriod)
-	checks := time.NewTicker(every)
-	defer checks.Stop()
-	beats := time.NewTicker(leasePeriod / 3)
-	defer beats.Stop()
-	for {
-		select {
-		case <-checks.C:
-			coords, stores, ok := w.snapshot(true)
-			if !ok {
-				return
-			}
-			w.check(coords, stores, every)
-		case <-beats.C:
-			coords, stores, ok := w.snapshot(false)
-			if !ok {
-				return
-			}
-			w.heartbeat(coords, stores, leasePeriod/6)
+// loop runs round every interval until no stream is watched.
+func (w *sharedRounds) loop(every time.Duration, running *bool, reading bool, round func([]*coordinator, []consumer.Store)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for range t.C {
+		coords, stores, ok := w.snapshot(running, reading)
+		if !ok {
+			return
 		}
+		round(coords, stores)
 	}
 }
 
