@@ -94,9 +94,7 @@ func (m *monitor) check(ctx context.Context, final bool) error {
 	// The shadow's reads are retried on the next tick; at the end, until
 	// they succeed or two minutes passed.
 	for try := 0; ; try++ {
-		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err := m.sh.poll(pctx, m.streamRefs())
-		cancel()
+		err := m.sh.poll(ctx, m.streamRefs())
 		m.s.smu.Lock()
 		m.s.shadowFailed = maps.Clone(m.sh.failed)
 		m.s.smu.Unlock()

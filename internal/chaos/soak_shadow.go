@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/md5"
 	"encoding/json"
@@ -44,9 +45,21 @@ type shadowShard struct {
 // (seed 7949455874945913174 ended "could not be carried out").
 const shadowReadLimit = 20
 
+// shadowStreamBudget bounds what one poll spends on one stream: a stream
+// that is slow to list or has a long backlog is read on in the next poll
+// (from where this one stopped), and the streams after it are still read.
+// With one limit for the whole poll, a busy emulator left the streams late
+// in the poll unread for minutes: the 1 h soaks of seeds 1 and 2 on
+// 2026-12-03 ended "could not be carried out" at 25 and 20 minutes, their
+// shadow unable to list a stream of the streams class (reshards had grown
+// soak-a and soak-kpl to 18 shards each, three soaks shared two cores).
+const shadowStreamBudget = 20 * time.Second
+
 // shadow reads every stream as the ground truth while the soak runs.
 type shadow struct {
 	kc     *kinesis.Client
+	// streamBudget is shadowStreamBudget unless a test sets it.
+	streamBudget time.Duration
 	shards map[string]*shadowShard
 	order  []string // first seen order, for reports
 	// polledAt is, per stream label, when the last poll that read the
@@ -68,9 +81,9 @@ type shadowRef struct {
 	gone        bool
 }
 
-// poll reads what is new in every shard of the streams not gone. A stream
-// that fails is left for the next poll, the others are read; the first
-// error is returned.
+// poll reads what is new in every shard of the streams not gone, each
+// stream within its own budget. A stream that fails is left for the next
+// poll, the others are read; the first error is returned.
 func (sh *shadow) poll(ctx context.Context, streams []shadowRef) error {
 	var first error
 	sh.turn++
@@ -78,7 +91,12 @@ func (sh *shadow) poll(ctx context.Context, streams []shadowRef) error {
 		if ref.gone {
 			continue
 		}
-		err := sh.pollStream(ctx, ref)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		sctx, cancel := context.WithTimeout(ctx, cmp.Or(sh.streamBudget, shadowStreamBudget))
+		err := sh.pollStream(sctx, ref)
+		cancel()
 		if sh.failed == nil {
 			sh.failed = map[string]string{}
 		}

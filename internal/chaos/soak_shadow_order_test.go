@@ -1,9 +1,19 @@
 package chaos
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Every stream comes first in turn, so a slow stream that uses up a poll's
@@ -18,4 +28,38 @@ func TestShadowPollsStartAtEachStreamInTurn(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int{"a": 2, "b": 2, "c": 2}, firsts)
 	assert.Empty(t, pollOrder(nil, 3))
+}
+
+// A stream whose listing hangs costs a poll its own budget, not the
+// poll: the streams after it are still read.
+func TestShadowReadsTheOtherStreamsPastOneThatHangs(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"slow"`) {
+			<-r.Context().Done() // the emulator never answers for this stream
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		_, _ = w.Write([]byte(`{"Shards":[]}`))
+	}))
+	defer srv.Close()
+	kc := kinesis.New(kinesis.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(srv.URL),
+		Credentials:  credentials.NewStaticCredentialsProvider("k", "s", ""),
+		Retryer:      aws.NopRetryer{},
+	})
+	sh := &shadow{kc: kc, shards: map[string]*shadowShard{}, streamBudget: 300 * time.Millisecond}
+	refs := []shadowRef{{name: "slow", label: "slow"}, {name: "fast", label: "fast"}}
+	for turn := 0; turn < 2; turn++ {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		err := sh.poll(ctx, refs)
+		cancel()
+		require.Error(t, err, "the slow stream's listing fails")
+		assert.Contains(t, sh.polledAt, "fast", "poll %d read the stream after the slow one", turn)
+		delete(sh.polledAt, "fast")
+	}
+	assert.NotContains(t, sh.polledAt, "slow")
+	assert.Contains(t, sh.failed["slow"], "listing the shards of slow")
 }
