@@ -92,8 +92,12 @@ func (m *monitor) streamRefs() []shadowRef {
 func (m *monitor) check(ctx context.Context, final bool) error {
 	now := time.Now()
 	// The shadow's reads are retried on the next tick; at the end, until
-	// they succeed or two minutes passed.
-	for try := 0; ; try++ {
+	// they succeed, or three polls in a row read nothing new: a backlog
+	// (soak-big's 96 KiB records on a busy emulator) may take more polls
+	// to read than a fixed count allowed (seed 3's 1 h run of 2026-12-03
+	// ended "could not be carried out" on it, in its drain).
+	for stalled := 0; ; {
+		had := m.sh.records()
 		err := m.sh.poll(ctx, m.streamRefs())
 		m.s.smu.Lock()
 		m.s.shadowFailed = maps.Clone(m.sh.failed)
@@ -101,7 +105,12 @@ func (m *monitor) check(ctx context.Context, final bool) error {
 		if err == nil || !final {
 			break
 		}
-		if try == 5 || ctx.Err() != nil {
+		if m.sh.records() > had {
+			stalled = 0
+		} else {
+			stalled++
+		}
+		if stalled == 3 || ctx.Err() != nil {
 			return err
 		}
 	}

@@ -57,11 +57,11 @@ const shadowStreamBudget = 20 * time.Second
 
 // shadow reads every stream as the ground truth while the soak runs.
 type shadow struct {
-	kc     *kinesis.Client
+	kc *kinesis.Client
 	// streamBudget is shadowStreamBudget unless a test sets it.
 	streamBudget time.Duration
-	shards map[string]*shadowShard
-	order  []string // first seen order, for reports
+	shards       map[string]*shadowShard
+	order        []string // first seen order, for reports
 	// polledAt is, per stream label, when the last poll that read the
 	// whole stream began.
 	polledAt map[string]time.Time
@@ -71,6 +71,15 @@ type shadow struct {
 	// succeeds): a stream the streams class waits on says why it is
 	// unread.
 	failed map[string]string
+}
+
+// records counts the records the shadow has read, of every shard.
+func (sh *shadow) records() int {
+	n := 0
+	for _, ss := range sh.shards {
+		n += len(ss.recs) + ss.strays
+	}
+	return n
 }
 
 // shadowRef is a stream the shadow reads: its name in the emulator, its
