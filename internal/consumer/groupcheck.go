@@ -75,3 +75,25 @@ type GroupsChecker interface {
 type HeartbeatsBatcher interface {
 	HeartbeatAll(ctx context.Context, member string, stores []Store) (errs []error)
 }
+
+// Renewal is one stream's answer to a batched renewal: RenewAll's.
+type Renewal struct {
+	Renewed []Lease
+	Lost    []string
+	Err     error
+}
+
+// RenewalsBatcher is a Store that can renew the leases of other stores of
+// the input (one per stream) in the same call as its own: leases[i] are
+// stores[i]'s, and the answer at i is RenewAll's for that stream. A store
+// it cannot batch is renewed on its own.
+type RenewalsBatcher interface {
+	RenewStreams(ctx context.Context, owner string, stores []Store, leases [][]Lease) []Renewal
+}
+
+// ProgressBatcher is a Store that can publish the progress of other stores
+// of the input (one per stream) in the same call as its own: ps[i] is
+// stores[i]'s. A store it cannot batch publishes on its own.
+type ProgressBatcher interface {
+	PublishProgressAll(ctx context.Context, owner string, stores []Store, ps []map[string]Progress) (errs []error)
+}

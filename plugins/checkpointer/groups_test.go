@@ -3,6 +3,7 @@ package checkpointer
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -102,5 +103,95 @@ func TestIntegrationGroupChecksAndHeartbeatsAreOneCallForEveryStream(t *testing.
 	}
 	for i, err := range first.HeartbeatAll(t.Context(), "m-1", stores) {
 		assert.Error(t, err, "stream %d", i)
+	}
+}
+
+// One renewal call for every stream an instance reads: each stream gets
+// RenewAll's answer for its own leases, a lease another owner took is
+// lost in its stream alone, a stream whose group record is gone is
+// forgotten alone, and the progress of every stream is one call too.
+func TestIntegrationRenewalsAndProgressAreOneCallForEveryStream(t *testing.T) {
+	t.Parallel()
+	red := testenv.NewRedis(t)
+	cfg := DefaultConfig()
+	cfg.RedisURL, cfg.Group = red.URL(), "g"
+	opts, err := redis.ParseURL(cfg.RedisURL)
+	require.NoError(t, err)
+	client := redis.NewClient(opts)
+	defer client.Close()
+	hook := &countingHook{}
+	client.AddHook(hook)
+	ck := NewFromClient(client, cfg, nil, nil)
+
+	const streams = 6
+	stores := make([]consumer.Store, streams)
+	leases := make([][]consumer.Lease, streams)
+	for i := range stores {
+		s := ck.Stream(fmt.Sprintf("arn:aws:kinesis:us-east-1:000000000000:stream/r-%d", i))
+		_, err := s.Join(t.Context())
+		require.NoError(t, err)
+		for _, shard := range []string{"shard-0", "shard-1"} {
+			leases[i] = append(leases[i], mustAcquire(t, s, shard))
+		}
+		stores[i] = s
+	}
+	leases[4] = nil // a stream with no lease to renew is left out
+	first := stores[0].(*Store)
+	first.RenewStreams(t.Context(), "a", stores, leases) // loads the script
+
+	before := hook.n.Load()
+	res := first.RenewStreams(t.Context(), "a", stores, leases)
+	assert.Equal(t, int64(1), hook.n.Load()-before, "one call for %d streams", streams)
+	for i, r := range res {
+		require.NoError(t, r.Err, "stream %d", i)
+		assert.Empty(t, r.Lost, "stream %d", i)
+		assert.Len(t, r.Renewed, len(leases[i]), "stream %d", i)
+		for _, l := range r.Renewed {
+			assert.True(t, l.ExpiresAt.After(time.Now()), "stream %d %s", i, l.Shard)
+		}
+	}
+
+	// Another owner takes shard-1 of stream 2 (its lease expired), and
+	// stream 3's group record is gone.
+	admin := red.Client()
+	defer admin.Close()
+	require.NoError(t, admin.HSet(t.Context(), stores[2].(*Store).Keys().Leases, "shard-1", "b|1|9").Err())
+	require.NoError(t, admin.Del(t.Context(), stores[3].(*Store).Keys().Epoch).Err())
+	res = first.RenewStreams(t.Context(), "a", stores, leases)
+	for i, r := range res {
+		switch i {
+		case 2:
+			require.NoError(t, r.Err)
+			assert.Equal(t, []string{"shard-1"}, r.Lost)
+			require.Len(t, r.Renewed, 1)
+			assert.Equal(t, "shard-0", r.Renewed[0].Shard)
+		case 3:
+			assert.ErrorIs(t, r.Err, consumer.ErrStoreForgot)
+		default:
+			require.NoError(t, r.Err, "stream %d", i)
+			assert.Empty(t, r.Lost, "stream %d", i)
+			assert.Len(t, r.Renewed, len(leases[i]), "stream %d", i)
+		}
+	}
+
+	ps := make([]map[string]consumer.Progress, streams)
+	for i := range ps {
+		ps[i] = map[string]consumer.Progress{"shard-0": {LagMillis: int64(100 * i), BytesPerSecond: 7}}
+	}
+	first.PublishProgressAll(t.Context(), "a", stores, ps) // loads the script
+	before = hook.n.Load()
+	for i, err := range first.PublishProgressAll(t.Context(), "a", stores, ps) {
+		require.NoError(t, err, "stream %d", i)
+	}
+	assert.Equal(t, int64(1), hook.n.Load()-before, "one call for %d streams", streams)
+	for i, st := range stores {
+		got, err := st.(*Store).Progress(t.Context())
+		require.NoError(t, err)
+		if i == 3 {
+			continue // its record is gone, not its leases: written or not, nobody reads it
+		}
+		require.Contains(t, got, "shard-0", "stream %d", i)
+		assert.Equal(t, int64(100*i), got["shard-0"].LagMillis, "stream %d", i)
+		assert.Equal(t, "a", got["shard-0"].Owner, "stream %d", i)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/redis/go-redis/v9"
 )
 
 // Renew extends l by a lease period. ErrLeaseLost when another owner took
@@ -50,6 +51,13 @@ func (s *Store) RenewAll(ctx context.Context, owner string, ls []consumer.Lease)
 	if len(res) < 2 {
 		return nil, nil, fmt.Errorf("renewing %d leases of %s: unexpected script reply %v", len(ls), owner, res)
 	}
+	renewed, lost = renewedLeases(owner, ls, sent, res)
+	return renewed, lost, nil
+}
+
+// renewedLeases reads a renewal's reply {expiresAt, now, lostShard...} for
+// the leases ls of owner, sent at sent.
+func renewedLeases(owner string, ls []consumer.Lease, sent time.Time, res []any) (renewed []consumer.Lease, lost []string) {
 	exp, now := toInt(res[0]), toInt(res[1])
 	lostSet := make(map[string]bool, len(res)-2)
 	for _, v := range res[2:] {
@@ -64,8 +72,67 @@ func (s *Store) RenewAll(ctx context.Context, owner string, ls []consumer.Lease)
 		l.Deadline = sent.Add(time.Duration(exp-now) * time.Millisecond)
 		renewed = append(renewed, l)
 	}
-	return renewed, lost, nil
+	return renewed, lost
 }
+
+// RenewStreams renews, for each of stores (one per stream), the leases of
+// owner given at the same index, in one script call where Redis is not a
+// Cluster (renew_streams.lua): an instance renews every stream it reads
+// in one call a renewal period. Each answer is RenewAll's for its
+// stream. In a Cluster, and for a store of another Checkpointer or kind,
+// each stream is renewed on its own (consumer.RenewalsBatcher).
+func (s *Store) RenewStreams(ctx context.Context, owner string, stores []consumer.Store, leases [][]consumer.Lease) []consumer.Renewal {
+	out := make([]consumer.Renewal, len(stores))
+	_, cluster := s.c.client.(*redis.ClusterClient)
+	var batch []int
+	var keys []string
+	args := []any{owner, s.periodMillis()}
+	n := 0
+	for i, st := range stores {
+		o, ok := st.(*Store)
+		if !ok || o.c != s.c || cluster || o.periodMillis() != s.periodMillis() {
+			r := &out[i]
+			r.Renewed, r.Lost, r.Err = st.RenewAll(ctx, owner, leases[i])
+			continue
+		}
+		if len(leases[i]) == 0 {
+			continue
+		}
+		batch, keys = append(batch, i), append(keys, o.keys.Leases, o.keys.Epoch)
+		args = append(args, o.knownEpoch(), len(leases[i]))
+		for _, l := range leases[i] {
+			args = append(args, l.Shard, l.Token)
+		}
+		n += len(leases[i])
+	}
+	if len(batch) == 0 {
+		return out
+	}
+	sent := time.Now()
+	res, err := renewStreamsScript.Run(ctx, s.c.client, keys, args...).Slice()
+	if err == nil && len(res) != len(batch) {
+		err = fmt.Errorf("unexpected script reply: %d answers for %d streams", len(res), len(batch))
+	}
+	for j, i := range batch {
+		what := fmt.Sprintf("renewing %d leases of %s", len(leases[i]), owner)
+		if err != nil {
+			out[i].Err = storeErr(fmt.Sprintf("renewing %d leases of %s in %d streams", n, owner, len(batch)), err)
+			continue
+		}
+		part, _ := res[j].([]any)
+		switch {
+		case len(part) == 2 && toInt(part[0]) == 0:
+			out[i].Err = forgotErr(what, toString(part[1]))
+		case len(part) >= 3 && toInt(part[0]) == 1:
+			out[i].Renewed, out[i].Lost = renewedLeases(owner, leases[i], sent, part[1:])
+		default:
+			out[i].Err = fmt.Errorf("%s: unexpected script reply %v", what, part)
+		}
+	}
+	return out
+}
+
+var _ consumer.RenewalsBatcher = (*Store)(nil)
 
 // Release gives l up and clears any hand-off request for its shard.
 // Releasing a lease already released is not an error; one taken by another

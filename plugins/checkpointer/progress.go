@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/redis/go-redis/v9"
 )
 
 // PublishedProgress is a shard's progress as its owner last published it.
@@ -30,8 +31,16 @@ func (s *Store) PublishProgress(ctx context.Context, owner string, ps map[string
 	if len(ps) == 0 {
 		return nil
 	}
-	args := make([]any, 0, 1+4*len(ps))
-	args = append(args, owner)
+	args := progressArgs([]any{owner}, ps)
+	if err := publishProgressScript.Run(ctx, s.c.client, []string{s.keys.Progress, s.keys.Leases}, args...).Err(); err != nil {
+		return fmt.Errorf("publishing progress of %d shards for %s: %w", len(ps), owner, err)
+	}
+	return nil
+}
+
+// progressArgs appends each shard's shard, lag, last delivery and bytes/s
+// to args, shards sorted.
+func progressArgs(args []any, ps map[string]consumer.Progress) []any {
 	for _, shard := range slices.Sorted(maps.Keys(ps)) {
 		p := ps[shard]
 		var last int64
@@ -40,11 +49,46 @@ func (s *Store) PublishProgress(ctx context.Context, owner string, ps map[string
 		}
 		args = append(args, shard, p.LagMillis, last, p.BytesPerSecond)
 	}
-	if err := publishProgressScript.Run(ctx, s.c.client, []string{s.keys.Progress, s.keys.Leases}, args...).Err(); err != nil {
-		return fmt.Errorf("publishing progress of %d shards for %s: %w", len(ps), owner, err)
-	}
-	return nil
+	return args
 }
+
+// PublishProgressAll publishes, for each of stores (one per stream), the
+// progress given at the same index, in one script call where Redis is not
+// a Cluster (publish_progresses.lua). In a Cluster, and for a store of
+// another Checkpointer or kind, each publishes on its own
+// (consumer.ProgressBatcher).
+func (s *Store) PublishProgressAll(ctx context.Context, owner string, stores []consumer.Store, ps []map[string]consumer.Progress) []error {
+	errs := make([]error, len(stores))
+	_, cluster := s.c.client.(*redis.ClusterClient)
+	var batch []int
+	var keys []string
+	args := []any{owner}
+	n := 0
+	for i, st := range stores {
+		o, ok := st.(*Store)
+		if !ok || o.c != s.c || cluster {
+			errs[i] = st.PublishProgress(ctx, owner, ps[i])
+			continue
+		}
+		if len(ps[i]) == 0 {
+			continue
+		}
+		batch, keys = append(batch, i), append(keys, o.keys.Progress, o.keys.Leases)
+		args = progressArgs(append(args, len(ps[i])), ps[i])
+		n += len(ps[i])
+	}
+	if len(batch) == 0 {
+		return errs
+	}
+	if err := publishProgressesScript.Run(ctx, s.c.client, keys, args...).Err(); err != nil {
+		for _, i := range batch {
+			errs[i] = fmt.Errorf("publishing progress of %d shards in %d streams for %s: %w", n, len(batch), owner, err)
+		}
+	}
+	return errs
+}
+
+var _ consumer.ProgressBatcher = (*Store)(nil)
 
 // Progress reads what owners last published, per shard.
 func (s *Store) Progress(ctx context.Context) (map[string]PublishedProgress, error) {

@@ -32,7 +32,7 @@ var luaFiles embed.FS
 
 // luaPrelude holds the helpers every script shares: the Redis clock, lease
 // values, the group epoch check and position comparison.
-var luaPrelude = readLua("prelude")
+var luaPrelude = luaFields.Replace(readLua("prelude"))
 
 // luaFields fills in the Go constants the bodies refer to.
 var luaFields = strings.NewReplacer(
@@ -111,6 +111,12 @@ var renewScript = newScript("renew")
 // shard, token pairs. Returns {expiresAt, now, lostShard...}; FORGOT when
 // the epoch differs or a presented lease is unknown to the store.
 var renewAllScript = newScript("renew_all")
+
+// renewStreamsScript: KEYS lease, epoch pairs of several streams; ARGV
+// owner, periodMillis, then per stream epoch, n and n shard, token pairs.
+// Returns per stream {1, expiresAt, now, lostShard...} or {0, foundEpoch}
+// when the store forgot it. Only outside a Cluster (Store.RenewStreams).
+var renewStreamsScript = newScript("renew_streams")
 
 // releaseScript: KEYS lease, handoff, epoch; ARGV shard, owner, token,
 // epoch. Returns 1, or 0 when fenced. Releasing twice is not an error.
@@ -230,6 +236,11 @@ var deleteScript = newScript("delete")
 // the owner are written, so an instance that lost a shard does not
 // overwrite what its new owner published. Returns the number written.
 var publishProgressScript = newScript("publish_progress")
+
+// publishProgressesScript: KEYS progress, lease pairs of several streams;
+// ARGV owner, then per stream n and n shard, lag, last, bps quadruples.
+// Only outside a Cluster (Store.PublishProgressAll).
+var publishProgressesScript = newScript("publish_progresses")
 
 // nowScript returns the Redis clock in milliseconds.
 var nowScript = newScript("now")

@@ -28,8 +28,10 @@ type coordinator struct {
 	id         string              // the checkpoint identity: ARN, or name without one
 	streamName string
 	// sharedBeat is set while the consumer's shared rounds heartbeat this
-	// stream (groupwatch.go), so that renewals do not.
-	sharedBeat atomic.Bool
+	// stream (groupwatch.go), so that renewals do not; sharedRenew while
+	// they renew its leases and publish its progress, so that renewLoop's
+	// ticker does not.
+	sharedBeat, sharedRenew atomic.Bool
 	// thresholds are the lag thresholds from the stream's retention; a
 	// stream found by discovery learns its retention after it started
 	// (describeLater), so readers read them through an atomic.

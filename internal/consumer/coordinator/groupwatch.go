@@ -52,10 +52,13 @@ func (co *coordinator) watchGroup(stop <-chan struct{}) {
 	}
 	_, checks := s.(consumer.GroupChecker)
 	_, beats := s.(consumer.HeartbeatsBatcher)
-	if !checks && !beats {
+	_, renews := s.(consumer.RenewalsBatcher)
+	if !checks && !beats && !renews {
 		return
 	}
 	co.sharedBeat.Store(beats)
+	co.sharedRenew.Store(renews)
+	defer co.sharedRenew.Store(false)
 	co.c.shared.add(co, s, co.c.cfg.LeasePeriod)
 	defer co.c.shared.remove(co)
 	select {
@@ -67,10 +70,11 @@ func (co *coordinator) watchGroup(stop <-chan struct{}) {
 // sharedRounds does, once for every stream of the consumer, what each
 // stream needs of the store at a fixed pace and the same for all: the
 // group check every check interval (for the streams it reads shards of),
-// and the member's heartbeat every third of the lease period. One call
-// covers every stream where the store can batch (consumer.GroupsChecker,
-// consumer.HeartbeatsBatcher: a Redis that is not a Cluster), so an
-// instance pays them once however many streams it reads. Checks and
+// and every third of the lease period the member's heartbeat, the
+// renewal of the leases and the published progress. One call does each
+// for every stream where the store can batch (consumer.GroupsChecker,
+// HeartbeatsBatcher, RenewalsBatcher, ProgressBatcher: a Redis that is not
+// a Cluster), so an instance pays them once however many streams it reads. Checks and
 // heartbeats run apart, so a heartbeat that hangs (bounded by a sixth of
 // the lease) never delays a check past the newcomer's wait. They run
 // while any stream is watched.
@@ -95,7 +99,12 @@ func (w *sharedRounds) add(co *coordinator, s consumer.Store, leasePeriod time.D
 	}
 	if !w.beating {
 		w.beating = true
-		go w.loop(leasePeriod/3, &w.beating, false, func(coords []*coordinator, stores []consumer.Store) { w.heartbeat(coords, stores, leasePeriod/6) })
+		go w.loop(leasePeriod/3, &w.beating, false, func(coords []*coordinator, stores []consumer.Store) {
+			// Renewals first: a heartbeat that hangs must not delay them.
+			renewed, renewedStores := w.renew(coords, stores, leasePeriod/6)
+			w.heartbeat(coords, stores, leasePeriod/6)
+			w.publish(renewed, renewedStores, leasePeriod/6)
+		})
 	}
 }
 
@@ -190,6 +199,79 @@ func (w *sharedRounds) heartbeat(coords []*coordinator, stores []consumer.Store,
 	for i, err := range errs {
 		if co := beat[i]; err != nil && co.runCtx.Err() == nil {
 			co.log.Warnf("Heartbeat failed: %v", err)
+		}
+	}
+}
+
+// renew renews, in one call, the leases of every stream whose renewals
+// the shared rounds make (sharedRenew), bounded as a renewal is; each
+// stream then acts on its answer as renewLoop's renewal would. It returns
+// those streams, whose progress is published next.
+func (w *sharedRounds) renew(coords []*coordinator, stores []consumer.Store, bound time.Duration) ([]*coordinator, []consumer.Store) {
+	var renewing []*coordinator
+	var batched []consumer.Store
+	var sent []leaseRenewal
+	var leases [][]consumer.Lease
+	var all []*coordinator
+	var allStores []consumer.Store
+	for i, co := range coords {
+		if !co.sharedRenew.Load() {
+			continue
+		}
+		all, allStores = append(all, co), append(allStores, stores[i])
+		rn := co.renewalToSend()
+		if len(rn.leases) == 0 {
+			co.renewal.succeeded(rn.attempt)
+			continue
+		}
+		renewing, batched = append(renewing, co), append(batched, stores[i])
+		sent, leases = append(sent, rn), append(leases, rn.leases)
+	}
+	if len(renewing) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		res := batched[0].(consumer.RenewalsBatcher).RenewStreams(ctx, renewing[0].c.owner, batched, leases)
+		cancel()
+		// A re-seed or a stop of lost readers in one stream must not hold
+		// up the others.
+		var wg sync.WaitGroup
+		for i, co := range renewing {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(co.runCtx, bound)
+				defer cancel()
+				co.renewedWith(ctx, sent[i], res[i])
+			})
+		}
+		wg.Wait()
+	}
+	return all, allStores
+}
+
+// publish publishes the progress of every stream the shared rounds renew.
+func (w *sharedRounds) publish(coords []*coordinator, stores []consumer.Store, bound time.Duration) {
+	var pub []*coordinator
+	var pubStores []consumer.Store
+	var ps []map[string]consumer.Progress
+	for i, co := range coords {
+		if p := co.progressToPublish(); len(p) > 0 {
+			pub, pubStores, ps = append(pub, co), append(pubStores, stores[i]), append(ps, p)
+		}
+	}
+	if len(pub) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	errs := make([]error, len(pub))
+	if b, ok := pubStores[0].(consumer.ProgressBatcher); ok {
+		errs = b.PublishProgressAll(ctx, pub[0].c.owner, pubStores, ps)
+	} else {
+		for i, s := range pubStores {
+			errs[i] = s.PublishProgress(ctx, pub[i].c.owner, ps[i])
+		}
+	}
+	for i, err := range errs {
+		if co := pub[i]; err != nil && co.runCtx.Err() == nil {
+			co.log.Debugf("Publishing shard progress failed: %v", err)
 		}
 	}
 }

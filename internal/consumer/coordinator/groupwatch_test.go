@@ -22,8 +22,11 @@ type groupCalls struct {
 	largest  int // most stores in one CheckGroups call
 	beatAlls int // HeartbeatAll calls
 	beats    int // Heartbeat calls
-	forget   map[string]bool
-	reseeded map[string]int
+	// renewStreams and progressAlls count the batched renewals and
+	// progress; renewAlls the renewals of one stream.
+	renewStreams, progressAlls, renewAlls int
+	forget                                map[string]bool
+	reseeded                              map[string]int
 }
 
 // batchCheckStore is a stream's fake store that checks the group record of
@@ -80,12 +83,42 @@ func (s *batchCheckStore) HeartbeatAll(ctx context.Context, member string, store
 // store that forgot, and re-seeds.
 func (s *batchCheckStore) RenewAll(ctx context.Context, owner string, ls []consumer.Lease) ([]consumer.Lease, []string, error) {
 	s.calls.mu.Lock()
+	s.calls.renewAlls++
+	s.calls.mu.Unlock()
+	return s.renewAll(ctx, owner, ls)
+}
+
+func (s *batchCheckStore) renewAll(ctx context.Context, owner string, ls []consumer.Lease) ([]consumer.Lease, []string, error) {
+	s.calls.mu.Lock()
 	forgot := s.calls.forget[s.id]
 	s.calls.mu.Unlock()
 	if forgot {
 		return nil, nil, consumer.ErrStoreForgot
 	}
 	return s.Store.RenewAll(ctx, owner, ls)
+}
+
+func (s *batchCheckStore) RenewStreams(ctx context.Context, owner string, stores []consumer.Store, leases [][]consumer.Lease) []consumer.Renewal {
+	s.calls.mu.Lock()
+	s.calls.renewStreams++
+	s.calls.mu.Unlock()
+	out := make([]consumer.Renewal, len(stores))
+	for i, st := range stores {
+		r := &out[i]
+		r.Renewed, r.Lost, r.Err = st.(*batchCheckStore).renewAll(ctx, owner, leases[i])
+	}
+	return out
+}
+
+func (s *batchCheckStore) PublishProgressAll(ctx context.Context, owner string, stores []consumer.Store, ps []map[string]consumer.Progress) []error {
+	s.calls.mu.Lock()
+	s.calls.progressAlls++
+	s.calls.mu.Unlock()
+	errs := make([]error, len(stores))
+	for i, st := range stores {
+		errs[i] = st.(*batchCheckStore).Store.PublishProgress(ctx, owner, ps[i])
+	}
+	return errs
 }
 
 func (s *batchCheckStore) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
@@ -97,11 +130,11 @@ func (s *batchCheckStore) Reseed(ctx context.Context, seed consumer.Seed) (consu
 }
 
 // An instance reading many streams checks their group records in one call
-// an interval, and heartbeats in all of them in one call a third of the
-// lease, not one per stream (issue 37: the steady-state Redis cost
+// an interval, and heartbeats, renews and publishes progress in all of
+// them in one call each a third of the lease, not one per stream (issue 37: the steady-state Redis cost
 // per shard must not grow with the number of streams), and a store that
 // forgot one stream's record has that stream re-seeded, not the others.
-func TestGroupCheckAndHeartbeatAreOneCallForEveryStream(t *testing.T) {
+func TestSharedRoundsAreOneCallForEveryStream(t *testing.T) {
 	t.Parallel()
 	api := newStreamsAPI()
 	const streams = 8
@@ -144,11 +177,13 @@ func TestGroupCheckAndHeartbeatAreOneCallForEveryStream(t *testing.T) {
 
 	calls.mu.Lock()
 	b0, s0, ba0, be0 := calls.batches, calls.singles, calls.beatAlls, calls.beats
+	rs0, ra0, pa0 := calls.renewStreams, calls.renewAlls, calls.progressAlls
 	calls.mu.Unlock()
 	const rounds = 12
 	time.Sleep(rounds * every) // counting what a stretch of time costs: nothing to wait for
 	calls.mu.Lock()
 	batches, singles, beatAlls, beats := calls.batches-b0, calls.singles-s0, calls.beatAlls-ba0, calls.beats-be0
+	renewStreams, renewAlls, progressAlls := calls.renewStreams-rs0, calls.renewAlls-ra0, calls.progressAlls-pa0
 	calls.mu.Unlock()
 	assert.Zero(t, singles, "no stream is checked on its own")
 	assert.LessOrEqual(t, batches, rounds+1, "one call an interval for %d streams, not %d", streams, streams*rounds)
@@ -158,11 +193,42 @@ func TestGroupCheckAndHeartbeatAreOneCallForEveryStream(t *testing.T) {
 	wantBeats := int(rounds * every / beatEvery)
 	assert.LessOrEqual(t, beatAlls, wantBeats+1, "one heartbeat call a third of the lease for %d streams", streams)
 	assert.GreaterOrEqual(t, beatAlls, wantBeats/2, "the member still heartbeats")
+	assert.Zero(t, renewAlls, "no stream renews on its own")
+	assert.LessOrEqual(t, renewStreams, wantBeats+1, "one renewal call a third of the lease for %d streams", streams)
+	assert.GreaterOrEqual(t, renewStreams, wantBeats/2, "the leases are still renewed")
+	assert.LessOrEqual(t, progressAlls, wantBeats+1, "one progress call a third of the lease for %d streams", streams)
+	assert.GreaterOrEqual(t, progressAlls, wantBeats/2, "the progress is still published")
+	for _, n := range names {
+		st := by[consumertest.FakeARNPrefix+n]
+		st.Mu.Lock()
+		l := st.LeaseMap["shardId-000000000000"]
+		live := st.Live(l, true) && l.Owner == "a"
+		st.Mu.Unlock()
+		assert.True(t, live, "%s's lease is held and renewed past %d lease periods", n, int(rounds*every/cfg.LeasePeriod))
+	}
 	for _, n := range names {
 		live, err := storeOf(consumertest.FakeARNPrefix + n).LiveMembers(t.Context())
 		require.NoError(t, err)
 		assert.Equal(t, []string{"a"}, live, "the member is live in %s", n)
 	}
+
+	// A lease another instance took is found lost by the shared renewal,
+	// in its stream alone, and its reader stops.
+	const stolen = consumertest.FakeARNPrefix + "g-2"
+	st := by[stolen]
+	st.Mu.Lock()
+	st.LoseOnRenew = map[string]bool{"shardId-000000000000": true}
+	st.Mu.Unlock()
+	var co2 *coordinator
+	c.mu.Lock()
+	for _, co := range c.coords {
+		if co.id == stolen {
+			co2 = co
+		}
+	}
+	c.mu.Unlock()
+	require.NotNil(t, co2)
+	require.Eventually(t, func() bool { return len(co2.readersNow()) == 0 }, 10*time.Second, every/4, "the reader of the stolen lease stops")
 
 	const lost = consumertest.FakeARNPrefix + "g-5"
 	calls.mu.Lock()

@@ -129,6 +129,11 @@ func (co *coordinator) renewLoop() {
 	for {
 		select {
 		case <-t.C:
+			if co.sharedRenew.Load() {
+				// The consumer's shared rounds renew this stream with
+				// the others, in one call (groupwatch.go).
+				continue
+			}
 			if out != nil {
 				missed = true
 				continue
@@ -168,42 +173,61 @@ func (co *coordinator) renew(ctx context.Context, forgot bool) {
 	if forgot || !co.sharedBeat.Load() {
 		defer co.heartbeat(ctx)
 	}
-	attempt := time.Now()
-	var ls []consumer.Lease
-	byShard := map[string]shardReader{}
-	current := co.readersNow()
-	for id, r := range current {
-		if r.Lost() || r.Releasing() {
-			continue
-		}
-		ls = append(ls, r.Lease())
-		byShard[id] = r
-	}
-	if len(ls) == 0 {
-		co.renewal.succeeded(attempt)
+	rn := co.renewalToSend()
+	if len(rn.leases) == 0 {
+		co.renewal.succeeded(rn.attempt)
 		if forgot {
 			co.reseed(ctx)
 		}
 		return
 	}
-	renewed, lost, err := co.store.RenewAll(ctx, co.c.owner, ls)
-	if errors.Is(err, consumer.ErrStoreForgot) {
-		if !co.renewal.reseededSince(attempt) {
+	renewed, lost, err := co.store.RenewAll(ctx, co.c.owner, rn.leases)
+	co.renewedWith(ctx, rn, consumer.Renewal{Renewed: renewed, Lost: lost, Err: err})
+}
+
+// leaseRenewal is one renewal of a stream's leases: when it was sent, the
+// leases, and their readers by shard.
+type leaseRenewal struct {
+	attempt time.Time
+	leases  []consumer.Lease
+	byShard map[string]shardReader
+}
+
+// renewalToSend gathers the leases of the readers neither lost nor
+// releasing.
+func (co *coordinator) renewalToSend() leaseRenewal {
+	rn := leaseRenewal{attempt: time.Now(), byShard: map[string]shardReader{}}
+	for id, r := range co.readersNow() {
+		if r.Lost() || r.Releasing() {
+			continue
+		}
+		rn.leases = append(rn.leases, r.Lease())
+		rn.byShard[id] = r
+	}
+	return rn
+}
+
+// renewedWith acts on a renewal's answer: a store that forgot is re-seeded,
+// a failure keeps the leases (renewalFailed), renewed leases go to their
+// readers and lost ones stop theirs.
+func (co *coordinator) renewedWith(ctx context.Context, rn leaseRenewal, res consumer.Renewal) {
+	if errors.Is(res.Err, consumer.ErrStoreForgot) {
+		if !co.renewal.reseededSince(rn.attempt) {
 			co.reseed(ctx)
 		}
 		return
 	}
-	if err != nil {
-		co.renewalFailed("Renewing leases", byShard, err)
+	if res.Err != nil {
+		co.renewalFailed("Renewing leases", rn.byShard, res.Err)
 		return
 	}
-	co.renewal.succeeded(attempt)
-	for _, l := range renewed {
-		if r := byShard[l.Shard]; r != nil {
+	co.renewal.succeeded(rn.attempt)
+	for _, l := range res.Renewed {
+		if r := rn.byShard[l.Shard]; r != nil {
 			r.LeaseRenewed(l)
 		}
 	}
-	co.stopLost(ctx, byShard, lost)
+	co.stopLost(ctx, rn.byShard, res.Lost)
 }
 
 // renewalFailed handles a renewal or re-seed (doing says which) that

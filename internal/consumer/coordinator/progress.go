@@ -11,6 +11,19 @@ import (
 // store call, bounded like a renewal. A failure only costs the operator's
 // view, so it is logged at debug.
 func (co *coordinator) publishProgress() {
+	ps := co.progressToPublish()
+	if len(ps) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(co.runCtx, co.c.cfg.LeasePeriod/6)
+	defer cancel()
+	if err := co.store.PublishProgress(ctx, co.c.owner, ps); err != nil && co.runCtx.Err() == nil {
+		co.log.Debugf("Publishing shard progress failed: %v", err)
+	}
+}
+
+// progressToPublish is the progress of every shard read here.
+func (co *coordinator) progressToPublish() map[string]consumer.Progress {
 	current := co.readersNow()
 	ps := make(map[string]consumer.Progress, len(current))
 	for id, r := range current {
@@ -21,12 +34,5 @@ func (co *coordinator) publishProgress() {
 			ps[id] = p
 		}
 	}
-	if len(ps) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(co.runCtx, co.c.cfg.LeasePeriod/6)
-	defer cancel()
-	if err := co.store.PublishProgress(ctx, co.c.owner, ps); err != nil && co.runCtx.Err() == nil {
-		co.log.Debugf("Publishing shard progress failed: %v", err)
-	}
+	return ps
 }

@@ -110,3 +110,47 @@ local function cmp_pos(a, b)
   if asub < bsub then return -1 end
   return 1
 end
+
+-- Renews the leases named by the shard, token pairs args[from..to] for
+-- owner by period ms, presenting the group record id known. Returns nil
+-- when the store forgot (the record differs, or a presented lease is
+-- unknown and was not pruned), else {expiresAt, now, lostShard...}: the
+-- body of renew_all.lua, and of renew_streams.lua once per stream.
+local function renew_leases(lease_key, epoch_key, owner, period, known, args, from, to)
+  if not epoch_ok(epoch_key, known) then return nil end
+  local pruned
+  for i = from, to, 2 do
+    if redis.call('HEXISTS', lease_key, args[i]) == 0 then
+      pruned = pruned or redis.call('HGET', epoch_key, '{{prunedField}}') or ''
+      if not string.find(pruned, ' ' .. args[i] .. ' ', 1, true) then return nil end
+    end
+  end
+  local now = now_ms()
+  local exp = now + tonumber(period)
+  local out = {exp, now}
+  for i = from, to, 2 do
+    local o, _, tok = parse_lease(redis.call('HGET', lease_key, args[i]))
+    if o == owner and tok == tonumber(args[i + 1]) then
+      redis.call('HSET', lease_key, args[i], lease_value(o, exp, tok))
+    else
+      table.insert(out, args[i])
+    end
+  end
+  return out
+end
+
+-- Writes the progress of each shard named by the shard, lag, last, bps
+-- quadruples args[from..to] whose lease names owner; returns how many:
+-- the body of publish_progress.lua, and of publish_progresses.lua once per
+-- stream.
+local function publish_progress(progress_key, lease_key, owner, args, from, to)
+  local n = 0
+  for i = from, to, 4 do
+    local o = parse_lease(redis.call('HGET', lease_key, args[i]))
+    if o == owner then
+      redis.call('HSET', progress_key, args[i], args[i + 1] .. '|' .. args[i + 2] .. '|' .. owner .. '|bps=' .. args[i + 3])
+      n = n + 1
+    end
+  end
+  return n
+end
