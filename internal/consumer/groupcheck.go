@@ -97,3 +97,20 @@ type RenewalsBatcher interface {
 type ProgressBatcher interface {
 	PublishProgressAll(ctx context.Context, owner string, stores []Store, ps []map[string]Progress) (errs []error)
 }
+
+// Round is what a balancing round reads of a stream: the live members
+// (sorted), the closed shards, the leases and the hand-off requests for
+// the caller's shards.
+type Round struct {
+	Members  []string
+	Closed   map[string]bool
+	Leases   map[string]LeaseState
+	Handoffs map[string]string
+}
+
+// RoundReader is a Store that reads a balancing round's state in one call,
+// with the effects of LiveMembers, ClosedShards (ErrStoreForgot too),
+// Leases and HandoffRequests.
+type RoundReader interface {
+	ReadRound(ctx context.Context, owner string) (Round, error)
+}

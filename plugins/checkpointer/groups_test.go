@@ -195,3 +195,63 @@ func TestIntegrationRenewalsAndProgressAreOneCallForEveryStream(t *testing.T) {
 		assert.Equal(t, "a", got["shard-0"].Owner, "stream %d", i)
 	}
 }
+
+// A balancing round reads its stream's state in one call, and reads what
+// the four calls it replaces read, with their effects: a silent member is
+// dropped, a request of a dead requester deleted, and a store that forgot
+// says so.
+func TestIntegrationRoundIsOneCall(t *testing.T) {
+	t.Parallel()
+	red := testenv.NewRedis(t)
+	cfg := DefaultConfig()
+	cfg.RedisURL, cfg.Group = red.URL(), "g"
+	opts, err := redis.ParseURL(cfg.RedisURL)
+	require.NoError(t, err)
+	client := redis.NewClient(opts)
+	defer client.Close()
+	hook := &countingHook{}
+	client.AddHook(hook)
+	s := NewFromClient(client, cfg, nil, nil).Stream("arn:aws:kinesis:us-east-1:000000000000:stream/round")
+	ctx := t.Context()
+	_, err = s.Join(ctx)
+	require.NoError(t, err)
+	for _, m := range []string{"a", "b", "c"} {
+		require.NoError(t, s.Heartbeat(ctx, m))
+	}
+	l0 := mustAcquire(t, s, "shard-0")
+	_ = mustAcquire(t, s, "shard-1")
+	require.NoError(t, s.CloseShard(ctx, mustAcquire(t, s, "shard-p")))
+	require.NoError(t, s.RequestHandoff(ctx, "shard-0", "b"))
+	require.NoError(t, s.RequestHandoff(ctx, "shard-1", "gone")) // never heartbeat
+	admin := red.Client()
+	defer admin.Close()
+	require.NoError(t, admin.ZAdd(ctx, s.Keys().Members, redis.Z{Score: 1, Member: "c"}).Err()) // c went silent long ago
+
+	_, _ = s.ReadRound(ctx, "a") // loads the script
+	require.NoError(t, s.RequestHandoff(ctx, "shard-1", "gone"))
+	before := hook.n.Load()
+	rd, err := s.ReadRound(ctx, "a")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), hook.n.Load()-before, "one call")
+	assert.Equal(t, []string{"a", "b"}, rd.Members, "the silent member is dropped")
+	assert.Equal(t, map[string]bool{"shard-p": true}, rd.Closed)
+	assert.Equal(t, map[string]string{"shard-0": "b"}, rd.Handoffs, "the dead requester's request is not listed")
+	n, err := admin.HExists(ctx, s.Keys().Handoff, "shard-1").Result()
+	require.NoError(t, err)
+	assert.False(t, n, "and deleted")
+
+	leases, err := s.Leases(ctx)
+	require.NoError(t, err)
+	require.Len(t, rd.Leases, len(leases))
+	for shard, st := range leases {
+		got := rd.Leases[shard]
+		assert.Equal(t, st.Owner, got.Owner, shard)
+		assert.Equal(t, st.Token, got.Token, shard)
+		assert.Equal(t, st.Expired, got.Expired, shard)
+	}
+	assert.Equal(t, l0.Token, rd.Leases["shard-0"].Token)
+
+	require.NoError(t, admin.FlushAll(ctx).Err())
+	_, err = s.ReadRound(ctx, "a")
+	assert.ErrorIs(t, err, consumer.ErrStoreForgot)
+}

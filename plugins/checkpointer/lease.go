@@ -3,6 +3,7 @@ package checkpointer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -156,6 +157,12 @@ func (s *Store) Leases(ctx context.Context) (map[string]consumer.LeaseState, err
 	if err != nil {
 		return nil, fmt.Errorf("reading leases: %w", err)
 	}
+	return leaseStates(res, sent)
+}
+
+// leaseStates reads leases.lua's reply {now, shard, lease value, ...} to a
+// call sent at sent.
+func leaseStates(res []any, sent time.Time) (map[string]consumer.LeaseState, error) {
 	if len(res) < 1 {
 		return nil, fmt.Errorf("reading leases: unexpected script reply %v", res)
 	}
@@ -178,6 +185,45 @@ func (s *Store) Leases(ctx context.Context) (map[string]consumer.LeaseState, err
 	}
 	return out, nil
 }
+
+// ReadRound reads what a balancing round needs of the stream in one
+// script call (round.lua): the live members, the closed shards (fenced by
+// the group record, as ClosedShards), the leases and owner's hand-off
+// requests, with the effects of the four calls it replaces
+// (consumer.RoundReader).
+func (s *Store) ReadRound(ctx context.Context, owner string) (consumer.Round, error) {
+	sent := time.Now()
+	res, err := roundScript.Run(ctx, s.c.client,
+		[]string{s.keys.Members, s.keys.Closed, s.keys.Epoch, s.keys.Leases, s.keys.Handoff},
+		s.periodMillis(), s.knownEpoch(), owner).Slice()
+	if err != nil {
+		return consumer.Round{}, storeErr("reading the balancing round's state", err)
+	}
+	if len(res) != 4 {
+		return consumer.Round{}, fmt.Errorf("reading the balancing round's state: unexpected script reply %v", res)
+	}
+	members, _ := res[0].([]any)
+	closed, _ := res[1].([]any)
+	leases, _ := res[2].([]any)
+	reqs, _ := res[3].([]any)
+	r := consumer.Round{Closed: make(map[string]bool, len(closed)), Handoffs: make(map[string]string, len(reqs)/2)}
+	for _, m := range members {
+		r.Members = append(r.Members, toString(m))
+	}
+	slices.Sort(r.Members)
+	for _, c := range closed {
+		r.Closed[toString(c)] = true
+	}
+	for i := 0; i+1 < len(reqs); i += 2 {
+		r.Handoffs[toString(reqs[i])] = toString(reqs[i+1])
+	}
+	if r.Leases, err = leaseStates(leases, sent); err != nil {
+		return consumer.Round{}, err
+	}
+	return r, nil
+}
+
+var _ consumer.RoundReader = (*Store)(nil)
 
 // parseLeaseValue reads "<owner>|<expiresAtMillis>|<token>", taking the
 // numbers from the right as the scripts do.

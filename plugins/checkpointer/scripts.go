@@ -208,6 +208,12 @@ var requestHandoffScript = newScript("request_handoff")
 // deleted, so a vanished requester never makes an owner give a shard up.
 var handoffRequestsScript = newScript("handoff_requests")
 
+// roundScript: KEYS members, closed, epoch, lease, handoff; ARGV
+// periodMillis, epoch (” to skip the check), owner. Returns {members,
+// closed, {now, shard, lease...}, {shard, requester...}}, or FORGOT
+// (Store.ReadRound).
+var roundScript = newScript("round")
+
 // resetScript: KEYS ckpt, closed, lease, handoff; ARGV force ("1"/"0"),
 // start marker ("" for none), keep ("1": the start override and per-shard
 // starts not given stay), the number of expected checkpoints (-1: none)

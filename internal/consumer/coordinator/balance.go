@@ -19,23 +19,11 @@ func (co *coordinator) rebalance(ctx context.Context) {
 	if ctx.Err() != nil || time.Now().Before(co.takeAfter) {
 		return
 	}
-	members, err := co.liveMembers(ctx)
-	if err != nil {
-		co.log.Warnf("Listing live members failed: %v", err)
+	rd, ok := co.readRound(ctx)
+	if !ok {
 		return
 	}
-	closed, err := co.store.ClosedShards(ctx)
-	if err != nil {
-		if !errors.Is(err, consumer.ErrStoreForgot) {
-			co.log.Warnf("Reading closed shards failed: %v", err)
-		}
-		return
-	}
-	leases, err := co.store.Leases(ctx)
-	if err != nil {
-		co.log.Warnf("Reading leases failed: %v", err)
-		return
-	}
+	members, closed, leases := rd.Members, rd.Closed, rd.Leases
 	co.known.superseded(leases)
 	closed, missing := co.noteClosed(closed, leases)
 	if len(missing) > 0 {
@@ -61,7 +49,7 @@ func (co *coordinator) rebalance(ctx context.Context) {
 		// shard between two members with even counts.
 		spare, allow = mine, view.givingEvensOut(co.c.owner)
 	}
-	mine -= co.handOverRequested(ctx, spare, allow)
+	mine -= co.handOverRequested(rd.Handoffs, spare, allow)
 	co.forgetOldHandOffs()
 	took := co.takeFree(ctx, ready, leases, share-mine-other.held[co.c.owner])
 	took += co.takeAsked(ctx, leases)
@@ -85,18 +73,53 @@ func (co *coordinator) rebalance(ctx context.Context) {
 	round.asked = co.askForHandOff(ctx, ready, leases, addHeld(round.held, other.held), mine+other.held[co.c.owner], share-other.asked)
 }
 
-// liveMembers lists the live members of the group, sorted, this instance
-// included even before its first heartbeat lands.
-func (co *coordinator) liveMembers(ctx context.Context) ([]string, error) {
-	live, err := co.store.LiveMembers(ctx)
-	if err != nil {
-		return nil, err
+// readRound reads what a balancing round needs of the stream: in one call
+// where the store can (consumer.RoundReader), else in four. The members
+// are sorted, this instance included even before its first heartbeat
+// lands. It logs what failed and reports false then; a store that forgot
+// is not logged (its re-seed follows).
+func (co *coordinator) readRound(ctx context.Context) (consumer.Round, bool) {
+	var s consumer.Store = co.store
+	if w, ok := s.(forgetWatch); ok {
+		s = w.Store
 	}
-	if !slices.Contains(live, co.c.owner) {
-		live = append(live, co.c.owner)
+	var rd consumer.Round
+	if rr, ok := s.(consumer.RoundReader); ok {
+		var err error
+		if rd, err = rr.ReadRound(ctx, co.c.owner); err != nil {
+			if errors.Is(err, consumer.ErrStoreForgot) {
+				co.storeForgot()
+			} else {
+				co.log.Warnf("Reading the balancing round's state failed: %v", err)
+			}
+			return rd, false
+		}
+	} else {
+		var err error
+		if rd.Members, err = co.store.LiveMembers(ctx); err != nil {
+			co.log.Warnf("Listing live members failed: %v", err)
+			return rd, false
+		}
+		if rd.Closed, err = co.store.ClosedShards(ctx); err != nil {
+			if !errors.Is(err, consumer.ErrStoreForgot) {
+				co.log.Warnf("Reading closed shards failed: %v", err)
+			}
+			return rd, false
+		}
+		if rd.Leases, err = co.store.Leases(ctx); err != nil {
+			co.log.Warnf("Reading leases failed: %v", err)
+			return rd, false
+		}
+		if rd.Handoffs, err = co.store.HandoffRequests(ctx, co.c.owner); err != nil {
+			// The round goes on without: nothing is handed over.
+			co.log.Warnf("Reading hand-off requests failed: %v", err)
+		}
 	}
-	slices.Sort(live)
-	return live, nil
+	if !slices.Contains(rd.Members, co.c.owner) {
+		rd.Members = append(rd.Members, co.c.owner)
+	}
+	slices.Sort(rd.Members)
+	return rd, true
 }
 
 // readingCount is the number of shards this instance reads and is not

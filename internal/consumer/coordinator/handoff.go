@@ -11,16 +11,11 @@ import (
 )
 
 // handOverRequested stops the readers of shards that other members asked
-// for, at most spare of them, so this instance keeps at least its floor
+// for (reqs, read with the round), at most spare of them, so this instance keeps at least its floor
 // share, and only those allow lets go (nil: all). A stopped reader commits
 // and releases; the requester then takes the shard. It returns how many it
 // handed over.
-func (co *coordinator) handOverRequested(ctx context.Context, spare int, allow func(shard, requester string) bool) int {
-	reqs, err := co.store.HandoffRequests(ctx, co.c.owner)
-	if err != nil {
-		co.log.Warnf("Reading hand-off requests failed: %v", err)
-		return 0
-	}
+func (co *coordinator) handOverRequested(reqs map[string]string, spare int, allow func(shard, requester string) bool) int {
 	n := 0
 	for _, id := range slices.Sorted(maps.Keys(reqs)) {
 		r := co.readers[id]

@@ -1,3 +1,1 @@
-local now = now_ms()
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. string.format('%d', now - tonumber(ARGV[1])))
-return redis.call('ZRANGE', KEYS[1], 0, -1)
+return live_members(KEYS[1], ARGV[1], now_ms())

@@ -154,3 +154,41 @@ local function publish_progress(progress_key, lease_key, owner, args, from, to)
   end
   return n
 end
+
+-- The members of the sorted set at key that heartbeat within period ms of
+-- now; the others are removed.
+local function live_members(key, period, now)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%d', now - tonumber(period)))
+  return redis.call('ZRANGE', key, 0, -1)
+end
+
+-- {now, shard, lease value, ...} of every lease in the hash at key.
+local function all_leases(key, now)
+  local out = {now}
+  local all = redis.call('HGETALL', key)
+  for i = 1, #all do out[i + 1] = all[i] end
+  return out
+end
+
+-- {shard, requester, ...}: the hand-off requests for shards owner holds
+-- live. A request whose requester stopped heartbeating (within period ms)
+-- is deleted, so a dead instance never makes an owner give a shard up.
+local function handoff_requests(handoff_key, lease_key, members_key, owner, period, now)
+  local out = {}
+  local reqs = redis.call('HGETALL', handoff_key)
+  for i = 1, #reqs, 2 do
+    local shard = reqs[i]
+    local requester = string.match(reqs[i + 1], '^(.*)|%d+$') or reqs[i + 1]
+    local seen = tonumber(redis.call('ZSCORE', members_key, requester))
+    if not seen or seen < now - tonumber(period) then
+      redis.call('HDEL', handoff_key, shard)
+    else
+      local o, exp = parse_lease(redis.call('HGET', lease_key, shard))
+      if o == owner and live(o, exp, now) then
+        table.insert(out, shard)
+        table.insert(out, requester)
+      end
+    end
+  end
+  return out
+end
