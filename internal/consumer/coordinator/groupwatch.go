@@ -196,8 +196,12 @@ func (w *sharedRounds) heartbeat(coords []*coordinator, stores []consumer.Store,
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	errs := batched[0].(consumer.HeartbeatsBatcher).HeartbeatAll(ctx, beat[0].c.owner, batched)
+	// One call failing fails every stream it covered with the same error:
+	// it is logged once, not once per stream.
+	said := map[string]bool{}
 	for i, err := range errs {
-		if co := beat[i]; err != nil && co.runCtx.Err() == nil {
+		if co := beat[i]; err != nil && co.runCtx.Err() == nil && !said[err.Error()] {
+			said[err.Error()] = true
 			co.log.Warnf("Heartbeat failed: %v", err)
 		}
 	}
