@@ -67,16 +67,6 @@ func newScript(name string) *redis.Script {
 	return s
 }
 
-// ScriptNames maps each script's SHA1 to the name of its file, for tools
-// that count calls by script (the bench's steady-state part).
-func ScriptNames() map[string]string {
-	out := make(map[string]string, len(scripts))
-	for name, s := range scripts {
-		out[s.script.Hash()] = name
-	}
-	return out
-}
-
 // readLua returns an embedded file. Its absence is a build mistake the first
 // test shows, so it panics at init rather than return an error.
 func readLua(name string) string {

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,7 +29,6 @@ type redisFigures struct {
 	window         time.Duration
 	scripts, total int64 // script calls (round trips); every command, those in scripts too
 	shards         int
-	byScript       map[string]int64 // script calls by script, as MONITOR saw them
 }
 
 func (r redisFigures) perShardMinute(n int64) float64 {
@@ -52,11 +47,9 @@ func steadyRedis(ctx context.Context, rc *redis.Client, shards int, window time.
 	}
 	stats0 := commandStats(ctx, rc)
 	start := time.Now()
-	byScript := monitorScripts(ctx, rc, window)
-	if err := ctx.Err(); err != nil {
+	if err := sleepCtx(ctx, window); err != nil {
 		return env, err
 	}
-	env.byScript = byScript
 	stats1 := commandStats(ctx, rc)
 	total1, err := redisCommands(ctx, rc)
 	if err != nil {
@@ -123,54 +116,9 @@ func oneStreamBaseline(ctx context.Context, f discoveryFlags, env *benchEnv, end
 	return steadyRedis(ctx, rc, shards, f.redisWindow)
 }
 
-// monitorScripts counts script calls by script for window through
-// MONITOR, on a connection of its own.
-func monitorScripts(ctx context.Context, rc *redis.Client, window time.Duration) map[string]int64 {
-	names := checkpointer.ScriptNames()
-	lines := make(chan string, 4096)
-	mon := rc.Monitor(ctx, lines)
-	mon.Start()
-	out := map[string]int64{}
-	end := time.After(window)
-	for {
-		select {
-		case l := <-lines:
-			_, rest, ok := strings.Cut(l, `"evalsha" "`)
-			if !ok || len(rest) < 40 {
-				continue
-			}
-			name := names[strings.ToLower(rest[:40])]
-			if name == "" {
-				name = "other"
-			}
-			out[name]++
-		case <-end:
-			mon.Stop()
-			return out
-		case <-ctx.Done():
-			mon.Stop()
-			return out
-		}
-	}
-}
-
-// scriptsBreakdown lists the script calls per shard per minute by script,
-// most first.
-func scriptsBreakdown(r redisFigures) string {
-	names := slices.Collect(maps.Keys(r.byScript))
-	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(r.byScript[b], r.byScript[a]) })
-	var parts []string
-	for _, n := range names {
-		parts = append(parts, fmt.Sprintf("%s %.1f", n, r.perShardMinute(r.byScript[n])))
-	}
-	return strings.Join(parts, ", ")
-}
-
 func printSteadyRedis(f discoveryFlags, many, one redisFigures) {
 	fmt.Printf("steady state, Redis calls per shard per minute (%v counted, %v after every shard was leased; script calls are round trips, commands count those run inside scripts too):\n", many.window.Round(time.Second), discoverySettle)
 	fmt.Printf("  %d streams of %d shards: %.1f script calls, %.1f commands\n", f.streams, f.shards, many.perShardMinute(many.scripts), many.perShardMinute(many.total))
 	fmt.Printf("  1 stream of %d shards:   %.1f script calls, %.1f commands\n", one.shards, one.perShardMinute(one.scripts), one.perShardMinute(one.total))
-	fmt.Printf("  by script, %d streams: %s\n", f.streams, scriptsBreakdown(many))
-	fmt.Printf("  by script, 1 stream:   %s\n", scriptsBreakdown(one))
 	fmt.Printf("  ratio: %.2f× script calls, %.2f× commands\n", many.perShardMinute(many.scripts)/one.perShardMinute(one.scripts), many.perShardMinute(many.total)/one.perShardMinute(one.total))
 }
