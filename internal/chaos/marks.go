@@ -1,8 +1,11 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // Marks is what the deliveries say about the redelivery mark
@@ -32,7 +35,24 @@ type Marks struct {
 	// Excused are unmarked duplicates whose first delivery a window that
 	// allows them holds (Window.Unmarked): not counted in UnmarkedDups.
 	Excused int
+	// Groups are the unmarked duplicates by shard and by the incarnations
+	// that delivered them first and again, the largest first (at most
+	// maxMarkGroups), so that a long run's report says where to look
+	// without the delivery files.
+	Groups []MarkGroup
 }
+
+// MarkGroup is a run of unmarked duplicates: shard's records first
+// delivered by First, again by Again without the mark.
+type MarkGroup struct {
+	Shard, First, Again string
+	Count               int
+	// Example is the group's first such delivery.
+	Example string
+}
+
+// maxMarkGroups keeps the report short.
+const maxMarkGroups = 8
 
 // String renders the count for the table, with what explains it.
 func (m Marks) String() string {
@@ -44,6 +64,13 @@ func (m Marks) String() string {
 	if m.Excused > 0 {
 		s += fmt.Sprintf("; %d more after a wipe no live holder saw (the mark's limit)", m.Excused)
 	}
+	if len(m.Groups) > 0 {
+		parts := make([]string, 0, len(m.Groups))
+		for _, g := range m.Groups {
+			parts = append(parts, fmt.Sprintf("%d of %s by %s then %s (first: %s)", g.Count, g.Shard, g.First, g.Again, g.Example))
+		}
+		s += "; largest groups: " + strings.Join(parts, "; ")
+	}
 	return s
 }
 
@@ -54,6 +81,7 @@ func countMarks(deliveries []Delivery, windows []Window, problem func(format str
 	var m Marks
 	seen := make(map[[2]string]Delivery, len(deliveries))
 	unmarked := map[[2]string]int{}
+	groups := map[[3]string]*MarkGroup{}
 	for _, d := range deliveries {
 		id := [2]string{d.Shard, d.Seq}
 		prev, again := seen[id]
@@ -80,9 +108,26 @@ func countMarks(deliveries []Delivery, windows []Window, problem func(format str
 			m.Excused++
 		} else if again {
 			m.UnmarkedDups++
+			key := [3]string{d.Shard, prev.Inst, d.Inst}
+			g := groups[key]
+			if g == nil {
+				g = &MarkGroup{Shard: d.Shard, First: prev.Inst, Again: d.Inst,
+					Example: fmt.Sprintf("%s/%d at %s, again at %s", d.K, d.C, prev.At.Format("15:04:05.000"), d.At.Format("15:04:05.000"))}
+				groups[key] = g
+			}
+			g.Count++
 			problem("unmarked duplicate: %s/%d of shard %s (seq %s) first delivered by %s at %s, again by %s at %s with kinesis_redelivered %q (attempt %q)",
 				d.K, d.C, d.Shard, d.Seq, prev.Inst, prev.At.Format("15:04:05.000"), d.Inst, d.At.Format("15:04:05.000"), d.Redelivered, d.Attempt)
 		}
+	}
+	for _, g := range groups {
+		m.Groups = append(m.Groups, *g)
+	}
+	slices.SortFunc(m.Groups, func(a, b MarkGroup) int {
+		return cmp.Or(b.Count-a.Count, strings.Compare(a.Example, b.Example))
+	})
+	if len(m.Groups) > maxMarkGroups {
+		m.Groups = m.Groups[:maxMarkGroups]
 	}
 	return m
 }

@@ -62,6 +62,8 @@ func TestCheckCountsUnmarkedDuplicates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var problems []string
 			got := countMarks(sortedByTime(tc.deliveries), nil, func(f string, a ...any) { problems = append(problems, fmt.Sprintf(f, a...)) })
+			assert.Equal(t, tc.want.UnmarkedDups, groupedCount(got.Groups), "every unmarked duplicate is in a group")
+			got.Groups = nil
 			assert.Equal(t, tc.want, got)
 			assert.Len(t, problems, tc.want.UnmarkedDups, "one example per unmarked duplicate")
 
@@ -76,7 +78,9 @@ func TestCheckCountsUnmarkedDuplicates(t *testing.T) {
 			}
 			everywhere := []Window{{What: "any", From: t0.Add(-time.Hour), To: t0.Add(time.Hour)}}
 			tab := Check(perKey, stream, append([]Delivery(nil), tc.deliveries...), everywhere, nil)
-			assert.Equal(t, tc.want, tab.Marks)
+			marks := tab.Marks
+			marks.Groups = nil
+			assert.Equal(t, tc.want, marks)
 			assert.Equal(t, tc.want.UnmarkedDups == 0, tab.OK(), tab.String())
 			assert.Contains(t, tab.String(), fmt.Sprintf("unmarked duplicates (no kinesis_redelivered: true)  %d (", tc.want.UnmarkedDups))
 			v := Verdict{Table: tab}
@@ -87,6 +91,38 @@ func TestCheckCountsUnmarkedDuplicates(t *testing.T) {
 			}
 		})
 	}
+}
+
+func groupedCount(gs []MarkGroup) int {
+	n := 0
+	for _, g := range gs {
+		n += g.Count
+	}
+	return n
+}
+
+// A long run's unmarked duplicates are many; the report groups them by
+// shard and by the incarnations that delivered them first and again, the
+// largest group first, so the report says where to look.
+func TestCountMarksGroupsUnmarkedDuplicates(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var ds []Delivery
+	add := func(shard string, c int, inst string, ms int, redelivered string) {
+		ds = append(ds, Delivery{K: "k0", C: c, Shard: shard, Seq: fmt.Sprint(c), Inst: inst, At: t0.Add(time.Duration(ms) * time.Millisecond), Redelivered: redelivered, Attempt: "1"})
+	}
+	for c := 1; c <= 3; c++ {
+		add("st/s0", c, "a1", c, "")
+		add("st/s0", c, "b2", 1000+c, "") // three unmarked, a1 then b2
+	}
+	add("st/s1", 1, "a1", 5, "")
+	add("st/s1", 1, "c3", 2000, "")     // one unmarked
+	add("st/s1", 1, "c4", 3000, "true") // marked: not a group
+	m := countMarks(sortedByTime(ds), nil, func(string, ...any) {})
+	require.Len(t, m.Groups, 2)
+	assert.Equal(t, MarkGroup{Shard: "st/s0", First: "a1", Again: "b2", Count: 3, Example: "k0/1 at 00:00:00.001, again at 00:00:01.001"}, m.Groups[0])
+	assert.Equal(t, "st/s1", m.Groups[1].Shard)
+	assert.Equal(t, 1, m.Groups[1].Count)
+	assert.Contains(t, m.String(), "largest groups: 3 of st/s0 by a1 then b2 (first: k0/1 at 00:00:00.001, again at 00:00:01.001); 1 of st/s1 by a1 then c3")
 }
 
 func sortedByTime(ds []Delivery) []Delivery {

@@ -21,7 +21,8 @@ import (
 // or below it as possibly delivered before. Since the take replaces the
 // token every earlier write was fenced by, no earlier owner can deliver
 // past what the take read. A store that forgot gets the values back from
-// each instance's re-seed (Reseed writes what this store wrote).
+// each instance's re-seed (Reseed writes what this store wrote, and what
+// its takes read).
 
 // deliveredScript: KEYS lease, delivered, epoch; ARGV owner, epoch, then
 // shard, token, position triples. Writes each position only forwards and
@@ -51,7 +52,8 @@ type DeliveredMark struct {
 }
 
 // deliveredMarks remembers, per shard, the highest position this store
-// wrote, so a re-seed can write them back into a store that forgot.
+// wrote or read at a take, so a re-seed can write them back into a store
+// that forgot.
 type deliveredMarks struct {
 	mu sync.Mutex
 	m  map[string]consumer.Position

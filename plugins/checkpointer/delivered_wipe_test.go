@@ -90,3 +90,53 @@ func TestIntegrationDeliveredMarkUnreadable(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, leases["shard-0"].Owner, "the lease was given back")
 }
+
+// A holder that took a shard knows how far the earlier owner may have
+// delivered it (the take read the mark) before it writes a mark of its own.
+// If Redis forgets between the take and that first write, the holder's
+// re-seed must write the mark it read back: otherwise it stores only its own
+// lower marks, and the owner after it delivers the earlier owner's records
+// unmarked. Soak seed 2 (1 h) found this: c19 delivered soak-b's shard 10
+// up to counter 956 and was killed; a25 took the shard (mark 956), Redis
+// was flushed, a25 re-seeded no mark, delivered one record (mark 948) and
+// lost the shard; b24 then delivered 948's next record without the mark.
+func TestIntegrationTakenMarkSurvivesAWipe(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 3, 30*time.Second)
+	gone, holder, next := stores[0], stores[1], stores[2]
+	ctx := t.Context()
+	for _, s := range stores {
+		_, err := s.Join(ctx)
+		require.NoError(t, err)
+	}
+	l0 := mustAcquire(t, gone, "shard-0")
+	_, err := gone.WriteDelivered(ctx, "a", []DeliveredMark{mark(l0, pos(t, "956"))})
+	require.NoError(t, err)
+	require.NoError(t, gone.Commit(ctx, l0, pos(t, "940")))
+	require.NoError(t, gone.Release(ctx, l0)) // as a lapse after a crash
+
+	take, err := holder.AcquireMarked(ctx, "shard-0", "b")
+	require.NoError(t, err)
+	require.Equal(t, pos(t, "956"), take.Delivered)
+
+	c := red.Client()
+	defer c.Close()
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err = holder.Reseed(ctx, consumer.Seed{Owner: "b", Checkpoints: map[string]consumer.Position{"shard-0": pos(t, "940")},
+		Leases: []consumer.Lease{take.Lease}})
+	require.NoError(t, err)
+	got, err := holder.Delivered(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]consumer.Position{"shard-0": pos(t, "956")}, got,
+		"the re-seed writes back the mark the holder's take read")
+
+	// The holder delivers one record and hands the shard over.
+	_, err = holder.WriteDelivered(ctx, "b", []DeliveredMark{mark(take.Lease, pos(t, "948"))})
+	require.NoError(t, err)
+	require.NoError(t, holder.Release(ctx, take.Lease))
+	_, err = next.Reseed(ctx, consumer.Seed{Owner: "c"})
+	require.NoError(t, err)
+	after, err := next.AcquireMarked(ctx, "shard-0", "c")
+	require.NoError(t, err)
+	assert.Equal(t, pos(t, "956"), after.Delivered, "the next owner marks every record the first owner delivered")
+}

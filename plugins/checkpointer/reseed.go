@@ -43,8 +43,9 @@ func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseed
 	for _, shard := range seed.Closed {
 		args = append(args, shard)
 	}
-	// The redelivery marks this store wrote (delivered.go): the seed of the
-	// consumer does not carry them, the store remembers them.
+	// The redelivery marks this store wrote or read at a take
+	// (delivered.go): the seed of the consumer does not carry them, the
+	// store remembers them.
 	marks := s.marks.snapshot()
 	args = append(args, len(marks))
 	for _, shard := range slices.Sorted(maps.Keys(marks)) {

@@ -44,6 +44,11 @@ func (s *Store) AcquireMarked(ctx context.Context, shard, owner string) (MarkedT
 			s.giveBack(t.Lease, bad)
 			return MarkedTake{}, fmt.Errorf("acquiring lease for shard %s: %w", shard, bad)
 		}
+		// The holder now knows the mark as well as any store that wrote
+		// it: a store that forgot before this holder's first write gets it
+		// back from this holder's re-seed (reseed.go), else the owner after
+		// it would deliver the earlier owner's records unmarked.
+		s.marks.raise(shard, m.Delivered)
 	}
 	return m, nil
 }
