@@ -212,8 +212,18 @@ func ackInto(ctx context.Context, c *Consumer, l *streamLog) {
 // it is closed when the test ends.
 func startFollower(ctx context.Context, t *testing.T, api consumer.KinesisAPI, stores *storesByStream, id string, got *streamLog, found []Found) *Consumer {
 	t.Helper()
+	return startFollowerWith(ctx, t, api, stores, id, got, found, nil)
+}
+
+// startFollowerWith is startFollower with the configuration changed by
+// edit first.
+func startFollowerWith(ctx context.Context, t *testing.T, api consumer.KinesisAPI, stores *storesByStream, id string, got *streamLog, found []Found, edit func(*consumer.Config)) *Consumer {
+	t.Helper()
 	cfg := testConfig()
 	cfg.Streams, cfg.FollowStreams, cfg.InstanceID = nil, true, id
+	if edit != nil {
+		edit(&cfg)
+	}
 	c, err := New(cfg, api, stores.get, nil, nil)
 	require.NoError(t, err)
 	require.NoError(t, c.Start(t.Context()))
