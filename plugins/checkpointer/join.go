@@ -162,6 +162,7 @@ func (s *Store) CheckGroups(ctx context.Context, stores []consumer.Store) []erro
 	var batch []int
 	var keys []string
 	var known []any
+	var alone []int
 	for i, st := range stores {
 		if o, ok := st.(*Store); ok && o.c == s.c && !cluster {
 			batch = append(batch, i)
@@ -169,10 +170,12 @@ func (s *Store) CheckGroups(ctx context.Context, stores []consumer.Store) []erro
 			known = append(known, o.knownEpoch())
 			continue
 		}
-		if g, ok := st.(consumer.GroupChecker); ok {
-			errs[i] = g.CheckGroup(ctx)
+		if _, ok := st.(consumer.GroupChecker); ok {
+			alone = append(alone, i)
 		}
 	}
+	wait := onTheirOwn(alone, func(i int) { errs[i] = stores[i].(consumer.GroupChecker).CheckGroup(ctx) })
+	defer wait()
 	if len(batch) == 0 {
 		return errs
 	}

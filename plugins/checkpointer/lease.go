@@ -89,11 +89,11 @@ func (s *Store) RenewStreams(ctx context.Context, owner string, stores []consume
 	var keys []string
 	args := []any{owner, s.periodMillis()}
 	n := 0
+	var alone []int
 	for i, st := range stores {
 		o, ok := st.(*Store)
 		if !ok || o.c != s.c || cluster || o.periodMillis() != s.periodMillis() {
-			r := &out[i]
-			r.Renewed, r.Lost, r.Err = st.RenewAll(ctx, owner, leases[i])
+			alone = append(alone, i)
 			continue
 		}
 		if len(leases[i]) == 0 {
@@ -106,6 +106,11 @@ func (s *Store) RenewStreams(ctx context.Context, owner string, stores []consume
 		}
 		n += len(leases[i])
 	}
+	wait := onTheirOwn(alone, func(i int) {
+		r := &out[i]
+		r.Renewed, r.Lost, r.Err = stores[i].RenewAll(ctx, owner, leases[i])
+	})
+	defer wait()
 	if len(batch) == 0 {
 		return out
 	}

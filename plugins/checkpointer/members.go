@@ -28,13 +28,16 @@ func (s *Store) HeartbeatAll(ctx context.Context, member string, stores []consum
 	_, cluster := s.c.client.(*redis.ClusterClient)
 	var batch []int
 	var keys []string
+	var alone []int
 	for i, st := range stores {
 		if o, ok := st.(*Store); ok && o.c == s.c && !cluster {
 			batch, keys = append(batch, i), append(keys, o.keys.Members)
 			continue
 		}
-		errs[i] = st.Heartbeat(ctx, member)
+		alone = append(alone, i)
 	}
+	wait := onTheirOwn(alone, func(i int) { errs[i] = stores[i].Heartbeat(ctx, member) })
+	defer wait()
 	if len(batch) == 0 {
 		return errs
 	}

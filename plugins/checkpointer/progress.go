@@ -64,10 +64,11 @@ func (s *Store) PublishProgressAll(ctx context.Context, owner string, stores []c
 	var keys []string
 	args := []any{owner}
 	n := 0
+	var alone []int
 	for i, st := range stores {
 		o, ok := st.(*Store)
 		if !ok || o.c != s.c || cluster {
-			errs[i] = st.PublishProgress(ctx, owner, ps[i])
+			alone = append(alone, i)
 			continue
 		}
 		if len(ps[i]) == 0 {
@@ -77,6 +78,8 @@ func (s *Store) PublishProgressAll(ctx context.Context, owner string, stores []c
 		args = progressArgs(append(args, len(ps[i])), ps[i])
 		n += len(ps[i])
 	}
+	wait := onTheirOwn(alone, func(i int) { errs[i] = stores[i].PublishProgress(ctx, owner, ps[i]) })
+	defer wait()
 	if len(batch) == 0 {
 		return errs
 	}
