@@ -146,16 +146,26 @@ func (w *sharedRounds) loop(every time.Duration, running *bool, reading bool, ro
 	}
 }
 
+// pick returns the coordinators, and their stores, whose store keep
+// accepts: the streams a shared call covers.
+func pick(coords []*coordinator, stores []consumer.Store, keep func(consumer.Store) bool) ([]*coordinator, []consumer.Store) {
+	var cs []*coordinator
+	var ss []consumer.Store
+	for i, s := range stores {
+		if keep(s) {
+			cs, ss = append(cs, coords[i]), append(ss, s)
+		}
+	}
+	return cs, ss
+}
+
 // check checks each coordinator's group record, bounded by half the
 // interval so that a check that hangs never delays the next.
 func (w *sharedRounds) check(coords []*coordinator, stores []consumer.Store, every time.Duration) {
-	var checked []*coordinator
-	var checkers []consumer.Store
-	for i, s := range stores {
-		if _, ok := s.(consumer.GroupChecker); ok {
-			checked, checkers = append(checked, coords[i]), append(checkers, s)
-		}
-	}
+	checked, checkers := pick(coords, stores, func(s consumer.Store) bool {
+		_, ok := s.(consumer.GroupChecker)
+		return ok
+	})
 	if len(checked) == 0 {
 		return
 	}
@@ -183,13 +193,10 @@ func (w *sharedRounds) check(coords []*coordinator, stores []consumer.Store, eve
 // heartbeat heartbeats the member in every stream whose store batches
 // heartbeats, bounded as a renewal is.
 func (w *sharedRounds) heartbeat(coords []*coordinator, stores []consumer.Store, bound time.Duration) {
-	var beat []*coordinator
-	var batched []consumer.Store
-	for i, s := range stores {
-		if _, ok := s.(consumer.HeartbeatsBatcher); ok {
-			beat, batched = append(beat, coords[i]), append(batched, s)
-		}
-	}
+	beat, batched := pick(coords, stores, func(s consumer.Store) bool {
+		_, ok := s.(consumer.HeartbeatsBatcher)
+		return ok
+	})
 	if len(beat) == 0 {
 		return
 	}
