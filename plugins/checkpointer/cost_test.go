@@ -18,6 +18,21 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
+// countedCheckpointer is group's checkpointer on the Redis at url, through
+// a client whose commands hook counts.
+func countedCheckpointer(t *testing.T, url, group string) (*Checkpointer, *countingHook) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.RedisURL, cfg.Group = url, group
+	opts, err := redis.ParseURL(url)
+	require.NoError(t, err)
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { client.Close() })
+	hook := &countingHook{}
+	client.AddHook(hook)
+	return NewFromClient(client, cfg, nil, nil), hook
+}
+
 // countingHook counts the commands a client sends (its round trips).
 type countingHook struct{ n atomic.Int64 }
 
@@ -77,15 +92,9 @@ func TestIntegrationSteadyStateCost(t *testing.T) {
 	admin := r.Client()
 	defer admin.Close()
 
+	ck, hook := countedCheckpointer(t, r.URL(), "cost")
 	cfg := DefaultConfig()
-	cfg.RedisURL, cfg.Group = r.URL(), "cost"
-	opts, err := redis.ParseURL(cfg.RedisURL)
-	require.NoError(t, err)
-	client := redis.NewClient(opts)
-	defer client.Close()
-	hook := &countingHook{}
-	client.AddHook(hook)
-	s := NewFromClient(client, cfg, nil, nil).Stream("arn:aws:kinesis:us-east-1:000000000000:stream/cost")
+	s := ck.Stream("arn:aws:kinesis:us-east-1:000000000000:stream/cost")
 	ctx := t.Context()
 
 	owned := make([][]consumer.Lease, instances)
@@ -105,7 +114,7 @@ func TestIntegrationSteadyStateCost(t *testing.T) {
 	// Warm up: the first run of each script is EVALSHA, NOSCRIPT, then EVAL
 	// (two round trips); a long-running instance has them cached.
 	seq := 1000
-	_, _, err = s.RenewAll(ctx, "instance-0", owned[0])
+	_, _, err := s.RenewAll(ctx, "instance-0", owned[0])
 	require.NoError(t, err)
 	require.NoError(t, s.Heartbeat(ctx, "instance-0"))
 	_, err = s.LiveMembers(ctx)

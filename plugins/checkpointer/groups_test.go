@@ -21,15 +21,7 @@ import (
 func TestIntegrationGroupChecksAndHeartbeatsAreOneCallForEveryStream(t *testing.T) {
 	t.Parallel()
 	red := testenv.NewRedis(t)
-	cfg := DefaultConfig()
-	cfg.RedisURL, cfg.Group = red.URL(), "g"
-	opts, err := redis.ParseURL(cfg.RedisURL)
-	require.NoError(t, err)
-	client := redis.NewClient(opts)
-	defer client.Close()
-	hook := &countingHook{}
-	client.AddHook(hook)
-	ck := NewFromClient(client, cfg, nil, nil)
+	ck, hook := countedCheckpointer(t, red.URL(), "g")
 
 	const streams = 20
 	stores := make([]consumer.Store, streams)
@@ -113,15 +105,7 @@ func TestIntegrationGroupChecksAndHeartbeatsAreOneCallForEveryStream(t *testing.
 func TestIntegrationRenewalsAndProgressAreOneCallForEveryStream(t *testing.T) {
 	t.Parallel()
 	red := testenv.NewRedis(t)
-	cfg := DefaultConfig()
-	cfg.RedisURL, cfg.Group = red.URL(), "g"
-	opts, err := redis.ParseURL(cfg.RedisURL)
-	require.NoError(t, err)
-	client := redis.NewClient(opts)
-	defer client.Close()
-	hook := &countingHook{}
-	client.AddHook(hook)
-	ck := NewFromClient(client, cfg, nil, nil)
+	ck, hook := countedCheckpointer(t, red.URL(), "g")
 
 	const streams = 6
 	stores := make([]consumer.Store, streams)
@@ -203,17 +187,10 @@ func TestIntegrationRenewalsAndProgressAreOneCallForEveryStream(t *testing.T) {
 func TestIntegrationRoundIsOneCall(t *testing.T) {
 	t.Parallel()
 	red := testenv.NewRedis(t)
-	cfg := DefaultConfig()
-	cfg.RedisURL, cfg.Group = red.URL(), "g"
-	opts, err := redis.ParseURL(cfg.RedisURL)
-	require.NoError(t, err)
-	client := redis.NewClient(opts)
-	defer client.Close()
-	hook := &countingHook{}
-	client.AddHook(hook)
-	s := NewFromClient(client, cfg, nil, nil).Stream("arn:aws:kinesis:us-east-1:000000000000:stream/round")
+	ck, hook := countedCheckpointer(t, red.URL(), "g")
+	s := ck.Stream("arn:aws:kinesis:us-east-1:000000000000:stream/round")
 	ctx := t.Context()
-	_, err = s.Join(ctx)
+	_, err := s.Join(ctx)
 	require.NoError(t, err)
 	for _, m := range []string{"a", "b", "c"} {
 		require.NoError(t, s.Heartbeat(ctx, m))
