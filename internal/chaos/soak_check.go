@@ -91,28 +91,15 @@ func (m *monitor) streamRefs() []shadowRef {
 // check runs every invariant once; final processes every delivery.
 func (m *monitor) check(ctx context.Context, final bool) error {
 	now := time.Now()
-	// The shadow's reads are retried on the next tick; at the end, until
-	// they succeed, or three polls in a row read nothing new: a backlog
-	// (soak-big's 96 KiB records on a busy emulator) may take more polls
-	// to read than a fixed count allowed (seed 3's 1 h run of 2026-12-03
-	// ended "could not be carried out" on it, in its drain).
-	for stalled := 0; ; {
-		had := m.sh.records()
+	err := pollShadow(ctx, final, m.sh.records, func() error {
 		err := m.sh.poll(ctx, m.streamRefs())
 		m.s.smu.Lock()
 		m.s.shadowFailed = maps.Clone(m.sh.failed)
 		m.s.smu.Unlock()
-		if err == nil || !final {
-			break
-		}
-		if m.sh.records() > had {
-			stalled = 0
-		} else {
-			stalled++
-		}
-		if stalled == 3 || ctx.Err() != nil {
-			return err
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	ds, err := m.tail.read(withDeadLetters(m.s.outputFiles()))
 	if err != nil {
@@ -132,6 +119,36 @@ func (m *monitor) check(ctx context.Context, final bool) error {
 		m.liveness(now)
 	}
 	return nil
+}
+
+// shadowStallPolls is how many polls in a row that read nothing new end
+// the final check's polling.
+const shadowStallPolls = 3
+
+// pollShadow polls the shadow once while the soak runs: a read that
+// failed is retried on the next tick, and the error is not the soak's.
+// At the end (final), it polls until a poll succeeds, and gives up with
+// the poll's error only after shadowStallPolls polls in a row read
+// nothing new (records is how many records the shadow holds): a backlog
+// (soak-big's 96 KiB records on a busy emulator) may take more polls to
+// read than a fixed count allowed (seed 3's 1 h run of 2026-12-03 ended
+// "could not be carried out" on it, in its drain).
+func pollShadow(ctx context.Context, final bool, records func() int, poll func() error) error {
+	for stalled := 0; ; {
+		had := records()
+		err := poll()
+		if err == nil || !final {
+			return nil
+		}
+		if records() > had {
+			stalled = 0
+		} else {
+			stalled++
+		}
+		if stalled == shadowStallPolls || ctx.Err() != nil {
+			return err
+		}
+	}
 }
 
 // deliveries checks first deliveries' per-key order and that every
