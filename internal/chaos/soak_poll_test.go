@@ -16,7 +16,7 @@ import (
 func TestPollShadowReadsABacklogToItsEnd(t *testing.T) {
 	slow := errors.New("context deadline exceeded")
 	// The first n polls fail; each poll reads grow more records.
-	run := func(final bool, n, grow int, ctx context.Context) (polls int, err error) {
+	run := func(ctx context.Context, final bool, n, grow int) (polls int, err error) {
 		records := 0
 		err = pollShadow(ctx, final, func() int { return records }, func() error {
 			polls++
@@ -28,21 +28,21 @@ func TestPollShadowReadsABacklogToItsEnd(t *testing.T) {
 		})
 		return polls, err
 	}
-	polls, err := run(true, 10, 5, t.Context())
+	polls, err := run(t.Context(), true, 10, 5)
 	assert.NoError(t, err, "ten slow polls that each read more, then a good one")
 	assert.Equal(t, 11, polls)
 
-	polls, err = run(true, 100, 0, t.Context())
+	polls, err = run(t.Context(), true, 100, 0)
 	assert.ErrorIs(t, err, slow, "polls that read nothing new end the check")
 	assert.Equal(t, shadowStallPolls, polls)
 
-	polls, err = run(false, 100, 0, t.Context())
+	polls, err = run(t.Context(), false, 100, 0)
 	assert.NoError(t, err, "while the soak runs, a failed poll is the next tick's")
 	assert.Equal(t, 1, polls)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	polls, err = run(true, 100, 5, ctx)
+	polls, err = run(ctx, true, 100, 5)
 	assert.ErrorIs(t, err, slow, "a soak that is stopped stops polling")
 	assert.Equal(t, 1, polls)
 }
