@@ -25,12 +25,25 @@ func pastDeadlineReader(t *testing.T, st consumer.Store, shard string) (*coordin
 // A re-seed that restores the lease confirms it like a renewal: the
 // reader is handed the restored lease at once, with its deadline ahead, so
 // its waiting lanes go on rather than at the next renewal (one renewal
-// wakes them all: TestOneRenewalWakesEveryLaneWaitingForTheLease).
+// wakes them all: TestOneRenewalWakesEveryLaneWaitingForTheLease). A lease
+// whose local deadline had passed before the store forgot is restored but
+// confirmed only by a renewal a lease period later, so that a newer owner
+// can claim it back first (TestReseededLeasePastItsDeadlineWaitsForANewerOwner).
 func TestReseedWakesEveryLaneWaitingForTheLease(t *testing.T) {
 	t.Parallel()
-	co, r := pastDeadlineReader(t, consumertest.NewStore(time.Minute), "shardId-000000000000")
+	st := consumertest.NewStore(time.Minute)
+	co, r := pastDeadlineReader(t, st, "shardId-000000000000")
+	live := consumer.Lease{Shard: "shardId-000000000001", Owner: "me", Token: 2, ExpiresAt: time.Now().Add(time.Minute), Deadline: time.Now().Add(time.Minute)}
+	waiting := newFakeReader(live.Shard, live)
+	co.readers[live.Shard] = waiting
 	require.False(t, r.LeaseLive())
 	co.reseed(t.Context())
-	assert.EqualValues(t, 1, r.renewals.Load(), "the re-seed confirms the lease to its reader")
+	assert.EqualValues(t, 1, waiting.renewals.Load(), "the re-seed confirms a lease whose deadline was ahead")
+	assert.Zero(t, r.renewals.Load(), "but not one whose deadline had passed")
+	co.renew(t.Context(), false)
+	assert.Zero(t, r.renewals.Load(), "nor does a renewal within the lease period after it")
+	time.Sleep(co.c.cfg.LeasePeriod)
+	co.renew(t.Context(), false)
+	assert.EqualValues(t, 1, r.renewals.Load(), "a renewal a lease period later confirms it")
 	assert.True(t, r.LeaseLive(), "with its deadline ahead")
 }

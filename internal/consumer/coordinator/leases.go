@@ -37,6 +37,7 @@ func (co *coordinator) take(ctx context.Context, id string) bool {
 		co.rs = co.readerStream()
 	}
 	r := reader.New(co.rs, shard, l, start)
+	co.renewal.confirmed(id) // a new take is its own confirmation
 	co.readersMu.Lock()
 	co.readers[id] = r
 	co.readersMu.Unlock()
@@ -223,7 +224,7 @@ func (co *coordinator) renewedWith(ctx context.Context, rn leaseRenewal, res con
 	}
 	co.renewal.succeeded(rn.attempt)
 	for _, l := range res.Renewed {
-		if r := rn.byShard[l.Shard]; r != nil {
+		if r := rn.byShard[l.Shard]; r != nil && co.renewal.confirmable(l.Shard) {
 			r.LeaseRenewed(l)
 		}
 	}
@@ -261,6 +262,44 @@ type renewalState struct {
 	ok, reseed time.Time
 	// reseeding runs re-seeds one at a time.
 	reseeding sync.Mutex
+	// unconfirmed holds, per shard, until when a lease this instance
+	// re-seeded after its local deadline had passed is kept but not
+	// confirmed to its reader (reseed.go).
+	unconfirmed map[string]time.Time
+}
+
+// holdBack keeps shard's reader waiting until until, though the store
+// holds its lease.
+func (s *renewalState) holdBack(shard string, until time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unconfirmed == nil {
+		s.unconfirmed = map[string]time.Time{}
+	}
+	s.unconfirmed[shard] = until
+}
+
+// confirmed drops shard's hold-back.
+func (s *renewalState) confirmed(shard string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.unconfirmed, shard)
+}
+
+// confirmable says whether a renewed lease of shard may be confirmed to
+// its reader now.
+func (s *renewalState) confirmable(shard string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	until, held := s.unconfirmed[shard]
+	if !held {
+		return true
+	}
+	if time.Now().Before(until) {
+		return false
+	}
+	delete(s.unconfirmed, shard)
+	return true
 }
 
 func (s *renewalState) succeeded(at time.Time) {

@@ -24,9 +24,27 @@ import (
 // for the shards read here now the acked one: so a store that forgets
 // during an outage of any length costs at most one commit period of
 // reading plus what was in flight, and a reader that took a shard without
-// a checkpoint counts as soon as it commits. The store hands no shard it does not know to anyone for a
-// lease period after a re-seed, so every instance has time to re-seed its
-// own shards before another could take them and start them over.
+// a checkpoint counts as soon as it commits. The store hands no shard it
+// does not know to anyone for a lease period after a re-seed, so every
+// instance has time to re-seed its own shards before another could take
+// them and start them over.
+//
+// A lease whose local deadline had passed when the store forgot is one
+// this instance cannot know it still held: while it could not reach Redis
+// (cut off, or paused) the lease may have lapsed there and another
+// instance taken the shard under a newer token and read on. Re-seeded
+// first, such a lease would be confirmed to its reader, which would read
+// again from its own position what the newer owner had delivered, and
+// without the mark the newer owner's writes carried (soak seed 3: a5 cut
+// off for 1.9 leases, c3 took soak-a's shard 2, Redis came back empty
+// while c3 was paused, a5 re-seeded first and delivered c3's records
+// again unmarked). So it is re-seeded (the claim is kept, the token rule
+// decides between the two) but confirmed to its reader only a lease
+// period later, the time every live instance has to re-seed its own: a
+// newer owner's re-seed wins the shard back meanwhile, and the renewal
+// then finds it lost and stops the reader, which delivered nothing. If
+// nobody claims it (Redis was down for everyone), the reader goes on from
+// where it was after that lease period, with nothing read again.
 
 // forgetWatch passes every call to the Store and tells the coordinator when
 // one found that the store forgot the group.
@@ -100,6 +118,7 @@ func (co *coordinator) reseed(ctx context.Context) {
 	}
 	co.known.mu.Unlock()
 	byShard := map[string]shardReader{}
+	lapsed := map[string]bool{}
 	current := co.readersNow()
 	for id, r := range current {
 		if r.Lost() {
@@ -118,6 +137,7 @@ func (co *coordinator) reseed(ctx context.Context) {
 		}
 		seed.Leases = append(seed.Leases, r.Lease())
 		byShard[id] = r
+		lapsed[id] = !r.LeaseLive()
 	}
 	for id, p := range seed.Checkpoints {
 		if _, reading := byShard[id]; !reading && slices.Contains(seed.Closed, id) {
@@ -143,10 +163,21 @@ func (co *coordinator) reseed(ctx context.Context) {
 	co.log.Errorf("The checkpoint store forgot this group's state (Redis restarted empty, flushed or replaced): it %s. "+
 		"Re-seeded it with what this instance knows: group record %s (started %s), %d checkpoints, %d closed shards and %d leases; %d leases had been taken by another instance meanwhile",
 		found, res.Epoch, res.GroupStart.UTC().Format(time.RFC3339), len(seed.Checkpoints), len(seed.Closed), len(res.Renewed), len(res.Lost))
+	held := 0
 	for _, l := range res.Renewed {
-		if r := byShard[l.Shard]; r != nil {
-			r.LeaseRenewed(l) // wakes its lanes waiting past the old deadline
+		r := byShard[l.Shard]
+		if r == nil {
+			continue
 		}
+		if lapsed[l.Shard] {
+			co.renewal.holdBack(l.Shard, time.Now().Add(co.c.cfg.LeasePeriod))
+			held++
+			continue
+		}
+		r.LeaseRenewed(l) // wakes its lanes waiting past the old deadline
+	}
+	if held > 0 {
+		co.log.Warnf("%d re-seeded leases had passed their local deadline before the store forgot (this instance could not reach Redis, or was paused), so another instance may have taken them meanwhile: their readers wait a lease period (%v) for a newer owner to claim them back before reading on", held, co.c.cfg.LeasePeriod)
 	}
 	for _, id := range res.Lost {
 		if r := byShard[id]; r != nil {
