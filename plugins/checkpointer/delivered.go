@@ -84,12 +84,6 @@ func (d *deliveredMarks) forget(shards ...string) {
 	}
 }
 
-func (d *deliveredMarks) clear() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.m = nil
-}
-
 // maxMarksPerCall bounds the shards of one delivered-position write: the
 // script passes them to HMGET and HSET with Lua's unpack, which Redis' Lua
 // limits to about 8,000 values (two per shard for the HSET).

@@ -8,6 +8,6 @@ local ckpt = redis.call('HKEYS', KEYS[2])
 for _, f in ipairs(ckpt) do
   if string.sub(f, 1, 1) ~= '_' then redis.call('HDEL', KEYS[2], f) end
 end
-redis.call('DEL', KEYS[3], KEYS[5], KEYS[6])
+redis.call('DEL', KEYS[3], KEYS[5])
 redis.call('HSET', KEYS[1], '{{streamCreatedField}}', ARGV[2])
 return 1
