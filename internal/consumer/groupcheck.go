@@ -114,3 +114,11 @@ type Round struct {
 type RoundReader interface {
 	ReadRound(ctx context.Context, owner string) (Round, error)
 }
+
+// RoundsReader is a RoundReader that can read the rounds of other stores
+// of the input (one per stream) in the same call as its own: the answer at
+// i is ReadRound's for stores[i]. A store it cannot batch reads its own.
+type RoundsReader interface {
+	RoundReader
+	ReadRounds(ctx context.Context, owner string, stores []Store) ([]Round, []error)
+}

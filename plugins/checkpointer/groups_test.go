@@ -232,3 +232,73 @@ func TestIntegrationRoundIsOneCall(t *testing.T) {
 	_, err = s.ReadRound(ctx, "a")
 	assert.ErrorIs(t, err, consumer.ErrStoreForgot)
 }
+
+// The balancing rounds of every stream an instance reads are one call too
+// (rounds.lua), and each stream's answer is ReadRound's with its effects:
+// a silent member dropped, a dead requester's request deleted; a stream
+// whose group record is gone says so alone, and a store that never joined
+// reads its round unchecked.
+func TestIntegrationRoundsAreOneCallForEveryStream(t *testing.T) {
+	t.Parallel()
+	red := testenv.NewRedis(t)
+	ck, hook := countedCheckpointer(t, red.URL(), "g")
+	ctx := t.Context()
+	admin := red.Client()
+	defer admin.Close()
+	const streams = 8
+	stores := make([]consumer.Store, streams)
+	for i := range stores {
+		s := ck.Stream(fmt.Sprintf("arn:aws:kinesis:us-east-1:000000000000:stream/rr-%d", i))
+		stores[i] = s
+		if i == streams-1 {
+			continue // never joins
+		}
+		_, err := s.Join(ctx)
+		require.NoError(t, err)
+		for _, m := range []string{"a", "b"} {
+			require.NoError(t, s.Heartbeat(ctx, m))
+		}
+		require.NoError(t, admin.ZAdd(ctx, s.Keys().Members, redis.Z{Score: 1, Member: "c"}).Err()) // silent long ago
+		_ = mustAcquire(t, s, "shard-0")
+		require.NoError(t, s.CloseShard(ctx, mustAcquire(t, s, fmt.Sprintf("shard-p%d", i))))
+		require.NoError(t, s.RequestHandoff(ctx, "shard-0", "b"))
+		require.NoError(t, s.RequestHandoff(ctx, "shard-1", "gone")) // never heartbeat
+	}
+	first := stores[0].(*Store)
+	first.ReadRounds(ctx, "a", stores) // loads the script
+	for i := range streams - 1 {
+		require.NoError(t, stores[i].RequestHandoff(ctx, "shard-1", "gone"))
+	}
+	require.NoError(t, admin.Del(ctx, stores[3].(*Store).Keys().Epoch).Err()) // stream 3's record is gone
+
+	before := hook.n.Load()
+	rounds, errs := first.ReadRounds(ctx, "a", stores)
+	assert.Equal(t, int64(1), hook.n.Load()-before, "one call for %d streams", streams)
+	require.Len(t, rounds, streams)
+	for i := range streams - 1 {
+		s := stores[i].(*Store)
+		if i == 3 {
+			assert.ErrorIs(t, errs[i], consumer.ErrStoreForgot, "the stream whose record is gone")
+			continue
+		}
+		require.NoError(t, errs[i], "stream %d", i)
+		rd := rounds[i]
+		assert.Equal(t, []string{"a", "b"}, rd.Members, "stream %d: the silent member is dropped", i)
+		assert.Equal(t, map[string]bool{fmt.Sprintf("shard-p%d", i): true}, rd.Closed, "stream %d", i)
+		assert.Equal(t, map[string]string{"shard-0": "b"}, rd.Handoffs, "stream %d: the dead requester's request is not listed", i)
+		gone, err := admin.HExists(ctx, s.Keys().Handoff, "shard-1").Result()
+		require.NoError(t, err)
+		assert.False(t, gone, "stream %d: and deleted", i)
+		one, err := s.ReadRound(ctx, "a")
+		require.NoError(t, err)
+		assert.Equal(t, one.Members, rd.Members)
+		assert.Equal(t, one.Closed, rd.Closed)
+		require.Len(t, rd.Leases, len(one.Leases))
+		for shard, st := range one.Leases {
+			assert.Equal(t, st.Owner, rd.Leases[shard].Owner, shard)
+			assert.Equal(t, st.Token, rd.Leases[shard].Token, shard)
+		}
+	}
+	require.NoError(t, errs[streams-1], "a store that never joined reads its round unchecked")
+	assert.Empty(t, rounds[streams-1].Leases)
+}

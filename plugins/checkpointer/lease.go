@@ -204,6 +204,11 @@ func (s *Store) ReadRound(ctx context.Context, owner string) (consumer.Round, er
 	if err != nil {
 		return consumer.Round{}, storeErr("reading the balancing round's state", err)
 	}
+	return roundOf(res, sent)
+}
+
+// roundOf reads round.lua's reply, sent at sent.
+func roundOf(res []any, sent time.Time) (consumer.Round, error) {
 	if len(res) != 4 {
 		return consumer.Round{}, fmt.Errorf("reading the balancing round's state: unexpected script reply %v", res)
 	}
@@ -222,6 +227,7 @@ func (s *Store) ReadRound(ctx context.Context, owner string) (consumer.Round, er
 	for i := 0; i+1 < len(reqs); i += 2 {
 		r.Handoffs[toString(reqs[i])] = toString(reqs[i+1])
 	}
+	var err error
 	if r.Leases, err = leaseStates(leases, sent); err != nil {
 		return consumer.Round{}, err
 	}

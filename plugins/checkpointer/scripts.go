@@ -204,6 +204,9 @@ var handoffRequestsScript = newScript("handoff_requests")
 // (Store.ReadRound).
 var roundScript = newScript("round")
 
+// roundsScript: round.lua over the keys of several streams (Store.ReadRounds).
+var roundsScript = newScript("rounds")
+
 // resetScript: KEYS ckpt, closed, lease, handoff; ARGV force ("1"/"0"),
 // start marker ("" for none), keep ("1": the start override and per-shard
 // starts not given stay), the number of expected checkpoints (-1: none)

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -19,10 +20,29 @@ func (co *coordinator) rebalance(ctx context.Context) {
 	if ctx.Err() != nil || time.Now().Before(co.takeAfter) {
 		return
 	}
-	rd, ok := co.readRound(ctx)
-	if !ok {
+	rd, err := co.readRound(ctx)
+	co.balanceWith(ctx, rd, err)
+}
+
+// balanceWith runs a balancing round on the state read of the stream (by
+// this coordinator, or by the shared rounds with every other stream's):
+// it logs what failed, and a store that forgot is handed to the re-seed.
+func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err error) {
+	if ctx.Err() != nil || time.Now().Before(co.takeAfter) {
 		return
 	}
+	if err != nil {
+		if errors.Is(err, consumer.ErrStoreForgot) {
+			co.storeForgot()
+		} else if co.runCtx.Err() == nil {
+			co.log.Warnf("Reading the balancing round's state failed: %v", err)
+		}
+		return
+	}
+	if !slices.Contains(rd.Members, co.c.owner) {
+		rd.Members = append(rd.Members, co.c.owner)
+	}
+	slices.Sort(rd.Members)
 	members, closed, leases := rd.Members, rd.Closed, rd.Leases
 	co.known.superseded(leases)
 	closed, missing := co.noteClosed(closed, leases)
@@ -75,51 +95,32 @@ func (co *coordinator) rebalance(ctx context.Context) {
 
 // readRound reads what a balancing round needs of the stream: in one call
 // where the store can (consumer.RoundReader), else in four. The members
-// are sorted, this instance included even before its first heartbeat
-// lands. It logs what failed and reports false then; a store that forgot
-// is not logged (its re-seed follows).
-func (co *coordinator) readRound(ctx context.Context) (consumer.Round, bool) {
+// are sorted, with this instance added (balanceWith) even before its first
+// heartbeat lands.
+func (co *coordinator) readRound(ctx context.Context) (consumer.Round, error) {
 	var s consumer.Store = co.store
 	if w, ok := s.(forgetWatch); ok {
 		s = w.Store
 	}
-	var rd consumer.Round
 	if rr, ok := s.(consumer.RoundReader); ok {
-		var err error
-		if rd, err = rr.ReadRound(ctx, co.c.owner); err != nil {
-			if errors.Is(err, consumer.ErrStoreForgot) {
-				co.storeForgot()
-			} else {
-				co.log.Warnf("Reading the balancing round's state failed: %v", err)
-			}
-			return rd, false
-		}
-	} else {
-		var err error
-		if rd.Members, err = co.store.LiveMembers(ctx); err != nil {
-			co.log.Warnf("Listing live members failed: %v", err)
-			return rd, false
-		}
-		if rd.Closed, err = co.store.ClosedShards(ctx); err != nil {
-			if !errors.Is(err, consumer.ErrStoreForgot) {
-				co.log.Warnf("Reading closed shards failed: %v", err)
-			}
-			return rd, false
-		}
-		if rd.Leases, err = co.store.Leases(ctx); err != nil {
-			co.log.Warnf("Reading leases failed: %v", err)
-			return rd, false
-		}
-		if rd.Handoffs, err = co.store.HandoffRequests(ctx, co.c.owner); err != nil {
-			// The round goes on without: nothing is handed over.
-			co.log.Warnf("Reading hand-off requests failed: %v", err)
-		}
+		return rr.ReadRound(ctx, co.c.owner)
 	}
-	if !slices.Contains(rd.Members, co.c.owner) {
-		rd.Members = append(rd.Members, co.c.owner)
+	var rd consumer.Round
+	var err error
+	if rd.Members, err = co.store.LiveMembers(ctx); err != nil {
+		return rd, fmt.Errorf("listing live members: %w", err)
 	}
-	slices.Sort(rd.Members)
-	return rd, true
+	if rd.Closed, err = co.store.ClosedShards(ctx); err != nil {
+		return rd, fmt.Errorf("reading closed shards: %w", err)
+	}
+	if rd.Leases, err = co.store.Leases(ctx); err != nil {
+		return rd, fmt.Errorf("reading leases: %w", err)
+	}
+	if rd.Handoffs, err = co.store.HandoffRequests(ctx, co.c.owner); err != nil {
+		// The round goes on without: nothing is handed over.
+		co.log.Warnf("Reading hand-off requests failed: %v", err)
+	}
+	return rd, nil
 }
 
 // readingCount is the number of shards this instance reads and is not

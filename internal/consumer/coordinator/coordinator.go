@@ -32,6 +32,11 @@ type coordinator struct {
 	// they renew its leases and publish its progress, so that renewLoop's
 	// ticker does not.
 	sharedBeat, sharedRenew atomic.Bool
+	// sharedRound is set while the shared rounds read this stream's
+	// balancing round with the others' (groupwatch.go), so that the run
+	// loop's ticker does not read its own; rounds carries each read.
+	sharedRound atomic.Bool
+	rounds      chan sharedRound
 	// thresholds are the lag thresholds from the stream's retention; a
 	// stream found by discovery learns its retention after it started
 	// (describeLater), so readers read them through an atomic.
@@ -159,7 +164,13 @@ func (co *coordinator) run(ctx context.Context) {
 			co.discover(co.runCtx)
 			co.bounded(co.rebalance)
 		case <-reb.C:
-			co.bounded(co.rebalance)
+			if !co.sharedRound.Load() {
+				co.bounded(co.rebalance)
+			}
+		case sr := <-co.rounds:
+			if time.Since(sr.at) < cfg.RebalancePeriod {
+				co.bounded(func(ctx context.Context) { co.balanceWith(ctx, sr.round, sr.err) })
+			}
 		case <-joined.C:
 			co.bounded(co.rebalance)
 		case r := <-co.readerDone:

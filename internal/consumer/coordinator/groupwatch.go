@@ -53,12 +53,15 @@ func (co *coordinator) watchGroup(stop <-chan struct{}) {
 	_, checks := s.(consumer.GroupChecker)
 	_, beats := s.(consumer.HeartbeatsBatcher)
 	_, renews := s.(consumer.RenewalsBatcher)
-	if !checks && !beats && !renews {
+	_, rounds := s.(consumer.RoundsReader)
+	if !checks && !beats && !renews && !rounds {
 		return
 	}
 	co.sharedBeat.Store(beats)
 	co.sharedRenew.Store(renews)
+	co.sharedRound.Store(rounds)
 	defer co.sharedRenew.Store(false)
+	defer co.sharedRound.Store(false)
 	co.c.shared.add(co, s, co.c.cfg.LeasePeriod)
 	defer co.c.shared.remove(co)
 	select {
@@ -81,8 +84,16 @@ func (co *coordinator) watchGroup(stop <-chan struct{}) {
 type sharedRounds struct {
 	mu      sync.Mutex
 	watched map[*coordinator]consumer.Store
-	// checking and beating say that each loop runs.
-	checking, beating bool
+	// checking, beating and balancing say that each loop runs.
+	checking, beating, balancing bool
+}
+
+// sharedRound is a stream's balancing round as the shared rounds read it,
+// at at, for its coordinator's run loop (balanceWith).
+type sharedRound struct {
+	round consumer.Round
+	err   error
+	at    time.Time
 }
 
 func (w *sharedRounds) add(co *coordinator, s consumer.Store, leasePeriod time.Duration) {
@@ -105,6 +116,11 @@ func (w *sharedRounds) add(co *coordinator, s consumer.Store, leasePeriod time.D
 			w.heartbeat(coords, stores, leasePeriod/6)
 			w.publish(renewed, renewedStores, leasePeriod/6)
 		})
+	}
+	if _, ok := s.(consumer.RoundsReader); ok && !w.balancing {
+		w.balancing = true
+		every, bound := co.c.cfg.RebalancePeriod, leasePeriod/3
+		go w.loop(every, &w.balancing, false, func(coords []*coordinator, stores []consumer.Store) { w.balance(coords, stores, bound) })
 	}
 }
 
@@ -283,6 +299,45 @@ func (w *sharedRounds) publish(coords []*coordinator, stores []consumer.Store, b
 	for i, err := range errs {
 		if co := pub[i]; err != nil && co.runCtx.Err() == nil {
 			co.log.Debugf("Publishing shard progress failed: %v", err)
+		}
+	}
+}
+
+// balance reads, in one call, the balancing round of every stream whose
+// store reads rounds together (consumer.RoundsReader: a Redis that is not
+// a Cluster), and hands each to its coordinator's run loop, which balances
+// the stream on it as its own ticker's round would (a stream that forgot
+// is re-seeded there). An instance reading a hundred streams then pays one
+// call a balancing period for their rounds, not a hundred. A round not
+// yet taken is replaced by the newer one.
+func (w *sharedRounds) balance(coords []*coordinator, stores []consumer.Store, bound time.Duration) {
+	coords, stores = pick(coords, stores, func(s consumer.Store) bool {
+		_, ok := s.(consumer.RoundsReader)
+		return ok
+	})
+	var balanced []*coordinator
+	var batched []consumer.Store
+	for i, co := range coords {
+		if co.sharedRound.Load() {
+			balanced, batched = append(balanced, co), append(batched, stores[i])
+		}
+	}
+	if len(balanced) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	at := time.Now()
+	rounds, errs := batched[0].(consumer.RoundsReader).ReadRounds(ctx, balanced[0].c.owner, batched)
+	for i, co := range balanced {
+		sr := sharedRound{round: rounds[i], err: errs[i], at: at}
+		select {
+		case <-co.rounds: // an older round not yet taken
+		default:
+		}
+		select {
+		case co.rounds <- sr:
+		default:
 		}
 	}
 }

@@ -25,8 +25,11 @@ type groupCalls struct {
 	// renewStreams and progressAlls count the batched renewals and
 	// progress; renewAlls the renewals of one stream.
 	renewStreams, progressAlls, renewAlls int
-	forget                                map[string]bool
-	reseeded                              map[string]int
+	// roundAlls count the batched balancing-round reads, roundOnes the
+	// reads of one stream's round.
+	roundAlls, roundOnes int
+	forget               map[string]bool
+	reseeded             map[string]int
 }
 
 // batchCheckStore is a stream's fake store that checks the group record of
@@ -121,6 +124,39 @@ func (s *batchCheckStore) PublishProgressAll(ctx context.Context, owner string, 
 	return errs
 }
 
+func (s *batchCheckStore) ReadRound(ctx context.Context, owner string) (consumer.Round, error) {
+	s.calls.mu.Lock()
+	s.calls.roundOnes++
+	s.calls.mu.Unlock()
+	return s.round(ctx, owner)
+}
+
+func (s *batchCheckStore) round(ctx context.Context, owner string) (consumer.Round, error) {
+	s.calls.mu.Lock()
+	forgot := s.calls.forget[s.id]
+	s.calls.mu.Unlock()
+	if forgot {
+		return consumer.Round{}, consumer.ErrStoreForgot
+	}
+	var rd consumer.Round
+	rd.Members, _ = s.Store.LiveMembers(ctx)
+	rd.Closed, _ = s.Store.ClosedShards(ctx)
+	rd.Leases, _ = s.Store.Leases(ctx)
+	rd.Handoffs, _ = s.Store.HandoffRequests(ctx, owner)
+	return rd, nil
+}
+
+func (s *batchCheckStore) ReadRounds(ctx context.Context, owner string, stores []consumer.Store) ([]consumer.Round, []error) {
+	s.calls.mu.Lock()
+	s.calls.roundAlls++
+	s.calls.mu.Unlock()
+	rounds, errs := make([]consumer.Round, len(stores)), make([]error, len(stores))
+	for i, st := range stores {
+		rounds[i], errs[i] = st.(*batchCheckStore).round(ctx, owner)
+	}
+	return rounds, errs
+}
+
 func (s *batchCheckStore) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
 	s.calls.mu.Lock()
 	s.calls.reseeded[s.id]++
@@ -131,7 +167,8 @@ func (s *batchCheckStore) Reseed(ctx context.Context, seed consumer.Seed) (consu
 
 // An instance reading many streams checks their group records in one call
 // an interval, and heartbeats, renews and publishes progress in all of
-// them in one call each a third of the lease, not one per stream (issue 37: the steady-state Redis cost
+// them in one call each a third of the lease, and reads their balancing
+// rounds in one call a balancing period, not one per stream (issue 37: the steady-state Redis cost
 // per shard must not grow with the number of streams), and a store that
 // forgot one stream's record has that stream re-seeded, not the others.
 func TestSharedRoundsAreOneCallForEveryStream(t *testing.T) {
@@ -157,6 +194,7 @@ func TestSharedRoundsAreOneCallForEveryStream(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.Streams, cfg.InstanceID = names, "a"
+	cfg.DiscoveryInterval = time.Hour // only the balancing period reads rounds
 	c, err := New(cfg, api, storeOf, nil, nil)
 	require.NoError(t, err)
 	require.NoError(t, c.Start(t.Context()))
@@ -178,13 +216,19 @@ func TestSharedRoundsAreOneCallForEveryStream(t *testing.T) {
 	calls.mu.Lock()
 	b0, s0, ba0, be0 := calls.batches, calls.singles, calls.beatAlls, calls.beats
 	rs0, ra0, pa0 := calls.renewStreams, calls.renewAlls, calls.progressAlls
+	rr0, ro0 := calls.roundAlls, calls.roundOnes
 	calls.mu.Unlock()
 	const rounds = 12
 	time.Sleep(rounds * every) // counting what a stretch of time costs: nothing to wait for
 	calls.mu.Lock()
 	batches, singles, beatAlls, beats := calls.batches-b0, calls.singles-s0, calls.beatAlls-ba0, calls.beats-be0
 	renewStreams, renewAlls, progressAlls := calls.renewStreams-rs0, calls.renewAlls-ra0, calls.progressAlls-pa0
+	roundAlls, roundOnes := calls.roundAlls-rr0, calls.roundOnes-ro0
 	calls.mu.Unlock()
+	wantRounds := int(rounds * every / cfg.RebalancePeriod)
+	assert.Zero(t, roundOnes, "no stream reads its balancing round on its own")
+	assert.LessOrEqual(t, roundAlls, wantRounds+1, "one round read a balancing period for %d streams", streams)
+	assert.GreaterOrEqual(t, roundAlls, wantRounds/2, "the rounds still run")
 	assert.Zero(t, singles, "no stream is checked on its own")
 	assert.LessOrEqual(t, batches, rounds+1, "one call an interval for %d streams, not %d", streams, streams*rounds)
 	assert.GreaterOrEqual(t, batches, rounds/2, "the check still runs every interval")

@@ -1,0 +1,70 @@
+package checkpointer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// ReadRounds reads the balancing round of each of stores (one per stream),
+// in one script call where Redis is not a Cluster (rounds.lua): an
+// instance reading a hundred streams then reads their rounds in one call
+// a balancing period, not a hundred. Each answer is ReadRound's for its
+// stream, ErrStoreForgot for that stream alone. In a Cluster, and for a
+// store of another Checkpointer or kind, each stream reads its own round
+// (at once, onTheirOwn) (consumer.RoundsReader).
+func (s *Store) ReadRounds(ctx context.Context, owner string, stores []consumer.Store) ([]consumer.Round, []error) {
+	rounds, errs := make([]consumer.Round, len(stores)), make([]error, len(stores))
+	_, cluster := s.c.client.(*redis.ClusterClient)
+	var batch, alone []int
+	var keys []string
+	args := []any{s.periodMillis(), owner}
+	for i, st := range stores {
+		o, ok := st.(*Store)
+		if !ok || o.c != s.c || cluster || o.periodMillis() != s.periodMillis() {
+			alone = append(alone, i)
+			continue
+		}
+		batch = append(batch, i)
+		keys = append(keys, o.keys.Members, o.keys.Closed, o.keys.Epoch, o.keys.Leases, o.keys.Handoff)
+		args = append(args, o.knownEpoch())
+	}
+	wait := onTheirOwn(alone, func(i int) {
+		if rr, ok := stores[i].(consumer.RoundReader); ok {
+			rounds[i], errs[i] = rr.ReadRound(ctx, owner)
+			return
+		}
+		errs[i] = fmt.Errorf("reading the balancing round's state: a %T reads no round", stores[i])
+	})
+	defer wait()
+	if len(batch) == 0 {
+		return rounds, errs
+	}
+	sent := time.Now()
+	res, err := roundsScript.Run(ctx, s.c.client, keys, args...).Slice()
+	if err == nil && len(res) != len(batch) {
+		err = fmt.Errorf("unexpected script reply: %d answers for %d streams", len(res), len(batch))
+	}
+	for j, i := range batch {
+		if err != nil {
+			errs[i] = storeErr(fmt.Sprintf("reading the balancing rounds of %d streams", len(batch)), err)
+			continue
+		}
+		part, _ := res[j].([]any)
+		switch {
+		case len(part) == 2 && toInt(part[0]) == 0:
+			errs[i] = forgotErr("reading the balancing round's state", toString(part[1]))
+		case len(part) == 5 && toInt(part[0]) == 1:
+			rounds[i], errs[i] = roundOf(part[1:], sent)
+		default:
+			errs[i] = fmt.Errorf("reading the balancing round's state: unexpected script reply %v", part)
+		}
+	}
+	return rounds, errs
+}
+
+var _ consumer.RoundsReader = (*Store)(nil)
