@@ -106,6 +106,9 @@ type Round struct {
 	Closed   map[string]bool
 	Leases   map[string]LeaseState
 	Handoffs map[string]string
+	// Loads are the shards' published loads (ShardLoads), when the read
+	// was asked for them (balancing by load); nil otherwise.
+	Loads map[string]ShardLoad
 }
 
 // RoundReader is a Store that reads a balancing round's state in one call,
@@ -117,8 +120,9 @@ type RoundReader interface {
 
 // RoundsReader is a RoundReader that can read the rounds of other stores
 // of the input (one per stream) in the same call as its own: the answer at
-// i is ReadRound's for stores[i]. A store it cannot batch reads its own.
+// i is ReadRound's for stores[i], with the shards' loads when loads is
+// set. A store it cannot batch reads its own.
 type RoundsReader interface {
 	RoundReader
-	ReadRounds(ctx context.Context, owner string, stores []Store) ([]Round, []error)
+	ReadRounds(ctx context.Context, owner string, stores []Store, loads bool) ([]Round, []error)
 }

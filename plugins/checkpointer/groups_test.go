@@ -265,15 +265,18 @@ func TestIntegrationRoundsAreOneCallForEveryStream(t *testing.T) {
 		require.NoError(t, s.RequestHandoff(ctx, "shard-1", "gone")) // never heartbeat
 	}
 	first := stores[0].(*Store)
-	first.ReadRounds(ctx, "a", stores) // loads the script
+	first.ReadRounds(ctx, "a", stores, true) // loads the script
 	for i := range streams - 1 {
 		require.NoError(t, stores[i].RequestHandoff(ctx, "shard-1", "gone"))
 	}
 	require.NoError(t, admin.Del(ctx, stores[3].(*Store).Keys().Epoch).Err()) // stream 3's record is gone
 
+	for i := range streams - 1 {
+		require.NoError(t, stores[i].PublishProgress(ctx, "a", map[string]consumer.Progress{"shard-0": {LagMillis: 5, BytesPerSecond: int64(100 * (i + 1))}}))
+	}
 	before := hook.n.Load()
-	rounds, errs := first.ReadRounds(ctx, "a", stores)
-	assert.Equal(t, int64(1), hook.n.Load()-before, "one call for %d streams", streams)
+	rounds, errs := first.ReadRounds(ctx, "a", stores, true)
+	assert.Equal(t, int64(1), hook.n.Load()-before, "one call for %d streams, their loads too", streams)
 	require.Len(t, rounds, streams)
 	for i := range streams - 1 {
 		s := stores[i].(*Store)
@@ -289,6 +292,10 @@ func TestIntegrationRoundsAreOneCallForEveryStream(t *testing.T) {
 		gone, err := admin.HExists(ctx, s.Keys().Handoff, "shard-1").Result()
 		require.NoError(t, err)
 		assert.False(t, gone, "stream %d: and deleted", i)
+		loads, err := s.ShardLoads(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, loads, rd.Loads, "stream %d: the loads ShardLoads reads", i)
+		assert.Equal(t, int64(100*(i+1)), rd.Loads["shard-0"].BytesPerSecond, "stream %d", i)
 		one, err := s.ReadRound(ctx, "a")
 		require.NoError(t, err)
 		assert.Equal(t, one.Members, rd.Members)
@@ -301,4 +308,8 @@ func TestIntegrationRoundsAreOneCallForEveryStream(t *testing.T) {
 	}
 	require.NoError(t, errs[streams-1], "a store that never joined reads its round unchecked")
 	assert.Empty(t, rounds[streams-1].Leases)
+
+	rounds, errs = first.ReadRounds(ctx, "a", stores, false)
+	require.NoError(t, errs[0])
+	assert.Nil(t, rounds[0].Loads, "by count, no loads are read")
 }

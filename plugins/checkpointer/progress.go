@@ -99,6 +99,11 @@ func (s *Store) Progress(ctx context.Context) (map[string]PublishedProgress, err
 	if err != nil {
 		return nil, fmt.Errorf("reading published progress: %w", err)
 	}
+	return progressOf(raw)
+}
+
+// progressOf reads the progress hash's fields.
+func progressOf(raw map[string]string) (map[string]PublishedProgress, error) {
 	out := make(map[string]PublishedProgress, len(raw))
 	for shard, v := range raw {
 		// "<lagMillis>|<lastDeliveredMillis>|<owner>|bps=<bytesPerSecond>";
@@ -133,11 +138,15 @@ func (s *Store) ShardLoads(ctx context.Context) (map[string]consumer.ShardLoad, 
 	if err != nil {
 		return nil, err
 	}
+	return loadsOf(ps), nil
+}
+
+func loadsOf(ps map[string]PublishedProgress) map[string]consumer.ShardLoad {
 	out := make(map[string]consumer.ShardLoad, len(ps))
 	for shard, p := range ps {
 		out[shard] = consumer.ShardLoad{BytesPerSecond: p.BytesPerSecond, Known: p.LoadKnown}
 	}
-	return out, nil
+	return out
 }
 
 // HasState reports whether any key of the group+stream exists: false means

@@ -14,15 +14,20 @@ import (
 // in one script call where Redis is not a Cluster (rounds.lua): an
 // instance reading a hundred streams then reads their rounds in one call
 // a balancing period, not a hundred. Each answer is ReadRound's for its
-// stream, ErrStoreForgot for that stream alone. In a Cluster, and for a
+// stream, ErrStoreForgot for that stream alone; with loads, each round
+// carries the shards' published loads too (ShardLoads, in the same call). In a Cluster, and for a
 // store of another Checkpointer or kind, each stream reads its own round
 // (at once, onTheirOwn) (consumer.RoundsReader).
-func (s *Store) ReadRounds(ctx context.Context, owner string, stores []consumer.Store) ([]consumer.Round, []error) {
+func (s *Store) ReadRounds(ctx context.Context, owner string, stores []consumer.Store, loads bool) ([]consumer.Round, []error) {
 	rounds, errs := make([]consumer.Round, len(stores)), make([]error, len(stores))
 	_, cluster := s.c.client.(*redis.ClusterClient)
 	var batch, alone []int
 	var keys []string
-	args := []any{s.periodMillis(), owner}
+	withLoads := ""
+	if loads {
+		withLoads = "1"
+	}
+	args := []any{s.periodMillis(), owner, withLoads}
 	for i, st := range stores {
 		o, ok := st.(*Store)
 		if !ok || o.c != s.c || cluster || o.periodMillis() != s.periodMillis() {
@@ -30,12 +35,15 @@ func (s *Store) ReadRounds(ctx context.Context, owner string, stores []consumer.
 			continue
 		}
 		batch = append(batch, i)
-		keys = append(keys, o.keys.Members, o.keys.Closed, o.keys.Epoch, o.keys.Leases, o.keys.Handoff)
+		keys = append(keys, o.keys.Members, o.keys.Closed, o.keys.Epoch, o.keys.Leases, o.keys.Handoff, o.keys.Progress)
 		args = append(args, o.knownEpoch())
 	}
 	wait := onTheirOwn(alone, func(i int) {
 		if rr, ok := stores[i].(consumer.RoundReader); ok {
 			rounds[i], errs[i] = rr.ReadRound(ctx, owner)
+			if errs[i] == nil && loads {
+				rounds[i].Loads, errs[i] = stores[i].ShardLoads(ctx)
+			}
 			return
 		}
 		errs[i] = fmt.Errorf("reading the balancing round's state: a %T reads no round", stores[i])
@@ -58,8 +66,11 @@ func (s *Store) ReadRounds(ctx context.Context, owner string, stores []consumer.
 		switch {
 		case len(part) == 2 && toInt(part[0]) == 0:
 			errs[i] = forgotErr("reading the balancing round's state", toString(part[1]))
-		case len(part) == 5 && toInt(part[0]) == 1:
-			rounds[i], errs[i] = roundOf(part[1:], sent)
+		case len(part) == 6 && toInt(part[0]) == 1:
+			rounds[i], errs[i] = roundOf(part[1:5], sent)
+			if errs[i] == nil && loads {
+				rounds[i].Loads, errs[i] = loadsFrom(part[5])
+			}
 		default:
 			errs[i] = fmt.Errorf("reading the balancing round's state: unexpected script reply %v", part)
 		}
@@ -68,3 +79,17 @@ func (s *Store) ReadRounds(ctx context.Context, owner string, stores []consumer.
 }
 
 var _ consumer.RoundsReader = (*Store)(nil)
+
+// loadsFrom reads the loads from a progress hash as HGETALL gives it.
+func loadsFrom(v any) (map[string]consumer.ShardLoad, error) {
+	flat, _ := v.([]any)
+	raw := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		raw[toString(flat[i])] = toString(flat[i+1])
+	}
+	ps, err := progressOf(raw)
+	if err != nil {
+		return nil, err
+	}
+	return loadsOf(ps), nil
+}

@@ -57,7 +57,7 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 	total := len(ready) + other.ready
 	share := (total + len(members) - 1) / len(members)
 	floor := total / len(members)
-	view, byLoad := co.loadView(ctx, members, ready, leases)
+	view, byLoad := co.loadView(ctx, members, ready, leases, rd.Loads)
 	view.others = other.loads
 	mine := co.readingCount()
 	spare := mine + other.held[co.c.owner] - floor

@@ -307,8 +307,9 @@ func (w *sharedRounds) publish(coords []*coordinator, stores []consumer.Store, b
 // store reads rounds together (consumer.RoundsReader: a Redis that is not
 // a Cluster), and hands each to its coordinator's run loop, which balances
 // the stream on it as its own ticker's round would (a stream that forgot
-// is re-seeded there). An instance reading a hundred streams then pays one
-// call a balancing period for their rounds, not a hundred. A round not
+// is re-seeded there). Balancing by load, the same call reads the shards'
+// loads. An instance reading a hundred streams then pays one call a
+// balancing period for their rounds, not two hundred. A round not
 // yet taken is replaced by the newer one.
 func (w *sharedRounds) balance(coords []*coordinator, stores []consumer.Store, bound time.Duration) {
 	coords, stores = pick(coords, stores, func(s consumer.Store) bool {
@@ -328,7 +329,8 @@ func (w *sharedRounds) balance(coords []*coordinator, stores []consumer.Store, b
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	at := time.Now()
-	rounds, errs := batched[0].(consumer.RoundsReader).ReadRounds(ctx, balanced[0].c.owner, batched)
+	byLoad := balanced[0].c.cfg.Balance != consumer.BalanceCount
+	rounds, errs := batched[0].(consumer.RoundsReader).ReadRounds(ctx, balanced[0].c.owner, batched, byLoad)
 	for i, co := range balanced {
 		sr := sharedRound{round: rounds[i], err: errs[i], at: at}
 		select {

@@ -27,9 +27,9 @@ type groupCalls struct {
 	renewStreams, progressAlls, renewAlls int
 	// roundAlls count the batched balancing-round reads, roundOnes the
 	// reads of one stream's round.
-	roundAlls, roundOnes int
-	forget               map[string]bool
-	reseeded             map[string]int
+	roundAlls, roundOnes, loadOnes int
+	forget                         map[string]bool
+	reseeded                       map[string]int
 }
 
 // batchCheckStore is a stream's fake store that checks the group record of
@@ -146,15 +146,27 @@ func (s *batchCheckStore) round(ctx context.Context, owner string) (consumer.Rou
 	return rd, nil
 }
 
-func (s *batchCheckStore) ReadRounds(ctx context.Context, owner string, stores []consumer.Store) ([]consumer.Round, []error) {
+func (s *batchCheckStore) ReadRounds(ctx context.Context, owner string, stores []consumer.Store, loads bool) ([]consumer.Round, []error) {
 	s.calls.mu.Lock()
 	s.calls.roundAlls++
 	s.calls.mu.Unlock()
 	rounds, errs := make([]consumer.Round, len(stores)), make([]error, len(stores))
 	for i, st := range stores {
 		rounds[i], errs[i] = st.(*batchCheckStore).round(ctx, owner)
+		if errs[i] == nil && loads {
+			rounds[i].Loads, errs[i] = st.(*batchCheckStore).Store.ShardLoads(ctx)
+		}
 	}
 	return rounds, errs
+}
+
+// ShardLoads counts the reads of one stream's loads, which the batched
+// rounds carry when balancing by load.
+func (s *batchCheckStore) ShardLoads(ctx context.Context) (map[string]consumer.ShardLoad, error) {
+	s.calls.mu.Lock()
+	s.calls.loadOnes++
+	s.calls.mu.Unlock()
+	return s.Store.ShardLoads(ctx)
 }
 
 func (s *batchCheckStore) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
@@ -216,17 +228,18 @@ func TestSharedRoundsAreOneCallForEveryStream(t *testing.T) {
 	calls.mu.Lock()
 	b0, s0, ba0, be0 := calls.batches, calls.singles, calls.beatAlls, calls.beats
 	rs0, ra0, pa0 := calls.renewStreams, calls.renewAlls, calls.progressAlls
-	rr0, ro0 := calls.roundAlls, calls.roundOnes
+	rr0, ro0, lo0 := calls.roundAlls, calls.roundOnes, calls.loadOnes
 	calls.mu.Unlock()
 	const rounds = 12
 	time.Sleep(rounds * every) // counting what a stretch of time costs: nothing to wait for
 	calls.mu.Lock()
 	batches, singles, beatAlls, beats := calls.batches-b0, calls.singles-s0, calls.beatAlls-ba0, calls.beats-be0
 	renewStreams, renewAlls, progressAlls := calls.renewStreams-rs0, calls.renewAlls-ra0, calls.progressAlls-pa0
-	roundAlls, roundOnes := calls.roundAlls-rr0, calls.roundOnes-ro0
+	roundAlls, roundOnes, loadOnes := calls.roundAlls-rr0, calls.roundOnes-ro0, calls.loadOnes-lo0
 	calls.mu.Unlock()
 	wantRounds := int(rounds * every / cfg.RebalancePeriod)
 	assert.Zero(t, roundOnes, "no stream reads its balancing round on its own")
+	assert.Zero(t, loadOnes, "nor its loads (balancing by load, the default): the rounds' read carries them")
 	assert.LessOrEqual(t, roundAlls, wantRounds+1, "one round read a balancing period for %d streams", streams)
 	assert.GreaterOrEqual(t, roundAlls, wantRounds/2, "the rounds still run")
 	assert.Zero(t, singles, "no stream is checked on its own")

@@ -130,18 +130,21 @@ func abs64(x int64) int64 {
 	return x
 }
 
-// loadView reads the published loads and returns the round's view, ok
+// loadView reads the published loads (unless the round's read carried
+// them: published) and returns the round's view, ok
 // false when this round balances by count: the setting says so, a member
 // holds a shard whose entry carries no load (a release that publishes
 // none), or nothing is read at all (no load to balance).
-func (co *coordinator) loadView(ctx context.Context, members []string, ready []string, leases map[string]consumer.LeaseState) (loadView, bool) {
+func (co *coordinator) loadView(ctx context.Context, members []string, ready []string, leases map[string]consumer.LeaseState, published map[string]consumer.ShardLoad) (loadView, bool) {
 	if co.c.cfg.Balance == consumer.BalanceCount {
 		return loadView{}, false
 	}
-	published, err := co.store.ShardLoads(ctx)
-	if err != nil {
-		co.log.Warnf("Reading shard loads failed; balancing by shard count this round: %v", err)
-		return loadView{}, false
+	if published == nil { // the round's read did not carry them
+		var err error
+		if published, err = co.store.ShardLoads(ctx); err != nil {
+			co.log.Warnf("Reading shard loads failed; balancing by shard count this round: %v", err)
+			return loadView{}, false
+		}
 	}
 	v := loadView{members: members, owners: map[string]string{}, rates: map[string]int64{}}
 	var total int64
