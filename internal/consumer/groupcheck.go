@@ -107,7 +107,8 @@ type Round struct {
 	Leases   map[string]LeaseState
 	Handoffs map[string]string
 	// Loads are the shards' published loads (ShardLoads), when the read
-	// was asked for them (balancing by load); nil otherwise.
+	// was asked for them (balancing by load): then never nil, empty when
+	// none is published; nil when not asked.
 	Loads map[string]ShardLoad
 }
 

@@ -43,6 +43,9 @@ func (s *Store) ReadRounds(ctx context.Context, owner string, stores []consumer.
 			rounds[i], errs[i] = rr.ReadRound(ctx, owner)
 			if errs[i] == nil && loads {
 				rounds[i].Loads, errs[i] = stores[i].ShardLoads(ctx)
+				if rounds[i].Loads == nil {
+					rounds[i].Loads = map[string]consumer.ShardLoad{} // read: none published
+				}
 			}
 			return
 		}

@@ -70,6 +70,7 @@ type coordinator struct {
 	// that follows it; unlistedSince is when each shard with entries
 	// left was first found absent from the listing (prune.go).
 	listingFresh  bool
+	listedOnce    bool // a complete listing was made (discover's changed)
 	unlistedSince map[string]time.Time
 	// readers is written by the run goroutine only, under readersMu; the
 	// renew goroutine and readerFor read it under readersMu.
@@ -158,8 +159,11 @@ func (co *coordinator) run(ctx context.Context) {
 		case <-co.runCtx.Done():
 			return
 		case <-disc.C:
-			co.discover(co.runCtx)
-			co.bounded(co.rebalance)
+			// With the shared rounds, a listing that changed nothing
+			// waits for the next one (within a balancing period).
+			if co.discover(co.runCtx) || !co.sharedRound.Load() {
+				co.bounded(co.rebalance)
+			}
 		case <-co.discoverNow:
 			co.discover(co.runCtx)
 			co.bounded(co.rebalance)

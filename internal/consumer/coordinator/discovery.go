@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,32 +15,38 @@ import (
 // discover lists every shard of the stream. The listing is replaced only
 // when complete, so a failed page never hides a parent from the gate, and
 // only once the stream is known to be the one the group's checkpoints
-// belong to (recreated.go).
-func (co *coordinator) discover(ctx context.Context) {
+// belong to (recreated.go). changed reports a listing that differs from
+// the one before (shards added, closed or gone), the first, or a stream
+// missing: what a balancing round should see at once.
+func (co *coordinator) discover(ctx context.Context) (changed bool) {
 	shards, err := kinesisx.ListAllShards(ctx, co.api, co.configured, co.listRetry)
 	if kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound {
 		co.streamMissing(err)
-		return
+		return true
 	}
 	if err != nil {
 		if ctx.Err() == nil {
 			co.log.Warnf("Listing shards failed; keeping the previous listing: %v", err)
 		}
-		return
+		return false
 	}
 	if !co.sameStream(ctx) {
-		return
+		return false
 	}
 	listed := make(map[string]consumer.Shard, len(shards))
 	for _, s := range shards {
 		listed[aws.ToString(s.ShardId)] = shardFrom(s)
 	}
+	changed = !co.listedOnce || !maps.EqualFunc(co.listed, listed, func(a, b consumer.Shard) bool {
+		return a.ID == b.ID && a.Parent == b.Parent && a.Adjacent == b.Adjacent && a.Closed == b.Closed
+	}) || !co.missingSince.IsZero()
 	co.listed = listed
-	co.listingFresh = true
+	co.listingFresh, co.listedOnce = true, true
 	if !co.missingSince.IsZero() {
 		co.log.Infof("The stream exists again after %v; its shards are taken and read from their checkpoints", time.Since(co.missingSince).Round(time.Second))
 		co.missingSince, co.missingLogged = time.Time{}, time.Time{}
 	}
+	return changed
 }
 
 // streamMissing handles a listing that says the stream does not exist
