@@ -49,3 +49,52 @@ func TestIntegrationReseedKeepsTheCreationTimeOfItsCheckpoints(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, ck, "shard-0", "the deleted stream's checkpoint is gone: %v", ck)
 }
+
+// The other order: the store forgot, an instance of the new stream (deleted
+// and created again meanwhile) recorded the new creation time first, and a
+// holder of the deleted stream re-seeds after it. Its seed must write
+// nothing of the deleted stream (no checkpoint, closed shard or lease), and
+// its leases are lost. Before, the seed's checkpoints landed in the new
+// stream's state, and Kinesis found no record at them: shard 1 of the
+// soak's soak-dyn-2#8 was never read (seed 3, 1 h, 545 records).
+func TestIntegrationReseedOfADeletedStreamWritesNothingIntoTheNewOne(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 2, 30*time.Second)
+	holder, fresh := stores[0], stores[1]
+	ctx := t.Context()
+	deleted := time.UnixMilli(1_700_000_000_000)
+	_, err := holder.Join(ctx)
+	require.NoError(t, err)
+	_, err = holder.StreamCreated(ctx, deleted, deleted)
+	require.NoError(t, err)
+	take, err := holder.Acquire(ctx, "shard-1", "a")
+	require.NoError(t, err)
+	pos := consumer.Position{Sequence: "49590338271490256608559692538361571095921575989136588898"}
+	require.NoError(t, holder.Commit(ctx, take.Lease, pos))
+
+	c := red.Client()
+	defer c.Close()
+	require.NoError(t, c.FlushAll(ctx).Err())
+	recreated := deleted.Add(time.Hour)
+	_, err = fresh.Join(ctx)
+	require.NoError(t, err)
+	cleared, err := fresh.StreamCreated(ctx, recreated, recreated)
+	require.NoError(t, err)
+	assert.False(t, cleared, "nothing recorded yet: the new stream's time is recorded")
+
+	res, err := holder.Reseed(ctx, consumer.Seed{Owner: "a", Checkpoints: map[string]consumer.Position{"shard-1": pos},
+		Closed: []string{"shard-0"}, Created: deleted, Leases: []consumer.Lease{take.Lease}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"shard-1"}, res.Lost, "the deleted stream's lease is lost")
+	assert.Empty(t, res.Renewed)
+	ck, err := c.HGetAll(ctx, fresh.keys.Checkpoints).Result()
+	require.NoError(t, err)
+	assert.NotContains(t, ck, "shard-1", "no checkpoint of the deleted stream: %v", ck)
+	assert.NotContains(t, ck, "shard-0")
+	closed, err := c.SMembers(ctx, fresh.keys.Closed).Result()
+	require.NoError(t, err)
+	assert.Empty(t, closed, "no closed shard of the deleted stream")
+	leases, err := c.HGetAll(ctx, fresh.keys.Leases).Result()
+	require.NoError(t, err)
+	assert.NotContains(t, leases, "shard-1", "no lease of the deleted stream: the new stream's shard is free to take")
+}

@@ -14,12 +14,19 @@ local won = redis.call('HGET', KEYS[1], 'id') == ARGV[1]
 local prunedList = redis.call('HGET', KEYS[1], '{{prunedField}}') or ''
 local function pruned(shard) return string.find(prunedList, ' ' .. shard .. ' ', 1, true) ~= nil end
 if ARGV[7] ~= '' then redis.call('HSETNX', KEYS[1], '{{streamCreatedField}}', ARGV[7]) end
+-- A seed of another incarnation of the stream (deleted and created again;
+-- another instance recorded the new one since the store forgot) writes no
+-- position, closed shard or lease: they are the deleted stream's, and
+-- Kinesis has no record at those positions in the new one. Its leases are
+-- lost. Marks are still written forwards (one too high only marks).
+local recorded = redis.call('HGET', KEYS[1], '{{streamCreatedField}}')
+local stale = ARGV[7] ~= '' and recorded ~= false and recorded ~= ARGV[7]
 local seeded = {}
 local i = 8
 for _ = 1, tonumber(ARGV[5]) do
   seeded[ARGV[i]] = ARGV[i + 1]
   local cur = redis.call('HGET', KEYS[2], ARGV[i])
-  local ok = not pruned(ARGV[i])
+  local ok = not pruned(ARGV[i]) and not stale
   if ok and cur then
     local _, _, _, valid = parse_pos(cur)
     ok = not valid or cmp_pos(ARGV[i + 1], cur) > 0
@@ -31,7 +38,7 @@ if ARGV[6] ~= '' then redis.call('HSETNX', KEYS[2], '{{startField}}', ARGV[6]) e
 local nclosed = tonumber(ARGV[i])
 i = i + 1
 for _ = 1, nclosed do
-  if not pruned(ARGV[i]) then
+  if not pruned(ARGV[i]) and not stale then
     redis.call('SADD', KEYS[3], ARGV[i])
     redis.call('HSET', KEYS[2], ARGV[i], 'SHARD_END')
   end
@@ -58,7 +65,7 @@ end
 -- (acquire), so that their holders re-seed them first. A seed of closes
 -- alone (no position, no lease) on a store that kept the caller's record (a close written back) is
 -- no such re-seed, and pauses no new shard.
-if found ~= ARGV[1] or tonumber(ARGV[5]) > 0 or i <= #ARGV then redis.call('HSET', KEYS[1], '{{reseededField}}', now) end
+if not stale and (found ~= ARGV[1] or tonumber(ARGV[5]) > 0 or i <= #ARGV) then redis.call('HSET', KEYS[1], '{{reseededField}}', now) end
 local exp = now + tonumber(ARGV[4])
 local out = {redis.call('HGET', KEYS[1], 'id'), tonumber(redis.call('HGET', KEYS[1], 'start')), found, exp, now, 0}
 local done = {}
@@ -66,7 +73,10 @@ for j = i, #ARGV, 2 do
   local raw = redis.call('HGET', KEYS[4], ARGV[j])
   local owner, _, tok = parse_lease(raw)
   local want = tonumber(ARGV[j + 1])
-  if redis.call('SISMEMBER', KEYS[3], ARGV[j]) == 1 or (raw and owner == '' and tok == want) then
+  if stale then
+    table.insert(out, ARGV[j])
+    out[6] = out[6] + 1
+  elseif redis.call('SISMEMBER', KEYS[3], ARGV[j]) == 1 or (raw and owner == '' and tok == want) then
     -- Closed, or released under this very token: the reader is done.
     table.insert(done, ARGV[j])
   elseif pruned(ARGV[j]) and not raw then
