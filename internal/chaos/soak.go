@@ -144,6 +144,10 @@ type soak struct {
 	pids         []int
 	wiped        bool // a wipe since the last checkpoint poll
 	wipes        int  // wipes so far
+	// listedShards is each stream's (by label) shards as last listed
+	// before a wipe: a listing that fails then still names them
+	// (holdersBeforeWipe).
+	listedShards map[string][]string
 	// paused holds the pids of the instances under SIGSTOP now.
 	paused map[int]bool
 	// incPids maps each incarnation to its pid, plain the incarnations
