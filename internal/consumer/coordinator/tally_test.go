@@ -155,3 +155,86 @@ func TestStreamsStayEvenAcrossInstancesByCount(t *testing.T) {
 	}
 	readOnce()
 }
+
+// By load, a steady uneven load over many small streams ends within the
+// band: 12 one-shard streams written at 1 to 6 units each (31 in all),
+// one instance that took them all and two that join. Each member's load,
+// counted in the units written (not the rates the members measured),
+// ends between the fair third divided by loadThreshold and the fair third
+// times it, and stays there: the split is not traded back and forth.
+func TestStreamsEvenOutByASteadyUnevenLoad(t *testing.T) {
+	t.Parallel()
+	weights := []int{6, 5, 4, 3, 3, 2, 2, 2, 1, 1, 1, 1}
+	api := newStreamsAPI()
+	const shard = "shardId-000000000000"
+	var found []Found
+	weightOf := map[string]int{}
+	fakes := map[string]*consumertest.Kinesis{}
+	for i, w := range weights {
+		name := fmt.Sprintf("uneven-%02d", i)
+		fakes[name] = api.create(name, 1, 0, time.Unix(1_700_000_000, 0))
+		found = append(found, api.found(name, consumer.StartTrimHorizon))
+		weightOf[consumertest.FakeARNPrefix+name] = w
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	// 10 records a second per unit, written every 100 ms.
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			for i, w := range weights {
+				k := fakes[fmt.Sprintf("uneven-%02d", i)]
+				k.Mu.Lock()
+				k.Shards[shard].Records += w
+				k.Mu.Unlock()
+			}
+		}
+	}()
+	stores := &storesByStream{}
+	got := &streamLog{}
+	byLoad := func(c *consumer.Config) { c.Balance, c.Limit = consumer.BalanceLoad, 1000 }
+	// units is each member's load in units written, from the leases.
+	units := func() map[string]int {
+		out := map[string]int{}
+		for key, w := range weightOf {
+			st := stores.store(key)
+			st.Mu.Lock()
+			if l, ok := st.LeaseMap[shard]; ok && st.Live(l, true) {
+				out[l.Owner] += w
+			}
+			st.Mu.Unlock()
+		}
+		return out
+	}
+	startFollowerWith(ctx, t, api, stores, "a", got, found, byLoad)
+	require.Eventually(t, func() bool { return units()["a"] == 31 }, 10*time.Second, 20*time.Millisecond, "the first instance takes every stream")
+	startFollowerWith(ctx, t, api, stores, "b", got, found, byLoad)
+	startFollowerWith(ctx, t, api, stores, "c", got, found, byLoad)
+	const fair = 31.0 / 3
+	inBand := func(u map[string]int) bool {
+		total := 0
+		for _, m := range []string{"a", "b", "c"} {
+			if float64(u[m]) > loadThreshold*fair || float64(u[m]) < fair/loadThreshold {
+				return false
+			}
+			total += u[m]
+		}
+		return total == 31
+	}
+	var last map[string]int
+	require.Eventually(t, func() bool { last = units(); return inBand(last) }, 40*time.Second, 50*time.Millisecond,
+		"loads by member within %.1f to %.1f units", fair/loadThreshold, loadThreshold*fair)
+	t.Logf("in the band: %v", last)
+	// Stays there: for four cool-downs, every reading is in the band.
+	for end := time.Now().Add(4 * 2 * testConfig().LeasePeriod); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		u := units()
+		moved := u["a"]+u["b"]+u["c"] < 31 // a shard between owners
+		require.True(t, moved || inBand(u), "loads by member left the band: %v", u)
+	}
+}
