@@ -4,7 +4,8 @@ import "sync"
 
 // onTheirOwn starts call for each stream index in alone, each in its own
 // goroutine, and returns a wait for them all. The batched calls
-// (RenewStreams, HeartbeatAll, PublishProgressAll, CheckGroups) cover the
+// (RenewStreams, HeartbeatAll, PublishProgressAll, CheckGroups,
+// ReadRounds) cover the
 // streams one script can: in a Cluster a script touches one slot, and a
 // store of another kind has calls of its own, so those streams each make
 // their own call. They share the caller's bound (a sixth of the lease for

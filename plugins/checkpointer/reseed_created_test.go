@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,22 +21,9 @@ import (
 // streams class, seeds 1 and 2).
 func TestIntegrationReseedKeepsTheCreationTimeOfItsCheckpoints(t *testing.T) {
 	t.Parallel()
-	stores, red := forgetStores(t, 2, 30*time.Second)
-	holder, fresh := stores[0], stores[1]
+	holder, fresh, c, take, pos, deleted := heldThenForgotten(t, "shard-0")
 	ctx := t.Context()
-	deleted := time.UnixMilli(1_700_000_000_000)
-	_, err := holder.Join(ctx)
-	require.NoError(t, err)
-	_, err = holder.StreamCreated(ctx, deleted, deleted)
-	require.NoError(t, err)
-	take, err := holder.Acquire(ctx, "shard-0", "a")
-	require.NoError(t, err)
-	pos := consumer.Position{Sequence: "49590338271490256608559692538361571095921575989136588898"}
-	require.NoError(t, holder.Commit(ctx, take.Lease, pos))
-
-	c := red.Client()
-	defer c.Close()
-	require.NoError(t, c.FlushAll(ctx).Err())
+	var err error
 	_, err = holder.Reseed(ctx, consumer.Seed{Owner: "a", Checkpoints: map[string]consumer.Position{"shard-0": pos}, Created: deleted, Leases: []consumer.Lease{take.Lease}})
 	require.NoError(t, err)
 
@@ -59,22 +47,9 @@ func TestIntegrationReseedKeepsTheCreationTimeOfItsCheckpoints(t *testing.T) {
 // soak's soak-dyn-2#8 was never read (seed 3, 1 h, 545 records).
 func TestIntegrationReseedOfADeletedStreamWritesNothingIntoTheNewOne(t *testing.T) {
 	t.Parallel()
-	stores, red := forgetStores(t, 2, 30*time.Second)
-	holder, fresh := stores[0], stores[1]
+	holder, fresh, c, take, pos, deleted := heldThenForgotten(t, "shard-1")
 	ctx := t.Context()
-	deleted := time.UnixMilli(1_700_000_000_000)
-	_, err := holder.Join(ctx)
-	require.NoError(t, err)
-	_, err = holder.StreamCreated(ctx, deleted, deleted)
-	require.NoError(t, err)
-	take, err := holder.Acquire(ctx, "shard-1", "a")
-	require.NoError(t, err)
-	pos := consumer.Position{Sequence: "49590338271490256608559692538361571095921575989136588898"}
-	require.NoError(t, holder.Commit(ctx, take.Lease, pos))
-
-	c := red.Client()
-	defer c.Close()
-	require.NoError(t, c.FlushAll(ctx).Err())
+	var err error
 	recreated := deleted.Add(time.Hour)
 	_, err = fresh.Join(ctx)
 	require.NoError(t, err)
@@ -97,4 +72,28 @@ func TestIntegrationReseedOfADeletedStreamWritesNothingIntoTheNewOne(t *testing.
 	leases, err := c.HGetAll(ctx, fresh.keys.Leases).Result()
 	require.NoError(t, err)
 	assert.NotContains(t, leases, "shard-1", "no lease of the deleted stream: the new stream's shard is free to take")
+}
+
+// heldThenForgotten is the start of both tests: a holder of a stream
+// created at deleted commits pos for shard, and Redis is then flushed. It
+// returns the holder's store, another instance's store of the same group,
+// a client of the Redis, the holder's take and the creation time.
+func heldThenForgotten(t *testing.T, shard string) (holder, fresh *Store, c *redis.Client, take consumer.Take, pos consumer.Position, deleted time.Time) {
+	t.Helper()
+	stores, red := forgetStores(t, 2, 30*time.Second)
+	holder, fresh = stores[0], stores[1]
+	ctx := t.Context()
+	deleted = time.UnixMilli(1_700_000_000_000)
+	_, err := holder.Join(ctx)
+	require.NoError(t, err)
+	_, err = holder.StreamCreated(ctx, deleted, deleted)
+	require.NoError(t, err)
+	take, err = holder.Acquire(ctx, shard, "a")
+	require.NoError(t, err)
+	pos = consumer.Position{Sequence: "49590338271490256608559692538361571095921575989136588898"}
+	require.NoError(t, holder.Commit(ctx, take.Lease, pos))
+	c = red.Client()
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.FlushAll(ctx).Err())
+	return holder, fresh, c, take, pos, deleted
 }

@@ -36,7 +36,7 @@ type coordinator struct {
 	// balancing round with the others' (groupwatch.go), so that the run
 	// loop's ticker does not read its own; rounds carries each read.
 	sharedRound atomic.Bool
-	rounds      chan sharedRound
+	rounds      chan roundRead
 	// thresholds are the lag thresholds from the stream's retention; a
 	// stream found by discovery learns its retention after it started
 	// (describeLater), so readers read them through an atomic.

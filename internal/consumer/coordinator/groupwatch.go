@@ -88,9 +88,9 @@ type sharedRounds struct {
 	checking, beating, balancing bool
 }
 
-// sharedRound is a stream's balancing round as the shared rounds read it,
+// roundRead is a stream's balancing round as the shared rounds read it,
 // at at, for its coordinator's run loop (balanceWith).
-type sharedRound struct {
+type roundRead struct {
 	round consumer.Round
 	err   error
 	at    time.Time
@@ -165,10 +165,15 @@ func (w *sharedRounds) loop(every time.Duration, running *bool, reading bool, ro
 // pick returns the coordinators, and their stores, whose store keep
 // accepts: the streams a shared call covers.
 func pick(coords []*coordinator, stores []consumer.Store, keep func(consumer.Store) bool) ([]*coordinator, []consumer.Store) {
+	return pickBy(coords, stores, func(_ *coordinator, s consumer.Store) bool { return keep(s) })
+}
+
+// pickBy is pick deciding on the coordinator too.
+func pickBy(coords []*coordinator, stores []consumer.Store, keep func(*coordinator, consumer.Store) bool) ([]*coordinator, []consumer.Store) {
 	var cs []*coordinator
 	var ss []consumer.Store
 	for i, s := range stores {
-		if keep(s) {
+		if keep(coords[i], s) {
 			cs, ss = append(cs, coords[i]), append(ss, s)
 		}
 	}
@@ -312,17 +317,10 @@ func (w *sharedRounds) publish(coords []*coordinator, stores []consumer.Store, b
 // balancing period for their rounds, not two hundred. A round not
 // yet taken is replaced by the newer one.
 func (w *sharedRounds) balance(coords []*coordinator, stores []consumer.Store, bound time.Duration) {
-	coords, stores = pick(coords, stores, func(s consumer.Store) bool {
+	balanced, batched := pickBy(coords, stores, func(co *coordinator, s consumer.Store) bool {
 		_, ok := s.(consumer.RoundsReader)
-		return ok
+		return ok && co.sharedRound.Load()
 	})
-	var balanced []*coordinator
-	var batched []consumer.Store
-	for i, co := range coords {
-		if co.sharedRound.Load() {
-			balanced, batched = append(balanced, co), append(batched, stores[i])
-		}
-	}
 	if len(balanced) == 0 {
 		return
 	}
@@ -331,8 +329,18 @@ func (w *sharedRounds) balance(coords []*coordinator, stores []consumer.Store, b
 	at := time.Now()
 	byLoad := balanced[0].c.cfg.Balance != consumer.BalanceCount
 	rounds, errs := batched[0].(consumer.RoundsReader).ReadRounds(ctx, balanced[0].c.owner, batched, byLoad)
+	// A call that failed fails every stream it covered with the same
+	// error: it is logged here once, and no stream balances this round
+	// (as each would have skipped it). A stream whose record is gone has
+	// an answer of its own, which its run loop acts on.
+	if failed := oneFailure(errs); failed != nil {
+		if balanced[0].runCtx.Err() == nil {
+			balanced[0].log.Warnf("Reading the balancing round's state failed: %v", failed)
+		}
+		return
+	}
 	for i, co := range balanced {
-		sr := sharedRound{round: rounds[i], err: errs[i], at: at}
+		sr := roundRead{round: rounds[i], err: errs[i], at: at}
 		select {
 		case <-co.rounds: // an older round not yet taken
 		default:
@@ -342,4 +350,18 @@ func (w *sharedRounds) balance(coords []*coordinator, stores []consumer.Store, b
 		default:
 		}
 	}
+}
+
+// oneFailure is the error of a batched call that failed as a whole: every
+// stream's answer is the same error, and none is a store that forgot.
+func oneFailure(errs []error) error {
+	if len(errs) == 0 || errs[0] == nil {
+		return nil
+	}
+	for _, err := range errs {
+		if err == nil || err.Error() != errs[0].Error() || errors.Is(err, consumer.ErrStoreForgot) {
+			return nil
+		}
+	}
+	return errs[0]
 }

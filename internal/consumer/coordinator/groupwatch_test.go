@@ -2,11 +2,15 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,6 +34,8 @@ type groupCalls struct {
 	roundAlls, roundOnes, loadOnes int
 	forget                         map[string]bool
 	reseeded                       map[string]int
+	// roundsDown, when set, is what every batched round read fails with.
+	roundsDown error
 }
 
 // batchCheckStore is a stream's fake store that checks the group record of
@@ -149,8 +155,15 @@ func (s *batchCheckStore) round(ctx context.Context, owner string) (consumer.Rou
 func (s *batchCheckStore) ReadRounds(ctx context.Context, owner string, stores []consumer.Store, loads bool) ([]consumer.Round, []error) {
 	s.calls.mu.Lock()
 	s.calls.roundAlls++
+	down := s.calls.roundsDown
 	s.calls.mu.Unlock()
 	rounds, errs := make([]consumer.Round, len(stores)), make([]error, len(stores))
+	if down != nil {
+		for i := range errs {
+			errs[i] = down
+		}
+		return rounds, errs
+	}
 	for i, st := range stores {
 		rounds[i], errs[i] = st.(*batchCheckStore).round(ctx, owner)
 		if errs[i] == nil && loads {
@@ -307,4 +320,63 @@ func TestSharedRoundsAreOneCallForEveryStream(t *testing.T) {
 			assert.Zero(t, n, "%s was re-seeded though its record is there", id)
 		}
 	}
+}
+
+// A batched round read that fails fails every stream it covered with one
+// error: it is logged once a balancing period, not once per stream (during
+// each Redis restart of the soak, one line per stream a period).
+func TestAFailedRoundsReadIsLoggedOnce(t *testing.T) {
+	t.Parallel()
+	api := newStreamsAPI()
+	const streams = 6
+	calls := &groupCalls{forget: map[string]bool{}, reseeded: map[string]int{}}
+	var mu sync.Mutex
+	by := map[string]*batchCheckStore{}
+	storeOf := func(id string) consumer.Store {
+		mu.Lock()
+		defer mu.Unlock()
+		if by[id] == nil {
+			by[id] = &batchCheckStore{Store: consumertest.NewStore(time.Second), id: id, calls: calls}
+		}
+		return by[id]
+	}
+	var names []string
+	for i := range streams {
+		name := fmt.Sprintf("w-%d", i)
+		names = append(names, name)
+		api.create(name, 1, 10, time.Unix(1_700_000_000, 0))
+	}
+	cfg := testConfig()
+	cfg.Streams, cfg.InstanceID = names, "a"
+	var logs consumertest.SyncBuffer
+	c, err := New(cfg, api, storeOf, service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil))), nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	var got streamLog
+	go ackInto(t.Context(), c, &got)
+	require.Eventually(t, func() bool {
+		for _, n := range names {
+			if n, _ := got.count(n); n < 10 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 20*time.Millisecond, "every stream is read")
+
+	calls.mu.Lock()
+	calls.roundsDown = errors.New("reading the balancing rounds of 6 streams: EOF")
+	calls.mu.Unlock()
+	const periods = 10
+	time.Sleep(periods * cfg.RebalancePeriod) // counting log lines over a stretch of time
+	calls.mu.Lock()
+	calls.roundsDown = nil
+	calls.mu.Unlock()
+	warned := strings.Count(logs.String(), "Reading the balancing round's state failed")
+	assert.GreaterOrEqual(t, warned, 1, "the failure is logged")
+	assert.LessOrEqual(t, warned, periods+1, "once a balancing period, not once for each of the %d streams", streams)
 }

@@ -84,7 +84,7 @@ func blankCoordinator(c *Consumer, configured string) *coordinator {
 		moved:         map[string]time.Time{},
 		lastOwner:     map[string]string{},
 		discoverNow:   make(chan struct{}, 1),
-		rounds:        make(chan sharedRound, 1),
+		rounds:        make(chan roundRead, 1),
 		forgot:        make(chan struct{}, 1),
 		readerDone:    make(chan shardReader),
 		stopReq:       make(chan struct{}),
