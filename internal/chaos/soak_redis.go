@@ -22,6 +22,7 @@ func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
 	if wipe {
 		// Who holds what, just before the store forgets it.
 		holders, live = s.holdersBeforeWipe(ctx), s.liveUnpausedPids()
+		s.recordHolders(e.class, holders, live)
 	}
 
 	switch e.class {

@@ -3,6 +3,8 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -146,4 +148,36 @@ func (s *soak) widenForWipe(what string, shards map[string]bool) {
 		ids = append(ids[:6], fmt.Sprintf("and %d more", len(shards)-6))
 	}
 	s.note("%s: every delivery so far of %d shards may come again (%s)", what, len(shards), strings.Join(ids, ", "))
+}
+
+// recordHolders appends who held every shard just before a wipe to
+// wipes.log in the soak's folder, one line a shard ("<shard> <pid>", with
+// "live" or "stopped"), so that a duplicate judged against a holder can be
+// traced to the holder the soak saw; the report names only six.
+func (s *soak) recordHolders(class string, holders map[string]int, live map[int]bool) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "t=%v %s\n", time.Since(s.start).Round(100*time.Millisecond), class)
+	ids := make([]string, 0, len(holders))
+	for id := range holders {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		state := "none"
+		if pid := holders[id]; pid != 0 && live[pid] {
+			state = fmt.Sprintf("%d live", pid)
+		} else if pid != 0 {
+			state = fmt.Sprintf("%d stopped or paused", pid)
+		}
+		fmt.Fprintf(&b, "  %s %s\n", id, state)
+	}
+	f, err := os.OpenFile(filepath.Join(s.cfg.Dir, "wipes.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		s.logf("soak: writing wipes.log: %v", err)
+		return
+	}
+	defer f.Close()
+	if _, err := f.WriteString(b.String()); err != nil {
+		s.logf("soak: writing wipes.log: %v", err)
+	}
 }

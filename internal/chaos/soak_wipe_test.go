@@ -1,10 +1,15 @@
 package chaos
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSoakWipeWidensOnlyShardsWithoutALiveHolder (issue 34, seed 2's
@@ -71,4 +76,25 @@ func TestSoakWipeNamesTheShardsOfAFailedListing(t *testing.T) {
 	assert.Equal(t, ids, s.lastListed("soak-a", nil, false), "a failed listing names the last one's shards")
 	assert.Empty(t, s.lastListed("soak-b", nil, false), "per stream")
 	assert.Equal(t, ids[:1], s.lastListed("soak-a", ids[:1], true), "a listing that succeeds replaces it")
+}
+
+// Every wipe's holders go to wipes.log whole: the report names six shards,
+// and a duplicate judged against a live holder must be traceable to it.
+func TestSoakWipeWritesEveryHolder(t *testing.T) {
+	s, _ := streamsSoak(time.Now())
+	s.cfg.Dir = t.TempDir()
+	holders := map[string]int{}
+	for i := range 9 {
+		holders[fmt.Sprintf("soak-a/shardId-%012d", i)] = i % 3 * 100
+	}
+	s.recordHolders(ClassRedisFlush, holders, map[int]bool{100: true})
+	s.recordHolders(ClassRedisEmpty, map[string]int{"soak-b/shardId-000000000000": 0}, nil)
+	b, err := os.ReadFile(filepath.Join(s.cfg.Dir, "wipes.log"))
+	require.NoError(t, err)
+	got := string(b)
+	assert.Contains(t, got, "soak-a/shardId-000000000008 200 stopped or paused")
+	assert.Contains(t, got, "soak-a/shardId-000000000007 100 live")
+	assert.Contains(t, got, "soak-a/shardId-000000000006 none")
+	assert.Contains(t, got, ClassRedisEmpty+"\n  soak-b/shardId-000000000000 none\n", "a second wipe is appended")
+	assert.Equal(t, 9+1+2, strings.Count(got, "\n"), "one line a shard, one a wipe")
 }
