@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,18 +33,33 @@ func TestHundredReshardsKeepTheStoreAndMemoryBounded(t *testing.T) {
 	go ackAll(ctx, c, &log)
 
 	maxStore := 0
+	var slowest time.Duration
+	slowAt := 0
 	for i := range reshards {
+		began := time.Now()
 		// Shard i ends; its child i+1 appears; its parent i-1, whose only
 		// child is now closed too, is trimmed past the retention period.
 		api.Mu.Lock()
 		api.Shards[chainShard(i)].Closed = true
 		api.Shards[chainShard(i+1)] = &consumertest.KinesisShard{Parent: chainShard(i), Records: 1}
 		api.Mu.Unlock()
-		require.Eventually(t, func() bool {
+		if !assert.Eventually(t, func() bool {
 			st.Mu.Lock()
 			defer st.Mu.Unlock()
 			return st.Closed[chainShard(i)]
-		}, 20*time.Second, 5*time.Millisecond, "shard %d was not closed", i)
+		}, 20*time.Second, 5*time.Millisecond, "shard %d was not closed", i) {
+			// A rare stall under -race in CI (twice in many runs, cause
+			// unknown): the goroutines say where the chain stopped.
+			var stacks strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+			st.Mu.Lock()
+			t.Logf("store: closed %v, leases %v, checkpoints %v", st.Closed, st.LeaseMap, st.Ckpt)
+			st.Mu.Unlock()
+			t.Fatalf("goroutines:\n%s", stacks.String())
+		}
+		if took := time.Since(began); took > slowest {
+			slowest, slowAt = took, i
+		}
 		if i > 0 {
 			api.Trim(chainShard(i - 1))
 		}
@@ -54,7 +71,7 @@ func TestHundredReshardsKeepTheStoreAndMemoryBounded(t *testing.T) {
 		return max(ck, cl, le, pr) <= 3
 	}, 10*time.Second, 20*time.Millisecond, "entries left of trimmed shards")
 	ck, cl, le, pr := st.Sizes()
-	t.Logf("after %d reshards: store ckpt %d, closed %d, leases %d, progress %d; at most %d during the run", reshards, ck, cl, le, pr, maxStore)
+	t.Logf("after %d reshards: store ckpt %d, closed %d, leases %d, progress %d; at most %d during the run; slowest reshard %v (shard %d)", reshards, ck, cl, le, pr, maxStore, slowest.Round(time.Millisecond), slowAt)
 	assert.Less(t, maxStore, 20, "the store held entries of most shards ever seen")
 	assert.Len(t, log.all(), reshards+1, "every shard's record delivered once")
 
