@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -51,6 +52,7 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 	}
 	co.pruneUnlisted(ctx, closed, leases)
 	ready := readyShards(co.listed, closed)
+	co.stopGatedReaders(closed)
 	// The shares are taken over every stream the same members read
 	// (tally.go): with one stream, over its shards alone.
 	other := co.c.tally.others(co.id, members, askPendingRounds*co.c.cfg.RebalancePeriod)
@@ -59,7 +61,7 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 	floor := total / len(members)
 	view, byLoad := co.loadView(ctx, members, ready, leases, rd.Loads)
 	view.others = other.loads
-	mine := co.readingCount()
+	mine := co.readingCount(ready)
 	spare := mine + other.held[co.c.owner] - floor
 	var allow func(shard, requester string) bool
 	if byLoad {
@@ -123,16 +125,43 @@ func (co *coordinator) readRound(ctx context.Context) (consumer.Round, error) {
 	return rd, nil
 }
 
-// readingCount is the number of shards this instance reads and is not
-// giving up.
-func (co *coordinator) readingCount() int {
+// readingCount is the number of ready shards this instance reads and is
+// not giving up. A reader of a shard that is not ready (read to its end,
+// no longer listed, or a child whose parent is listed unread) fills no
+// share: counted, it kept one instance from taking the parent it waits
+// for.
+func (co *coordinator) readingCount(ready []string) int {
 	n := 0
-	for _, r := range co.readers {
-		if !r.Stopping() {
+	for id, r := range co.readers {
+		if _, ok := slices.BinarySearch(ready, id); ok && !r.Stopping() {
 			n++
 		}
 	}
 	return n
+}
+
+// stopGatedReaders stops, with a final commit, the readers of shards one
+// of whose parents is listed and not closed: a child taken while a listing
+// left its parent out (as if trimmed), or whose parent's closed mark the
+// store lost with nobody to write it back. Reading on would deliver more
+// of the child before the parent's records; stopped, the child waits for
+// its parent as every child does, and is taken again once the parent is
+// read to its end.
+func (co *coordinator) stopGatedReaders(closed map[string]bool) {
+	for _, id := range slices.Sorted(maps.Keys(co.readers)) {
+		r := co.readers[id]
+		s, listed := co.listed[id]
+		if r.Stopping() || !listed {
+			continue
+		}
+		for _, p := range s.Parents() {
+			if _, parentListed := co.listed[p]; parentListed && !closed[p] {
+				co.log.With("shard", id).Warnf("Stopping the shard's reader: its parent %s is listed and not read to its end (a listing left it out, or the store lost its closed mark), so the shard waits for it as every child does; records of the shard already delivered came before the parent's", p)
+				r.Stop()
+				break
+			}
+		}
+	}
 }
 
 // takeFree takes up to want ready shards that nobody else holds, skipping
