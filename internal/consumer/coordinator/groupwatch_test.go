@@ -201,35 +201,9 @@ func (s *batchCheckStore) Reseed(ctx context.Context, seed consumer.Seed) (consu
 // forgot one stream's record has that stream re-seeded, not the others.
 func TestSharedRoundsAreOneCallForEveryStream(t *testing.T) {
 	t.Parallel()
-	api := newStreamsAPI()
 	const streams = 8
 	calls := &groupCalls{forget: map[string]bool{}, reseeded: map[string]int{}}
-	by := map[string]*batchCheckStore{}
-	var mu sync.Mutex
-	storeOf := func(id string) consumer.Store {
-		mu.Lock()
-		defer mu.Unlock()
-		if by[id] == nil {
-			by[id] = &batchCheckStore{Store: consumertest.NewStore(time.Second), id: id, calls: calls}
-		}
-		return by[id]
-	}
-	var names []string
-	for i := range streams {
-		name := fmt.Sprintf("g-%d", i)
-		names = append(names, name)
-		api.create(name, 1, 10, time.Unix(1_700_000_000, 0))
-	}
-	cfg := testConfig()
-	cfg.Streams, cfg.InstanceID = names, "a"
-	c, err := New(cfg, api, storeOf, nil, nil)
-	require.NoError(t, err)
-	require.NoError(t, c.Start(t.Context()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
+	c, cfg, by, storeOf, names := batchedStreams(t, "g", streams, calls, nil)
 	var got streamLog
 	go ackInto(t.Context(), c, &got)
 
@@ -327,36 +301,10 @@ func TestSharedRoundsAreOneCallForEveryStream(t *testing.T) {
 // each Redis restart of the soak, one line per stream a period).
 func TestAFailedRoundsReadIsLoggedOnce(t *testing.T) {
 	t.Parallel()
-	api := newStreamsAPI()
 	const streams = 6
 	calls := &groupCalls{forget: map[string]bool{}, reseeded: map[string]int{}}
-	var mu sync.Mutex
-	by := map[string]*batchCheckStore{}
-	storeOf := func(id string) consumer.Store {
-		mu.Lock()
-		defer mu.Unlock()
-		if by[id] == nil {
-			by[id] = &batchCheckStore{Store: consumertest.NewStore(time.Second), id: id, calls: calls}
-		}
-		return by[id]
-	}
-	var names []string
-	for i := range streams {
-		name := fmt.Sprintf("w-%d", i)
-		names = append(names, name)
-		api.create(name, 1, 10, time.Unix(1_700_000_000, 0))
-	}
-	cfg := testConfig()
-	cfg.Streams, cfg.InstanceID = names, "a"
 	var logs consumertest.SyncBuffer
-	c, err := New(cfg, api, storeOf, service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil))), nil)
-	require.NoError(t, err)
-	require.NoError(t, c.Start(t.Context()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
+	c, cfg, _, _, names := batchedStreams(t, "w", streams, calls, service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil))))
 	var got streamLog
 	go ackInto(t.Context(), c, &got)
 	require.Eventually(t, func() bool {
@@ -379,4 +327,39 @@ func TestAFailedRoundsReadIsLoggedOnce(t *testing.T) {
 	warned := strings.Count(logs.String(), "Reading the balancing round's state failed")
 	assert.GreaterOrEqual(t, warned, 1, "the failure is logged")
 	assert.LessOrEqual(t, warned, periods+1, "once a balancing period, not once for each of the %d streams", streams)
+}
+
+// batchedStreams starts instance "a" reading streams one-shard streams
+// "<prefix>-<i>" of 10 records each, every store a batchCheckStore
+// counting into calls; it is closed when the test ends.
+func batchedStreams(t *testing.T, prefix string, streams int, calls *groupCalls, log *service.Logger) (*Consumer, consumer.Config, map[string]*batchCheckStore, func(string) consumer.Store, []string) {
+	t.Helper()
+	api := newStreamsAPI()
+	by := map[string]*batchCheckStore{}
+	var mu sync.Mutex
+	storeOf := func(id string) consumer.Store {
+		mu.Lock()
+		defer mu.Unlock()
+		if by[id] == nil {
+			by[id] = &batchCheckStore{Store: consumertest.NewStore(time.Second), id: id, calls: calls}
+		}
+		return by[id]
+	}
+	var names []string
+	for i := range streams {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		names = append(names, name)
+		api.create(name, 1, 10, time.Unix(1_700_000_000, 0))
+	}
+	cfg := testConfig()
+	cfg.Streams, cfg.InstanceID = names, "a"
+	c, err := New(cfg, api, storeOf, log, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	return c, cfg, by, storeOf, names
 }
