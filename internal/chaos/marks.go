@@ -54,6 +54,46 @@ type MarkGroup struct {
 // maxMarkGroups keeps the report short.
 const maxMarkGroups = 8
 
+// dupGroups tallies duplicates by shard and by the incarnations that
+// delivered them first and again.
+type dupGroups map[[3]string]*MarkGroup
+
+// add counts d, a delivery again of first.
+func (gs dupGroups) add(first, d Delivery) {
+	key := [3]string{d.Shard, first.Inst, d.Inst}
+	g := gs[key]
+	if g == nil {
+		g = &MarkGroup{Shard: d.Shard, First: first.Inst, Again: d.Inst,
+			Example: fmt.Sprintf("%s/%d at %s, again at %s", d.K, d.C, first.At.Format("15:04:05.000"), d.At.Format("15:04:05.000"))}
+		gs[key] = g
+	}
+	g.Count++
+}
+
+// largest returns the groups, the largest first, at most maxMarkGroups.
+func (gs dupGroups) largest() []MarkGroup {
+	out := make([]MarkGroup, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b MarkGroup) int {
+		return cmp.Or(b.Count-a.Count, strings.Compare(a.Example, b.Example))
+	})
+	if len(out) > maxMarkGroups {
+		out = out[:maxMarkGroups]
+	}
+	return out
+}
+
+// describeGroups renders groups for the report.
+func describeGroups(groups []MarkGroup) string {
+	parts := make([]string, 0, len(groups))
+	for _, g := range groups {
+		parts = append(parts, fmt.Sprintf("%d of %s by %s then %s (first: %s)", g.Count, g.Shard, g.First, g.Again, g.Example))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // String renders the count for the table, with what explains it.
 func (m Marks) String() string {
 	s := fmt.Sprintf("%d (%d whatever the order of the stamps; marked deliveries %d, of them first deliveries %d; highest delivery attempt %d)",
@@ -65,11 +105,7 @@ func (m Marks) String() string {
 		s += fmt.Sprintf("; %d more after a wipe no live holder saw (the mark's limit)", m.Excused)
 	}
 	if len(m.Groups) > 0 {
-		parts := make([]string, 0, len(m.Groups))
-		for _, g := range m.Groups {
-			parts = append(parts, fmt.Sprintf("%d of %s by %s then %s (first: %s)", g.Count, g.Shard, g.First, g.Again, g.Example))
-		}
-		s += "; largest groups: " + strings.Join(parts, "; ")
+		s += "; largest groups: " + describeGroups(m.Groups)
 	}
 	return s
 }
@@ -81,7 +117,7 @@ func countMarks(deliveries []Delivery, windows []Window, problem func(format str
 	var m Marks
 	seen := make(map[[2]string]Delivery, len(deliveries))
 	unmarked := map[[2]string]int{}
-	groups := map[[3]string]*MarkGroup{}
+	groups := dupGroups{}
 	for _, d := range deliveries {
 		id := [2]string{d.Shard, d.Seq}
 		prev, again := seen[id]
@@ -108,27 +144,12 @@ func countMarks(deliveries []Delivery, windows []Window, problem func(format str
 			m.Excused++
 		} else if again {
 			m.UnmarkedDups++
-			key := [3]string{d.Shard, prev.Inst, d.Inst}
-			g := groups[key]
-			if g == nil {
-				g = &MarkGroup{Shard: d.Shard, First: prev.Inst, Again: d.Inst,
-					Example: fmt.Sprintf("%s/%d at %s, again at %s", d.K, d.C, prev.At.Format("15:04:05.000"), d.At.Format("15:04:05.000"))}
-				groups[key] = g
-			}
-			g.Count++
+			groups.add(prev, d)
 			problem("unmarked duplicate: %s/%d of shard %s (seq %s) first delivered by %s at %s, again by %s at %s with kinesis_redelivered %q (attempt %q)",
 				d.K, d.C, d.Shard, d.Seq, prev.Inst, prev.At.Format("15:04:05.000"), d.Inst, d.At.Format("15:04:05.000"), d.Redelivered, d.Attempt)
 		}
 	}
-	for _, g := range groups {
-		m.Groups = append(m.Groups, *g)
-	}
-	slices.SortFunc(m.Groups, func(a, b MarkGroup) int {
-		return cmp.Or(b.Count-a.Count, strings.Compare(a.Example, b.Example))
-	})
-	if len(m.Groups) > maxMarkGroups {
-		m.Groups = m.Groups[:maxMarkGroups]
-	}
+	m.Groups = groups.largest()
 	return m
 }
 

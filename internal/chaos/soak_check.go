@@ -201,6 +201,7 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 			}
 			if what == "" {
 				m.v.DupsOutside++
+				m.v.noteOutside(f, d)
 				m.fail("duplicates", "%s/%d of %s (seq %s) first delivered by %s at %s, again by %s at %s, outside every fault's window",
 					d.K, d.C, d.Shard, d.Seq, f.Inst, m.s.at(f.At), d.Inst, m.s.at(d.At))
 				what = "no fault"
@@ -279,6 +280,7 @@ func (m *monitor) behindPoison() {
 		}
 		if what == "" {
 			m.v.DupsOutside++
+			m.v.noteOutside(f, d)
 			m.fail("duplicates", "%s/%d of %s (seq %s) first delivered by %s at %s, again by %s at %s, outside every fault's window",
 				d.K, d.C, d.Shard, d.Seq, f.Inst, m.s.at(f.At), d.Inst, m.s.at(d.At))
 			what = "no fault"

@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,4 +66,28 @@ func TestSoakMarkedDuplicateInAPauseKnownLaterIsExplained(t *testing.T) {
 	m.deliveries(t0.Add(time.Hour), true)
 	assert.Zero(t, m.v.DupsOutside)
 	assert.Equal(t, 1, m.v.DupsBy["pause b1"])
+}
+
+// Duplicates outside every window are grouped in the report by shard and
+// by who delivered them first and again, as the unmarked ones are: the
+// report shows ten examples, which a long run's first group fills.
+func TestSoakGroupsDuplicatesOutsideEveryWindow(t *testing.T) {
+	t0 := time.Now()
+	s := &soak{runner: &runner{logf: func(string, ...any) {}}, nackers: map[string]bool{}}
+	m := newMonitor(s)
+	for c := 1; c <= 3; c++ {
+		first := Delivery{Inst: "a5", Shard: "soak-kpl/shardId-000000000006", Seq: fmt.Sprint(c), K: "kpl-k0", C: c, At: t0.Add(time.Duration(c) * time.Millisecond)}
+		again := first
+		again.Inst, again.At = "b8", t0.Add(time.Minute)
+		m.pending = append(m.pending, first, again)
+	}
+	first := Delivery{Inst: "a5", Shard: "soak-a/shardId-000000000000", Seq: "9", K: "a-k0", C: 9, At: t0}
+	again := first
+	again.Inst, again.At = "c6", t0.Add(time.Minute)
+	m.pending = append(m.pending, first, again)
+	m.deliveries(t0.Add(time.Hour), true)
+	assert.Equal(t, 4, m.v.DupsOutside)
+	got := describeGroups(m.v.outside.largest())
+	assert.True(t, strings.HasPrefix(got, "3 of soak-kpl/shardId-000000000006 by a5 then b8 (first: kpl-k0/1 at "), got)
+	assert.Contains(t, got, "; 1 of soak-a/shardId-000000000000 by a5 then c6")
 }

@@ -16,6 +16,9 @@ type Verdict struct {
 
 	// While it ran.
 	DupsOutside int            // duplicates no fault's window explains
+	// outside groups DupsOutside by shard and by the incarnations that
+	// delivered them first and again.
+	outside dupGroups
 	DupsBy      map[string]int // duplicates per fault (window) that explains them
 	OrderLive   int            // per-key order violations of first deliveries
 	// OrderByNacks are those by an incarnation whose output nacks: a
@@ -150,6 +153,9 @@ func (s *soak) report(v *Verdict) {
 	fmt.Fprintf(out, "stray aggregate copies in the streams (readers drop them; not checked): %d user records\n", v.Strays)
 	fmt.Fprintf(out, "checked while running: %d duplicates outside every window, %d order violations (and %d by nacking outputs), %d checkpoint regressions, %d liveness breaches (bound %v), %d budget waits (bound %v), %d deliveries while another instance held the lease (of %d judged), %d instances over %d MiB (peak %d MiB), leftover processes %v\n",
 		v.DupsOutside, v.OrderLive, v.OrderByNacks, v.Regressions, v.Liveness, livenessBound, v.BudgetWaits, budgetWaitBound, v.FenceBreaches, v.FenceJudged, v.RSSBreaches, s.budget()>>20+rssMarginMiB, v.PeakRSSMiB, v.Leftover)
+	if len(v.outside) > 0 {
+		fmt.Fprintf(out, "duplicates outside every window, largest groups: %s\n", describeGroups(v.outside.largest()))
+	}
 	if !v.Pass() {
 		fmt.Fprintf(out, "first invariant broken: %s\n", v.First)
 		if len(v.Context) > 0 {
@@ -184,4 +190,13 @@ func (s *soak) reportAborted(err error) {
 // abortedLine is the verdict line of a soak that could not be carried out.
 func abortedLine(seed uint64, d time.Duration, err error) string {
 	return fmt.Sprintf("soak: seed=%d duration=%v verdict=FAIL carried_out=false error=%q", seed, d, err.Error())
+}
+
+// noteOutside counts d, a delivery again of first that no fault's window
+// explains, in its group.
+func (v *Verdict) noteOutside(first, d Delivery) {
+	if v.outside == nil {
+		v.outside = dupGroups{}
+	}
+	v.outside.add(first, d)
 }
