@@ -70,6 +70,14 @@ func (d *deliveredMarks) raise(shard string, p consumer.Position) {
 	}
 }
 
+// get returns the mark remembered for shard, ok false when none is.
+func (d *deliveredMarks) get(shard string) (consumer.Position, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.m[shard]
+	return p, ok
+}
+
 func (d *deliveredMarks) snapshot() map[string]consumer.Position {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -140,3 +140,48 @@ func TestIntegrationTakenMarkSurvivesAWipe(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, pos(t, "956"), after.Delivered, "the next owner marks every record the first owner delivered")
 }
+
+// A mark this store read at a take stays its own after it hands the shard
+// on: when it takes the shard back from a store that forgot, and another
+// instance re-seeded first (so this one wrote nothing back), the take
+// still marks what the owner before it delivered. Before, the take read
+// no mark, and the first owner's records came again unmarked (seed 4,
+// 1 h: kpl-k0/1298 of soak-kpl's shard 6).
+func TestIntegrationTakeRemembersTheMarkOfAnEarlierTake(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 3, time.Second)
+	gone, taker, restorer := stores[0], stores[1], stores[2]
+	ctx := t.Context()
+	for _, s := range stores {
+		_, err := s.Join(ctx)
+		require.NoError(t, err)
+	}
+	l0 := mustAcquire(t, gone, "shard-6")
+	_, err := gone.WriteDelivered(ctx, "a", []DeliveredMark{mark(l0, pos(t, "1439"))})
+	require.NoError(t, err)
+	require.NoError(t, gone.Commit(ctx, l0, pos(t, "1297")))
+	require.NoError(t, gone.Release(ctx, l0)) // a5 dies; its lease lapses
+
+	take, err := taker.AcquireMarked(ctx, "shard-6", "b")
+	require.NoError(t, err)
+	require.Equal(t, pos(t, "1439"), take.Delivered)
+	require.NoError(t, taker.Release(ctx, take.Lease)) // handed on, unread
+
+	c := red.Client()
+	defer c.Close()
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err = restorer.Reseed(ctx, consumer.Seed{Owner: "c"})
+	require.NoError(t, err)
+
+	// Shards the re-seed did not name wait a lease period for their
+	// holders.
+	var again MarkedTake
+	require.Eventually(t, func() bool {
+		again, err = taker.AcquireMarked(ctx, "shard-6", "b")
+		return err == nil
+	}, 5*time.Second, 50*time.Millisecond, "the take after the wait: %v", err)
+	assert.Equal(t, pos(t, "1439"), again.Delivered, "the taker marks what the first owner delivered")
+	other, err := restorer.AcquireMarked(ctx, "shard-5", "c")
+	require.NoError(t, err)
+	assert.True(t, other.Delivered.IsZero(), "a shard no store remembers has no mark: %v", other.Delivered)
+}
