@@ -1,6 +1,7 @@
 package checkpointer
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -184,4 +185,60 @@ func TestIntegrationTakeRemembersTheMarkOfAnEarlierTake(t *testing.T) {
 	other, err := restorer.AcquireMarked(ctx, "shard-5", "c")
 	require.NoError(t, err)
 	assert.True(t, other.Delivered.IsZero(), "a shard no store remembers has no mark: %v", other.Delivered)
+}
+
+// A member that remembers marks of shards it no longer holds writes them
+// back at its next balancing round once it finds the store re-seeded by
+// another instance: its own check runs only for streams it reads shards
+// of, and the re-seed of the other instance restores that one's knowledge
+// alone. Before, the marks were lost with the wipe, and a newcomer's take
+// delivered the records they cover unmarked (seed 4, 1 h: 251 records of
+// soak-dyn-1#5's shard 1). Both the round of one stream and the batched
+// rounds write them back.
+func TestIntegrationMarksOfAMemberWithNoShardSurviveAWipe(t *testing.T) {
+	t.Parallel()
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
+			t.Parallel()
+			stores, red := forgetStores(t, 3, time.Second)
+			member, restorer, newcomer := stores[0], stores[1], stores[2]
+			ctx := t.Context()
+			for _, s := range stores {
+				_, err := s.Join(ctx)
+				require.NoError(t, err)
+			}
+			l := mustAcquire(t, member, "shard-1")
+			_, err := member.WriteDelivered(ctx, "a", []DeliveredMark{mark(l, pos(t, "2095"))})
+			require.NoError(t, err)
+			require.NoError(t, member.Commit(ctx, l, pos(t, "2067")))
+			require.NoError(t, member.Release(ctx, l)) // handed on; a holds no shard now
+			read := func() {
+				if batched {
+					_, errs := member.ReadRounds(ctx, "a", []consumer.Store{member}, false)
+					require.NoError(t, errs[0])
+					return
+				}
+				_, err := member.ReadRound(ctx, "a")
+				require.NoError(t, err)
+			}
+			read() // the round before the wipe sees no re-seed
+
+			c := red.Client()
+			defer c.Close()
+			require.NoError(t, c.FlushAll(ctx).Err())
+			_, err = restorer.Reseed(ctx, consumer.Seed{Owner: "b"})
+			require.NoError(t, err)
+			read()
+			got, err := newcomer.Delivered(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, map[string]consumer.Position{"shard-1": pos(t, "2095")}, got, "the member's mark is back")
+
+			var take MarkedTake
+			require.Eventually(t, func() bool {
+				take, err = newcomer.AcquireMarked(ctx, "shard-1", "x")
+				return err == nil
+			}, 5*time.Second, 50*time.Millisecond)
+			assert.Equal(t, pos(t, "2095"), take.Delivered, "the newcomer marks every record the member delivered")
+		})
+	}
 }

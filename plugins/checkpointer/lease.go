@@ -204,12 +204,16 @@ func (s *Store) ReadRound(ctx context.Context, owner string) (consumer.Round, er
 	if err != nil {
 		return consumer.Round{}, storeErr("reading the balancing round's state", err)
 	}
-	return roundOf(res, sent)
+	r, err := roundOf(res, sent)
+	if err == nil {
+		s.noteReseeded(ctx, toInt(res[4]))
+	}
+	return r, err
 }
 
 // roundOf reads round.lua's reply, sent at sent.
 func roundOf(res []any, sent time.Time) (consumer.Round, error) {
-	if len(res) != 4 {
+	if len(res) != 5 {
 		return consumer.Round{}, fmt.Errorf("reading the balancing round's state: unexpected script reply %v", res)
 	}
 	members, _ := res[0].([]any)

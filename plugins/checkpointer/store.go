@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -53,6 +54,9 @@ type Store struct {
 	// marks holds the highest delivered position this store wrote per
 	// shard, for a re-seed to write back (delivered.go).
 	marks deliveredMarks
+	// seenReseed is the group record's re-seed time the last balancing
+	// round read (noteReseeded).
+	seenReseed atomic.Int64
 }
 
 // streamLabel is the `stream` label of the checkpoint metrics: the stream's
