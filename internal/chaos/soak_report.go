@@ -15,12 +15,12 @@ type Verdict struct {
 	Table    Table
 
 	// While it ran.
-	DupsOutside int            // duplicates no fault's window explains
+	DupsOutside int // duplicates no fault's window explains
 	// outside groups DupsOutside by shard and by the incarnations that
 	// delivered them first and again.
-	outside dupGroups
-	DupsBy      map[string]int // duplicates per fault (window) that explains them
-	OrderLive   int            // per-key order violations of first deliveries
+	outside   dupGroups
+	DupsBy    map[string]int // duplicates per fault (window) that explains them
+	OrderLive int            // per-key order violations of first deliveries
 	// OrderByNacks are those by an incarnation whose output nacks: a
 	// partly written batch, nacked, is written again whole.
 	OrderByNacks int
