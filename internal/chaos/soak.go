@@ -150,6 +150,11 @@ type soak struct {
 	listedShards map[string][]string
 	// paused holds the pids of the instances under SIGSTOP now.
 	paused map[int]bool
+	// outages holds, for each instance paused or cut off from Redis so
+	// far, when the last such outage ended (the zero time while it lasts):
+	// a holder out of reach in the lease after a wipe cannot write its
+	// shards back (soak_wipe.go).
+	outages map[int]time.Time
 	// incPids maps each incarnation to its pid, plain the incarnations
 	// whose output is a file with no slow step or nacks (both under mu).
 	incPids map[string]int
@@ -198,7 +203,7 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 		sc: sc, on: on,
 		outRNG: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x5eed)),
 		active: map[string]int{}, quiet: map[string]time.Time{}, denied: map[string]bool{},
-		incN: map[string]int{}, stopped: map[string]bool{}, nackers: map[string]bool{}, busy: map[string]bool{}, paused: map[int]bool{},
+		incN: map[string]int{}, stopped: map[string]bool{}, nackers: map[string]bool{}, busy: map[string]bool{}, paused: map[int]bool{}, outages: map[int]time.Time{},
 		incPids: map[string]int{}, plain: map[string]bool{}, redisCuts: map[string]*testenv.TCPProxy{},
 	}
 	s.runner = &runner{

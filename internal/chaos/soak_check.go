@@ -26,6 +26,12 @@ type monitor struct {
 	last    map[string]int
 	all     []Delivery
 
+	// failed are the invariants reported so far: the first problem of
+	// each goes to the report even past maxProblems (seed 5, 1 h: ten
+	// unmarked duplicates filled the list, and its one order violation
+	// and one liveness breach were counted but not named).
+	failed map[string]bool
+
 	cps      map[string]consumer.Position // stream/shard -> last checkpoint seen
 	breached map[string]bool              // shards in a liveness breach
 	rssOver  map[string]bool
@@ -71,9 +77,13 @@ func (m *monitor) fail(invariant, format string, args ...any) {
 		m.v.First, m.v.FirstAt = invariant+": "+msg, time.Now()
 		m.s.note("FIRST BROKEN INVARIANT %s: %s", invariant, msg)
 	}
-	if len(m.v.Problems) < maxProblems {
+	if len(m.v.Problems) < maxProblems || !m.failed[invariant] {
 		m.v.Problems = append(m.v.Problems, invariant+": "+msg)
 	}
+	if m.failed == nil {
+		m.failed = map[string]bool{}
+	}
+	m.failed[invariant] = true
 }
 
 // streamRefs are the streams the shadow reads: every incarnation so far.

@@ -105,12 +105,14 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 		s.smu.Lock()
 		s.paused[in.cmd.Process.Pid] = true
 		s.smu.Unlock()
+		s.outage(in.cmd.Process.Pid, true)
 		_ = in.cmd.Process.Signal(syscall.SIGSTOP)
 		sleepCtx(ctx, e.dur)
 		_ = in.cmd.Process.Signal(syscall.SIGCONT)
 		s.smu.Lock()
 		delete(s.paused, in.cmd.Process.Pid)
 		s.smu.Unlock()
+		s.outage(in.cmd.Process.Pid, false)
 		// Past its lease the paused instance's shards were taken: what it
 		// delivered since its last commit is read again, and a batch it had
 		// in hand may still reach its output after SIGCONT.
@@ -126,9 +128,11 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 			return nil
 		}
 		s.note("cut %s off from Redis (every byte held %v, %.1f leases; held %v)", in.name, e.dur.Round(100*time.Millisecond), e.dur.Seconds()/s.plan.LeasePeriod.Seconds(), owned)
+		s.outage(in.cmd.Process.Pid, true)
 		cut.Hold()
 		sleepCtx(ctx, e.dur)
 		cut.Release()
+		s.outage(in.cmd.Process.Pid, false)
 		// Past its lease the instance's shards were taken, as after a
 		// pause; its renewals and commits arrive late and are fenced.
 		s.mu.Lock()

@@ -70,11 +70,11 @@ func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
 		return nil
 	}
 	// soak_wipe.go: the shards no live, running instance held at the wipe,
-	// then those whose holder stopped or was paused within a lease after
-	// it.
+	// then those whose holder stopped, was paused or was cut off from
+	// Redis from the wipe's start to a lease after it.
 	s.widenForWipe(e.class+" of shards no live instance held", unheldShards(holders, live))
 	sleepCtx(ctx, s.plan.LeasePeriod)
-	s.widenForWipe(e.class+" of shards whose holder stopped after it", lostHolders(holders, live, s.liveUnpausedPids()))
+	s.widenForWipe(e.class+" of shards whose holder stopped or was out of reach after it", lostHolders(holders, live, s.liveUnpausedPids(), s.outSince(from)))
 	return nil
 }
 

@@ -23,8 +23,11 @@ import (
 // the group's start: the design's stated cost. The soak reads the lease
 // holders from Redis just before it wipes, and gives each such shard a
 // window over every delivery of it before the wipe. A holder that was live
-// at the wipe but stopped or paused within a lease after it may not have
-// written its shards back either; their shards get the same window then.
+// at the wipe but stopped, paused or cut off from Redis from the wipe's
+// start to a lease after Redis came back may not have written its shards
+// back before a newcomer took them; their shards get the same window then
+// (seed 5, 1 h: c10, cut off from Redis as it came back empty, lost
+// soak-dyn-1#7's shard 1 to x3, which read it again from the start).
 // (The rule it replaces widened the window to every shard when any
 // instance had been stopped from two leases before the wipe to a lease
 // after it; seed 2's `a-k4/158` broke it with a holder killed 34 s before
@@ -130,12 +133,42 @@ func unheldShards(holders map[string]int, live map[int]bool) map[string]bool {
 }
 
 // lostHolders are the shards whose holder was live at the wipe (in
-// before) and is no longer live or is paused now.
-func lostHolders(holders map[string]int, before, now map[int]bool) map[string]bool {
-	out := map[string]bool{}
+// before) and is no longer live or is paused now, or was out of reach
+// (paused or cut off from Redis) at some moment since the wipe began (in
+// out).
+func lostHolders(holders map[string]int, before, now, out map[int]bool) map[string]bool {
+	lost := map[string]bool{}
 	for id, pid := range holders {
-		if pid != 0 && before[pid] && !now[pid] {
-			out[id] = true
+		if pid != 0 && before[pid] && (!now[pid] || out[pid]) {
+			lost[id] = true
+		}
+	}
+	return lost
+}
+
+// outage notes that instance pid went out of reach (paused or cut off
+// from Redis), or came back.
+func (s *soak) outage(pid int, begins bool) {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	if s.outages == nil {
+		s.outages = map[int]time.Time{}
+	}
+	if begins {
+		s.outages[pid] = time.Time{}
+	} else {
+		s.outages[pid] = time.Now()
+	}
+}
+
+// outSince are the pids out of reach at some moment since t.
+func (s *soak) outSince(t time.Time) map[int]bool {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	out := map[int]bool{}
+	for pid, ended := range s.outages {
+		if ended.IsZero() || ended.After(t) {
+			out[pid] = true
 		}
 	}
 	return out

@@ -59,8 +59,26 @@ func TestSoakWipeWidensTheShardsOfAHolderStoppedJustAfter(t *testing.T) {
 	holders := map[string]int{"soak-a/s0": 100, "soak-a/s1": 200, "soak-a/s2": 300, "soak-a/s3": 0}
 	before := map[int]bool{100: true, 200: true, 300: true}
 	now := map[int]bool{100: true}
-	assert.Equal(t, map[string]bool{"soak-a/s1": true, "soak-a/s2": true}, lostHolders(holders, before, now))
-	assert.Empty(t, lostHolders(holders, before, before))
+	assert.Equal(t, map[string]bool{"soak-a/s1": true, "soak-a/s2": true}, lostHolders(holders, before, now, nil))
+	assert.Empty(t, lostHolders(holders, before, before, nil))
+	// A holder running at both moments but out of reach between them
+	// (paused, or cut off from Redis) lost its shards too.
+	assert.Equal(t, map[string]bool{"soak-a/s0": true}, lostHolders(holders, before, before, map[int]bool{100: true}))
+}
+
+// An instance paused or cut off from Redis at any moment since a wipe
+// began counts as out of reach then, whether the outage still lasts or
+// ended after the wipe; one that ended before it does not.
+func TestSoakOutOfReachSinceAWipe(t *testing.T) {
+	s, _ := streamsSoak(time.Now())
+	s.outage(1, true)
+	s.outage(1, false)
+	wipe := time.Now()
+	time.Sleep(time.Millisecond)
+	s.outage(2, true)
+	s.outage(2, false)
+	s.outage(3, true)
+	assert.Equal(t, map[int]bool{2: true, 3: true}, s.outSince(wipe))
 }
 
 // A wipe whose shard listing fails (a storm, a busy emulator) still names
@@ -97,4 +115,23 @@ func TestSoakWipeWritesEveryHolder(t *testing.T) {
 	assert.Contains(t, got, "soak-a/shardId-000000000006 none")
 	assert.Contains(t, got, ClassRedisEmpty+"\n  soak-b/shardId-000000000000 none\n", "a second wipe is appended")
 	assert.Equal(t, 9+1+2, strings.Count(got, "\n"), "one line a shard, one a wipe")
+}
+
+// The report names the first problem of every invariant broken, even once
+// more problems of another than it lists came first.
+func TestSoakReportNamesEveryInvariantBroken(t *testing.T) {
+	s, _ := streamsSoak(time.Now())
+	m := newMonitor(s)
+	for i := range maxProblems + 3 {
+		m.fail("redelivery mark", "record %d", i)
+	}
+	m.fail("order", "k/2 first delivered after k/3")
+	m.fail("order", "k/5 first delivered after k/6")
+	m.fail("liveness", "shard s0")
+	probs := strings.Join(m.v.Problems, "\n")
+	assert.Contains(t, probs, "order: k/2 first delivered after k/3")
+	assert.NotContains(t, probs, "k/5")
+	assert.Contains(t, probs, "liveness: shard s0")
+	assert.Len(t, m.v.Problems, maxProblems+2)
+	assert.Equal(t, "redelivery mark: record 0", m.v.First)
 }

@@ -118,6 +118,11 @@ type coordinator struct {
 	stopReq     chan struct{}
 	stopOnce    sync.Once
 	runDone     chan struct{}
+	// giveUp is closed when shutdown's time ran out before the run loop
+	// ended: the run (its readers and renewals with it) is then cancelled,
+	// so nothing of it goes on after the stop returned.
+	giveUp     chan struct{}
+	giveUpOnce sync.Once
 	// renewStop ends the renewals, which outlive the run loop: at shutdown
 	// they go on until every reader has drained, committed and released.
 	renewStop chan struct{}
@@ -136,6 +141,13 @@ func (co *coordinator) requestDiscovery() {
 func (co *coordinator) run(ctx context.Context) {
 	co.runCtx, co.cancelRun = context.WithCancel(ctx)
 	defer close(co.runDone)
+	go func() {
+		select {
+		case <-co.giveUp:
+			co.cancelRun()
+		case <-co.runCtx.Done():
+		}
+	}()
 	defer co.c.tally.drop(co.id)
 	cfg := &co.c.cfg
 	co.renewal.succeeded(time.Now())
@@ -153,6 +165,11 @@ func (co *coordinator) run(ctx context.Context) {
 	joined := time.NewTimer(time.Until(co.takeAfter))
 	defer joined.Stop()
 	for {
+		// A stop asked for while a step ran ends the loop before any
+		// other step: select picks among ready cases at random.
+		if co.shuttingDown() {
+			return
+		}
 		select {
 		case <-co.stopReq:
 			return

@@ -20,6 +20,9 @@ func (co *coordinator) heartbeat(ctx context.Context) {
 // in the same call, and starts a reader. It reports whether the shard is
 // now read here.
 func (co *coordinator) take(ctx context.Context, id string) bool {
+	if co.shuttingDown() {
+		return false // nothing is taken once the stop began
+	}
 	t, err := co.store.Acquire(ctx, id, co.c.owner)
 	if err != nil {
 		if !errors.Is(err, consumer.ErrLeaseHeld) && !errors.Is(err, consumer.ErrStoreForgot) {

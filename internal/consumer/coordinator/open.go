@@ -89,6 +89,7 @@ func blankCoordinator(c *Consumer, configured string) *coordinator {
 		readerDone:    make(chan shardReader),
 		stopReq:       make(chan struct{}),
 		runDone:       make(chan struct{}),
+		giveUp:        make(chan struct{}),
 		renewStop:     make(chan struct{}),
 		renewDone:     make(chan struct{}),
 	}

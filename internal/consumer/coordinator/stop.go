@@ -77,8 +77,13 @@ func (co *coordinator) shutdown(ctx context.Context) stopTally {
 	select {
 	case <-co.runDone:
 	case <-ctx.Done():
-		// The run loop did not end in time: no reader was stopped, and
-		// their leases lapse.
+		// The run loop did not end in time (a step still waits on Kinesis
+		// or Redis): it is cancelled with its readers, whose leases lapse.
+		// Left running, it would go on after the stop returned, and a
+		// take it finished then would read the shard beside whatever
+		// reads the stream next (soak seed 5: a stream deleted and
+		// created again was read twice by one instance).
+		co.giveUpOnce.Do(func() { close(co.giveUp) })
 		for id := range co.readersNow() {
 			tally.unreleased = append(tally.unreleased, co.streamName+"/"+id)
 		}
