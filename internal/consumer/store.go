@@ -20,6 +20,11 @@ var (
 	// unknown to it. Nobody took anything: the caller keeps what it holds
 	// and re-seeds the store (Store.Reseed).
 	ErrStoreForgot = errors.New("checkpoint store forgot the group's state")
+	// ErrOlderStream means the caller's creation time of the stream is
+	// earlier than the one the group's state belongs to: it saw a deleted
+	// incarnation (a listing made before the stream was created again).
+	// Nothing was cleared; the caller describes the stream again.
+	ErrOlderStream = errors.New("the stream's creation time is earlier than the group's")
 )
 
 // Take is a lease just acquired, with what its reader starts from, read in
@@ -145,9 +150,11 @@ type Store interface {
 	Reseed(ctx context.Context, seed Seed) (Reseeded, error)
 	// StreamCreated compares the stream's creation time now (current) with
 	// the one the group's state belongs to (as recorded, else seen); when
-	// they differ the stream was recreated, and the deleted stream's
+	// current is later the stream was recreated, and the deleted stream's
 	// checkpoints, closed shards, leases and hand-off requests are cleared
-	// in one step. cleared is true for the one caller that cleared.
+	// in one step. cleared is true for the one caller that cleared. When
+	// current is earlier, nothing changes and the error is ErrOlderStream:
+	// only a newer incarnation clears.
 	StreamCreated(ctx context.Context, seen, current time.Time) (cleared bool, err error)
 	ClosedShards(ctx context.Context) (map[string]bool, error)
 	// Prune removes every entry of shards the stream no longer lists

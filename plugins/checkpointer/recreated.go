@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
 // streamCreatedField is the field of the group record (the epoch hash) that
@@ -14,7 +16,8 @@ const streamCreatedField = "stream_created"
 // streamCreatedScript: KEYS epoch, ckpt, closed, lease, handoff; ARGV seen,
 // current (creation times in ms). The recorded creation time, or the
 // caller's seen one when none is recorded, is compared with current. Equal:
-// current is recorded and 0 returned. (It is recorded before the group's
+// current is recorded and 0 returned. Earlier: the caller saw a deleted
+// incarnation, and -1 is returned with nothing changed. (It is recorded before the group's
 // first take too: the other scripts look at the record's id only.) Different:
 // the stream was recreated, so in one step every checkpoint and the closed
 // set are deleted (the start override stays: shards begin at the group's
@@ -28,7 +31,7 @@ var streamCreatedScript = newScript("stream_created")
 // StreamCreated compares the creation time of the stream as it exists now
 // with the one the group's checkpoints belong to: the one recorded in the
 // group record, or seen (what the caller saw before) when none is recorded
-// yet. When they differ the stream was deleted and created anew under the
+// yet. When current is later the stream was deleted and created anew under the
 // same identity, and the group's checkpoints, closed shards, leases and
 // hand-off requests of the deleted stream are cleared in one step, so its
 // shards start at the group's start position; cleared is true for the one
@@ -47,12 +50,25 @@ var streamCreatedScript = newScript("stream_created")
 // record of the new one that was not delivered before, which the mark's
 // promise allows (it is one-sided): a false mark costs a downstream check,
 // a missing one a duplicate it cannot see.
+//
+// When current is earlier than the recorded time, the caller saw a
+// deleted incarnation (a stream listing made before the stream was
+// created again, which an instance starting then reads from Redis):
+// nothing is cleared, and the error is consumer.ErrOlderStream. Clearing
+// then would throw away the new stream's checkpoints, and the instances
+// that know the new time would clear again on seeing the old one recorded
+// (soak seed 5, 1 h: b33 started with soak-dyn-3's previous creation
+// time, and 60 records of the new stream were read again by two
+// instances).
 func (s *Store) StreamCreated(ctx context.Context, seen, current time.Time) (cleared bool, err error) {
 	n, err := streamCreatedScript.Run(ctx, s.c.client,
 		[]string{s.keys.Epoch, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Handoff},
 		seen.UnixMilli(), current.UnixMilli()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("comparing the stream's creation time with the group's: %w", err)
+	}
+	if n < 0 {
+		return false, fmt.Errorf("comparing the stream's creation time %v with the group's: %w", current.UTC().Format(time.RFC3339), consumer.ErrOlderStream)
 	}
 	return n == 1, nil
 }

@@ -217,6 +217,20 @@ func runStoreSuite(t *testing.T, b backend) {
 		cleared, err := s1.StreamCreated(t.Context(), deleted, recreated)
 		require.NoError(t, err)
 		assert.False(t, cleared)
+
+		// A caller that saw the deleted incarnation (a listing from
+		// before the re-creation) clears nothing of the new one: only a
+		// later creation time clears.
+		require.NoError(t, s2.Commit(t.Context(), take.Lease, consumer.Position{Sequence: "300"}))
+		cleared, err = s1.StreamCreated(t.Context(), deleted, deleted)
+		require.ErrorIs(t, err, consumer.ErrOlderStream)
+		assert.False(t, cleared)
+		ck, err = s2.Checkpoints(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, "300", ck["shard-0"].Sequence, "the new stream's checkpoint stays")
+		cleared, err = s2.StreamCreated(t.Context(), recreated, recreated)
+		require.NoError(t, err)
+		assert.False(t, cleared, "the new creation time is still the group's")
 	})
 
 	t.Run("lease expires by redis time and the next owner gets a higher token", func(t *testing.T) {

@@ -85,6 +85,9 @@ func (s *Store) StreamCreated(_ context.Context, seen, current time.Time) (bool,
 	if recorded.IsZero() {
 		recorded = seen
 	}
+	if current.Before(recorded) {
+		return false, consumer.ErrOlderStream
+	}
 	s.Created = current
 	if recorded.Equal(current) {
 		return false, nil

@@ -2,12 +2,14 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/failsafe-go/failsafe-go"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
@@ -51,6 +53,16 @@ func (co *coordinator) sameStream(ctx context.Context) bool {
 	sctx, cancel := context.WithTimeout(ctx, co.c.cfg.LeasePeriod/3)
 	defer cancel()
 	cleared, err := co.store.StreamCreated(sctx, co.created, current)
+	if errors.Is(err, consumer.ErrOlderStream) {
+		// The listing this coordinator was made from (the group's, read
+		// from Redis at start) was of the deleted stream: nothing was
+		// cleared, and no shard is taken until a describe gives the
+		// stream's own creation time.
+		co.log.Infof("The stream was created again after the listing this instance found it in (that listing gave %v, the group's state is of a later stream); its shards are taken once the stream is described again",
+			current.UTC().Format(time.RFC3339))
+		co.recheck = true
+		return false
+	}
 	if err != nil {
 		if co.recheck && ctx.Err() == nil {
 			co.log.Warnf("Checking whether the stream was recreated failed; its shards are taken once it succeeds: %v", err)

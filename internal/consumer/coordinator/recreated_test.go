@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
@@ -61,4 +63,39 @@ func TestReaderNoticesAStreamRecreatedBetweenListings(t *testing.T) {
 	delete(api.GetErrors, shard)
 	api.Mu.Unlock()
 	assert.Equal(t, []string{shard + "/1", shard + "/2", shard + "/3"}, read(3))
+}
+
+// An instance that finds a stream in a listing made before the stream was
+// created again (the group's listing in Redis, read as it starts) clears
+// nothing of the new stream: it describes the stream, and reads on from the
+// new stream's checkpoints. (Soak seed 5, 1 h: b33 started with
+// soak-dyn-3's previous creation time and cleared the new stream's
+// checkpoints; the instances that knew the new time cleared again, and 60
+// records were read again twice.)
+func TestAStaleListingClearsNothingOfTheNewStream(t *testing.T) {
+	t.Parallel()
+	api := newStreamsAPI()
+	deleted := time.Unix(1_700_000_000, 0)
+	created := deleted.Add(time.Minute)
+	api.create("t-1", 1, 8, created)
+	stores := &storesByStream{}
+	st := stores.store(consumertest.FakeARNPrefix + "t-1")
+	st.Mu.Lock()
+	st.Created = created
+	st.Ckpt["shardId-000000000000"] = consumer.Position{Sequence: "5"}
+	st.Mu.Unlock()
+	var got streamLog
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stale := api.found("t-1", consumer.StartTrimHorizon)
+	stale.Created = deleted
+	startFollower(ctx, t, api, stores, "a", &got, []Found{stale})
+	require.Eventually(t, func() bool { n, _ := got.count("t-1"); return n >= 3 }, 10*time.Second, 20*time.Millisecond, "the new stream is read")
+	time.Sleep(500 * time.Millisecond) // many poll intervals
+	n, dup := got.count("t-1")
+	assert.Equal(t, 3, n, "records 6 to 8: the new stream's checkpoint was kept")
+	assert.Zero(t, dup)
+	st.Mu.Lock()
+	defer st.Mu.Unlock()
+	assert.True(t, st.Created.Equal(created), "the group's creation time stays the new stream's, got %v", st.Created)
 }

@@ -3,6 +3,9 @@ if recorded == ARGV[2] then
   redis.call('HSET', KEYS[1], '{{streamCreatedField}}', ARGV[2])
   return 0
 end
+if tonumber(ARGV[2]) < tonumber(recorded) then
+  return -1
+end
 fence_all(KEYS[4])
 local ckpt = redis.call('HKEYS', KEYS[2])
 for _, f in ipairs(ckpt) do
