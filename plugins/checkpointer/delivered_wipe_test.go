@@ -150,18 +150,10 @@ func TestIntegrationTakenMarkSurvivesAWipe(t *testing.T) {
 // 1 h: kpl-k0/1298 of soak-kpl's shard 6).
 func TestIntegrationTakeRemembersTheMarkOfAnEarlierTake(t *testing.T) {
 	t.Parallel()
-	stores, red := forgetStores(t, 3, time.Second)
+	stores, red := joinedStores(t, 3)
 	gone, taker, restorer := stores[0], stores[1], stores[2]
 	ctx := t.Context()
-	for _, s := range stores {
-		_, err := s.Join(ctx)
-		require.NoError(t, err)
-	}
-	l0 := mustAcquire(t, gone, "shard-6")
-	_, err := gone.WriteDelivered(ctx, "a", []DeliveredMark{mark(l0, pos(t, "1439"))})
-	require.NoError(t, err)
-	require.NoError(t, gone.Commit(ctx, l0, pos(t, "1297")))
-	require.NoError(t, gone.Release(ctx, l0)) // a5 dies; its lease lapses
+	deliverAndHandOn(t, gone, "shard-6", "1439", "1297") // a5 dies; its lease lapses
 
 	take, err := taker.AcquireMarked(ctx, "shard-6", "b")
 	require.NoError(t, err)
@@ -200,18 +192,10 @@ func TestIntegrationMarksOfAMemberWithNoShardSurviveAWipe(t *testing.T) {
 	for _, batched := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
 			t.Parallel()
-			stores, red := forgetStores(t, 3, time.Second)
+			stores, red := joinedStores(t, 3)
 			member, restorer, newcomer := stores[0], stores[1], stores[2]
 			ctx := t.Context()
-			for _, s := range stores {
-				_, err := s.Join(ctx)
-				require.NoError(t, err)
-			}
-			l := mustAcquire(t, member, "shard-1")
-			_, err := member.WriteDelivered(ctx, "a", []DeliveredMark{mark(l, pos(t, "2095"))})
-			require.NoError(t, err)
-			require.NoError(t, member.Commit(ctx, l, pos(t, "2067")))
-			require.NoError(t, member.Release(ctx, l)) // handed on; a holds no shard now
+			deliverAndHandOn(t, member, "shard-1", "2095", "2067") // a holds no shard now
 			read := func() {
 				if batched {
 					_, errs := member.ReadRounds(ctx, "a", []consumer.Store{member}, false)
@@ -226,7 +210,7 @@ func TestIntegrationMarksOfAMemberWithNoShardSurviveAWipe(t *testing.T) {
 			c := red.Client()
 			defer c.Close()
 			require.NoError(t, c.FlushAll(ctx).Err())
-			_, err = restorer.Reseed(ctx, consumer.Seed{Owner: "b"})
+			_, err := restorer.Reseed(ctx, consumer.Seed{Owner: "b"})
 			require.NoError(t, err)
 			read()
 			got, err := newcomer.Delivered(ctx)
@@ -241,4 +225,28 @@ func TestIntegrationMarksOfAMemberWithNoShardSurviveAWipe(t *testing.T) {
 			assert.Equal(t, pos(t, "2095"), take.Delivered, "the newcomer marks every record the member delivered")
 		})
 	}
+}
+
+// joinedStores are n stores of one group on one Redis (forgetStores, with
+// a lease of a second), each joined.
+func joinedStores(t *testing.T, n int) ([]*Store, *testenv.Redis) {
+	t.Helper()
+	stores, red := forgetStores(t, n, time.Second)
+	for _, s := range stores {
+		_, err := s.Join(t.Context())
+		require.NoError(t, err)
+	}
+	return stores, red
+}
+
+// deliverAndHandOn has s (owner "a") take shard, store delivered as how
+// far it delivered, commit committed and release the lease.
+func deliverAndHandOn(t *testing.T, s *Store, shard, delivered, committed string) {
+	t.Helper()
+	ctx := t.Context()
+	l := mustAcquire(t, s, shard)
+	_, err := s.WriteDelivered(ctx, "a", []DeliveredMark{mark(l, pos(t, delivered))})
+	require.NoError(t, err)
+	require.NoError(t, s.Commit(ctx, l, pos(t, committed)))
+	require.NoError(t, s.Release(ctx, l))
 }
