@@ -91,3 +91,33 @@ func TestSoakGroupsDuplicatesOutsideEveryWindow(t *testing.T) {
 	assert.True(t, strings.HasPrefix(got, "3 of soak-kpl/shardId-000000000006 by a5 then b8 (first: kpl-k0/1 at "), got)
 	assert.Contains(t, got, "; 1 of soak-a/shardId-000000000000 by a5 then c6")
 }
+
+// A key's record first delivered after a later one of it is the nacking
+// output's doing when either was delivered by an instance whose output
+// nacks: it wrote the later record in a batch it then failed, and the
+// earlier one came after it from the next owner. Between two instances
+// that do not nack it is a violation.
+func TestSoakOrderViolationAfterANackersDeliveryIsTheNacks(t *testing.T) {
+	t0 := time.Now()
+	const shard = "soak-kpl/shardId-000000000015"
+	for _, tc := range []struct {
+		name          string
+		nackers       map[string]bool
+		live, byNacks int
+	}{
+		{"the later record by a nacker", map[string]bool{"a14": true}, 0, 1},
+		{"the earlier record by a nacker", map[string]bool{"b16": true}, 0, 1},
+		{"neither nacks", map[string]bool{}, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &soak{runner: &runner{logf: func(string, ...any) {}}, nackers: tc.nackers}
+			m := newMonitor(s)
+			later := Delivery{Inst: "a14", Shard: shard, Seq: "3931", K: "kpl-k0", C: 3931, At: t0}
+			earlier := Delivery{Inst: "b16", Shard: shard, Seq: "3929", K: "kpl-k0", C: 3929, At: t0.Add(time.Second), Redelivered: "true"}
+			m.pending = []Delivery{later, earlier}
+			m.deliveries(t0.Add(time.Hour), true)
+			assert.Equal(t, tc.live, m.v.OrderLive, "violations")
+			assert.Equal(t, tc.byNacks, m.v.OrderByNacks, "by nacking outputs")
+		})
+	}
+}
