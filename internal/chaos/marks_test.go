@@ -275,3 +275,53 @@ func TestCountMarksExcusesOnlyWipesNoLiveHolderSaw(t *testing.T) {
 	got = countMarks(ds, []Window{plain}, func(string, ...any) {})
 	assert.Equal(t, 2, got.UnmarkedDups, "a window of another fault excuses no missing mark")
 }
+
+// A batch a paused instance handed over just before SIGSTOP is stamped by
+// its pipeline after SIGCONT, after the next owner delivered the record
+// marked: its copy is the earlier delivery, stamped later (seed 5, 1 h:
+// c46 and a33, kpl-k0/8396). The monitor and the table excuse an
+// unmarked copy stamped after a marked one when the window of a pause of
+// its instance holds both stamps, once per record; nothing else.
+func TestUnmarkedCopyStampedAfterAPauseIsTheEarlierDelivery(t *testing.T) {
+	t0 := time.Now()
+	const shard = "soak-kpl/shardId-000000000037"
+	marked := Delivery{Inst: "a33", Shard: shard, Seq: "4968/0", K: "kpl-k0", C: 8396, At: t0, Redelivered: "true", Attempt: "1"}
+	late := marked
+	late.Inst, late.At, late.Redelivered = "c46", t0.Add(500*time.Millisecond), ""
+	third := late
+	third.Inst, third.At = "b38", t0.Add(2*time.Second)
+	pause := func(inst string, from, to time.Duration) Window {
+		return Window{What: "pause " + inst, From: t0.Add(from), To: t0.Add(to)}
+	}
+	for _, tc := range []struct {
+		name       string
+		deliveries []Delivery
+		windows    []Window
+		reordered  int
+		unmarked   int
+	}{
+		{"the paused instance's copy", []Delivery{marked, late}, []Window{pause("c46", -6*time.Second, 3*time.Second)}, 1, 0},
+		{"without a pause", []Delivery{marked, late}, nil, 0, 1},
+		{"a pause of another instance", []Delivery{marked, late}, []Window{pause("a33", -6*time.Second, 3*time.Second)}, 0, 1},
+		{"the pause's window ends before the copy", []Delivery{marked, late}, []Window{pause("c46", -6*time.Second, 200*time.Millisecond)}, 0, 1},
+		{"the first delivery unmarked", []Delivery{func() Delivery { d := marked; d.Redelivered = ""; return d }(), late}, []Window{pause("c46", -6*time.Second, 3*time.Second)}, 0, 1},
+		{"a second unmarked copy", []Delivery{marked, late, third}, []Window{pause("c46", -6*time.Second, 3*time.Second), pause("b38", -6*time.Second, 3*time.Second)}, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := countMarks(sortedByTime(tc.deliveries), tc.windows, func(string, ...any) {})
+			assert.Equal(t, tc.reordered, got.Reordered, "excused as stamped out of order")
+			assert.Equal(t, tc.unmarked, got.UnmarkedDups)
+
+			s := &soak{runner: &runner{logf: func(string, ...any) {}}, nackers: map[string]bool{}}
+			s.windows = tc.windows
+			m := newMonitor(s)
+			m.pending = append([]Delivery(nil), tc.deliveries...)
+			m.deliveries(t0.Add(time.Hour), true)
+			if tc.unmarked == 0 {
+				assert.False(t, m.failed["redelivery mark"], m.v.First)
+			} else {
+				assert.True(t, m.failed["redelivery mark"], "the monitor reports it")
+			}
+		})
+	}
+}

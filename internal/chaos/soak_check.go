@@ -39,6 +39,9 @@ type monitor struct {
 	// unmarked says an unmarked duplicate was reported: the first one goes
 	// to the report with the events around it, the checker counts all.
 	unmarked bool
+	// reorderedOnce holds the records whose one unmarked delivery was
+	// excused as stamped after a marked one by a paused instance.
+	reorderedOnce map[[2]string]bool
 	// behind are marked duplicates outside every fault's window, judged at
 	// the end against the dead letters (behindPoison).
 	behind [][2]Delivery
@@ -197,7 +200,7 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 		}
 		id := [2]string{d.Shard, d.Seq}
 		if f, seen := m.first[id]; seen {
-			if d.Redelivered != "true" && !m.unmarked && !unmarkedAllowed(windows, f) {
+			if d.Redelivered != "true" && !m.unmarked && !unmarkedAllowed(windows, f) && !m.reordered(id, windows, f, d) {
 				m.unmarked = true
 				m.fail("redelivery mark", "%s/%d of %s (seq %s) first delivered by %s at %s, again by %s at %s without kinesis_redelivered: true (%q, attempt %q)",
 					d.K, d.C, d.Shard, d.Seq, f.Inst, m.s.at(f.At), d.Inst, m.s.at(d.At), d.Redelivered, d.Attempt)
@@ -250,6 +253,21 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 	if final {
 		m.behindPoison()
 	}
+}
+
+// reordered says whether d, an unmarked delivery of a record first
+// delivered as f, is excused as stamped out of order (stampReordered):
+// once per record, as a second unmarked delivery breaks the promise
+// whatever the stamps.
+func (m *monitor) reordered(id [2]string, windows []Window, f, d Delivery) bool {
+	if m.reorderedOnce[id] || !stampReordered(windows, f, d) {
+		return false
+	}
+	if m.reorderedOnce == nil {
+		m.reorderedOnce = map[[2]string]bool{}
+	}
+	m.reorderedOnce[id] = true
+	return true
 }
 
 // windowOf is the fault whose window holds first delivery f, "" for none.
