@@ -42,6 +42,8 @@ type monitor struct {
 	// reorderedOnce holds the records whose one unmarked delivery was
 	// excused as stamped after a marked one by a paused instance.
 	reorderedOnce map[[2]string]bool
+	// fronts are where each shard is being read (soak_front.go).
+	fronts map[string]*readFront
 	// behind are marked duplicates outside every fault's window, judged at
 	// the end against the dead letters (behindPoison).
 	behind [][2]Delivery
@@ -189,6 +191,7 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 	for _, d := range m.pending[:n] {
 		m.all = append(m.all, d)
 		stale(d)
+		m.advance(d)
 		if d.DeadLetterReason != "" {
 			// Given up, not delivered: done for liveness; the checker
 			// judges it at the end (splitDeadLetters).
@@ -392,7 +395,7 @@ func (m *monitor) liveness(now time.Time) {
 		if quiet.After(from) {
 			from = quiet
 		}
-		if now.Sub(from) > livenessBound {
+		if now.Sub(from) > livenessBound && !m.moving(id, now) {
 			m.breached[id] = true
 			m.v.Liveness++
 			r := ss.recs[ss.next]

@@ -272,3 +272,46 @@ func TestSoakStreamsScheduleCyclesAndLeavesTheOthers(t *testing.T) {
 		assert.Equal(t, ops, drawStreams(seed, 3*time.Minute, lease))
 	}
 }
+
+// A name created again: until every instance sees the new creation time,
+// a reader of the deleted incarnation may read on into the new one, and
+// the clear that follows has its records read again, marked (seed 5, 1 h:
+// a19 delivered dyn-3#4-k0/1 1.7 s after the creation and again 1.3 s
+// later). The window covers the new incarnation's shards, from its
+// creation until two listings and a lease later; nothing else, and it
+// excuses no missing mark.
+func TestRecreatedStreamWindowExplainsItsFirstRecordsReadAgain(t *testing.T) {
+	t0 := time.Now()
+	st := &soakStream{name: "soak-dyn-3", label: "soak-dyn-3#4", shards: 2, dyn: true}
+	w := recreatedWindow(st, t0, t0.Add(400*time.Millisecond), 3*time.Second)
+	for _, tc := range []struct {
+		name        string
+		shard       string
+		at          time.Duration
+		redelivered string
+		outside     int
+		unmarked    bool
+	}{
+		{"its first records read again, marked", "soak-dyn-3#4/shardId-000000000001", 1700 * time.Millisecond, "true", 0, false},
+		{"its other shard", "soak-dyn-3#4/shardId-000000000000", 5 * time.Second, "true", 0, false},
+		{"read again unmarked", "soak-dyn-3#4/shardId-000000000001", 1700 * time.Millisecond, "", 0, true},
+		{"first delivered after every instance saw it", "soak-dyn-3#4/shardId-000000000001", 14 * time.Second, "true", 1, false},
+		{"the deleted incarnation's shard", "soak-dyn-3#3/shardId-000000000001", 1700 * time.Millisecond, "true", 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &soak{runner: &runner{logf: func(string, ...any) {}}, nackers: map[string]bool{}}
+			s.windows = []Window{w}
+			m := newMonitor(s)
+			first := Delivery{Inst: "a19", Shard: tc.shard, Seq: "4968", K: "dyn-3#4-k0", C: 1, At: t0.Add(tc.at), Attempt: "1"}
+			again := first
+			again.At, again.Redelivered = first.At.Add(1300*time.Millisecond), tc.redelivered
+			m.pending = []Delivery{first, again}
+			m.deliveries(t0.Add(time.Hour), true)
+			assert.Equal(t, tc.outside, m.v.DupsOutside, "duplicates outside every window")
+			assert.Equal(t, tc.unmarked, m.failed["redelivery mark"], "a missing mark is still reported")
+			if tc.outside == 0 {
+				assert.Equal(t, 1, m.v.DupsBy["recreated soak-dyn-3#4"])
+			}
+		})
+	}
+}

@@ -1,0 +1,59 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// A shard read again from its start after a wipe (soak-big in seed 5's
+// hour): its oldest undelivered record waits behind the whole shard, but
+// the reader moves. Liveness breaks only when the shard's read front has
+// not moved forward for livenessBound; the drain waits while it moves.
+func TestLivenessJudgesAShardReadAgainByItsFront(t *testing.T) {
+	t0 := time.Now()
+	const id = "soak-big/shardId-000000000000"
+	for _, tc := range []struct {
+		name string
+		// reread are the records (indices) delivered again, one a
+		// second from t0+40s, after the first pass delivered 0..4.
+		reread  []int
+		breach  bool
+		drains  bool
+		rewound bool
+	}{
+		{"moving through the records read again", []int{0, 1, 2, 3, 4}, false, true, false},
+		{"stuck: nothing read again", nil, true, false, false},
+		{"stuck on one record read again and again", []int{2, 2, 2, 2, 2}, true, false, false},
+		{"moved, then stuck longer than the bound", []int{0, 1}, true, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, m := streamsSoak(t0)
+			s.active, s.quiet = map[string]int{}, map[string]time.Time{"": t0}
+			ss := shadowOf(m, id, 8, t0)
+			for i := range 5 {
+				m.pending = append(m.pending, deliveryOf(ss, i, "a1", t0.Add(time.Duration(i)*time.Second)))
+			}
+			at := t0.Add(40 * time.Second)
+			for _, i := range tc.reread {
+				d := deliveryOf(ss, i, "b1", at)
+				d.Redelivered = "true"
+				m.pending = append(m.pending, d)
+				at = at.Add(time.Second)
+			}
+			now := at.Add(holdBack + time.Second)
+			if tc.rewound {
+				now = now.Add(livenessBound)
+			}
+			m.deliveries(now, false)
+			m.liveness(now)
+			if tc.breach {
+				assert.Equal(t, 1, m.v.Liveness, "a stuck shard breaks liveness")
+			} else {
+				assert.Zero(t, m.v.Liveness, "a shard that moves is live")
+			}
+			assert.Equal(t, tc.drains, m.draining(now), "the drain waits for a shard that moves")
+		})
+	}
+}
