@@ -32,6 +32,10 @@ type Window struct {
 	// instance held the shard, so nobody could write its mark back (the
 	// mark's own limit, docs/poison-records.md, "Where the promise stops").
 	Unmarked bool
+	// After, on an Unmarked window, is the wipe's start: only a delivery
+	// again at or after it is excused. One before it is not the wipe's
+	// doing, even when the wipe's window holds its first delivery.
+	After time.Time
 }
 
 // Holds says whether first delivery d falls in the window.

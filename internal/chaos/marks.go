@@ -148,7 +148,7 @@ func countMarks(deliveries []Delivery, windows []Window, problem func(format str
 			m.UnmarkedSure++
 		}
 		switch {
-		case again && unmarkedAllowed(windows, prev):
+		case again && unmarkedAllowed(windows, prev, d):
 			m.Excused++
 		case again && unmarked[id] == 1 && stampReordered(windows, prev, d):
 			m.Reordered++
@@ -190,10 +190,11 @@ func stampReordered(windows []Window, first, d Delivery) bool {
 }
 
 // unmarkedAllowed says whether a window that allows unmarked duplicates
-// holds first delivery f.
-func unmarkedAllowed(windows []Window, f Delivery) bool {
+// holds first delivery f, and d, its delivery again, came after the wipe
+// began.
+func unmarkedAllowed(windows []Window, f, d Delivery) bool {
 	for _, w := range windows {
-		if w.Unmarked && w.Holds(f) {
+		if w.Unmarked && w.Holds(f) && !d.At.Before(w.After) {
 			return true
 		}
 	}

@@ -270,6 +270,22 @@ func TestCountMarksExcusesOnlyWipesNoLiveHolderSaw(t *testing.T) {
 	got := countMarks(ds, []Window{wipe}, func(string, ...any) {})
 	assert.Equal(t, 1, got.Excused, "the wiped shard's duplicate")
 	assert.Equal(t, 1, got.UnmarkedDups, "the other shard's duplicate still counts")
+	// A wipe explains only what comes again after it began: an unmarked
+	// duplicate before it is not its doing (seed 5's sixth hour: a later
+	// FLUSHALL's window held a33's delivery, and the table excused c46's
+	// copy, stamped ten seconds before that wipe).
+	later := wipe
+	later.After = t0.Add(10 * time.Second)
+	got = countMarks(ds, []Window{later}, func(string, ...any) {})
+	assert.Zero(t, got.Excused, "a duplicate before the wipe")
+	assert.Equal(t, 2, got.UnmarkedDups)
+	s := &soak{runner: &runner{logf: func(string, ...any) {}}, nackers: map[string]bool{}}
+	s.windows = []Window{later}
+	m := newMonitor(s)
+	m.pending = ds
+	m.deliveries(t0.Add(time.Hour), true)
+	assert.True(t, m.failed["redelivery mark"], "the monitor reports it too")
+
 	plain := wipe
 	plain.Unmarked = false
 	got = countMarks(ds, []Window{plain}, func(string, ...any) {})

@@ -203,7 +203,7 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 		}
 		id := [2]string{d.Shard, d.Seq}
 		if f, seen := m.first[id]; seen {
-			if d.Redelivered != "true" && !m.unmarked && !unmarkedAllowed(windows, f) && !m.reordered(id, windows, f, d) {
+			if d.Redelivered != "true" && !m.unmarked && !unmarkedAllowed(windows, f, d) && !m.reordered(id, windows, f, d) {
 				m.unmarked = true
 				m.fail("redelivery mark", "%s/%d of %s (seq %s) first delivered by %s at %s, again by %s at %s without kinesis_redelivered: true (%q, attempt %q)",
 					d.K, d.C, d.Shard, d.Seq, f.Inst, m.s.at(f.At), d.Inst, m.s.at(d.At), d.Redelivered, d.Attempt)

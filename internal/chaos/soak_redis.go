@@ -72,9 +72,9 @@ func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
 	// soak_wipe.go: the shards no live, running instance held at the wipe,
 	// then those whose holder stopped, was paused or was cut off from
 	// Redis from the wipe's start to a lease after it.
-	s.widenForWipe(e.class+" of shards no live instance held", unheldShards(holders, live))
+	s.widenForWipe(e.class+" of shards no live instance held", from, unheldShards(holders, live))
 	sleepCtx(ctx, s.plan.LeasePeriod)
-	s.widenForWipe(e.class+" of shards whose holder stopped or was out of reach after it", lostHolders(holders, live, s.liveUnpausedPids(), s.outSince(from)))
+	s.widenForWipe(e.class+" of shards whose holder stopped or was out of reach after it", from, lostHolders(holders, live, s.liveUnpausedPids(), s.outSince(from)))
 	return nil
 }
 

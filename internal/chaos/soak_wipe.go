@@ -175,13 +175,13 @@ func (s *soak) outSince(t time.Time) map[int]bool {
 }
 
 // widenForWipe adds the window over every delivery before now of shards,
-// and notes it.
-func (s *soak) widenForWipe(what string, shards map[string]bool) {
+// for deliveries again from began, the wipe's start, and notes it.
+func (s *soak) widenForWipe(what string, began time.Time, shards map[string]bool) {
 	if len(shards) == 0 {
 		return
 	}
 	s.mu.Lock()
-	s.windows = append(s.windows, Window{What: what, Shards: shards, From: s.start, To: time.Now().Add(s.plan.LeasePeriod), Unmarked: true})
+	s.windows = append(s.windows, Window{What: what, Shards: shards, From: s.start, To: time.Now().Add(s.plan.LeasePeriod), Unmarked: true, After: began})
 	s.mu.Unlock()
 	ids := make([]string, 0, len(shards))
 	for id := range shards {

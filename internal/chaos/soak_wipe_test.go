@@ -33,7 +33,7 @@ func TestSoakWipeWidensOnlyShardsWithoutALiveHolder(t *testing.T) {
 
 	t0 := time.Now()
 	s, m := streamsSoak(t0.Add(-time.Minute))
-	s.widenForWipe("redis-empty of shards no live instance held", unheld)
+	s.widenForWipe("redis-empty of shards no live instance held", t0.Add(-5*time.Second), unheld)
 	var stream []Record
 	for i, shard := range []string{held, killed} {
 		first := Delivery{K: "a-k4", C: 158 + i, Shard: shard, Seq: "4968", Inst: "a7", At: t0.Add(-30 * time.Second)}
