@@ -282,7 +282,7 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 	if err != nil {
 		return Table{}, err
 	}
-	t := Check(r.counter, stream, ds, r.windows, r.kills)
+	t := Check(r.counter, stream, ds, r.windows, r.kills, nil)
 	if t.ACLRefusals, err = r.aclRefusals(ctx); err != nil {
 		return Table{}, err
 	}

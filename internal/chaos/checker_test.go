@@ -32,7 +32,7 @@ func TestCheck(t *testing.T) {
 		}
 		tab := Check(perKey, stream, ds,
 			[]Window{{What: "kill a1", Inst: "a1", From: at(0), To: at(150)}},
-			[]Kill{{Inst: "a1", At: at(150), Shards: []string{"s0"}}})
+			[]Kill{{Inst: "a1", At: at(150), Shards: []string{"s0"}}}, nil)
 		assert.True(t, tab.OK(), tab.String())
 		assert.Equal(t, 5, tab.Produced)
 		assert.Equal(t, 1, tab.OutputDups)
@@ -48,7 +48,7 @@ func TestCheck(t *testing.T) {
 			d("s0", "1", "k0", 1, "a1", 0), d("s0", "3", "k0", 3, "a1", 100),
 			d("s1", "1", "k1", 1, "b1", 50), d("s1", "2", "k1", 2, "b1", 60), d("s1", "3", "k1", 2, "b1", 70),
 		}
-		tab := Check(perKey, stream, ds, nil, nil)
+		tab := Check(perKey, stream, ds, nil, nil, nil)
 		assert.False(t, tab.OK())
 		assert.Equal(t, 1, tab.InputLost)
 		assert.Equal(t, 1, tab.EndToEndLost)
@@ -60,7 +60,7 @@ func TestCheck(t *testing.T) {
 			d("s0", "2", "k0", 2, "a1", 0), d("s0", "1", "k0", 1, "a1", 10), d("s0", "3", "k0", 3, "a1", 20),
 			d("s1", "1", "k1", 1, "b1", 50), d("s1", "2", "k1", 2, "b1", 60), d("s1", "3", "k1", 2, "b1", 70),
 		}
-		tab := Check(perKey, stream, ds, nil, nil)
+		tab := Check(perKey, stream, ds, nil, nil, nil)
 		assert.Equal(t, 1, tab.OrderViolations)
 		assert.False(t, tab.OK())
 	})
@@ -71,7 +71,7 @@ func TestCheck(t *testing.T) {
 			marked(d("s0", "3", "k0", 3, "a1", 30)),
 			d("s1", "1", "k1", 1, "b1", 50), d("s1", "2", "k1", 2, "b1", 60), d("s1", "3", "k1", 2, "b1", 70),
 		}
-		tab := Check(perKey, stream, ds, nil, nil)
+		tab := Check(perKey, stream, ds, nil, nil, nil)
 		assert.False(t, tab.OK())
 		assert.Equal(t, 1, tab.DupsOutsideWindows)
 		assert.True(t, strings.Contains(strings.Join(tab.Problems, "\n"), "outside every expected window"))
@@ -82,7 +82,7 @@ func TestCheck(t *testing.T) {
 			{Shard: "s0", Seq: "1", K: "k0", C: 2}, {Shard: "s0", Seq: "2", K: "k0", C: 1}, {Shard: "s0", Seq: "3", K: "k0", C: 3},
 			{Shard: "s1", Seq: "1", K: "k1", C: 1}, {Shard: "s1", Seq: "2", K: "k1", C: 2},
 		}
-		tab := Check(perKey, swapped, nil, nil, nil)
+		tab := Check(perKey, swapped, nil, nil, nil, nil)
 		assert.Equal(t, 1, tab.OutputOrderViolations)
 		assert.False(t, tab.OK())
 		assert.Contains(t, tab.String(), "per-key order violations in the stream")
@@ -98,13 +98,13 @@ func TestCheck(t *testing.T) {
 			{Shard: "s0", Seq: "3", K: "k0", C: 3},
 			{Shard: "s1", Seq: "1", K: "k1", C: 1}, {Shard: "s1", Seq: "2", K: "k1", C: 2},
 		}
-		tab := Check(perKey, twice, nil, nil, nil)
+		tab := Check(perKey, twice, nil, nil, nil, nil)
 		assert.Zero(t, tab.OutputOrderViolations, tab.Problems)
 		assert.Equal(t, 2, tab.OutputDups)
 	})
 
 	t.Run("the output losing a message", func(t *testing.T) {
-		tab := Check(map[string]int{"k0": 4, "k1": 2}, stream, nil, nil, nil)
+		tab := Check(map[string]int{"k0": 4, "k1": 2}, stream, nil, nil, nil, nil)
 		assert.Equal(t, 1, tab.OutputLost)
 		assert.False(t, tab.OK())
 	})

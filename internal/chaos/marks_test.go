@@ -77,7 +77,7 @@ func TestCheckCountsUnmarkedDuplicates(t *testing.T) {
 				}
 			}
 			everywhere := []Window{{What: "any", From: t0.Add(-time.Hour), To: t0.Add(time.Hour)}}
-			tab := Check(perKey, stream, append([]Delivery(nil), tc.deliveries...), everywhere, nil)
+			tab := Check(perKey, stream, append([]Delivery(nil), tc.deliveries...), everywhere, nil, nil)
 			marks := tab.Marks
 			marks.Groups = nil
 			assert.Equal(t, tc.want, marks)
@@ -237,7 +237,7 @@ func TestCheckCountsDeadLetteredPoisonAsDone(t *testing.T) {
 		{"a good record dead-lettered", []Delivery{d("1", 1, 0, ""), d("2", 2, 900, "max_attempts"), d("3", 3, 1000, "max_record_age")}, false, 0, 0, 2, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tab := Check(perKey, stream, tc.deliveries, nil, nil)
+			tab := Check(perKey, stream, tc.deliveries, nil, nil, nil)
 			assert.Equal(t, tc.ok, tab.OK(), tab.String())
 			assert.Equal(t, 1, tab.Poison)
 			assert.Equal(t, tc.lost, tab.InputLost, "lost")

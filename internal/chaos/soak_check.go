@@ -178,14 +178,7 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 	}
 	m.s.mu.Lock()
 	windows := append([]Window(nil), m.s.windows...)
-	nackers := make(map[string]bool, len(m.s.nackers))
-	for k := range m.s.nackers {
-		nackers[k] = true
-	}
-	plain := make(map[string]bool, len(m.s.plain))
-	for k, v := range m.s.plain {
-		plain[k] = v
-	}
+	nackers, plain := maps.Clone(m.s.nackers), maps.Clone(m.s.plain)
 	m.s.mu.Unlock()
 	stale := m.staleRule()
 	for _, d := range m.pending[:n] {

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"syscall"
@@ -148,13 +149,15 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 	counter := producedCounters(stream)
 	s.mu.Lock()
 	windows, kills := append([]Window(nil), s.windows...), append([]Kill(nil), s.kills...)
+	nackers := maps.Clone(s.nackers)
 	s.mu.Unlock()
 	v := mon.v
 	v.FenceJudged = mon.fence.judged
 	for _, ss := range mon.sh.shards {
 		v.Strays += ss.strays
 	}
-	v.Table = Check(counter, stream, mon.all, append(windows, mon.explained...), kills)
+	v.Table = Check(counter, stream, mon.all, append(windows, mon.explained...), kills, nackers)
+	v.Table.NoVerdict = true
 	if v.Table.ACLRefusals, err = s.aclRefusals(ctx); err != nil {
 		return Verdict{}, err
 	}

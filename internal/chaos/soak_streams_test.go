@@ -82,7 +82,7 @@ func TestSoakStreamDeletedWithRecordsUndeliveredFails(t *testing.T) {
 			stream, err := m.sh.all(context.Background(), m.streamRefs())
 			require.NoError(t, err)
 			assert.Len(t, stream, 3)
-			table := Check(producedCounters(stream), stream, m.all, nil, nil)
+			table := Check(producedCounters(stream), stream, m.all, nil, nil, nil)
 			assert.Equal(t, tc.unread, table.InputLost)
 			assert.True(t, m.caughtUp(), "what a deleted stream left does not hold the drain up")
 			v := Verdict{Table: table, DeletedUnread: m.v.DeletedUnread, First: m.v.First}

@@ -46,7 +46,7 @@ func TestSoakWipeWidensOnlyShardsWithoutALiveHolder(t *testing.T) {
 	assert.Equal(t, 1, m.v.DupsBy["redis-empty of shards no live instance held"], "the killed holder's shard is read again from the start")
 	assert.Equal(t, 1, m.v.DupsOutside, "the live holder's shard is not")
 	assert.Contains(t, m.v.First, "a-k4/158 of "+held)
-	table := Check(producedCounters(stream), stream, m.all, s.windows, nil)
+	table := Check(producedCounters(stream), stream, m.all, s.windows, nil, nil)
 	assert.Equal(t, 1, table.DupsOutsideWindows)
 	assert.Equal(t, 1, table.DuplicateBound, "only the unheld shard's first delivery is in the window")
 }
