@@ -118,6 +118,7 @@ type soak struct {
 	on      map[string]bool
 	streams []*soakStream
 	outRNG  *rand.Rand // draws each incarnation's output behaviour
+	efoRNG  *rand.Rand // draws which incarnations read with enhanced fan-out (efo class)
 	start   time.Time
 
 	// redisMu makes Redis faults take turns: two on the one server at once
@@ -159,6 +160,9 @@ type soak struct {
 	// whose output is a file with no slow step or nacks (both under mu).
 	incPids map[string]int
 	plain   map[string]bool
+	// fanOut holds the incarnations that read with enhanced fan-out (efo
+	// class; under mu).
+	fanOut map[string]bool
 	// redisCuts holds each instance's proxy to Redis (redis-cut class;
 	// under mu).
 	redisCuts map[string]*testenv.TCPProxy
@@ -202,9 +206,10 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 	s := &soak{
 		sc: sc, on: on,
 		outRNG: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x5eed)),
+		efoRNG: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0xef0)),
 		active: map[string]int{}, quiet: map[string]time.Time{}, denied: map[string]bool{},
 		incN: map[string]int{}, stopped: map[string]bool{}, nackers: map[string]bool{}, busy: map[string]bool{}, paused: map[int]bool{}, outages: map[int]time.Time{},
-		incPids: map[string]int{}, plain: map[string]bool{}, redisCuts: map[string]*testenv.TCPProxy{},
+		incPids: map[string]int{}, plain: map[string]bool{}, fanOut: map[string]bool{}, redisCuts: map[string]*testenv.TCPProxy{},
 	}
 	s.runner = &runner{
 		cfg: Config{Binary: sc.Binary, Dir: sc.Dir, Seed: sc.Seed, Logf: sc.Logf, Started: func(pid int) {
@@ -278,6 +283,18 @@ func (s *soak) setUp(ctx context.Context) error {
 	}
 	if s.front, err = faultproxy.StartFront(s.kin.Endpoint, "127.0.0.1:0", s.sc.Seed); err != nil {
 		return err
+	}
+	if s.on[ClassEFO] {
+		// The runner's launch gives every instance the emulator's test CA
+		// and its subscriptions without the initial response once there
+		// is a cutter; the polling ones do not use them. Gentle: a cut or
+		// a killed reader never resets kinesis-mock's end, which would
+		// hold the shard's subscription for five minutes (its quirk,
+		// covered by the input's own tests) and leave liveness judging
+		// the emulator.
+		if s.cutter, err = testenv.StartGentleTCPProxy(strings.TrimPrefix(s.kin.TLSEndpoint, "https://")); err != nil {
+			return err
+		}
 	}
 	if s.on[ClassStreams] {
 		// One stream of the class from the start, in the group's first

@@ -60,6 +60,16 @@ func (s *soak) do(ctx context.Context, e soakEvent) error {
 		return s.reshard(ctx, e)
 	case ClassStreams:
 		return s.streamsFault(ctx, e)
+	case ClassEFO:
+		// Every subscription is renewed from after its last delivered
+		// record: nothing is read again, and the readers subscribe again
+		// within seconds, which liveness judges from here.
+		s.faultBegin("")
+		n := s.cutter.Cut()
+		s.cuts.Add(int64(n))
+		s.note("efo: cut %d connections of the fan-out readers (%s)", n, strings.Join(s.fanOutReaders(), ", "))
+		s.faultEnd("")
+		return nil
 	}
 	return s.redisFault(ctx, e)
 }

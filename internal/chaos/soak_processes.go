@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,6 +94,36 @@ func (s *soak) outputBehaviour(out string) (slow, output, what string) {
 	return "", file, ""
 }
 
+// readsFanOut draws whether the next incarnation reads with enhanced
+// fan-out: half of them do with the efo class, none without it.
+func (s *soak) readsFanOut() bool {
+	if !s.on[ClassEFO] {
+		return false
+	}
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	return s.efoRNG.IntN(2) == 0
+}
+
+// fanOutReaders names the live incarnations that read with enhanced
+// fan-out.
+func (s *soak) fanOutReaders() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var live []string
+	for _, in := range s.instances {
+		select {
+		case <-in.done:
+		default:
+			if s.fanOut[in.name] {
+				live = append(live, in.name)
+			}
+		}
+	}
+	sort.Strings(live)
+	return live
+}
+
 // budget is the instances' max_buffered_bytes.
 func (s *soak) budget() int {
 	if s.on[ClassBudget] {
@@ -115,12 +146,18 @@ func (s *soak) startInstance(name string) error {
 	names, discovery := s.instanceStreams()
 	p := s.plan
 	slow, output, what := s.outputBehaviour(out)
+	endpoint, fanOut := s.front.URL, s.readsFanOut()
+	if fanOut {
+		endpoint = "https://" + s.cutter.Addr
+		discovery += "    enhanced_fan_out: { enabled: true }\n"
+		what += ", enhanced fan-out"
+	}
 	conf := filepath.Join(s.cfg.Dir, inc+".yaml")
 	redisURL, err := s.redisURLFor(name)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakInstanceYAML, names, discovery, testenv.Region, s.front.URL,
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakInstanceYAML, names, discovery, testenv.Region, endpoint,
 		testenv.AccessKey, testenv.SecretKey, redisURL, group, p.CommitPeriod, p.LeasePeriod, p.Rebalance,
 		s.budget(), budgetWaitBound, indent(soakMapping(inc), 8), slow, instanceOutput(soakMapping(inc), output, deadLetterPath(out)))), 0o600); err != nil {
 		return err
@@ -134,6 +171,7 @@ func (s *soak) startInstance(name string) error {
 	s.instances[name] = in
 	s.incPids[inc] = c.cmd.Process.Pid
 	s.plain[inc] = what == ""
+	s.fanOut[inc] = fanOut
 	if strings.Contains(what, "nacks") {
 		// A nacked batch is delivered again whole, and what the output
 		// wrote of it before the nack is written twice: its messages

@@ -35,15 +35,21 @@ const (
 	// load, deletes them, and creates a deleted name again with new data
 	// (soak_streams.go).
 	ClassStreams = "streams"
+	// ClassEFO makes about half the incarnations read with enhanced
+	// fan-out (SubscribeToShard on the emulator's TLS port, through a TCP
+	// proxy), the others polling through the fault proxy as ever, and cuts
+	// every connection of that proxy now and then: each live subscription
+	// and call of the fan-out readers. Off by default: see DefaultClasses.
+	ClassEFO = "efo"
 )
 
 // SoakClasses lists every class.
 func SoakClasses() []string {
 	return []string{ClassKill, ClassTerm, ClassPause, ClassScale, ClassRedisRestart, ClassRedisEmpty, ClassRedisFlush,
-		ClassRedisPause, ClassRedisStall, ClassKinesis, ClassDeny, ClassReshard, ClassBudget, ClassOutput, ClassKPL, ClassRedisCut, ClassStreams, ClassWipeHolder}
+		ClassRedisPause, ClassRedisStall, ClassKinesis, ClassDeny, ClassReshard, ClassBudget, ClassOutput, ClassKPL, ClassRedisCut, ClassStreams, ClassWipeHolder, ClassEFO}
 }
 
-// DefaultClasses is every class but wipe-holder. An instance that is
+// DefaultClasses is every class but wipe-holder and efo. An instance that is
 // stopped (killed, terminated, scaled in) around a wipe cannot write back
 // what it held, so its shards are read again from the group's start: the
 // design's stated cost, which the soak then explains with a window over
@@ -51,10 +57,12 @@ func SoakClasses() []string {
 // the wipe (soak_wipe.go), so little else is checked for duplicates on
 // those shards. A holder cut off at a wipe keeps its shards (the design's
 // promise, which wipe-holder also tests). So the schedule keeps instance
-// faults clear of wipes unless wipe-holder is on.
+// faults clear of wipes unless wipe-holder is on. efo takes half the
+// incarnations' reads past the fault proxy, where the kinesis and deny
+// classes do not reach them, so it is asked for by name.
 func DefaultClasses() []string {
 	all := SoakClasses()
-	return slices.DeleteFunc(all, func(c string) bool { return c == ClassWipeHolder })
+	return slices.DeleteFunc(all, func(c string) bool { return c == ClassWipeHolder || c == ClassEFO })
 }
 
 func isClass(c string) bool { return slices.Contains(SoakClasses(), c) }
@@ -74,6 +82,10 @@ var meanGap = map[string]time.Duration{
 	ClassKill: 25 * time.Second, ClassTerm: 45 * time.Second, ClassPause: 35 * time.Second, ClassScale: 60 * time.Second,
 	ClassKinesis: 45 * time.Second, ClassDeny: 60 * time.Second, ClassReshard: 45 * time.Second,
 }
+
+// efoCutGap is the mean time between two cuts of the fan-out readers'
+// connections.
+const efoCutGap = 40 * time.Second
 
 // redisClasses take turns: one Redis fault at a time.
 var redisClasses = []string{ClassRedisRestart, ClassRedisEmpty, ClassRedisFlush, ClassRedisPause, ClassRedisStall}
@@ -155,6 +167,14 @@ func drawSchedule(seed uint64, d time.Duration, instances int, on map[string]boo
 			if e.end() < last {
 				evs = append(evs, e)
 			}
+		}
+	}
+	// Drawn from a generator of its own, so that switching it on or off
+	// leaves the other classes' schedule of a seed as it was.
+	if on[ClassEFO] {
+		cuts := rand.New(rand.NewPCG(seed, seed^0xef0c))
+		for at := first + time.Duration(cuts.ExpFloat64()*float64(efoCutGap)); at < last; at += time.Duration(cuts.ExpFloat64() * float64(efoCutGap)) {
+			evs = append(evs, soakEvent{at: at, class: ClassEFO})
 		}
 	}
 	if on[ClassStreams] {

@@ -57,26 +57,36 @@ func TestSoakScheduleHonoursItsClasses(t *testing.T) {
 	}
 }
 
-// Switching redis-cut on adds its faults and leaves every other class's
-// schedule of a seed as it was (with wipe-holder on, so that no clearance
-// around wipes drops any), so seeds run before it replay.
+// Switching redis-cut or efo on adds its faults and leaves every other
+// class's schedule of a seed as it was (with wipe-holder on, so that no
+// clearance around wipes drops any), so seeds run before it replay.
 func TestSoakScheduleRedisCutLeavesTheOthers(t *testing.T) {
-	with := classesOn(SoakClasses()...)
-	without := classesOn(SoakClasses()...)
-	delete(without, ClassRedisCut)
-	for seed := range uint64(10) {
-		a := drawSchedule(seed, time.Hour, 3, with, 3*time.Second)
-		b := drawSchedule(seed, time.Hour, 3, without, 3*time.Second)
-		var others []soakEvent
-		cuts := 0
-		for _, e := range a {
-			if e.class == ClassRedisCut {
-				cuts++
-				continue
+	for _, class := range []string{ClassRedisCut, ClassEFO} {
+		with := classesOn(SoakClasses()...)
+		without := classesOn(SoakClasses()...)
+		delete(without, class)
+		for seed := range uint64(10) {
+			a := drawSchedule(seed, time.Hour, 3, with, 3*time.Second)
+			b := drawSchedule(seed, time.Hour, 3, without, 3*time.Second)
+			var others []soakEvent
+			added := 0
+			for _, e := range a {
+				if e.class == class {
+					added++
+					continue
+				}
+				others = append(others, e)
 			}
-			others = append(others, e)
+			assert.Positive(t, added, "%s, seed %d", class, seed)
+			assert.Equal(t, b, others, "%s, seed %d", class, seed)
 		}
-		assert.Positive(t, cuts)
-		assert.Equal(t, b, others, "seed %d", seed)
 	}
+}
+
+// efo is asked for by name: the default classes leave it out, as they do
+// wipe-holder, so the CI soaks read by polling through the fault proxy.
+func TestSoakDefaultClassesLeaveOutEFO(t *testing.T) {
+	assert.NotContains(t, DefaultClasses(), ClassEFO)
+	assert.NotContains(t, DefaultClasses(), ClassWipeHolder)
+	assert.Len(t, DefaultClasses(), len(SoakClasses())-2)
 }

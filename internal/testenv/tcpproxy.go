@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 )
 
 // TCPProxy forwards TCP connections from a loopback port to a target and
@@ -21,7 +22,15 @@ type TCPProxy struct {
 	wg    sync.WaitGroup
 	// held, when not nil, is closed when a hold ends.
 	held chan struct{}
+	// gentle: connections to the target end with a FIN, never a reset
+	// (StartGentleTCPProxy); upstream holds those connections.
+	gentle   bool
+	upstream map[net.Conn]bool
 }
+
+// gentleDrain bounds how long a gentle proxy reads from the target after
+// its FIN, waiting for the target to close its side too.
+const gentleDrain = 10 * time.Second
 
 // StartTCPProxy listens on a free 127.0.0.1 port and forwards to target
 // (host:port).
@@ -30,9 +39,30 @@ func StartTCPProxy(target string) (*TCPProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting a TCP proxy to %s: %w", target, err)
 	}
-	p := &TCPProxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &TCPProxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}, upstream: map[net.Conn]bool{}}
 	p.wg.Add(1)
 	go p.accept()
+	return p, nil
+}
+
+// StartGentleTCPProxy is StartTCPProxy whose connections to the target
+// never end with a reset. When a client goes (SIGKILLed, or cut by Cut),
+// the proxy sends the target a FIN and reads, discarding, what the target
+// still sends until it closes its side too (at most 10 s): what a load
+// balancer between a client and Kinesis does. The client sees its cut
+// connection reset as ever. kinesis-mock frees a subscription whose
+// connection closed normally at once, but holds one that was reset for its
+// whole five-minute session (SubscriptionHeldAtMost); behind this proxy a
+// cut or a killed subscriber costs seconds, not minutes, so a test can
+// check how fast readers come back.
+func StartGentleTCPProxy(target string) (*TCPProxy, error) {
+	p, err := StartTCPProxy(target)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.gentle = true
+	p.mu.Unlock()
 	return p, nil
 }
 
@@ -50,6 +80,7 @@ func (p *TCPProxy) accept() {
 		}
 		p.mu.Lock()
 		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
+		p.upstream[out] = true
 		p.mu.Unlock()
 		p.wg.Add(2)
 		go p.pipe(in, out)
@@ -59,13 +90,18 @@ func (p *TCPProxy) accept() {
 
 // pipe copies one direction; when either side ends, both are closed. What
 // it reads during a hold is written when the hold ends, and it reads no
-// more until then (the rest waits in the kernel's buffers).
+// more until then (the rest waits in the kernel's buffers). A gentle proxy
+// ends a connection to the target with a FIN instead (endGently).
 func (p *TCPProxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
+	p.mu.Lock()
+	gentle, fromTarget := p.gentle, p.upstream[src]
+	p.mu.Unlock()
 	buf := make([]byte, 32<<10)
+	draining := false
 	for {
 		n, err := src.Read(buf)
-		if n > 0 {
+		if n > 0 && !draining {
 			p.mu.Lock()
 			held := p.held
 			p.mu.Unlock()
@@ -73,6 +109,12 @@ func (p *TCPProxy) pipe(dst, src net.Conn) {
 				<-held
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
+				if gentle && fromTarget {
+					// The client is gone: read the target to its end.
+					p.endGently(src)
+					draining = true
+					continue
+				}
 				break
 			}
 		}
@@ -80,12 +122,30 @@ func (p *TCPProxy) pipe(dst, src net.Conn) {
 			break
 		}
 	}
+	if gentle && !fromTarget {
+		// The client ended: the other direction reads the target until
+		// it closes, then closes both.
+		p.endGently(dst)
+		_ = src.Close()
+		return
+	}
 	_ = dst.Close()
 	_ = src.Close()
 	p.mu.Lock()
 	delete(p.conns, dst)
 	delete(p.conns, src)
+	delete(p.upstream, dst)
+	delete(p.upstream, src)
 	p.mu.Unlock()
+}
+
+// endGently sends the target a FIN on up and gives it gentleDrain to close
+// its side; the direction that reads up then closes it.
+func (p *TCPProxy) endGently(up net.Conn) {
+	if tc, ok := up.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+	_ = up.SetReadDeadline(time.Now().Add(gentleDrain))
 }
 
 // Cut closes every open connection; new ones are accepted as before. It
@@ -93,8 +153,15 @@ func (p *TCPProxy) pipe(dst, src net.Conn) {
 func (p *TCPProxy) Cut() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := len(p.conns) / 2
+	n := 0
 	for c := range p.conns {
+		if !p.upstream[c] {
+			n++
+		}
+		if p.gentle && p.upstream[c] {
+			p.endGently(c)
+			continue
+		}
 		_ = c.Close()
 	}
 	return n

@@ -57,3 +57,73 @@ func TestTCPProxyHoldDeliversLate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "twothree", string(buf[:8]), "what was held arrives after the release, in order")
 }
+
+// A gentle proxy never resets the target's connection: when the client is
+// cut, the target reads a FIN and may still write (the proxy reads and
+// drops it) until it closes its side. The plain proxy resets it: a target
+// that goes on writing after the cut gets ECONNRESET or EPIPE, which is
+// what makes kinesis-mock hold a subscription for five minutes.
+func TestGentleTCPProxyNeverResetsTheTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		start  func(string) (*TCPProxy, error)
+		resets bool
+	}{
+		{"plain", StartTCPProxy, true},
+		{"gentle", StartGentleTCPProxy, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			defer ln.Close()
+			// The target writes every 5 ms, like a subscription pushing
+			// events; once it reads the end of the connection it writes
+			// 200 ms more, then closes, and reports its first write error.
+			ended := make(chan error, 1)
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					ended <- err
+					return
+				}
+				defer c.Close()
+				eof := make(chan struct{})
+				go func() { _, _ = io.Copy(io.Discard, c); close(eof) }()
+				var after <-chan time.Time
+				for {
+					if _, err := c.Write(make([]byte, 1024)); err != nil {
+						ended <- err
+						return
+					}
+					select {
+					case <-eof:
+						eof, after = nil, time.After(200*time.Millisecond)
+					case <-after:
+						ended <- nil
+						return
+					case <-time.After(5 * time.Millisecond):
+					}
+				}
+			}()
+			p, err := tc.start(ln.Addr().String())
+			require.NoError(t, err)
+			defer p.Close()
+			c, err := net.Dial("tcp", p.Addr)
+			require.NoError(t, err)
+			defer c.Close()
+			_, err = io.ReadFull(c, make([]byte, 4096))
+			require.NoError(t, err, "the target's bytes come through")
+			assert.Equal(t, 1, p.Cut(), "one client connection cut")
+			select {
+			case err := <-ended:
+				if tc.resets {
+					assert.Error(t, err, "the target's writes after the cut fail")
+				} else {
+					assert.NoError(t, err, "the target wrote on after the FIN and closed its side itself")
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("the target never saw its connection end")
+			}
+		})
+	}
+}

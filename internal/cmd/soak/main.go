@@ -28,7 +28,7 @@ func main() {
 		seed      = flag.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the schedule (the same seed and build replay the same schedule)")
 		duration  = flag.Duration("duration", 10*time.Minute, "how long the load and its faults last (the instances drain afterwards)")
 		instances = flag.Int("instances", 3, "input processes running all along (the scale class adds up to two)")
-		faults    = flag.String("faults", "", "comma-separated fault classes to switch on (default: all but "+chaos.ClassWipeHolder+"); a leading '-' on each switches that class off from the default instead. Classes: "+strings.Join(chaos.SoakClasses(), ", "))
+		faults    = flag.String("faults", "", "comma-separated fault classes to switch on (default: all but "+chaos.ClassWipeHolder+" and "+chaos.ClassEFO+"); a leading '-' on each switches that class off from the default instead. Classes: "+strings.Join(chaos.SoakClasses(), ", "))
 	)
 	flag.Parse()
 	classes, err := parseClasses(*faults)
