@@ -103,6 +103,10 @@ type Table struct {
 	Injected string
 	// EFO says the inputs read with enhanced fan-out, past the fault proxy.
 	EFO bool
+	// FanOut, Incarnations: with the soak's efo class, how many of the
+	// incarnations read with enhanced fan-out (past the fault proxy), of
+	// how many started.
+	FanOut, Incarnations int
 	// Instances is how many input processes read (0 is read as 3), and
 	// Standbys, with Config.Standbys, how many of them held no lease just
 	// before Redis went down to come back empty (0: not measured).
@@ -143,6 +147,8 @@ func (t Table) String() string {
 	}
 	if t.EFO {
 		fmt.Fprintf(w, "input (stream -> %d kinesis input processes, enhanced fan-out)\n", instances)
+	} else if t.FanOut > 0 {
+		fmt.Fprintf(w, "input (stream -> fault proxy -> %d kinesis input processes; %d of %d incarnations read with enhanced fan-out, past the proxy)\n", instances, t.FanOut, t.Incarnations)
 	} else {
 		fmt.Fprintf(w, "input (stream -> fault proxy -> %d kinesis input processes)\n", instances)
 	}

@@ -154,3 +154,11 @@ func TestSoakReportHasOneVerdict(t *testing.T) {
 	assert.NotContains(t, got, "! order")
 	assert.Contains(t, got, "per-key order violations                            0 (and 1 after a nacking output's delivery: not violations)")
 }
+
+// With the efo class the table's input line says how many incarnations
+// read past the fault proxy: its faults did not reach them.
+func TestSoakTableNamesTheFanOutReaders(t *testing.T) {
+	got := Table{FanOut: 2, Incarnations: 5}.String()
+	assert.Contains(t, got, "input (stream -> fault proxy -> 3 kinesis input processes; 2 of 5 incarnations read with enhanced fan-out, past the proxy)")
+	assert.Contains(t, Table{}.String(), "input (stream -> fault proxy -> 3 kinesis input processes)\n")
+}

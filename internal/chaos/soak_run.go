@@ -150,6 +150,12 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 	s.mu.Lock()
 	windows, kills := append([]Window(nil), s.windows...), append([]Kill(nil), s.kills...)
 	nackers := maps.Clone(s.nackers)
+	fanOut, incarnations := 0, len(s.fanOut)
+	for _, efo := range s.fanOut {
+		if efo {
+			fanOut++
+		}
+	}
 	s.mu.Unlock()
 	v := mon.v
 	v.FenceJudged = mon.fence.judged
@@ -158,6 +164,7 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 	}
 	v.Table = Check(counter, stream, mon.all, append(windows, mon.explained...), kills, nackers)
 	v.Table.NoVerdict = true
+	v.Table.FanOut, v.Table.Incarnations = fanOut, incarnations
 	if v.Table.ACLRefusals, err = s.aclRefusals(ctx); err != nil {
 		return Verdict{}, err
 	}
