@@ -264,7 +264,11 @@ func (s *soak) deleteDyn(ctx context.Context, st *soakStream) error {
 			return fmt.Errorf("the shadow did not read %s for 5 minutes after its producer stopped (its last poll: %s)", st.label, s.shadowFailure(st.label))
 		}
 	}
-	if _, err := s.kc.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(st.name)}); err != nil {
+	// With the efo class the fan-out readers registered a consumer on the
+	// stream, and Kinesis refuses to delete a stream with consumers unless
+	// told to delete them too (ResourceInUseException), as an operator
+	// does.
+	if _, err := s.kc.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(st.name), EnforceConsumerDeletion: aws.Bool(true)}); err != nil {
 		return fmt.Errorf("deleting stream %s: %w", st.name, err)
 	}
 	s.smu.Lock()
