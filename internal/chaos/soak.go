@@ -173,6 +173,9 @@ type soak struct {
 	dynNames int
 	dynMu    sync.Mutex
 	base     *checkpointer.Checkpointer
+	// loadOver is set when the load ends: the streams class creates
+	// nothing after it (under smu).
+	loadOver bool
 }
 
 type timedEvent struct {

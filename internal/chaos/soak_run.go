@@ -78,6 +78,9 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 			return Verdict{}, fmt.Errorf("the producer of %s ended before the load did (see producer-*.log in %s): %v", label, s.cfg.Dir, err)
 		}
 	}
+	s.smu.Lock()
+	s.loadOver = true
+	s.smu.Unlock()
 	stopProducers(producers)
 	s.stopDynProducers()
 	// The faults still under way end; the monitor goes on checking (a
@@ -98,6 +101,9 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 	if err := <-errs; err != nil {
 		return Verdict{}, err
 	}
+	// A creation under way when the load ended started its producer
+	// after the stop above.
+	s.stopDynProducers()
 	s.note("load done; faults off (the kinesis class's rates stay); draining")
 	for _, name := range extraNames {
 		s.stopInstance(name, syscall.SIGTERM)

@@ -334,3 +334,18 @@ func TestShadowLeavesOutTheNextIncarnationsRecords(t *testing.T) {
 	require.NoError(t, plain.add("7", []byte(`{"k":"a-k0","c":3}`), t0))
 	assert.Len(t, plain.recs, 1, "a stream of the load's own has no label in its records")
 }
+
+// Once the load is over the streams class creates nothing: an operation
+// drawn before the end may run after it, and a stream created then would
+// be written to all through the drain (seed 7, 1 h: soak-dyn-1#25's last
+// 12 records counted as lost). No Kinesis client is set: a create would
+// panic.
+func TestSoakStreamsCreateNothingAfterTheLoad(t *testing.T) {
+	s, _ := streamsSoak(time.Now())
+	s.loadOver = true
+	for _, op := range []string{opCreate, opRecreate} {
+		require.NoError(t, s.streamsFault(t.Context(), soakEvent{class: ClassStreams, op: op}))
+	}
+	assert.Equal(t, 2, strings.Count(strings.Join(s.timeline, "\n"), "the load is over"), s.timeline)
+	assert.Zero(t, s.dynNames, "no name drawn")
+}
