@@ -46,9 +46,30 @@ type followed struct {
 	created time.Time
 }
 
+// replacedBy says whether a listing with this creation time names a later
+// incarnation of the stream than the one read. A coordinator that finds
+// its stream created again takes the new incarnation on itself
+// (sameStream, adoptCreated), so the listings after that, and a stale
+// listing from before the deletion, restart nothing: a restart then
+// stopped readers already reading the new stream and read it again from
+// its start, unmarked when a Redis wipe had taken the marks (seed 7, 1 h,
+// soak-dyn-2#4).
+func (fs *followed) replacedBy(created time.Time) bool { return created.After(fs.created) }
+
+// adoptCreated records that co, a followed stream's coordinator, now reads
+// the incarnation created at created.
+func (c *Consumer) adoptCreated(co *coordinator, created time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fs, ok := c.followed[co.id]; ok && fs.co == co && created.After(fs.created) {
+		fs.created = created
+	}
+}
+
 // Follow makes the streams the consumer reads, besides the named ones,
 // exactly found: it removes the followed streams found lacks or found with
-// another creation time, then adds those not yet read, a few at a time
+// a later creation time than the one read (followed.replacedBy), then adds
+// those not yet read, a few at a time
 // (follow_limit.go). A stream also named in the config is read by its
 // named coordinator and skipped here. Every stream is tried: the error
 // joins the ones that failed (a failed add is tried again by the next
@@ -63,7 +84,7 @@ func (c *Consumer) Follow(ctx context.Context, found []Found) error {
 	c.mu.Lock()
 	var gone []string
 	for key, fs := range c.followed {
-		if f, ok := want[key]; !ok || !f.Created.Equal(fs.created) {
+		if f, ok := want[key]; !ok || fs.replacedBy(f.Created) {
 			gone = append(gone, key)
 		}
 	}
@@ -138,7 +159,7 @@ func (c *Consumer) FollowedStreams() []string {
 // one, or a followed one with this creation time.
 func (c *Consumer) readingKey(key string, created time.Time) bool {
 	if fs, ok := c.followed[key]; ok {
-		return fs.created.Equal(created)
+		return !fs.replacedBy(created)
 	}
 	for _, co := range c.coords {
 		if co.id == key {
@@ -150,7 +171,7 @@ func (c *Consumer) readingKey(key string, created time.Time) bool {
 
 func (c *Consumer) addStream(ctx context.Context, f Found) error {
 	c.mu.Lock()
-	if fs, ok := c.followed[f.Key]; ok && !fs.created.Equal(f.Created) {
+	if fs, ok := c.followed[f.Key]; ok && fs.replacedBy(f.Created) {
 		// Another incarnation of the stream is read: stop it first.
 		c.mu.Unlock()
 		c.removeStream(ctx, f.Key, f)

@@ -206,3 +206,60 @@ func TestFollowRemovedStreamIsHandedOverWithoutDuplicates(t *testing.T) {
 	assert.Zero(t, dup, "no record acked twice at the hand-off")
 	assert.Equal(t, map[string]int{"b": shards}, owners(), "the instance that still follows the stream reads all of it")
 }
+
+// A followed stream deleted and created again between two listings: its
+// coordinator finds out by itself (a reader's NotFound, then a describe)
+// and reads the new stream from its start. The listings after that, with
+// the new creation time or a stale one from before the deletion, restart
+// nothing: a restart stopped readers already reading the new stream and,
+// when its final commits could not land, read it again from its start
+// (seed 7, 1 h: soak-dyn-2#4, unmarked, Redis having been wiped between).
+func TestFollowKeepsAStreamItsCoordinatorFoundCreatedAgain(t *testing.T) {
+	t.Parallel()
+	api := newStreamsAPI()
+	created := time.Unix(1_700_000_000, 0)
+	api.create("s", 1, 0, created) // the stream the config names
+	api.create("r", 1, 10, created)
+	stores := &storesByStream{}
+	var logs consumertest.SyncBuffer
+	cfg := testConfig()
+	cfg.FollowStreams = true
+	c, err := New(cfg, api, stores.get, service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil))), consumertest.Metrics(t))
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var got streamLog
+	go ackInto(ctx, c, &got)
+
+	old := api.found("r", consumer.StartTrimHorizon)
+	require.NoError(t, c.Follow(ctx, []Found{old}))
+	require.Eventually(t, func() bool { n, _ := got.count("r"); return n == 10 }, 15*time.Second, 20*time.Millisecond)
+
+	// Created again with 15 records: the first ten repeat the deleted
+	// stream's data (shard/index), the last five are new.
+	api.create("r", 1, 15, created.Add(time.Hour))
+	last := "r|shardId-000000000000/15"
+	require.Eventually(t, func() bool { return logs.Count("The stream was created again") == 1 && got.times(last) == 1 },
+		15*time.Second, 20*time.Millisecond, "the coordinator reads the new stream by itself: %s", logs.String())
+
+	for range 3 {
+		require.NoError(t, c.Follow(ctx, []Found{api.found("r", consumer.StartTrimHorizon)}))
+		require.NoError(t, c.Follow(ctx, []Found{old}))
+		time.Sleep(testConfig().RebalancePeriod)
+	}
+	assert.Zero(t, logs.Count("Stopped reading stream r"), "no listing restarts the stream: %s", logs.String())
+	assert.Equal(t, []string{consumertest.FakeARNPrefix + "r"}, c.FollowedStreams())
+	for i := 1; i <= 15; i++ {
+		want := 1
+		if i <= 10 {
+			want = 2 // once from the deleted stream, once from the new one
+		}
+		assert.Equal(t, want, got.times(fmt.Sprintf("r|shardId-000000000000/%d", i)), "record %d", i)
+	}
+}

@@ -89,6 +89,7 @@ func (co *coordinator) sameStream(ctx context.Context) bool {
 	}
 	co.created = current
 	co.createdSeen.Store(current.UnixNano())
+	co.c.adoptCreated(co, current)
 	return true
 }
 
