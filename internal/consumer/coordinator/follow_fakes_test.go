@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/stretchr/testify/require"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
@@ -224,7 +226,23 @@ func startFollowerWith(ctx context.Context, t *testing.T, api consumer.KinesisAP
 	if edit != nil {
 		edit(&cfg)
 	}
-	c, err := New(cfg, api, stores.get, nil, nil)
+	c := startAcking(ctx, t, cfg, api, stores, nil, got)
+	require.NoError(t, c.Follow(ctx, found))
+	return c
+}
+
+// startAcking starts a consumer of cfg that acks every batch into got
+// until ctx ends, logging into logs when it is not nil (with test
+// metrics then); it is closed when the test ends.
+func startAcking(ctx context.Context, t *testing.T, cfg consumer.Config, api consumer.KinesisAPI, stores *storesByStream, logs *consumertest.SyncBuffer, got *streamLog) *Consumer {
+	t.Helper()
+	var log *service.Logger
+	var metrics *service.Metrics
+	if logs != nil {
+		log = service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(logs, nil)))
+		metrics = consumertest.Metrics(t)
+	}
+	c, err := New(cfg, api, stores.get, log, metrics)
 	require.NoError(t, err)
 	require.NoError(t, c.Start(t.Context()))
 	t.Cleanup(func() {
@@ -233,6 +251,5 @@ func startFollowerWith(ctx context.Context, t *testing.T, api consumer.KinesisAP
 		_ = c.Close(ctx)
 	})
 	go ackInto(ctx, c, got)
-	require.NoError(t, c.Follow(ctx, found))
 	return c
 }

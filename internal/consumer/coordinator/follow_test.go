@@ -3,12 +3,10 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -32,18 +30,10 @@ func TestFollowAddsRemovesAndRecreatesStreams(t *testing.T) {
 	var logs consumertest.SyncBuffer
 	cfg := testConfig()
 	cfg.FollowStreams = true
-	c, err := New(cfg, api, stores.get, service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil))), consumertest.Metrics(t))
-	require.NoError(t, err)
-	require.NoError(t, c.Start(t.Context()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var got streamLog
-	go ackInto(ctx, c, &got)
+	c := startAcking(ctx, t, cfg, api, stores, &logs, &got)
 	gauge := func() int64 { v, _ := consumertest.Gauges.Get(consumer.MetricStreams + "{}"); return v }
 
 	// "s" is named in the config and matches too: read once, by its
@@ -224,18 +214,10 @@ func TestFollowKeepsAStreamItsCoordinatorFoundCreatedAgain(t *testing.T) {
 	var logs consumertest.SyncBuffer
 	cfg := testConfig()
 	cfg.FollowStreams = true
-	c, err := New(cfg, api, stores.get, service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil))), consumertest.Metrics(t))
-	require.NoError(t, err)
-	require.NoError(t, c.Start(t.Context()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var got streamLog
-	go ackInto(ctx, c, &got)
+	c := startAcking(ctx, t, cfg, api, stores, &logs, &got)
 
 	old := api.found("r", consumer.StartTrimHorizon)
 	require.NoError(t, c.Follow(ctx, []Found{old}))
