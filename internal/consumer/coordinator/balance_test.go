@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,22 +15,14 @@ import (
 )
 
 // balancingCoordinator is a coordinator that has listed shards and runs
-// balancing rounds against st, without a run loop.
+// balancing rounds against st, without a run loop. It is built as the
+// consumer builds one, so that a reader a round starts has everything a
+// reader uses (a Kinesis that has no such shard lists it, through the
+// coordinator's retry).
 func balancingCoordinator(st consumer.Store, owner string, shards []string) *coordinator {
-	co := &coordinator{
-		c:             &Consumer{cfg: testConfig(), owner: owner, metrics: consumer.NewMetrics(nil)},
-		api:           consumertest.NewKinesis(),
-		configured:    "s",
-		streamName:    "s",
-		store:         st,
-		listed:        map[string]consumer.Shard{},
-		unlistedSince: map[string]time.Time{},
-		readers:       map[string]shardReader{},
-		handedOff:     map[string]time.Time{},
-		asked:         map[string]time.Time{},
-		moved:         map[string]time.Time{},
-		lastOwner:     map[string]string{},
-	}
+	c := &Consumer{cfg: testConfig(), api: consumertest.NewKinesis(), owner: owner, metrics: consumer.NewMetrics(nil)}
+	co := blankCoordinator(c, "s")
+	co.streamName, co.store = "s", st
 	for _, id := range shards {
 		co.listed[id] = consumer.Shard{ID: id}
 	}
@@ -64,4 +57,27 @@ func TestBalancingAsksForTheWholeShortfallInOneRound(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int{"m1": 2, "m2": 2}, asked, "hand-offs asked for, by holder: %v", slices.Sorted(maps.Keys(st.Handoff)))
 	assert.Empty(t, co.readers, "nothing is free to take meanwhile")
+}
+
+// A shard a balancing round takes that Kinesis does not know (trimmed, or
+// of a stream deleted since) has its reader list the stream through the
+// coordinator's retry, and the reader ends; it does not crash the process.
+func TestBalancingTakesAShardKinesisNoLongerHas(t *testing.T) {
+	st := consumertest.NewStore(time.Minute)
+	require.NoError(t, st.Heartbeat(t.Context(), "a"))
+	co := balancingCoordinator(st, "a", []string{"shardId-000000000000"})
+	ctx, cancel := context.WithCancel(t.Context())
+	co.runCtx = ctx
+	t.Cleanup(func() { cancel(); close(co.runDone) })
+
+	co.rebalance(t.Context())
+
+	require.Contains(t, co.readers, "shardId-000000000000", "the round takes the free shard")
+	select {
+	case r := <-co.readerDone:
+		assert.Equal(t, "shardId-000000000000", r.Shard().ID)
+		assert.True(t, r.Outcome().ClosedShard, "ended as a trimmed shard, closed")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader of a shard Kinesis does not have never ended")
+	}
 }
