@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -142,7 +143,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	if r.red, err = testenv.StartRedis(ctx, testenv.RedisOptions{AppendOnly: !r.cfg.EmptyRedis, ShippedACL: true}); err != nil {
 		return fmt.Errorf("starting redis-server: %w", err)
 	}
-	r.kc = r.kin.Client()
+	r.kc = patientClient(r.kin)
 	arn, err := r.kin.CreateStream(ctx, streamName, r.plan.Shards)
 	if err != nil {
 		return fmt.Errorf("creating stream %s: %w", streamName, err)
@@ -194,6 +195,37 @@ func (r *runner) cleanup() {
 	if r.kin != nil {
 		r.kin.Close()
 	}
+	r.keepServerOutput()
+}
+
+// keepServerOutput writes what the emulator and Redis printed (their last
+// MiB each) beside the instances' logs, so that a run the emulator or
+// Redis broke can be read afterwards.
+func (r *runner) keepServerOutput() {
+	if r.cfg.Dir == "" {
+		return
+	}
+	if r.kin != nil && r.kin.Process() != nil {
+		r.keepOutput(r.kin.Kind+".log", r.kin.Process())
+	}
+	if r.red != nil && r.red.Process() != nil {
+		r.keepOutput("redis-server.log", r.red.Process())
+	}
+}
+
+func (r *runner) keepOutput(name string, p *testenv.Process) {
+	if err := os.WriteFile(filepath.Join(r.cfg.Dir, name), []byte(p.Output()), 0o644); err != nil {
+		r.logf("keeping the output of %s: %v", name, err)
+	}
+}
+
+// patientClient is the emulator's client for the run's own calls (streams
+// created and deleted, reshards, the shadow's reads): ten attempts rather
+// than the SDK's three, so that a few seconds in which the emulator
+// refuses new connections does not end a run of an hour (seed 8's hour
+// ended at 15 min on a DeleteStream refused three times).
+func patientClient(k *testenv.Kinesis) *kinesis.Client {
+	return kinesis.New(k.Client().Options(), func(o *kinesis.Options) { o.RetryMaxAttempts = 10 })
 }
 
 // run starts the instances and the producer, runs the schedule during the

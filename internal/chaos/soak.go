@@ -269,7 +269,7 @@ func (s *soak) setUp(ctx context.Context) error {
 	if s.red, err = testenv.StartRedis(ctx, testenv.RedisOptions{AppendOnly: true, ShippedACL: true}); err != nil {
 		return fmt.Errorf("starting redis-server: %w", err)
 	}
-	s.kc = s.kin.Client()
+	s.kc = patientClient(s.kin)
 	s.rc = s.red.Client()
 	ck := checkpointer.DefaultConfig()
 	ck.Group = group
