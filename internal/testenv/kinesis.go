@@ -74,6 +74,9 @@ func StartKinesisMock(ctx context.Context) (*Kinesis, error) {
 	return retryStart(func() (*Kinesis, error) { return startKinesisMock(ctx) })
 }
 
+// kinesisMockHeapMiB is the heap kinesis-mock's Node may grow to.
+const kinesisMockHeapMiB = 12 << 10
+
 func startKinesisMock(ctx context.Context) (*Kinesis, error) {
 	node, nm, err := nodePackage("kinesis-local", "main.js", "kinesis-local (kinesis-mock)")
 	if err != nil {
@@ -105,7 +108,12 @@ func startKinesisMock(ctx context.Context) (*Kinesis, error) {
 		"START_STREAM_ENCRYPTION", "STOP_STREAM_ENCRYPTION", "UPDATE_STREAM_MODE"} {
 		env = append(env, d+"_DURATION=0ms")
 	}
-	p, err := startProcess(KindKinesisMock, env, pkg, node, "main.js")
+	// kinesis-mock keeps every record of every stream in memory for its
+	// retention period; a soak's hour writes 675 MiB of soak-big's 96 KiB
+	// records alone, held as text. Node's default heap limit (4 GiB on a
+	// 24 GiB machine) must not be what ends a long run: near it the
+	// collector takes the CPU and the emulator stops answering.
+	p, err := startProcess(KindKinesisMock, env, pkg, node, "--max-old-space-size="+itoa(kinesisMockHeapMiB), "main.js")
 	if err != nil {
 		return nil, err
 	}

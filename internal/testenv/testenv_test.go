@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -29,6 +30,11 @@ func TestIntegrationEmulators(t *testing.T) {
 			assert.Len(t, shards.Shards, 2)
 
 			pid := k.Process().PID()
+			if kind == KindKinesisMock {
+				cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				require.NoError(t, err)
+				assert.Contains(t, string(cmdline), "--max-old-space-size=12288", "a soak's hour of records fits the emulator's heap")
+			}
 			k.Close()
 			assert.True(t, k.Process().Exited(), "emulator pid %d still running after Close", pid)
 		})
