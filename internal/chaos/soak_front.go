@@ -20,8 +20,8 @@ import (
 // run counted 22 liveness breaches and 2,306 records lost only because
 // the oldest undelivered record was still behind it when the drain's
 // two minutes were over. Liveness is about a shard that is stuck, so a
-// shard whose front moved within livenessBound is not breached, and the
-// drain goes on while such a shard moves (drainMax).
+// shard whose front, or an ancestor's, moved within livenessBound is not
+// breached, and the drain goes on while such a shard moves (drainMax).
 type readFront struct {
 	last  consumer.Position
 	moved time.Time
@@ -50,11 +50,36 @@ func (m *monitor) advance(d Delivery) {
 	f.last = p
 }
 
-// moving says whether shard's read front moved forward within
-// livenessBound of now.
+// moving says whether shard's read front, or that of one of its
+// ancestors, moved forward within livenessBound of now. A child is read
+// only once its parents are read to their end, so after a wipe a child
+// waits while its whole lineage is read again from the start, which may
+// take minutes while every ancestor moves on: seed 8's hour (2026-12-04,
+// on 6db72ec) broke liveness on soak-a/shardId-000000000025 4.5 minutes
+// after Redis wipes while soak-a's older shards, shardId-000000000000
+// first, were delivered again one after another; it was read on as soon
+// as its parents were.
 func (m *monitor) moving(shard string, now time.Time) bool {
-	f := m.fronts[shard]
-	return f != nil && now.Sub(f.moved) <= livenessBound
+	seen := map[string]bool{}
+	var walk func(id string) bool
+	walk = func(id string) bool {
+		if seen[id] {
+			return false
+		}
+		seen[id] = true
+		if f := m.fronts[id]; f != nil && now.Sub(f.moved) <= livenessBound {
+			return true
+		}
+		if ss := m.sh.shards[id]; ss != nil {
+			for _, p := range ss.parents {
+				if walk(p) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(shard)
 }
 
 // draining says whether a shard with records still to deliver is

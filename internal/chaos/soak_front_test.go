@@ -57,3 +57,69 @@ func TestLivenessJudgesAShardReadAgainByItsFront(t *testing.T) {
 		})
 	}
 }
+
+// A child waits while its parents are read again from their start after a
+// wipe (seed 8's hour, 2026-12-04: soak-a/shardId-000000000025 behind its
+// lineage for 4.5 minutes). Its own front stands still, but it is not
+// stuck while an ancestor's front moves; once no ancestor moves either,
+// it is.
+func TestLivenessLetsAChildWaitWhileItsLineageIsReadAgain(t *testing.T) {
+	t0 := time.Now()
+	const (
+		grand  = "soak-a/shardId-000000000000"
+		parent = "soak-a/shardId-000000000002"
+		child  = "soak-a/shardId-000000000005"
+	)
+	for _, tc := range []struct {
+		name string
+		// reread is the shard read again, one record a second from
+		// t0+40s, after the first pass delivered everything but the
+		// child's last records.
+		reread string
+		breach bool
+	}{
+		{"the grandparent is read again", grand, false},
+		{"the parent is read again", parent, false},
+		{"nothing of the lineage moves", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, m := streamsSoak(t0)
+			s.active, s.quiet = map[string]int{}, map[string]time.Time{"": t0}
+			shards := map[string]*shadowShard{}
+			for _, id := range []string{grand, parent, child} {
+				shards[id] = shadowOf(m, id, 5, t0)
+			}
+			shards[parent].parents = []string{grand}
+			shards[child].parents = []string{parent, "soak-a/shardId-000000000001"}
+			at := t0
+			for _, id := range []string{grand, parent, child} {
+				n := 5
+				if id == child {
+					n = 2 // 3 records left when the wipe came
+				}
+				for i := range n {
+					m.pending = append(m.pending, deliveryOf(shards[id], i, "a1", at))
+					at = at.Add(100 * time.Millisecond)
+				}
+			}
+			at = t0.Add(40 * time.Second)
+			if tc.reread != "" {
+				for i := range 5 {
+					d := deliveryOf(shards[tc.reread], i, "b1", at)
+					d.Redelivered = "true"
+					m.pending = append(m.pending, d)
+					at = at.Add(time.Second)
+				}
+			}
+			now := at.Add(holdBack + time.Second)
+			m.deliveries(now, false)
+			m.liveness(now)
+			if tc.breach {
+				assert.Equal(t, 1, m.v.Liveness, "a child whose lineage stands still is stuck")
+			} else {
+				assert.Zero(t, m.v.Liveness, "a child waiting behind a lineage that moves is live")
+			}
+			assert.Equal(t, !tc.breach, m.draining(now), "the drain waits while the lineage moves")
+		})
+	}
+}

@@ -38,6 +38,10 @@ type shadowShard struct {
 	strays, foreign int
 	// seqs holds the sequence numbers of recs (without sub-sequences).
 	seqs map[string]bool
+	// parents are the ids (stream/shard) of the shard's parents, as the
+	// listing names them: a child is read only once they are read to
+	// their end (readFront).
+	parents []string
 }
 
 // shadowReadLimit bounds the records of one GetRecords of the shadow: 20
@@ -132,6 +136,11 @@ func (sh *shadow) pollStream(ctx context.Context, ref shadowRef) error {
 		ss := sh.shards[id]
 		if ss == nil {
 			ss = &shadowShard{id: id}
+			for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
+				if aws.ToString(p) != "" {
+					ss.parents = append(ss.parents, ref.label+"/"+aws.ToString(p))
+				}
+			}
 			sh.shards[id] = ss
 			sh.order = append(sh.order, id)
 		}

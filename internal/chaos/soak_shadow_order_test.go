@@ -63,3 +63,35 @@ func TestShadowReadsTheOtherStreamsPastOneThatHangs(t *testing.T) {
 	assert.NotContains(t, sh.polledAt, "slow")
 	assert.Contains(t, sh.failed["slow"], "listing the shards of slow")
 }
+
+// The shadow keeps each shard's parents as the listing names them, so that
+// liveness can tell a child waiting for its lineage from a stuck one.
+func TestShadowKeepsEachShardsParents(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		switch target := r.Header.Get("X-Amz-Target"); {
+		case strings.HasSuffix(target, "ListShards"):
+			_, _ = w.Write([]byte(`{"Shards":[
+				{"ShardId":"shardId-000000000000","SequenceNumberRange":{"StartingSequenceNumber":"1","EndingSequenceNumber":"9"}},
+				{"ShardId":"shardId-000000000001","SequenceNumberRange":{"StartingSequenceNumber":"1","EndingSequenceNumber":"9"}},
+				{"ShardId":"shardId-000000000002","ParentShardId":"shardId-000000000000","AdjacentParentShardId":"shardId-000000000001","SequenceNumberRange":{"StartingSequenceNumber":"10"}}]}`))
+		case strings.HasSuffix(target, "GetShardIterator"):
+			_, _ = w.Write([]byte(`{"ShardIterator":"it"}`))
+		default: // GetRecords: a closed shard read to its end
+			_, _ = w.Write([]byte(`{"Records":[],"MillisBehindLatest":0}`))
+		}
+	}))
+	defer srv.Close()
+	kc := kinesis.New(kinesis.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(srv.URL),
+		Credentials:  credentials.NewStaticCredentialsProvider("k", "s", ""),
+		Retryer:      aws.NopRetryer{},
+	})
+	sh := &shadow{kc: kc, shards: map[string]*shadowShard{}}
+	require.NoError(t, sh.poll(t.Context(), []shadowRef{{name: "soak-a", label: "soak-a"}}))
+	require.Contains(t, sh.shards, "soak-a/shardId-000000000002")
+	assert.Equal(t, []string{"soak-a/shardId-000000000000", "soak-a/shardId-000000000001"}, sh.shards["soak-a/shardId-000000000002"].parents)
+	assert.Empty(t, sh.shards["soak-a/shardId-000000000000"].parents, "a shard of the stream's creation has no parent")
+}
