@@ -55,7 +55,7 @@ func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseed
 		args = append(args, l.Shard, l.Token)
 	}
 	sent := time.Now()
-	res, err := reseedScript.Run(ctx, s.c.client, []string{s.keys.Epoch, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Delivered}, args...).Slice()
+	res, err := reseedScript.Run(ctx, s.c.client, []string{s.keys.Epoch, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Delivered, s.keys.Handoff}, args...).Slice()
 	if err != nil {
 		return consumer.Reseeded{}, fmt.Errorf("re-seeding the checkpoint store: %w", err)
 	}

@@ -97,3 +97,59 @@ func heldThenForgotten(t *testing.T, shard string) (holder, fresh *Store, c *red
 	require.NoError(t, c.FlushAll(ctx).Err())
 	return holder, fresh, c, take, pos, deleted
 }
+
+// The third order: the store forgot, and an instance that had not yet
+// seen the stream created again (it started from the group's listing of
+// the deleted stream) re-seeds first, with the deleted stream's creation
+// time. The holder of the new stream re-seeds second: its seed wins, the
+// deleted stream's state is cleared, and its checkpoint and lease are
+// written. Before, the first re-seed's time stood, the holder lost its
+// lease and wrote nothing, and the first instance's next listing then
+// cleared the new stream's checkpoints: soak seed 7 (1 h, 2026-12-04),
+// soak-dyn-2#11 read again from its start, 91 duplicates outside every
+// window.
+func TestIntegrationReseedOfTheNewStreamWinsOverOneOfTheDeletedStream(t *testing.T) {
+	t.Parallel()
+	stale, fresh, c, staleTake, stalePos, deleted := heldThenForgotten(t, "shard-0")
+	ctx := t.Context()
+	recreated := deleted.Add(time.Hour)
+	_, err := stale.Reseed(ctx, consumer.Seed{Owner: "a", Checkpoints: map[string]consumer.Position{"shard-0": stalePos},
+		Closed: []string{"shard-9"}, Created: deleted, Leases: []consumer.Lease{staleTake.Lease}})
+	require.NoError(t, err)
+
+	// The holder of the new stream: it had joined the group and taken
+	// shard-1 of the new stream before the store forgot.
+	_, err = fresh.Join(ctx)
+	require.NoError(t, err)
+	newPos := consumer.Position{Sequence: "49590338271490256608559692538361571095921575989136588999"}
+	newLease := consumer.Lease{Shard: "shard-1", Owner: "b", Token: 3}
+	res, err := fresh.Reseed(ctx, consumer.Seed{Owner: "b", Checkpoints: map[string]consumer.Position{"shard-1": newPos},
+		Created: recreated, Leases: []consumer.Lease{newLease}})
+	require.NoError(t, err)
+	assert.Empty(t, res.Lost, "the new stream's holder keeps its lease")
+	require.Len(t, res.Renewed, 1)
+	assert.Equal(t, "shard-1", res.Renewed[0].Shard)
+
+	ck, err := c.HGetAll(ctx, fresh.keys.Checkpoints).Result()
+	require.NoError(t, err)
+	assert.Equal(t, newPos.String(), ck["shard-1"], "the new stream's checkpoint is written")
+	assert.NotContains(t, ck, "shard-0", "the deleted stream's checkpoint is cleared: %v", ck)
+	closed, err := c.SMembers(ctx, fresh.keys.Closed).Result()
+	require.NoError(t, err)
+	assert.Empty(t, closed, "no closed shard of the deleted stream")
+	leases, err := c.HGetAll(ctx, fresh.keys.Leases).Result()
+	require.NoError(t, err)
+	assert.NotContains(t, leases["shard-0"], "a", "the deleted stream's lease is fenced: %v", leases)
+
+	// Every instance's next check of the new stream clears nothing.
+	cleared, err := fresh.StreamCreated(ctx, recreated, recreated)
+	require.NoError(t, err)
+	assert.False(t, cleared, "the new stream's time is recorded: nothing to clear")
+	ck, err = c.HGetAll(ctx, fresh.keys.Checkpoints).Result()
+	require.NoError(t, err)
+	assert.Equal(t, newPos.String(), ck["shard-1"])
+	// And the instance of the deleted stream, once it sees the stream
+	// again, is told it saw an older one.
+	_, err = stale.StreamCreated(ctx, deleted, deleted)
+	assert.ErrorIs(t, err, consumer.ErrOlderStream)
+}

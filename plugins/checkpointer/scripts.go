@@ -143,7 +143,7 @@ var groupScript = newScript("group")
 // holds (” when gone). Only outside a Cluster (Store.CheckGroups).
 var groupsScript = newScript("groups")
 
-// reseedScript: KEYS epoch, ckpt, closed, lease, delivered; ARGV epochId,
+// reseedScript: KEYS epoch, ckpt, closed, lease, delivered, handoff; ARGV epochId,
 // groupStart, owner, periodMillis, nCheckpoints, startOverride (” for
 // none), streamCreated (ms, ” when unknown), then nCheckpoints shard, position pairs, nClosed, nClosed shards,
 // nDelivered, nDelivered shard, position pairs (redelivery marks, written
@@ -151,8 +151,11 @@ var groupsScript = newScript("groups")
 // forgot lost, as one instance knew it: the group record (the earlier
 // start wins, so two instances that disagree converge on one), the
 // creation time of the stream the checkpoints belong to (if none is
-// recorded: a stream deleted and created again after the wipe is then
-// still told apart, and its checkpoints cleared), checkpoints
+// recorded, or a later one than recorded, whose seed first clears what
+// seeds of the deleted stream wrote; a seed of an earlier one than
+// recorded writes no position, closed shard or lease: a stream deleted and
+// created again is told apart whatever order the instances re-seed in),
+// checkpoints
 // (only forwards), the start override (if none), closed shards, and the
 // caller's leases with their tokens (so commits in flight stay valid),
 // unless another owner took one meanwhile (the store holds a newer token;

@@ -13,14 +13,38 @@ local won = redis.call('HGET', KEYS[1], 'id') == ARGV[1]
 -- Shards pruned as trimmed (prune) are not written back.
 local prunedList = redis.call('HGET', KEYS[1], '{{prunedField}}') or ''
 local function pruned(shard) return string.find(prunedList, ' ' .. shard .. ' ', 1, true) ~= nil end
-if ARGV[7] ~= '' then redis.call('HSETNX', KEYS[1], '{{streamCreatedField}}', ARGV[7]) end
--- A seed of another incarnation of the stream (deleted and created again;
--- another instance recorded the new one since the store forgot) writes no
--- position, closed shard or lease: they are the deleted stream's, and
--- Kinesis has no record at those positions in the new one. Its leases are
--- lost. Marks are still written forwards (one too high only marks).
+-- The stream incarnation the seed's state belongs to, against the one
+-- recorded since the store forgot. A seed of an earlier incarnation (the
+-- stream was deleted and created again; another instance recorded the new
+-- one) is stale: it writes no position, closed shard or lease, since they
+-- are the deleted stream's and Kinesis has no record at those positions in
+-- the new one, and its leases are lost. A seed of a later one finds the
+-- deleted stream's state written back by an instance that had not seen the
+-- new stream yet: that state is cleared as stream_created clears it (every
+-- position and closed shard, hand-off requests, every lease fenced) and the
+-- later time recorded. Only a later creation time clears, as there, so the
+-- order the instances re-seed in does not matter (soak seed 7, 1 h: c18,
+-- started from the group's listing of the deleted soak-dyn-2, re-seeded
+-- first; b22, reading the new one, re-seeded second and lost its leases,
+-- and c18's next listing then cleared the new stream's checkpoints and read
+-- it again from its start). Marks are written forwards either way (one too
+-- high only marks).
 local recorded = redis.call('HGET', KEYS[1], '{{streamCreatedField}}')
-local stale = ARGV[7] ~= '' and recorded ~= false and recorded ~= ARGV[7]
+local stale = false
+if ARGV[7] ~= '' then
+  if not recorded or tonumber(ARGV[7]) > tonumber(recorded) then
+    if recorded then
+      fence_all(KEYS[4])
+      for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
+        if string.sub(f, 1, 1) ~= '_' then redis.call('HDEL', KEYS[2], f) end
+      end
+      redis.call('DEL', KEYS[3], KEYS[6])
+    end
+    redis.call('HSET', KEYS[1], '{{streamCreatedField}}', ARGV[7])
+  elseif tonumber(ARGV[7]) < tonumber(recorded) then
+    stale = true
+  end
+end
 local seeded = {}
 local i = 8
 for _ = 1, tonumber(ARGV[5]) do
