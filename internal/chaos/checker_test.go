@@ -118,3 +118,34 @@ func TestParseDeliveriesSkipsTornLastLine(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Len(t, ds, 2)
 }
+
+// A record first delivered before two wipes may come again after each:
+// the bound allows one more delivery per window that holds its first one.
+func TestCheckBoundCountsEachWindowThatHoldsAFirstDelivery(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	stream := []Record{{Shard: "s0", Seq: "1", K: "k0", C: 1}, {Shard: "s0", Seq: "2", K: "k0", C: 2}}
+	d := func(seq string, c int, inst string, ms int, again bool) Delivery {
+		r := "false"
+		if again {
+			r = "true"
+		}
+		return Delivery{K: "k0", C: c, Shard: "s0", Seq: seq, Inst: inst, At: at(ms), Redelivered: r, Attempt: "1"}
+	}
+	wipe := func(what string, ms int) Window {
+		return Window{What: what, Shards: map[string]bool{"s0": true}, From: t0, To: at(ms)}
+	}
+	ds := []Delivery{
+		d("1", 1, "a1", 0, false), d("2", 2, "a1", 10, false),
+		d("1", 1, "a1", 1000, true), d("2", 2, "a1", 1010, true), // read again after the first wipe
+		d("1", 1, "a1", 2000, true), d("2", 2, "a1", 2010, true), // and after the second
+	}
+	tab := Check(map[string]int{"k0": 2}, stream, ds, []Window{wipe("redis-empty", 500), wipe("redis-flush", 1500)}, nil, nil)
+	assert.Equal(t, 4, tab.Duplicates)
+	assert.Equal(t, 4, tab.DuplicateBound, "two windows hold each first delivery")
+	assert.True(t, tab.OK(), tab.String())
+
+	tab = Check(map[string]int{"k0": 2}, stream, ds, []Window{wipe("redis-empty", 500)}, nil, nil)
+	assert.Equal(t, 2, tab.DuplicateBound, "one window: each first delivery once")
+	assert.False(t, tab.OK(), "a third delivery that no second fault explains is over the bound")
+}
