@@ -46,14 +46,7 @@ func TestLivenessJudgesAShardReadAgainByItsFront(t *testing.T) {
 			if tc.rewound {
 				now = now.Add(livenessBound)
 			}
-			m.deliveries(now, false)
-			m.liveness(now)
-			if tc.breach {
-				assert.Equal(t, 1, m.v.Liveness, "a stuck shard breaks liveness")
-			} else {
-				assert.Zero(t, m.v.Liveness, "a shard that moves is live")
-			}
-			assert.Equal(t, tc.drains, m.draining(now), "the drain waits for a shard that moves")
+			judgeLiveness(t, m, now, tc.breach, tc.drains)
 		})
 	}
 }
@@ -112,14 +105,21 @@ func TestLivenessLetsAChildWaitWhileItsLineageIsReadAgain(t *testing.T) {
 				}
 			}
 			now := at.Add(holdBack + time.Second)
-			m.deliveries(now, false)
-			m.liveness(now)
-			if tc.breach {
-				assert.Equal(t, 1, m.v.Liveness, "a child whose lineage stands still is stuck")
-			} else {
-				assert.Zero(t, m.v.Liveness, "a child waiting behind a lineage that moves is live")
-			}
-			assert.Equal(t, !tc.breach, m.draining(now), "the drain waits while the lineage moves")
+			judgeLiveness(t, m, now, tc.breach, !tc.breach)
 		})
 	}
+}
+
+// judgeLiveness takes in the monitor's pending deliveries at now, checks
+// liveness, and asserts one breach (or none) and whether the drain waits.
+func judgeLiveness(t *testing.T, m *monitor, now time.Time, breach, drains bool) {
+	t.Helper()
+	m.deliveries(now, false)
+	m.liveness(now)
+	if breach {
+		assert.Equal(t, 1, m.v.Liveness, "a stuck shard breaks liveness")
+	} else {
+		assert.Zero(t, m.v.Liveness, "a shard that moves, or waits for a lineage that moves, is live")
+	}
+	assert.Equal(t, drains, m.draining(now), "the drain waits while a shard or its lineage moves")
 }

@@ -44,12 +44,7 @@ func TestShadowReadsTheOtherStreamsPastOneThatHangs(t *testing.T) {
 		_, _ = w.Write([]byte(`{"Shards":[]}`))
 	}))
 	defer srv.Close()
-	kc := kinesis.New(kinesis.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(srv.URL),
-		Credentials:  credentials.NewStaticCredentialsProvider("k", "s", ""),
-		Retryer:      aws.NopRetryer{},
-	})
+	kc := fakeKinesisClient(srv.URL)
 	sh := &shadow{kc: kc, shards: map[string]*shadowShard{}, streamBudget: 300 * time.Millisecond}
 	refs := []shadowRef{{name: "slow", label: "slow"}, {name: "fast", label: "fast"}}
 	for turn := 0; turn < 2; turn++ {
@@ -83,15 +78,20 @@ func TestShadowKeepsEachShardsParents(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	kc := kinesis.New(kinesis.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(srv.URL),
-		Credentials:  credentials.NewStaticCredentialsProvider("k", "s", ""),
-		Retryer:      aws.NopRetryer{},
-	})
+	kc := fakeKinesisClient(srv.URL)
 	sh := &shadow{kc: kc, shards: map[string]*shadowShard{}}
 	require.NoError(t, sh.poll(t.Context(), []shadowRef{{name: "soak-a", label: "soak-a"}}))
 	require.Contains(t, sh.shards, "soak-a/shardId-000000000002")
 	assert.Equal(t, []string{"soak-a/shardId-000000000000", "soak-a/shardId-000000000001"}, sh.shards["soak-a/shardId-000000000002"].parents)
 	assert.Empty(t, sh.shards["soak-a/shardId-000000000000"].parents, "a shard of the stream's creation has no parent")
+}
+
+// fakeKinesisClient is a Kinesis client of a fake endpoint, without retries.
+func fakeKinesisClient(url string) *kinesis.Client {
+	return kinesis.New(kinesis.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(url),
+		Credentials:  credentials.NewStaticCredentialsProvider("k", "s", ""),
+		Retryer:      aws.NopRetryer{},
+	})
 }
