@@ -48,6 +48,19 @@ local function fence_all(key, leases)
   end
 end
 
+-- Clears the state of a stream incarnation that was deleted: every
+-- checkpoint (not the '_' fields: the start override stays), the closed
+-- set and the hand-off requests, and every lease freed with its token
+-- bumped. stream_created when the stream was created again, reseed when a
+-- seed of the new stream finds the deleted one's written back.
+local function clear_incarnation(ckpt_key, closed_key, lease_key, handoff_key)
+  fence_all(lease_key)
+  for _, f in ipairs(redis.call('HKEYS', ckpt_key)) do
+    if string.sub(f, 1, 1) ~= '_' then redis.call('HDEL', ckpt_key, f) end
+  end
+  redis.call('DEL', closed_key, handoff_key)
+end
+
 -- The group record (KEYS epoch, a HASH: id, start, reseeded) names this
 -- incarnation of the group's state. A mutation presents the id its caller
 -- knows; a missing or different one means the store forgot the group

@@ -33,13 +33,7 @@ local recorded = redis.call('HGET', KEYS[1], '{{streamCreatedField}}')
 local stale = false
 if ARGV[7] ~= '' then
   if not recorded or tonumber(ARGV[7]) > tonumber(recorded) then
-    if recorded then
-      fence_all(KEYS[4])
-      for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
-        if string.sub(f, 1, 1) ~= '_' then redis.call('HDEL', KEYS[2], f) end
-      end
-      redis.call('DEL', KEYS[3], KEYS[6])
-    end
+    if recorded then clear_incarnation(KEYS[2], KEYS[3], KEYS[4], KEYS[6]) end
     redis.call('HSET', KEYS[1], '{{streamCreatedField}}', ARGV[7])
   elseif tonumber(ARGV[7]) < tonumber(recorded) then
     stale = true
