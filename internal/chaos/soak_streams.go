@@ -276,17 +276,40 @@ func (s *soak) deleteDyn(ctx context.Context, st *soakStream) error {
 			return fmt.Errorf("the shadow did not read %s for 5 minutes after its producer stopped (its last poll: %s)", st.label, s.shadowFailure(st.label))
 		}
 	}
-	// With the efo class the fan-out readers registered a consumer on the
-	// stream, and Kinesis refuses to delete a stream with consumers unless
-	// told to delete them too (ResourceInUseException), as an operator
-	// does.
+	return s.removeDyn(ctx, st, from)
+}
+
+// removeDyn deletes st's stream. With the efo class the fan-out readers
+// registered a consumer on the stream, and Kinesis refuses to delete a
+// stream with consumers unless told to delete them too
+// (ResourceInUseException), as an operator does. Kinesis then ends the
+// deleted stream's subscriptions; kinesis-mock does not: a subscription
+// polls the stream by its ARN, the same for the next incarnation, and
+// carries its index into it, so a reader that has not yet seen the
+// deletion is handed the new stream's records from the deleted shard's
+// length on, having skipped those written before its next poll (seed 9,
+// 1 h with efo: soak-dyn-2#2's first 8 records first delivered after its
+// 27th, by a4, whose subscription was opened on the deleted incarnation).
+// The soak ends them as Kinesis would: it cuts the fan-out connections
+// once the deletion is in, and a reader's next subscription is refused
+// (the stream, and with it the consumer, is gone).
+func (s *soak) removeDyn(ctx context.Context, st *soakStream, from time.Time) error {
 	if _, err := s.kc.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(st.name), EnforceConsumerDeletion: aws.Bool(true)}); err != nil {
 		return fmt.Errorf("deleting stream %s: %w", st.name, err)
+	}
+	cut := ""
+	if s.cutter != nil {
+		// A cut is a fault for liveness, as the efo class's are.
+		s.faultBegin("")
+		n := s.cutter.Cut()
+		s.cuts.Add(int64(n))
+		s.faultEnd("")
+		cut = fmt.Sprintf("; its subscriptions ended as Kinesis ends them (fan-out connections cut: %d)", n)
 	}
 	s.smu.Lock()
 	st.deleted = time.Now()
 	s.smu.Unlock()
-	s.note("streams: deleted %s (incarnation %s), %v after its producer stopped", st.name, st.label, st.deleted.Sub(from).Round(100*time.Millisecond))
+	s.note("streams: deleted %s (incarnation %s), %v after its producer stopped%s", st.name, st.label, st.deleted.Sub(from).Round(100*time.Millisecond), cut)
 	return nil
 }
 
