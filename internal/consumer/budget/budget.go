@@ -178,6 +178,18 @@ func (b *Budget) State() (held int64, waiting int, oldest time.Time) {
 	return b.held, len(b.queue), oldest
 }
 
+// callsUnderWay is the room reserved for calls that have not answered
+// yet: GetRecords calls, or subscriptions waiting for their next event.
+func (b *Budget) callsUnderWay() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var n int64
+	for s := range b.holders {
+		n += s.calling.Load()
+	}
+	return n
+}
+
 // stalledSince is since when the head of the queue has had no grant (zero
 // when nobody waits), and the shards holding room then.
 func (b *Budget) stalledSince() (time.Time, []*Shard) {

@@ -100,3 +100,46 @@ func TestShardBudgetAsksHalfTheBudgetAtMost(t *testing.T) {
 	assert.Equal(t, int64(2<<20), s.reserved)
 	s.Close()
 }
+
+// A budget held by calls Kinesis has not answered says so, and does not
+// send the user to the pipeline (seed 9's hour with efo: GetRecords calls
+// the emulator left unanswered for 20 s held the room a new shard needed,
+// and the warning said the pipeline was slower than the streams). Once
+// the calls answer and the records wait for acks instead, the next
+// episode names the pipeline.
+func TestBudgetWarningNamesCallsNotAnswered(t *testing.T) {
+	t.Parallel()
+	var logs consumertest.SyncBuffer
+	b := New(4<<20, consumer.NewMetrics(nil))
+	log := service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil)))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go b.Watch(ctx, log, 100*time.Millisecond, 300*time.Millisecond, 10*time.Millisecond)
+
+	// Two shards' calls under way hold the room; a shard that knows
+	// nothing of its records yet waits.
+	calling := []*Shard{NewShard(b, 10000, false, nil, "s/0"), NewShard(b, 10000, false, nil, "s/1")}
+	for _, s := range calling {
+		require.NoError(t, s.Reserve(ctx))
+	}
+	waiting := NewShard(b, 10000, false, nil, "s/2")
+	ready := waiting.ask()
+	assert.Eventually(t, func() bool { return logs.Count("have not answered yet") == 1 }, 5*time.Second, 10*time.Millisecond)
+	assert.Zero(t, logs.Count("The pipeline is slower"), "the pipeline is not what holds the room")
+	assert.Contains(t, logs.String(), "reserved_for_calls=4194304")
+
+	// The calls answer with records that then wait for the pipeline.
+	recs := []consumer.Record{{Data: make([]byte, 1<<20), PartitionKey: "k", Sequence: "1"}}
+	raw := []types.Record{{Data: recs[0].Data, PartitionKey: aws.String("k"), SequenceNumber: aws.String("1")}}
+	for _, s := range calling {
+		s.Settle(recs, raw, 0)
+	}
+	<-ready
+	require.NoError(t, waiting.Reserve(ctx))
+	waiting.GiveBack()
+	assert.Eventually(t, func() bool { return logs.Count("no longer holds shards back") == 1 }, 5*time.Second, 10*time.Millisecond)
+	b.charge(3 << 20) // records waiting for acks fill the budget
+	waiting.ask()
+	assert.Eventually(t, func() bool { return logs.Count("The pipeline is slower") == 1 }, 5*time.Second, 10*time.Millisecond)
+	assert.Contains(t, logs.String(), "reserved_for_calls=0")
+}

@@ -39,6 +39,7 @@ func (s *Shard) Settle(recs []consumer.Record, raw []types.Record, behind int64)
 	}
 	delta := s.lastAnswer - s.reserved
 	s.reserved, s.holding = 0, false
+	s.calling.Store(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -165,6 +166,7 @@ func (s *Shard) Close() {
 		return
 	}
 	s.closed = true
+	s.calling.Store(0)
 	n := s.outstanding - s.inPipeline
 	s.add(-n)
 	s.b.giveBack(n)

@@ -82,8 +82,10 @@ type Shard struct {
 	// not yet acked or nacked: it stays charged after close.
 	inPipeline int64
 	closed     bool
-	// held mirrors outstanding for the stall report, read without mu.
-	held atomic.Int64
+	// held mirrors outstanding for the stall report, read without mu;
+	// calling mirrors reserved while a call is under way, for the
+	// budget's warning.
+	held, calling atomic.Int64
 }
 
 const (
@@ -203,6 +205,7 @@ func (s *Shard) Reserve(ctx context.Context) error {
 		}
 	}
 	s.reserved, s.holding, s.wait = s.wait.granted, true, nil
+	s.calling.Store(s.reserved)
 	s.mu.Lock()
 	s.add(s.reserved)
 	s.mu.Unlock()
@@ -217,6 +220,7 @@ func (s *Shard) GiveBack() {
 	}
 	n := s.reserved
 	s.reserved, s.holding = 0, false
+	s.calling.Store(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.closed {

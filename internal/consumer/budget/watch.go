@@ -43,9 +43,18 @@ func (b *Budget) Watch(ctx context.Context, log *service.Logger, after, gap, tic
 		switch {
 		case waiting > 0 && !warned && after > 0 && now.Sub(oldest) > after:
 			warned = true
-			log.With("waiting_shards", waiting, "buffered_bytes", held, "max_buffered_bytes", b.capacity).
-				Warnf("The input's byte budget (max_buffered_bytes %d) has held shards back for %v, longer than lag_warn_threshold (%v): %d shards wait to fetch while %d bytes of records wait in the input or for the pipeline's acks. The pipeline is slower than the streams; raise max_buffered_bytes if the process has the memory, or speed the pipeline up",
-					b.capacity, now.Sub(oldest).Round(time.Second), after, waiting, held)
+			calls := b.callsUnderWay()
+			l := log.With("waiting_shards", waiting, "buffered_bytes", held, "max_buffered_bytes", b.capacity, "reserved_for_calls", calls)
+			if 2*calls > held {
+				// Most of the room waits for answers, not for the pipeline:
+				// raising the budget or speeding the pipeline up would not
+				// help.
+				l.Warnf("The input's byte budget (max_buffered_bytes %d) has held shards back for %v, longer than lag_warn_threshold (%v): %d shards wait to fetch while %d bytes are held, %d of them reserved for calls to Kinesis that have not answered yet. Kinesis answers slowly or not at all (see the read errors); the shards are let in as those calls answer or time out",
+					b.capacity, now.Sub(oldest).Round(time.Second), after, waiting, held, calls)
+				continue
+			}
+			l.Warnf("The input's byte budget (max_buffered_bytes %d) has held shards back for %v, longer than lag_warn_threshold (%v): %d shards wait to fetch while %d bytes of records wait in the input or for the pipeline's acks. The pipeline is slower than the streams; raise max_buffered_bytes if the process has the memory, or speed the pipeline up",
+				b.capacity, now.Sub(oldest).Round(time.Second), after, waiting, held-calls)
 		case warned && waiting == 0 && now.Sub(lastWaiting) >= gap:
 			warned = false
 			log.Infof("The input's byte budget no longer holds shards back (none waited for %v)", gap)
