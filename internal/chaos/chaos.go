@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/redis/go-redis/v9"
 
@@ -224,8 +225,31 @@ func (r *runner) keepOutput(name string, p *testenv.Process) {
 // than the SDK's three, so that a few seconds in which the emulator
 // refuses new connections does not end a run of an hour (seed 8's hour
 // ended at 15 min on a DeleteStream refused three times).
+//
+// Each attempt is bounded too (callTimeout): kinesis-mock, loaded by an
+// hour with efo, has left a request unanswered for a minute while it
+// answered others (seed 9: a DescribeStreamSummary, and one instance's
+// GetRecords calls); the attempt after it is answered.
 func patientClient(k *testenv.Kinesis) *kinesis.Client {
-	return kinesis.New(k.Client().Options(), func(o *kinesis.Options) { o.RetryMaxAttempts = 10 })
+	return kinesis.New(k.Client().Options(), func(o *kinesis.Options) {
+		o.RetryMaxAttempts = 10
+		o.HTTPClient = awshttp.NewBuildableClient().WithTimeout(callTimeout)
+	})
+}
+
+// callTimeout bounds one attempt of the runner's own calls; the largest
+// answer (10 MiB, the shadow's GetRecords) takes well under a second on
+// loopback.
+const callTimeout = 20 * time.Second
+
+// emulatorPatience is how long the runner waits for a stream to be ACTIVE
+// after it created or resharded it: kinesis-mock takes half a second, but
+// under an hour's load has left requests unanswered for a minute.
+const emulatorPatience = 3 * time.Minute
+
+// waitActive waits until stream is ACTIVE, for emulatorPatience at most.
+func (r *runner) waitActive(ctx context.Context, stream string) (string, error) {
+	return r.kin.WaitActiveWithin(ctx, stream, emulatorPatience)
 }
 
 // run starts the instances and the producer, runs the schedule during the

@@ -68,7 +68,7 @@ func (r *runner) splitStream(ctx context.Context, stream string) error {
 		return fmt.Errorf("splitting shard %s: %w", aws.ToString(widest.ShardId), err)
 	}
 	r.logf("chaos: split %s", aws.ToString(widest.ShardId))
-	_, err = r.kin.WaitActive(ctx, stream)
+	_, err = r.waitActive(ctx, stream)
 	return err
 }
 
@@ -92,7 +92,7 @@ func (r *runner) mergeStream(ctx context.Context, stream string) error {
 			return fmt.Errorf("merging shards %s and %s: %w", aws.ToString(shards[i].ShardId), aws.ToString(shards[i+1].ShardId), err)
 		}
 		r.logf("chaos: merged %s and %s", aws.ToString(shards[i].ShardId), aws.ToString(shards[i+1].ShardId))
-		_, err = r.kin.WaitActive(ctx, stream)
+		_, err = r.waitActive(ctx, stream)
 		return err
 	}
 	return errors.New("no two adjacent open shards to merge")

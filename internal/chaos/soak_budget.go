@@ -20,6 +20,14 @@ var budgetWaitWarnings = []string{
 	"has let no shard in for",  // the head of the queue had no grant for a minute
 }
 
+// budgetWaitOnKinesis marks the first warning when more than half of the
+// room was reserved for calls Kinesis had not answered: the shards waited
+// for the emulator, not for the pipeline. Counted apart, not a breach
+// (seed 9's hour with efo: kinesis-mock left some GetRecords calls
+// unanswered for a minute). A shard that Kinesis never answers is
+// liveness's to judge.
+const budgetWaitOnKinesis = "have not answered yet"
+
 // logTail reads what the instances appended to their logs since the last
 // call, whole lines only.
 type logTail struct {
@@ -70,12 +78,17 @@ func (m *monitor) budgetWaits() error {
 	return m.logs.lines(logs, func(path string, line []byte) {
 		for _, w := range budgetWaitWarnings {
 			if bytes.Contains(line, []byte(w)) {
-				m.v.BudgetWaits++
 				inc := strings.TrimSuffix(filepath.Base(path), ".log")
 				msg := string(line)
 				if i := strings.Index(msg, "msg="); i >= 0 {
 					msg = msg[i:]
 				}
+				if bytes.Contains(line, []byte(budgetWaitOnKinesis)) {
+					m.v.BudgetWaitsOnKinesis++
+					m.s.note("budget wait of %s behind calls Kinesis did not answer (not the pipeline; not a breach): %s", inc, msg)
+					return
+				}
+				m.v.BudgetWaits++
 				m.fail("budget wait", "%s: %s", inc, msg)
 				return
 			}

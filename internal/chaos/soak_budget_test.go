@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -41,4 +42,23 @@ func TestSoakFailsOnABudgetWaitWarning(t *testing.T) {
 	assert.Contains(t, m.v.First, "budget wait: a1: msg=")
 	require.NoError(t, m.budgetWaits())
 	assert.Equal(t, 1, m.v.BudgetWaits, "a line is counted once")
+}
+
+// A wait behind calls Kinesis did not answer is counted apart and noted,
+// not a breach: the pipeline acked all along.
+func TestSoakCountsABudgetWaitBehindUnansweredCallsApart(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "b16.jsonl")
+	var notes []string
+	s := &soak{runner: &runner{outputs: []string{out}, logf: func(f string, a ...any) { notes = append(notes, fmt.Sprintf(f, a...)) }}}
+	m := newMonitor(s)
+	line := `time="x" level=warning msg="The input's byte budget (max_buffered_bytes 2097152) has held shards back for 30s, longer than lag_warn_threshold (30s): 4 shards wait to fetch while 1600000 bytes are held, 1100000 of them reserved for calls to Kinesis that have not answered yet. Kinesis answers slowly or not at all"` + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b16.log"), []byte(line), 0o600))
+	require.NoError(t, m.budgetWaits())
+	assert.Zero(t, m.v.BudgetWaits)
+	assert.Equal(t, 1, m.v.BudgetWaitsOnKinesis)
+	assert.Empty(t, m.v.First)
+	assert.True(t, m.v.Pass())
+	require.Len(t, notes, 1)
+	assert.Contains(t, notes[0], "budget wait of b16 behind calls Kinesis did not answer")
 }

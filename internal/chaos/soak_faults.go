@@ -225,7 +225,7 @@ func (s *soak) reshard(ctx context.Context, e soakEvent) error {
 	st := s.scopedStreams()[e.target%len(s.scopedStreams())]
 	st.reshard.Lock()
 	defer st.reshard.Unlock()
-	if _, err := s.kin.WaitActive(ctx, st.name); err != nil {
+	if _, err := s.waitActive(ctx, st.name); err != nil {
 		return err
 	}
 	open, err := s.openShardsOf(ctx, st.name)

@@ -29,6 +29,9 @@ type Verdict struct {
 	// BudgetWaits are the instances' warnings that a shard waited for the
 	// byte budget past budgetWaitBound, or that the budget stalled.
 	BudgetWaits int
+	// BudgetWaitsOnKinesis are such warnings where the room was mostly
+	// reserved for calls Kinesis had not answered: not a breach.
+	BudgetWaitsOnKinesis int
 	// FenceBreaches are deliveries of a shard while another instance held
 	// its lease; FenceJudged how many deliveries were judged.
 	FenceBreaches, FenceJudged int
@@ -151,8 +154,8 @@ func (s *soak) report(v *Verdict) {
 			created, deleted, len(v.NewStreamReads), lo.Round(100*time.Millisecond), hi.Round(100*time.Millisecond), newStreamBound(s.plan.LeasePeriod), v.NewStreamLate, v.DeletedUnread, v.StaleDeliveries)
 	}
 	fmt.Fprintf(out, "stray aggregate copies in the streams (readers drop them; not checked): %d user records\n", v.Strays)
-	fmt.Fprintf(out, "checked while running: %d duplicates outside every window, %d order violations (and %d by nacking outputs), %d checkpoint regressions, %d liveness breaches (bound %v), %d budget waits (bound %v), %d deliveries while another instance held the lease (of %d judged), %d instances over %d MiB (peak %d MiB), leftover processes %v\n",
-		v.DupsOutside, v.OrderLive, v.OrderByNacks, v.Regressions, v.Liveness, livenessBound, v.BudgetWaits, budgetWaitBound, v.FenceBreaches, v.FenceJudged, v.RSSBreaches, s.budget()>>20+rssMarginMiB, v.PeakRSSMiB, v.Leftover)
+	fmt.Fprintf(out, "checked while running: %d duplicates outside every window, %d order violations (and %d by nacking outputs), %d checkpoint regressions, %d liveness breaches (bound %v), %d budget waits (bound %v; and %d behind calls Kinesis did not answer), %d deliveries while another instance held the lease (of %d judged), %d instances over %d MiB (peak %d MiB), leftover processes %v\n",
+		v.DupsOutside, v.OrderLive, v.OrderByNacks, v.Regressions, v.Liveness, livenessBound, v.BudgetWaits, budgetWaitBound, v.BudgetWaitsOnKinesis, v.FenceBreaches, v.FenceJudged, v.RSSBreaches, s.budget()>>20+rssMarginMiB, v.PeakRSSMiB, v.Leftover)
 	if len(v.outside) > 0 {
 		fmt.Fprintf(out, "duplicates outside every window, largest groups: %s\n", describeGroups(v.outside.largest()))
 	}

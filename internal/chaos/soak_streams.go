@@ -193,7 +193,7 @@ func (s *soak) createDyn(ctx context.Context, name string, during bool) error {
 		}
 		sleepCtx(ctx, 500*time.Millisecond)
 	}
-	arn, err := s.kin.WaitActive(ctx, name)
+	arn, err := s.waitActive(ctx, name)
 	if err != nil {
 		return err
 	}

@@ -234,19 +234,37 @@ func (k *Kinesis) CreateStream(ctx context.Context, name string, shards int) (st
 	return k.WaitActive(ctx, name)
 }
 
-// WaitActive waits until the stream is ACTIVE and returns its ARN.
+// WaitActive waits up to a minute until the stream is ACTIVE and returns
+// its ARN.
 func (k *Kinesis) WaitActive(ctx context.Context, name string) (string, error) {
+	return k.WaitActiveWithin(ctx, name, time.Minute)
+}
+
+// describeTimeout bounds one DescribeStreamSummary of WaitActiveWithin: an
+// emulator under load can leave a request unanswered (kinesis-mock during
+// the soak's hour with efo), and the next one is answered.
+const describeTimeout = 10 * time.Second
+
+// WaitActiveWithin waits up to limit until the stream is ACTIVE and
+// returns its ARN.
+func (k *Kinesis) WaitActiveWithin(ctx context.Context, name string, limit time.Duration) (string, error) {
 	c := k.Client()
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
+	status := types.StreamStatus("unknown")
 	for {
-		out, err := c.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
-		if err == nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusActive {
-			return aws.ToString(out.StreamDescriptionSummary.StreamARN), nil
+		call, end := context.WithTimeout(ctx, describeTimeout)
+		out, err := c.DescribeStreamSummary(call, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
+		end()
+		if err == nil {
+			status = out.StreamDescriptionSummary.StreamStatus
+			if status == types.StreamStatusActive {
+				return aws.ToString(out.StreamDescriptionSummary.StreamARN), nil
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("waiting for stream %s to be ACTIVE: %v (last error %v)", name, ctx.Err(), err)
+			return "", fmt.Errorf("waiting for stream %s to be ACTIVE: %v (last status seen %s, last error %v)", name, ctx.Err(), status, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
