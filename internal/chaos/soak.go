@@ -138,6 +138,12 @@ type soak struct {
 	denied       map[string]bool
 	storm        int             // storms under way
 	busy         map[string]bool // instances under a fault
+	// emuStalls counts the stalls of kinesis-mock's TLS port seen so far,
+	// emuStalled their time, emuStallSince when the current one began
+	// (zero when none; soak_emulator.go).
+	emuStalls     int
+	emuStalled    time.Duration
+	emuStallSince time.Time
 	kicks        int
 	incN         map[string]int  // incarnations started per instance name
 	stopped      map[string]bool // incarnations the soak stopped

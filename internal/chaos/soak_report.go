@@ -153,6 +153,12 @@ func (s *soak) report(v *Verdict) {
 		fmt.Fprintf(out, "streams class: %d streams created during the run, %d deleted; %d shards of new streams first delivered from %v to %v after ACTIVE (bound %v), %d late; %d records undelivered at a deletion; %d deleted incarnations delivered from after their deletion\n",
 			created, deleted, len(v.NewStreamReads), lo.Round(100*time.Millisecond), hi.Round(100*time.Millisecond), newStreamBound(s.plan.LeasePeriod), v.NewStreamLate, v.DeletedUnread, v.StaleDeliveries)
 	}
+	if s.on[ClassEFO] {
+		s.smu.Lock()
+		stalls, stalled := s.emuStalls, s.emuStalled
+		s.smu.Unlock()
+		fmt.Fprintf(out, "emulator: kinesis-mock's TLS port stalled %d times, %v in all (each held as a fault under way on every stream)\n", stalls, stalled.Round(100*time.Millisecond))
+	}
 	fmt.Fprintf(out, "stray aggregate copies in the streams (readers drop them; not checked): %d user records\n", v.Strays)
 	fmt.Fprintf(out, "checked while running: %d duplicates outside every window, %d order violations (and %d by nacking outputs), %d checkpoint regressions, %d liveness breaches (bound %v), %d budget waits (bound %v; and %d behind calls Kinesis did not answer), %d deliveries while another instance held the lease (of %d judged), %d instances over %d MiB (peak %d MiB), leftover processes %v\n",
 		v.DupsOutside, v.OrderLive, v.OrderByNacks, v.Regressions, v.Liveness, livenessBound, v.BudgetWaits, budgetWaitBound, v.BudgetWaitsOnKinesis, v.FenceBreaches, v.FenceJudged, v.RSSBreaches, s.budget()>>20+rssMarginMiB, v.PeakRSSMiB, v.Leftover)

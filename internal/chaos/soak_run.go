@@ -23,6 +23,20 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 		}
 	}
 	s.applyFront()
+	if s.cutter != nil {
+		cfg, err := s.kin.TLSConfig()
+		if err != nil {
+			return Verdict{}, err
+		}
+		cfg.NextProtos = []string{"h2"} // as the fan-out readers ask
+		emuCtx, stopWatch := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			s.watchEmulator(emuCtx, tlsProbe(strings.TrimPrefix(s.kin.TLSEndpoint, "https://"), cfg), emuProbeEvery, emuProbeTimeout)
+		}()
+		defer func() { stopWatch(); <-watched }()
+	}
 	mon := newMonitor(s)
 	producers, err := s.startProducers()
 	if err != nil {

@@ -253,6 +253,9 @@ func (s *soak) deleteDyn(ctx context.Context, st *soakStream) error {
 	st.drainFrom = from
 	s.smu.Unlock()
 	quietFor := time.Duration(0)
+	// The emulator's stalls do not count toward the cap below: no reader
+	// can read then (soak_emulator.go).
+	stalled0 := s.emulatorStalledFor()
 	for {
 		sleepCtx(ctx, 500*time.Millisecond)
 		if ctx.Err() != nil {
@@ -268,7 +271,7 @@ func (s *soak) deleteDyn(ctx context.Context, st *soakStream) error {
 			quietFor += 500 * time.Millisecond
 		}
 		// Faults under way hold the bound's clock, up to twice the bound.
-		if judged && (quietFor > dynDrainBound || time.Since(from) > 2*dynDrainBound) {
+		if judged && (quietFor > dynDrainBound || time.Since(from)-(s.emulatorStalledFor()-stalled0) > 2*dynDrainBound) {
 			s.note("streams: %s still has %d records undelivered %v after its producer stopped; deleted anyway", st.label, unread, time.Since(from).Round(time.Second))
 			break
 		}
