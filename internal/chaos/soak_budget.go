@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/budget"
 )
 
 // The input logs a warning when a shard has waited for the byte budget
@@ -20,13 +22,13 @@ var budgetWaitWarnings = []string{
 	"has let no shard in for",  // the head of the queue had no grant for a minute
 }
 
-// budgetWaitOnKinesis marks the first warning when more than half of the
-// room was reserved for calls Kinesis had not answered: the shards waited
-// for the emulator, not for the pipeline. Counted apart, not a breach
-// (seed 9's hour with efo: kinesis-mock left some GetRecords calls
-// unanswered for a minute). A shard that Kinesis never answers is
+// budgetWaitOnKinesis marks the warning the input logs when more than
+// half of the room was reserved for calls Kinesis had not answered: the
+// shards waited for the emulator, not for the pipeline. Counted apart,
+// not a breach (seed 9's hour with efo: kinesis-mock left some GetRecords
+// calls unanswered for a minute). A shard that Kinesis never answers is
 // liveness's to judge.
-const budgetWaitOnKinesis = "have not answered yet"
+const budgetWaitOnKinesis = budget.CallsNotAnswered
 
 // logTail reads what the instances appended to their logs since the last
 // call, whole lines only.

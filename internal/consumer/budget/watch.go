@@ -19,6 +19,11 @@ const (
 	EpisodeGap    = time.Minute
 )
 
+// CallsNotAnswered is in the warning that shards were held back when most
+// of the room is reserved for calls Kinesis has not answered, and only
+// there (the soak tells the two warnings apart by it).
+const CallsNotAnswered = "have not answered yet"
+
 // Watch warns once per episode when the budget has held shards back
 // for longer than after: an episode lasts until no shard waited for a whole
 // gap. One warning for the input, not one per shard: every waiting shard
@@ -49,7 +54,7 @@ func (b *Budget) Watch(ctx context.Context, log *service.Logger, after, gap, tic
 				// Most of the room waits for answers, not for the pipeline:
 				// raising the budget or speeding the pipeline up would not
 				// help.
-				l.Warnf("The input's byte budget (max_buffered_bytes %d) has held shards back for %v, longer than lag_warn_threshold (%v): %d shards wait to fetch while %d bytes are held, %d of them reserved for calls to Kinesis that have not answered yet. Kinesis answers slowly or not at all (see the read errors); the shards are let in as those calls answer or time out",
+				l.Warnf("The input's byte budget (max_buffered_bytes %d) has held shards back for %v, longer than lag_warn_threshold (%v): %d shards wait to fetch while %d bytes are held, %d of them reserved for calls to Kinesis that "+CallsNotAnswered+". Kinesis answers slowly or not at all (see the read errors); the shards are let in as those calls answer or time out",
 					b.capacity, now.Sub(oldest).Round(time.Second), after, waiting, held, calls)
 				continue
 			}
