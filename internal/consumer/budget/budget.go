@@ -84,6 +84,19 @@ func (b *Budget) enqueue(want, least int64) *budgetWait {
 	return w
 }
 
+// resize sets what w asks for (est gives want and least), unless it was
+// granted already; it keeps its place in the queue.
+func (b *Budget) resize(w *budgetWait, est func() (want, least int64)) {
+	want, least := est()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !slices.Contains(b.queue, w) {
+		return
+	}
+	w.want, w.least = want, min(least, want)
+	b.grantLocked()
+}
+
 // cancel takes w out of the queue; if it was granted meanwhile, its grant
 // is given back.
 func (b *Budget) cancel(w *budgetWait) {

@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -86,9 +87,110 @@ func TestShardBudgetAsksAndLimits(t *testing.T) {
 	s.Close()
 
 	sub := NewShard(New(1<<30, consumer.NewMetrics(nil)), limit, true, nil, "")
+	sub.Settle(nil, nil, 0)
 	require.NoError(t, sub.Reserve(ctx))
 	assert.Equal(t, WhileReading(MinEventBytes), sub.reserved, "a quiet subscription holds little")
 	sub.Close()
+}
+
+// A subscription cannot ask for a smaller event, so it asks for the event
+// it may get: a full one (2 MiB of its records' data) before its first
+// event, after each subscribe, and while behind the tip; twice its last
+// event at the tip. On a small budget that is half the budget, granted
+// whole or not at all, so few subscriptions catch up at once. A request
+// queued as the source subscribes again is resized in its place.
+func TestSubscriptionAsksForAFullEventUntilAtTheTip(t *testing.T) {
+	ctx := t.Context()
+	b := New(1<<30, consumer.NewMetrics(nil))
+	sub := NewShard(b, 10000, true, nil, "s/0")
+	require.NoError(t, sub.Reserve(ctx))
+	assert.Equal(t, WhileReading(2*maxRecordBytes), sub.reserved, "before any event: two of the largest records")
+
+	// Behind the tip: a full event at the shard's record sizes (2 MiB of
+	// 1,000-byte records: 2,097 records).
+	recs, raw := records(3, 1000)
+	sub.Settle(recs, raw, 60_000)
+	require.NoError(t, sub.Reserve(ctx))
+	full := int64(2<<20/1000) * Cost(&recs[0])
+	assert.Equal(t, full, sub.FullEvent())
+	assert.Equal(t, WhileReading(full), sub.reserved, "behind the tip: a full event")
+
+	// At the tip: twice its last event.
+	sub.Settle(recs, raw, 0)
+	require.NoError(t, sub.Reserve(ctx))
+	assert.Equal(t, WhileReading(MinEventBytes), sub.reserved, "at the tip: little")
+	sub.GiveBack()
+
+	// Subscribed again (a break, a take): a full event, whatever the last
+	// event said.
+	sub.Subscribed()
+	require.NoError(t, sub.Reserve(ctx))
+	assert.Equal(t, WhileReading(full), sub.reserved, "just subscribed: a full event")
+	sub.Settle(recs, raw, 0)
+	sub.Close()
+
+	// Small records: at most 10,000 of them.
+	tiny := NewShard(b, 10000, true, nil, "s/1")
+	trecs, traw := records(1, 10)
+	tiny.Settle(trecs, traw, 1)
+	assert.Equal(t, int64(maxEventRecords)*Cost(&trecs[0]), tiny.FullEvent())
+	tiny.Close()
+
+	// A budget of 2 MiB: a subscription behind asks for half of it, and
+	// waits while less than that is free; one at the tip asks for little.
+	small := New(2<<20, consumer.NewMetrics(nil))
+	behind := NewShard(small, 10000, true, nil, "s/2")
+	behind.Settle(recs, raw, 60_000)
+	quiet := NewShard(small, 10000, true, nil, "s/3")
+	quiet.Settle(recs, raw, 0)
+	base, _, _ := small.State() // the two events' records
+	small.charge(1<<20 + 1 - base)
+	wait, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, behind.Reserve(wait), context.DeadlineExceeded, "no part of half the budget will do")
+	held, waiting, _ := small.State()
+	assert.Equal(t, int64(1<<20+1), held, "nothing granted")
+	assert.Equal(t, 1, waiting, "it keeps its place")
+	small.giveBack(1<<19 + 1)
+	require.NoError(t, behind.Reserve(ctx))
+	assert.Equal(t, int64(1<<20), behind.reserved, "half the budget")
+	require.NoError(t, quiet.Reserve(ctx), "other subscriptions at the tip go on")
+	assert.Equal(t, WhileReading(MinEventBytes), quiet.reserved)
+	quiet.Settle(recs, raw, 0)
+	behind.Close()
+
+	// Queued for little, it subscribes again: its request grows in place.
+	held, _, _ = small.State()
+	small.charge(2<<20 - held - 1)
+	wait2, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel2()
+	assert.ErrorIs(t, quiet.Reserve(wait2), context.DeadlineExceeded, "the budget is full")
+	_, waiting, _ = small.State()
+	require.Equal(t, 1, waiting)
+	quiet.Subscribed()
+	small.giveBack(200 << 10) // room for a quiet event, not for half the budget
+	wait3, cancel3 := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel3()
+	assert.ErrorIs(t, quiet.Reserve(wait3), context.DeadlineExceeded, "it now waits for a full event's room")
+	_, waiting, _ = small.State()
+	assert.Equal(t, 1, waiting, "in its place")
+	small.giveBack(1 << 20)
+	require.NoError(t, quiet.Reserve(ctx))
+	assert.Equal(t, int64(1<<20), quiet.reserved)
+	quiet.Close()
+}
+
+// records makes n user records of size bytes of data, one per Kinesis
+// record.
+func records(n, size int) ([]consumer.Record, []types.Record) {
+	recs := make([]consumer.Record, n)
+	raw := make([]types.Record, n)
+	for i := range n {
+		seq := fmt.Sprintf("%05d", i)
+		recs[i] = consumer.Record{Data: make([]byte, size), PartitionKey: "k", Sequence: seq}
+		raw[i] = types.Record{Data: recs[i].Data, PartitionKey: aws.String("k"), SequenceNumber: aws.String(seq)}
+	}
+	return recs, raw
 }
 
 // No shard asks for more than half the budget, so one never holds all of

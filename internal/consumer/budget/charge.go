@@ -74,7 +74,7 @@ func (s *Shard) learn(recs []consumer.Record, raw []types.Record, behind int64) 
 		s.recCost, s.recData = costliest, largest
 	}
 	s.lastAnswer, s.answered = total, true
-	s.behind, s.idle = behind > 0, behind == 0 && len(raw) == 0
+	s.behind, s.idle, s.fresh = behind > 0, behind == 0 && len(raw) == 0, false
 }
 
 // HandedOver notes a batch handed to the pipeline: its records stay

@@ -33,15 +33,21 @@ import (
 //     one call;
 //   - at the tip with records, twice its last answer (at least
 //     MinAnswerBytes, at most the largest);
-//   - a subscription, which waits for its next event holding the room and
-//     cannot ask for a smaller event, asks for twice its last event (at
-//     least MinEventBytes), so quiet subscriptions hold little; a burst on
-//     many quiet subscriptions at once can take the budget over by one
-//     event each (at most what enhanced fan-out pushes per shard,
-//     2 MiB/s).
+//   - a subscription waits for its next event holding the room and cannot
+//     ask for a smaller event. Just opened (it may start behind the tip:
+//     after a take, a break, a pause) or behind the tip, it asks for a
+//     full event (FullEvent: a second of what enhanced fan-out pushes per
+//     shard, 2 MiB of its records' data, and at most 10,000 records), so
+//     a catch-up is not let in on the room of a quiet shard; at the tip it
+//     asks for twice its last event (at least MinEventBytes), so quiet
+//     subscriptions hold little. An event that holds more than its room
+//     (a burst on a quiet subscription, an emulator that pushes a whole
+//     backlog in one event) takes the budget over by the difference: one
+//     event each, for the subscriptions being read.
 //
 // No shard asks for more than half the budget unless one of its records
-// needs more. A polling source asks Kinesis for no more records than the
+// needs more: on a budget small for its subscriptions, few of them catch
+// up at once. A polling source asks Kinesis for no more records than the
 // room granted holds at its records' cost (CallLimit): with large records
 // and a crowded budget, fewer records per call, at the same pace. The
 // answer is charged at its cost in place of the room (Settle) and given
@@ -73,8 +79,9 @@ type Shard struct {
 	lastAnswer       int64 // the cost of the last answer
 	answered         bool  // an answer came
 	// behind says the last answer was behind the tip; idle that it was
-	// empty and at the tip.
-	behind, idle bool
+	// empty and at the tip; fresh that a subscription was just opened and
+	// has not pushed an event yet.
+	behind, idle, fresh bool
 
 	mu          sync.Mutex
 	outstanding int64 // charged and not yet given back
@@ -95,6 +102,12 @@ const (
 	// MinEventBytes the least a subscription does.
 	MinAnswerBytes = 1 << 20
 	MinEventBytes  = 64 << 10
+	// FullEventBytes is the data of a full event: what enhanced fan-out
+	// pushes per shard in a second. maxEventRecords is the most records
+	// an event is taken to hold (kinesis-mock pushes at most that many;
+	// Kinesis documents no figure).
+	FullEventBytes  = 2 << 20
+	maxEventRecords = 10000
 	// RecordOverhead approximates what a user record costs beyond its
 	// data, key and sequence number: the consumer's and the pipeline's
 	// structs around it, the message's metadata, and the indexer that
@@ -150,30 +163,69 @@ func (s *Shard) largestAnswer() int64 {
 	return n * s.recCost
 }
 
+// FullEvent is what a full event costs at the shard's record sizes:
+// FullEventBytes of data, at most maxEventRecords records. Before any
+// record was seen, records are taken to be as large as Kinesis allows.
+func (s *Shard) FullEvent() int64 {
+	n := min(int64(maxEventRecords), max(FullEventBytes/max(s.recData, 1), 1))
+	if s.recCost == 0 {
+		n = max(FullEventBytes/maxRecordBytes, 1)
+	}
+	return n * s.recordEstimate()
+}
+
 // ask queues for room for the next call, unless already queued or
 // granted; the channel is closed once the room is granted.
 func (s *Shard) ask() <-chan struct{} {
 	if s.wait == nil {
-		least := s.recordEstimate()
-		var est int64
-		switch {
-		case s.push:
-			est = max(2*s.lastAnswer, MinEventBytes)
-			least = est
-		case s.idle:
-			est = MinAnswerBytes
-		case s.answered && !s.behind:
-			est = min(max(2*s.lastAnswer, MinAnswerBytes), s.largestAnswer())
-		default:
-			est = s.largestAnswer()
-		}
-		// Half the budget at most, so a shard never holds all of it while
-		// others wait; a record larger than that still goes ahead (alone
-		// when it is larger than the whole budget).
-		want := min(WhileReading(max(est, least)), max(s.b.capacity/2, WhileReading(least)))
-		s.wait = s.b.enqueue(want, WhileReading(least))
+		want, least := s.estimate()
+		s.wait = s.b.enqueue(want, least)
 	}
 	return s.wait.ready
+}
+
+// estimate is the room the next call asks for (want), and the least of it
+// that will do.
+func (s *Shard) estimate() (want, least int64) {
+	least = s.recordEstimate()
+	var est int64
+	switch {
+	case s.push && (s.fresh || !s.answered || s.behind):
+		est = max(2*s.lastAnswer, s.FullEvent())
+	case s.push:
+		est = max(2*s.lastAnswer, MinEventBytes)
+	case s.idle:
+		est = MinAnswerBytes
+	case s.answered && !s.behind:
+		est = min(max(2*s.lastAnswer, MinAnswerBytes), s.largestAnswer())
+	default:
+		est = s.largestAnswer()
+	}
+	// Half the budget at most, so a shard never holds all of it while
+	// others wait; a record larger than that still goes ahead (alone when
+	// it is larger than the whole budget).
+	halfOr := max(s.b.capacity/2, WhileReading(least))
+	if s.push {
+		// An event cannot be asked to be smaller: part of the room would
+		// not do. Its estimate counts its records' sizes already.
+		want = min(WhileReading(est), halfOr)
+		return want, want
+	}
+	return min(WhileReading(max(est, least)), halfOr), WhileReading(least)
+}
+
+// Subscribed says the source opened a subscription: its first event may
+// carry whatever was written since the last one it read, so the next
+// reservation is for a full event. A request already queued is resized in
+// place, keeping its place in the queue.
+func (s *Shard) Subscribed() {
+	if s == nil || !s.push {
+		return
+	}
+	s.fresh = true
+	if s.b != nil && s.wait != nil {
+		s.b.resize(s.wait, s.estimate)
+	}
 }
 
 // recordEstimate is what the shard's costliest record is taken to cost:

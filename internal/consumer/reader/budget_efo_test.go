@@ -156,3 +156,72 @@ func TestBudgetHoldsBackFanOutSubscriptions(t *testing.T) {
 	_, waiting, _ := st.Budget.State()
 	assert.Zero(t, waiting)
 }
+
+// Subscriptions that open behind the tip catch up within the budget: each
+// asks for a full event before its first one, not for the little a quiet
+// subscription needs, so they are let in a few at a time. Eight shards
+// each push a backlog in events of 1,000 small records (about 1.1 MB of
+// budget each, 100 bytes of data a record) into a budget of 2 MiB, with a
+// pipeline that takes half a second to ack each batch. The budget never
+// holds more than itself plus one event; when every new subscription
+// asked for twice its last event (64 KiB at first), all eight took their
+// first event at once.
+func TestBudgetHoldsBackFanOutCatchUp(t *testing.T) {
+	t.Parallel()
+	const shards, records, perEvent, size = 8, 2000, 1000, 100
+	const capacity = 2 << 20
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+
+	api := &consumertest.EFOBacklog{Records: records, PerEvent: perEvent, Size: size, Shards: map[string]*consumertest.EFOShard{}}
+	kin := consumertest.NewKinesis()
+	var ids []string
+	for i := range shards {
+		id := fmt.Sprintf("shardId-%012d", i)
+		ids = append(ids, id)
+		api.Shards[id] = &consumertest.EFOShard{}
+		kin.Add(id, &consumertest.KinesisShard{Records: records})
+	}
+	cfg := consumertest.Config()
+	cfg.ShardMaxInFlight = 100 // only the budget holds shards back
+	bo := kinesisx.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 20 * time.Millisecond}
+	sc := source.NewStreamConsumer(consumertest.NewConsumers(consumertest.ConsumerARN), consumertest.StreamARN, consumer.EnhancedFanOut{Enabled: true, ConsumerName: "c"}, bo, nil)
+	_, err := sc.Resolve(ctx)
+	require.NoError(t, err)
+	out := make(chan *consumer.Batch)
+	st := testStream(ctx, &cfg, kin, consumertest.NewStore(time.Minute), out)
+	st.Budget = budget.New(capacity, st.Metrics)
+	st.Push = true
+	st.OpenSource = func(shard string, from source.Start, log *service.Logger, room source.Room) source.RecordSource {
+		sub := api.Subscribe(shard)
+		return source.NewSubscription(source.Params{API: kin, Stream: "s", Shard: shard, From: from, Config: &cfg, Log: log, Room: room}, sc,
+			func(ctx context.Context, in *kinesis.SubscribeToShardInput) (source.EventStream, error) {
+				return sub(ctx, in)
+			})
+	}
+	var readers sync.WaitGroup
+	for _, id := range ids {
+		r := New(st, consumer.Shard{ID: id}, consumer.Lease{Shard: id, Owner: "me", Token: 1}, source.Start{IterType: types.ShardIteratorTypeTrimHorizon})
+		readers.Go(func() {
+			defer r.budget.Close()
+			r.read()
+		})
+	}
+	p := &consumertest.Pausable{API: api, Hold: 500 * time.Millisecond, Got: map[string][]string{}}
+	go p.Run(ctx, out)
+
+	require.Eventually(t, func() bool { _, n := p.Delivered(); return n >= shards*records }, 45*time.Second, 10*time.Millisecond, "every record arrives")
+	cancel()
+	readers.Wait()
+
+	longest := len(consumertest.SeqOf(ids[shards-1], records))
+	one := int64(perEvent * (size + len("k") + longest + budget.RecordOverhead))
+	peak := st.Budget.PeakHeld()
+	t.Logf("peak held %d KiB; budget %d KiB, one event %d KiB", peak>>10, capacity>>10, one>>10)
+	assert.LessOrEqual(t, peak, int64(capacity)+one, "the budget plus one event at most")
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	for _, id := range ids {
+		assert.Len(t, p.Got[id], records, "%s: every record once", id)
+	}
+}

@@ -164,6 +164,9 @@ type Room interface {
 	Reserve(ctx context.Context) error
 	// GiveBack returns the room held: the call failed.
 	GiveBack()
+	// Subscribed says a subscription was opened: its first event may
+	// carry a backlog, so the next reservation is for a full event.
+	Subscribed()
 	// CallLimit is the GetRecords Limit the room holds.
 	CallLimit() int32
 }
@@ -173,6 +176,7 @@ type noRoom struct{}
 
 func (noRoom) Reserve(context.Context) error { return nil }
 func (noRoom) GiveBack()                     {}
+func (noRoom) Subscribed()                   {}
 func (noRoom) CallLimit() int32              { return math.MaxInt32 }
 
 // roomError carries a Reserve's error through the polling retry policy,

@@ -234,6 +234,7 @@ func (s *subscriptionSource) events(ctx context.Context) (<-chan types.Subscribe
 	s.mu.Lock()
 	s.cur = es
 	s.mu.Unlock()
+	s.room.Subscribed()
 	return es.Events(), nil
 }
 
