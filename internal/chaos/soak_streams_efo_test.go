@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -117,4 +118,61 @@ func TestSoakDeletionEndsTheDeletedStreamsSubscriptions(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the deleted stream's subscription is still open 20 s after the deletion")
 	}
+}
+
+// A DeleteStream that the emulator carried out but did not answer in time
+// is sent again by the SDK, and the second attempt is answered "not
+// found". The soak deleted the incarnation all the same: it goes on
+// (seed 9's hour with efo ended on that answer).
+func TestSoakDeletionGoesOnWhenAnEarlierAttemptDeletedTheStream(t *testing.T) {
+	t.Parallel()
+	emu := testenv.NewKinesisMock(t)
+	ctx := t.Context()
+	kc := emu.Client()
+	const name = dynPrefix + "2"
+	emu.MustCreateStream(t, name, 1)
+	// The first attempt, carried out and not answered in time.
+	_, err := kc.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(name), EnforceConsumerDeletion: aws.Bool(true)})
+	require.NoError(t, err)
+
+	var notes []string
+	s := &soak{runner: &runner{kc: kc, logf: func(f string, a ...any) { notes = append(notes, fmt.Sprintf(f, a...)) }, plan: soakPlan},
+		start: time.Now(), active: map[string]int{}, quiet: map[string]time.Time{}}
+	st := &soakStream{name: name, label: name + "#1", dyn: true}
+	require.NoError(t, s.removeDyn(ctx, st, time.Now()), "the stream is gone, as the soak asked")
+	assert.False(t, st.deleted.IsZero(), "the incarnation counts as deleted")
+	require.Len(t, notes, 2)
+	assert.Contains(t, notes[0], "an earlier attempt of the call, not answered in time, deleted it")
+	assert.Contains(t, notes[1], "streams: deleted "+name)
+}
+
+// A split or a create that kinesis-mock carried out but answered too late
+// is sent again by the SDK and refused (the stream UPDATING, the name in
+// use). The runner goes on when the shard is closed or the stream is
+// there, and not when the refusal has another cause.
+func TestReshardAndCreateGoOnWhenAnEarlierAttemptCarriedThemOut(t *testing.T) {
+	t.Parallel()
+	emu := testenv.NewKinesisMock(t)
+	ctx := t.Context()
+	kc := emu.Client()
+	var notes []string
+	r := &runner{kc: kc, kin: emu, logf: func(f string, a ...any) { notes = append(notes, fmt.Sprintf(f, a...)) }, plan: soakPlan}
+	s := &soak{runner: r, start: time.Now(), active: map[string]int{}, quiet: map[string]time.Time{}}
+	inUse := &types.ResourceInUseException{Message: aws.String("stream is UPDATING")}
+
+	const name = "split-again"
+	emu.MustCreateStream(t, name, 1)
+	shard := aws.String("shardId-000000000000")
+	assert.False(t, r.closedByEarlierAttempt(ctx, name, inUse, shard), "the shard is open: the refusal has another cause")
+	_, err := kc.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String(name), ShardToSplit: shard, NewStartingHashKey: aws.String("170141183460469231731687303715884105728")})
+	require.NoError(t, err)
+	assert.True(t, r.closedByEarlierAttempt(ctx, name, inUse, shard), "the shard is closed: the split went through")
+	assert.False(t, r.closedByEarlierAttempt(ctx, name, context.DeadlineExceeded, shard), "an unanswered call is not an answer")
+
+	assert.False(t, s.createdByEarlierAttempt(ctx, "never-created"))
+	assert.True(t, s.createdByEarlierAttempt(ctx, name), "the name is taken by an ACTIVE stream")
+	_, err = kc.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(name)})
+	require.NoError(t, err)
+	assert.False(t, s.createdByEarlierAttempt(ctx, name), "a stream being deleted is the incarnation before")
+	t.Log(strings.Join(notes, "\n"))
 }
