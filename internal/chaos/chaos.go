@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -100,9 +101,14 @@ type runner struct {
 	// counts the connections it cut.
 	cutter *testenv.TCPProxy
 	cuts   atomic.Int64
-	kc     *kinesis.Client
-	store  *checkpointer.Store
-	rc     *redis.Client
+	// stalledFor is how long the emulator stalled so far, as the soak's
+	// probe saw it (nil without one); patience replaces emulatorPatience
+	// when set (tests).
+	stalledFor func() time.Duration
+	patience   time.Duration
+	kc         *kinesis.Client
+	store      *checkpointer.Store
+	rc         *redis.Client
 
 	mu        sync.Mutex
 	instances map[string]*incarnation // live incarnation per instance name
@@ -247,9 +253,32 @@ const callTimeout = 20 * time.Second
 // under an hour's load has left requests unanswered for a minute.
 const emulatorPatience = 3 * time.Minute
 
-// waitActive waits until stream is ACTIVE, for emulatorPatience at most.
+// stalledPatience is the most the runner waits for a stream to be ACTIVE
+// when the emulator stalls meanwhile.
+const stalledPatience = 10 * time.Minute
+
+// waitActive waits until stream is ACTIVE, for emulatorPatience at most,
+// not counting the time the soak's probe held the emulator stalled
+// meanwhile (stalledFor), up to stalledPatience in all: kinesis-mock's TLS
+// stalls grow through an hour with efo, and one of 3 min 56 s outlasted
+// the patience of a reshard's wait (seed 9, 1 h with efo, 27 minutes in).
 func (r *runner) waitActive(ctx context.Context, stream string) (string, error) {
-	return r.kin.WaitActiveWithin(ctx, stream, emulatorPatience)
+	patience := cmp.Or(r.patience, emulatorPatience)
+	if r.stalledFor == nil {
+		return r.kin.WaitActiveWithin(ctx, stream, patience)
+	}
+	start, stalled0 := time.Now(), r.stalledFor()
+	for {
+		arn, err := r.kin.WaitActiveWithin(ctx, stream, max(patience-time.Since(start), time.Second))
+		if err == nil || ctx.Err() != nil {
+			return arn, err
+		}
+		limit := min(patience+r.stalledFor()-stalled0, max(stalledPatience, patience))
+		if time.Since(start) >= limit {
+			return arn, err
+		}
+		patience = limit
+	}
 }
 
 // run starts the instances and the producer, runs the schedule during the

@@ -15,8 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
 // A stall of the emulator's TLS port is held as a fault under way on every
@@ -104,4 +108,31 @@ func TestTLSProbeNeedsAHandshake(t *testing.T) {
 	defer cancel()
 	assert.Error(t, tlsProbe(ln.Addr().String(), cfg)(ctx), "no handshake")
 	assert.NoError(t, tlsProbe(strings.TrimPrefix(srv.URL, "https://"), cfg)(t.Context()))
+}
+
+// The wait for a stream to be ACTIVE does not count the time the probe
+// held the emulator stalled: a stall that outlasts the patience delays the
+// wait instead of ending the run. Without a stall the patience holds.
+func TestWaitActiveWaitsOutAnEmulatorStall(t *testing.T) {
+	t.Parallel()
+	emu := testenv.NewKinesisMock(t)
+	ctx := t.Context()
+	began := time.Now()
+	stallEnds := began.Add(3 * time.Second)
+	r := &runner{kin: emu, kc: emu.Client(), logf: t.Logf, patience: time.Second,
+		// A stall under way from the start, for 3 s.
+		stalledFor: func() time.Duration { return min(time.Since(began), stallEnds.Sub(began)) }}
+	const name = "late"
+	go func() {
+		time.Sleep(2500 * time.Millisecond)
+		_, _ = emu.Client().CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(1)})
+	}()
+	_, err := r.waitActive(ctx, name)
+	require.NoError(t, err, "the stream came ACTIVE after the patience, during the stall")
+
+	calm := &runner{kin: emu, kc: emu.Client(), logf: t.Logf, patience: time.Second, stalledFor: func() time.Duration { return 0 }}
+	start := time.Now()
+	_, err = calm.waitActive(ctx, "never")
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 20*time.Second, "no stall: the patience holds")
 }

@@ -29,6 +29,7 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 			return Verdict{}, err
 		}
 		cfg.NextProtos = []string{"h2"} // as the fan-out readers ask
+		s.stalledFor = s.emulatorStalledFor
 		emuCtx, stopWatch := context.WithCancel(ctx)
 		watched := make(chan struct{})
 		go func() {
