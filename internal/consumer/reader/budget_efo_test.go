@@ -38,36 +38,8 @@ func TestBudgetHoldsBackFanOutSubscriptions(t *testing.T) {
 	defer cancel()
 
 	api := &consumertest.EFOBacklog{Records: records, PerEvent: perEvent, Size: size, Shards: map[string]*consumertest.EFOShard{}}
-	var ids []string
-	for i := range shards {
-		id := fmt.Sprintf("shardId-%012d", i)
-		ids = append(ids, id)
-		api.Shards[id] = &consumertest.EFOShard{}
-	}
-	kin := consumertest.NewKinesis()
-	for _, id := range ids {
-		// For the source's end-of-shard check at the tip: open shards.
-		kin.Add(id, &consumertest.KinesisShard{Records: records})
-	}
-	cfg := consumertest.Config()
-	cfg.ShardMaxInFlight = 100 // only the budget holds shards back
-	bo := kinesisx.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 20 * time.Millisecond}
-	sc := source.NewStreamConsumer(consumertest.NewConsumers(consumertest.ConsumerARN), consumertest.StreamARN, consumer.EnhancedFanOut{Enabled: true, ConsumerName: "c"}, bo, nil)
-	_, err := sc.Resolve(ctx)
-	require.NoError(t, err)
-	out := make(chan *consumer.Batch)
-	st := testStream(ctx, &cfg, kin, consumertest.NewStore(time.Minute), out)
-	st.Budget = budget.New(capacity, st.Metrics)
-	st.Push = true
-
 	const pausedAfter = time.Second // the source's pausedLimit, shortened
-	st.OpenSource = func(shard string, from source.Start, log *service.Logger, room source.Room) source.RecordSource {
-		sub := api.Subscribe(shard)
-		return source.NewSubscription(source.Params{API: kin, Stream: "s", Shard: shard, From: from, Config: &cfg, Log: log, Room: room, PausedAfter: pausedAfter}, sc,
-			func(ctx context.Context, in *kinesis.SubscribeToShardInput) (source.EventStream, error) {
-				return sub(ctx, in)
-			})
-	}
+	st, out, ids := efoBudgetStream(t, ctx, api, shards, capacity, pausedAfter)
 	var readers sync.WaitGroup
 	for _, id := range ids {
 		start := source.Start{IterType: types.ShardIteratorTypeTrimHorizon}
@@ -174,31 +146,7 @@ func TestBudgetHoldsBackFanOutCatchUp(t *testing.T) {
 	defer cancel()
 
 	api := &consumertest.EFOBacklog{Records: records, PerEvent: perEvent, Size: size, Shards: map[string]*consumertest.EFOShard{}}
-	kin := consumertest.NewKinesis()
-	var ids []string
-	for i := range shards {
-		id := fmt.Sprintf("shardId-%012d", i)
-		ids = append(ids, id)
-		api.Shards[id] = &consumertest.EFOShard{}
-		kin.Add(id, &consumertest.KinesisShard{Records: records})
-	}
-	cfg := consumertest.Config()
-	cfg.ShardMaxInFlight = 100 // only the budget holds shards back
-	bo := kinesisx.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 20 * time.Millisecond}
-	sc := source.NewStreamConsumer(consumertest.NewConsumers(consumertest.ConsumerARN), consumertest.StreamARN, consumer.EnhancedFanOut{Enabled: true, ConsumerName: "c"}, bo, nil)
-	_, err := sc.Resolve(ctx)
-	require.NoError(t, err)
-	out := make(chan *consumer.Batch)
-	st := testStream(ctx, &cfg, kin, consumertest.NewStore(time.Minute), out)
-	st.Budget = budget.New(capacity, st.Metrics)
-	st.Push = true
-	st.OpenSource = func(shard string, from source.Start, log *service.Logger, room source.Room) source.RecordSource {
-		sub := api.Subscribe(shard)
-		return source.NewSubscription(source.Params{API: kin, Stream: "s", Shard: shard, From: from, Config: &cfg, Log: log, Room: room}, sc,
-			func(ctx context.Context, in *kinesis.SubscribeToShardInput) (source.EventStream, error) {
-				return sub(ctx, in)
-			})
-	}
+	st, out, ids := efoBudgetStream(t, ctx, api, shards, capacity, 0)
 	var readers sync.WaitGroup
 	for _, id := range ids {
 		r := New(st, consumer.Shard{ID: id}, consumer.Lease{Shard: id, Owner: "me", Token: 1}, source.Start{IterType: types.ShardIteratorTypeTrimHorizon})
@@ -224,4 +172,40 @@ func TestBudgetHoldsBackFanOutCatchUp(t *testing.T) {
 	for _, id := range ids {
 		assert.Len(t, p.Got[id], records, "%s: every record once", id)
 	}
+}
+
+// efoBudgetStream is a stream of shards read by subscriptions of api,
+// with a byte budget of capacity and shard_max_in_flight high enough that
+// only the budget holds shards back; pausedAfter shortens the source's
+// pausedLimit when set. It returns the stream, its pipeline's channel and
+// the shard IDs.
+func efoBudgetStream(t *testing.T, ctx context.Context, api *consumertest.EFOBacklog, shards int, capacity int64, pausedAfter time.Duration) (*Stream, chan *consumer.Batch, []string) {
+	t.Helper()
+	kin := consumertest.NewKinesis()
+	var ids []string
+	for i := range shards {
+		id := fmt.Sprintf("shardId-%012d", i)
+		ids = append(ids, id)
+		api.Shards[id] = &consumertest.EFOShard{}
+		// For the source's end-of-shard check at the tip: open shards.
+		kin.Add(id, &consumertest.KinesisShard{Records: api.Records})
+	}
+	cfg := consumertest.Config()
+	cfg.ShardMaxInFlight = 100 // only the budget holds shards back
+	bo := kinesisx.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 20 * time.Millisecond}
+	sc := source.NewStreamConsumer(consumertest.NewConsumers(consumertest.ConsumerARN), consumertest.StreamARN, consumer.EnhancedFanOut{Enabled: true, ConsumerName: "c"}, bo, nil)
+	_, err := sc.Resolve(ctx)
+	require.NoError(t, err)
+	out := make(chan *consumer.Batch)
+	st := testStream(ctx, &cfg, kin, consumertest.NewStore(time.Minute), out)
+	st.Budget = budget.New(capacity, st.Metrics)
+	st.Push = true
+	st.OpenSource = func(shard string, from source.Start, log *service.Logger, room source.Room) source.RecordSource {
+		sub := api.Subscribe(shard)
+		return source.NewSubscription(source.Params{API: kin, Stream: "s", Shard: shard, From: from, Config: &cfg, Log: log, Room: room, PausedAfter: pausedAfter}, sc,
+			func(ctx context.Context, in *kinesis.SubscribeToShardInput) (source.EventStream, error) {
+				return sub(ctx, in)
+			})
+	}
+	return st, out, ids
 }
