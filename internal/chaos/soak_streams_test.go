@@ -349,3 +349,13 @@ func TestSoakStreamsCreateNothingAfterTheLoad(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(strings.Join(s.timeline, "\n"), "the load is over"), s.timeline)
 	assert.Zero(t, s.dynNames, "no name drawn")
 }
+
+// A deletion waits 5 minutes for the shadow's read of the stream, not
+// counting the time the emulator stalled meanwhile, and 15 minutes at
+// most.
+func TestSoakDeletionWaitsForTheShadowPastEmulatorStalls(t *testing.T) {
+	assert.False(t, shadowOverdue(4*time.Minute, 0))
+	assert.True(t, shadowOverdue(5*time.Minute+time.Second, 0), "no stall: 5 minutes")
+	assert.False(t, shadowOverdue(8*time.Minute, 4*time.Minute), "4 minutes of it stalled")
+	assert.True(t, shadowOverdue(16*time.Minute, 14*time.Minute), "15 minutes at most")
+}
