@@ -40,6 +40,9 @@ type Store struct {
 	// Released is when each shard's lease was last released, as the Redis
 	// store keeps it in the released lease.
 	Released map[string]time.Time
+	// ReseededClosed lists every close a Reseed carried, in order: what
+	// instances wrote back, apart from the closes readers made.
+	ReseededClosed []string
 }
 
 func NewStore(period time.Duration) *Store {
@@ -113,6 +116,7 @@ func (s *Store) Reseed(_ context.Context, seed consumer.Seed) (consumer.Reseeded
 	}
 	for _, shard := range seed.Closed {
 		s.Closed[shard], s.Ckpt[shard] = true, consumer.Position{ShardEnd: true}
+		s.ReseededClosed = append(s.ReseededClosed, shard)
 	}
 	res := consumer.Reseeded{GroupStart: s.Start}
 	for _, l := range seed.Leases {
