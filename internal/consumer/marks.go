@@ -19,6 +19,11 @@ type Marker interface {
 	Cover(ctx context.Context, l Lease, p Position) error
 	// Forget drops what is known of a shard the instance no longer reads.
 	Forget(shard string)
+	// WriteBack writes again, each only forwards, every mark this instance
+	// wrote or read at a take of the stream's shards: a stop that leaves
+	// leases to lapse calls it, so a store that forgot the group meanwhile
+	// still has them for the shards' next owners.
+	WriteBack(ctx context.Context) error
 }
 
 // MarkingStore is a Store that keeps redelivery marks: its takes fill

@@ -207,21 +207,28 @@ func (s *Store) noteReseeded(ctx context.Context, reseeded int64) {
 	if reseeded == 0 || s.seenReseed.Swap(reseeded) == reseeded {
 		return
 	}
-	marks := s.marks.snapshot()
-	for shard, p := range marks {
-		if p.IsZero() || strings.HasPrefix(shard, "_") {
-			delete(marks, shard)
-		}
-	}
-	n, err := s.RestoreDelivered(ctx, marks)
+	n, tried, err := s.writeBackMarks(ctx)
 	if err != nil {
 		s.seenReseed.Store(0)
 		if s.log != nil {
-			s.log.Warnf("Writing back how far %d shards were delivered after the store was re-seeded failed; trying again at the next balancing round: %v", len(marks), err)
+			s.log.Warnf("Writing back how far %d shards were delivered after the store was re-seeded failed; trying again at the next balancing round: %v", tried, err)
 		}
 		return
 	}
 	if n > 0 && s.log != nil {
 		s.log.Infof("The checkpoint store was re-seeded by another instance; wrote back how far %d shards this instance read or took were delivered, so their next owners mark those records as redelivered", n)
 	}
+}
+
+// writeBackMarks writes every mark this store wrote or read at a take back,
+// each only forwards: n were ahead of what the store held, of tried.
+func (s *Store) writeBackMarks(ctx context.Context) (n, tried int, err error) {
+	marks := s.marks.snapshot()
+	for shard, p := range marks {
+		if p.IsZero() || strings.HasPrefix(shard, "_") {
+			delete(marks, shard)
+		}
+	}
+	n, err = s.RestoreDelivered(ctx, marks)
+	return n, len(marks), err
 }

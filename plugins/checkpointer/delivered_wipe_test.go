@@ -250,3 +250,48 @@ func deliverAndHandOn(t *testing.T, s *Store, shard, delivered, committed string
 	require.NoError(t, s.Commit(ctx, l, pos(t, committed)))
 	require.NoError(t, s.Release(ctx, l))
 }
+
+// A holder that stops while Redis is down leaves its lease to lapse; when
+// Redis comes back empty before its stop is over, its Marker's WriteBack
+// puts back the marks it wrote, which no running instance knows, so the
+// shard's next owner still marks what the holder delivered (soak seed 9
+// with efo: y2 stopped while Redis was down, Redis came back empty 5 s
+// later, and a12 delivered soak-kpl's shard 5 again unmarked).
+func TestIntegrationAStoppingHolderWritesItsMarksBackAfterAWipe(t *testing.T) {
+	t.Parallel()
+	stores, red := joinedStores(t, 2)
+	holder, newcomer := stores[0], stores[1]
+	ctx := t.Context()
+	l := mustAcquire(t, holder, "shard-1")
+	_, err := holder.WriteDelivered(ctx, "a", []DeliveredMark{mark(l, pos(t, "2095"))})
+	require.NoError(t, err)
+	marker := holder.Marks(ctx, "a")
+
+	red.Stop()
+	assert.Error(t, marker.WriteBack(ctx), "a write while Redis is down fails (the stop retries it)")
+	require.NoError(t, red.Start(ctx))
+	got, err := newcomer.Delivered(ctx)
+	require.NoError(t, err)
+	require.Empty(t, got, "Redis came back empty")
+
+	require.NoError(t, marker.WriteBack(ctx))
+	got, err = newcomer.Delivered(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]consumer.Position{"shard-1": pos(t, "2095")}, got, "the holder's mark is back")
+	// The running instance finds the store forgot, re-seeds what it knows
+	// (nothing of shard-1) and takes the shard once the store lets it.
+	_, err = newcomer.Reseed(ctx, consumer.Seed{Owner: "b"})
+	require.NoError(t, err)
+	var take MarkedTake
+	require.Eventually(t, func() bool {
+		take, err = newcomer.AcquireMarked(ctx, "shard-1", "b")
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond)
+	assert.Equal(t, pos(t, "2095"), take.Delivered, "the next owner marks every record the holder delivered")
+
+	// Written again over a store that kept it, the mark does not move.
+	require.NoError(t, marker.WriteBack(ctx))
+	got, err = newcomer.Delivered(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, pos(t, "2095"), got["shard-1"])
+}

@@ -119,6 +119,13 @@ func (w *MarkWriter) Forget(shard string) {
 	delete(w.written, shard)
 }
 
+// WriteBack writes every mark this store wrote or read at a take back, each
+// only forwards (consumer.Marker).
+func (w *MarkWriter) WriteBack(ctx context.Context) error {
+	_, _, err := w.store.writeBackMarks(ctx)
+	return err
+}
+
 // Run writes until ctx ends: at once when something is asked and the last
 // write began at least an interval ago, else when that interval is over, so
 // there is at most one call per interval and an ask waits at most an

@@ -7,6 +7,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/failsafe-go/failsafe-go"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
 // How an instance stops: every reader stops fetching, waits for its
@@ -101,6 +105,7 @@ func (co *coordinator) shutdown(ctx context.Context) stopTally {
 			tally.unreleased = append(tally.unreleased, co.streamName+"/"+r.Shard().ID)
 		}
 	}
+	co.keepMarks(ctx, tally.unreleased)
 	close(co.renewStop)
 	select {
 	case <-co.renewDone:
@@ -112,6 +117,42 @@ func (co *coordinator) shutdown(ctx context.Context) stopTally {
 	}
 	co.cancelRun()
 	return tally
+}
+
+// keepMarks writes the stream's redelivery marks back when the stop leaves
+// leases to lapse (unreleased: their final commit or release did not
+// land), retried until one write lands or the stop's time is up. Those
+// shards' next owners read again what this instance delivered, and mark
+// it only if the store still has the marks. While this stream's readers
+// run, its renewals re-seed a store that forgot, marks included; once the
+// last one ended, nothing here does, and the instances still running
+// re-seed only the marks they know. A reader already handing its shard off
+// when the stop came gives up after lease.handoff_timeout, well before the
+// stop's time is up: without this write, a Redis that came back empty
+// after that lost the marks, and the records this instance delivered were
+// read again unmarked (soak seed 9 with efo: y2 stopped while Redis was
+// down, Redis came back empty 5 s later, and a12 delivered soak-kpl's
+// shard 5 again unmarked). A store that kept its marks takes the write as
+// a no-op; a store that forgets after the last write cannot be helped by
+// an instance that is gone.
+func (co *coordinator) keepMarks(ctx context.Context, unreleased []string) {
+	if len(unreleased) == 0 || co.rs == nil || co.rs.Marker == nil {
+		return
+	}
+	b := co.c.cfg.Backoff
+	b.MaxRetries, b.MaxElapsedTime = 0, 0
+	// At least once a second: the marks must land before the leases lapse
+	// (lease.period after a store that forgot answers again).
+	b.MaxInterval = min(b.MaxInterval, time.Second)
+	b.InitialInterval = min(b.InitialInterval, b.MaxInterval)
+	retry := kinesisx.RetryBuilder[any](b).HandleIf(func(_ any, err error) bool { return err != nil }).Build()
+	err := failsafe.With(retry).WithContext(ctx).Run(func() error { return co.rs.Marker.WriteBack(ctx) })
+	if err != nil {
+		co.log.Warnf("Could not write back how far this instance delivered the shards it left to lapse (%s) before the stop's time was up; if the checkpoint store forgot the group, their next owners deliver those records again without kinesis_redelivered: %v",
+			strings.Join(unreleased, ", "), err)
+		return
+	}
+	co.log.Debugf("Wrote back how far this instance delivered the stream's shards, for the %d it left to lapse", len(unreleased))
 }
 
 // add counts how a finished reader ended.

@@ -38,6 +38,8 @@ func (f *fenceOnce) Cover(_ context.Context, l consumer.Lease, p consumer.Positi
 
 func (f *fenceOnce) Forget(string) {}
 
+func (f *fenceOnce) WriteBack(context.Context) error { return nil }
+
 // Records reach the pipeline only once a write of the redelivery mark
 // covers them. A fenced write holds them, without ending the reader, until
 // a renewal confirms the lease (a re-seed can win a shard back after a
