@@ -91,8 +91,11 @@ func (r *runner) splitStream(ctx context.Context, stream string) error {
 		}
 	}
 	mid := new(big.Int).Add(bigOf(widest.HashKeyRange.StartingHashKey), new(big.Int).Rsh(width, 1))
-	if _, err := r.kc.SplitShard(ctx, &kinesis.SplitShardInput{
-		StreamName: aws.String(stream), ShardToSplit: widest.ShardId, NewStartingHashKey: aws.String(mid.String()),
+	if err := r.outlastStalls(ctx, func() error {
+		_, err := r.kc.SplitShard(ctx, &kinesis.SplitShardInput{
+			StreamName: aws.String(stream), ShardToSplit: widest.ShardId, NewStartingHashKey: aws.String(mid.String()),
+		})
+		return err
 	}); err != nil && !r.closedByEarlierAttempt(ctx, stream, err, widest.ShardId) {
 		return fmt.Errorf("splitting shard %s: %w", aws.ToString(widest.ShardId), err)
 	}
@@ -115,8 +118,11 @@ func (r *runner) mergeStream(ctx context.Context, stream string) error {
 		if new(big.Int).Add(end, big.NewInt(1)).Cmp(bigOf(shards[i+1].HashKeyRange.StartingHashKey)) != 0 {
 			continue
 		}
-		if _, err := r.kc.MergeShards(ctx, &kinesis.MergeShardsInput{
-			StreamName: aws.String(stream), ShardToMerge: shards[i].ShardId, AdjacentShardToMerge: shards[i+1].ShardId,
+		if err := r.outlastStalls(ctx, func() error {
+			_, err := r.kc.MergeShards(ctx, &kinesis.MergeShardsInput{
+				StreamName: aws.String(stream), ShardToMerge: shards[i].ShardId, AdjacentShardToMerge: shards[i+1].ShardId,
+			})
+			return err
 		}); err != nil && !r.closedByEarlierAttempt(ctx, stream, err, shards[i].ShardId) {
 			return fmt.Errorf("merging shards %s and %s: %w", aws.ToString(shards[i].ShardId), aws.ToString(shards[i+1].ShardId), err)
 		}

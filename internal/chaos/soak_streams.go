@@ -201,7 +201,10 @@ func (s *soak) createDyn(ctx context.Context, name string, during bool) error {
 	// A name being deleted is refused until the emulator is done with it.
 	began := time.Now()
 	for {
-		_, err := s.kc.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(dynShards)})
+		err := s.outlastStalls(ctx, func() error {
+			_, err := s.kc.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(dynShards)})
+			return err
+		})
 		if err == nil {
 			break
 		}
@@ -339,7 +342,10 @@ func (s *soak) deleteDyn(ctx context.Context, st *soakStream) error {
 // sent the call again after the soak's 20 s call timeout, and the soak
 // ended on the second attempt's ResourceNotFoundException).
 func (s *soak) removeDyn(ctx context.Context, st *soakStream, from time.Time) error {
-	_, err := s.kc.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(st.name), EnforceConsumerDeletion: aws.Bool(true)})
+	err := s.outlastStalls(ctx, func() error {
+		_, err := s.kc.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(st.name), EnforceConsumerDeletion: aws.Bool(true)})
+		return err
+	})
 	if kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound {
 		s.note("streams: DeleteStream of %s answered that the stream is not found: an earlier attempt of the call, not answered in time, deleted it", st.label)
 		err = nil
