@@ -397,7 +397,7 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 	if err != nil {
 		return Table{}, err
 	}
-	t := Check(r.counter, stream, ds, r.windows, r.kills, nil)
+	t := Check(r.counter, stream, ds, append(r.windows, poisonWindows(ds)...), r.kills, nil)
 	if t.ACLRefusals, err = r.aclRefusals(ctx); err != nil {
 		return Table{}, err
 	}

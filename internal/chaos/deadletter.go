@@ -1,6 +1,11 @@
 package chaos
 
-import "strconv"
+import (
+	"sort"
+	"strconv"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
 
 // deadLetters are the records the inputs wrote to their dead letter
 // (redelivery.dead_letter): given up, not delivered.
@@ -52,4 +57,61 @@ func splitDeadLetters(stream []Record, all []Delivery, t *Table, problem func(fo
 	}
 	t.DeadLettered = len(dead.ids)
 	return delivered, dead
+}
+
+// behindPoison says whether first delivery f waited behind a poison record
+// of its shard: a record at or before it that an input dead-lettered after
+// f was delivered. Every chaos and soak output rejects the poison records,
+// and the input then redelivers only them: records delivered beside or
+// after one on its shard stay behind the checkpoint until it is
+// dead-lettered, and a hand-off meanwhile has the next owner deliver them
+// again, marked (docs/poison-records.md, "Per-key order when the output
+// names failures"). all holds the dead letters' lines.
+func behindPoison(f Delivery, all []Delivery) bool {
+	fp, err := consumer.ParsePosition(f.Seq)
+	if err != nil {
+		return false
+	}
+	for _, dl := range all {
+		if dl.DeadLetterReason == "" || dl.Shard != f.Shard || dl.At.Before(f.At) {
+			continue
+		}
+		if pp, perr := consumer.ParsePosition(dl.Seq); perr == nil && pp.Compare(fp) <= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// poisonWindows explains, for Check, the duplicates whose first delivery
+// waited behind a poison record (behindPoison): a window holding that
+// first delivery alone. The chaos suite's short form failed without them
+// when a hand-off of shard 3 came while its poison record k1/161 waited for
+// its attempts: five records delivered beside it were delivered again,
+// marked, by the next owner (CI, 2026-12-04).
+func poisonWindows(all []Delivery) []Window {
+	delivered := make([]Delivery, 0, len(all))
+	for _, d := range all {
+		if d.DeadLetterReason == "" {
+			delivered = append(delivered, d)
+		}
+	}
+	sort.SliceStable(delivered, func(i, j int) bool { return delivered[i].At.Before(delivered[j].At) })
+	first := map[[2]string]Delivery{}
+	again := map[[2]string]bool{}
+	for _, d := range delivered {
+		id := [2]string{d.Shard, d.Seq}
+		if _, seen := first[id]; seen {
+			again[id] = true
+			continue
+		}
+		first[id] = d
+	}
+	var out []Window
+	for id := range again {
+		if f := first[id]; behindPoison(f, all) {
+			out = append(out, Window{What: "behind a poison record", Inst: f.Inst, Shards: map[string]bool{f.Shard: true}, From: f.At, To: f.At})
+		}
+	}
+	return out
 }

@@ -294,21 +294,11 @@ func (m *monitor) behindPoison() {
 		// A fault that was still going on when the duplicate was first
 		// judged has its window now.
 		what := windowOf(windows, f)
-		fp, err := consumer.ParsePosition(f.Seq)
-		for _, dl := range m.all {
-			if what != "" {
-				break
-			}
-			if err != nil || dl.DeadLetterReason == "" || dl.Shard != f.Shard || dl.At.Before(f.At) {
-				continue
-			}
-			if pp, perr := consumer.ParsePosition(dl.Seq); perr == nil && pp.Compare(fp) <= 0 {
-				what = "behind a poison record"
-				// The end's table (Check) judges duplicates by windows:
-				// this explanation is one, for this first delivery.
-				m.explained = append(m.explained, Window{What: what, Inst: f.Inst, Shards: map[string]bool{f.Shard: true}, From: f.At, To: f.At})
-				break
-			}
+		if what == "" && behindPoison(f, m.all) {
+			what = "behind a poison record"
+			// The end's table (Check) judges duplicates by windows:
+			// this explanation is one, for this first delivery.
+			m.explained = append(m.explained, Window{What: what, Inst: f.Inst, Shards: map[string]bool{f.Shard: true}, From: f.At, To: f.At})
 		}
 		if what == "" {
 			m.v.DupsOutside++
