@@ -78,7 +78,7 @@ func readLua(name string) string {
 }
 
 // acquireScript: KEYS lease, handoff, ckpt, epoch, delivered; ARGV shard, owner,
-// periodMillis, knownEpoch, newEpoch. A caller that knows no epoch yet joins
+// periodMillis, knownEpoch, newEpoch, holdMillis. A caller that knows no epoch yet joins
 // the group, creating its record (id newEpoch, start and created now) if
 // there is none (the input joins first, join.go, and waits while a record
 // is young and not re-seeded).
@@ -86,9 +86,9 @@ func readLua(name string) string {
 // startOverride, quietMillis, delivered}: 1 when the caller holds the lease,
 // 0 with the live holder otherwise. The checkpoint, the override and the
 // redelivery mark (” when none) come with the lease, so a take is one
-// round trip. Within a lease period after a re-seed,
-// a shard whose lease the store does not know is not handed out: its holder
-// may not have re-seeded it yet.
+// round trip. For holdMillis after a re-seed (consumer.RestartWait: a
+// lease period and the newcomer wait), a shard whose lease the store does
+// not know is not handed out: its holder may not have re-seeded it yet.
 var acquireScript = newScript("acquire")
 
 // renewScript: KEYS lease, epoch; ARGV shard, owner, token, periodMillis,

@@ -69,7 +69,7 @@ func (s *Store) acquire(ctx context.Context, shard, owner string) (consumer.Take
 	what := "acquiring lease for shard " + shard
 	sent := time.Now()
 	res, err := acquireScript.Run(ctx, s.c.client, []string{s.keys.Leases, s.keys.Handoff, s.keys.Checkpoints, s.keys.Epoch, s.keys.Delivered},
-		shard, owner, s.periodMillis(), s.knownEpoch(), newEpochID()).Slice()
+		shard, owner, s.periodMillis(), s.knownEpoch(), newEpochID(), consumer.RestartWait(s.c.cfg.LeasePeriod).Milliseconds()).Slice()
 	if err != nil {
 		return consumer.Take{}, "", storeErr(what, err)
 	}

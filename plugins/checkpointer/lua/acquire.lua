@@ -21,9 +21,14 @@ if live(owner, exp, now) then
   exp = now + period
   redis.call('HSET', KEYS[1], ARGV[1], lease_value(owner, exp, tok))
 else
+  -- After a re-seed, a shard the store does not know waits ARGV[6] (a
+  -- lease period and the newcomer wait) for a holder that was paused or
+  -- cut off while the store forgot: it wakes within its lease and re-seeds
+  -- within a check interval of waking.
   local reseeded = tonumber(redis.call('HGET', KEYS[4], 'reseeded')) or 0
-  if not raw and now < reseeded + period then
-    return {0, '', reseeded + period, 0, now, eid, gstart, '', '', -1, ''}
+  local hold = tonumber(ARGV[6]) or period
+  if not raw and now < reseeded + hold then
+    return {0, '', reseeded + hold, 0, now, eid, gstart, '', '', -1, ''}
   end
   if raw and exp > 0 then quiet = now - exp end
   owner = ARGV[2]
