@@ -49,16 +49,19 @@ func TestFoundStreamIsReadBeforeItIsDescribed(t *testing.T) {
 	defer cancel()
 	c := startFollower(ctx, t, api, stores, "a", &got, []Found{api.streamsAPI.found("t-1", consumer.StartTrimHorizon)})
 	require.Eventually(t, func() bool { n, _ := got.count("t-1"); return n == 2*records }, 10*time.Second, 20*time.Millisecond, "every record read while describes are refused")
-	// The describe waits for the process's describe limiter, which the
-	// package's other tests share.
-	require.Eventually(t, func() bool { return api.calls.Load() > 0 }, 10*time.Second, 20*time.Millisecond, "the retention was asked for")
+	// The describe waits for the process's describe limiter (18/s), which
+	// the package's other tests share: those that add many streams queue
+	// hundreds of permits ahead of it (10 s did not do in a full
+	// `make test`).
+	const permitWait = time.Minute
+	require.Eventually(t, func() bool { return api.calls.Load() > 0 }, permitWait, 20*time.Millisecond, "the retention was asked for")
 	co := c.followed[consumertest.FakeARNPrefix+"t-1"].co
 	lagWarn, retention := co.lag()
 	assert.Zero(t, retention, "no retention known yet")
 	assert.Zero(t, lagWarn)
 
 	api.open.Store(true)
-	require.Eventually(t, func() bool { _, r := co.lag(); return r == 24*time.Hour }, 10*time.Second, 20*time.Millisecond, "the retention, once described")
+	require.Eventually(t, func() bool { _, r := co.lag(); return r == 24*time.Hour }, permitWait, 20*time.Millisecond, "the retention, once described")
 	lagWarn, _ = co.lag()
 	assert.Equal(t, 12*time.Hour, lagWarn, "lag warnings at half the retention")
 }
