@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -48,8 +47,8 @@ func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
 		s.setWiped()
 	case ClassRedisFlush:
 		s.note("redis FLUSHALL")
-		if err := s.rc.FlushAll(ctx).Err(); err != nil {
-			return fmt.Errorf("FLUSHALL: %w", err)
+		if err := flushPaused(ctx, s.rc); err != nil {
+			return err
 		}
 		s.setWiped()
 	case ClassRedisPause, ClassRedisStall:

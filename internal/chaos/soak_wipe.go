@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,7 +22,8 @@ import (
 // is paused, its lease lapsed, it was released and not yet taken, or it is
 // closed) has nobody to write its position back, so it is read again from
 // the group's start: the design's stated cost. The soak reads the lease
-// holders from Redis just before it wipes, and gives each such shard a
+// holders from Redis with every client's writes held back until the wipe
+// (soak_wipe_pause.go), and gives each such shard a
 // window over every delivery of it before the wipe. A holder that was live
 // at the wipe but stopped, paused or cut off from Redis from the wipe's
 // start to a lease after Redis came back may not have written its shards
@@ -62,22 +64,18 @@ func (s *soak) holdersBeforeWipe(ctx context.Context) map[string]int {
 			holders[st.label+"/"+id] = 0
 		}
 	}
+	keys := make(map[string]string, len(streams))
 	for _, st := range streams {
-		lctx, cancel := context.WithTimeout(ctx, time.Second)
-		leases, err := st.store.Leases(lctx)
-		cancel()
-		if err != nil {
-			continue
-		}
-		for shard, l := range leases {
-			id := st.label + "/" + shard
-			if l.Expired {
-				holders[id] = 0
-			} else {
-				holders[id] = pidOfOwner(l.Owner)
-			}
-		}
+		keys[st.label] = st.store.Keys().Leases
 	}
+	lctx, cancel := context.WithTimeout(ctx, time.Second)
+	leases, err := pauseWritesAndReadLeases(lctx, s.rc, keys)
+	cancel()
+	if err != nil {
+		s.note("wipe: %v; every shard listed counts as held by nobody", err)
+		return holders
+	}
+	maps.Copy(holders, leases)
 	return holders
 }
 
