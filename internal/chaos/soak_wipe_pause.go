@@ -3,10 +3,10 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
 
 // wipeWritePause bounds how long the writes of every client wait between
@@ -55,20 +55,11 @@ func pauseWritesAndReadLeases(ctx context.Context, rc redis.UniversalClient, key
 	return out, nil
 }
 
-// liveHolder is the pid of the owner of a lease value ("owner|expiry ms|
-// token"; the owner may hold '|') that is live at now, else 0.
+// liveHolder is the pid of the owner of a lease value that is live at
+// now, else 0.
 func liveHolder(v string, now int64) int {
-	i := strings.LastIndexByte(v, '|')
-	if i < 0 {
-		return 0
-	}
-	j := strings.LastIndexByte(v[:i], '|')
-	if j < 0 {
-		return 0
-	}
-	owner := v[:j]
-	exp, err := strconv.ParseInt(v[j+1:i], 10, 64)
-	if err != nil || owner == "" || exp <= now {
+	owner, exp, _, ok := checkpointer.ParseLeaseValue(v)
+	if !ok || owner == "" || exp <= now {
 		return 0
 	}
 	return pidOfOwner(owner)

@@ -175,7 +175,7 @@ func leaseStates(res []any, sent time.Time) (map[string]consumer.LeaseState, err
 	out := make(map[string]consumer.LeaseState, (len(res)-1)/2)
 	for i := 1; i+1 < len(res); i += 2 {
 		shard := toString(res[i])
-		owner, exp, tok, ok := parseLeaseValue(toString(res[i+1]))
+		owner, exp, tok, ok := ParseLeaseValue(toString(res[i+1]))
 		if !ok {
 			return nil, fmt.Errorf("reading lease of shard %s: malformed value %q", shard, toString(res[i+1]))
 		}
@@ -240,9 +240,10 @@ func roundOf(res []any, sent time.Time) (consumer.Round, error) {
 
 var _ consumer.RoundReader = (*Store)(nil)
 
-// parseLeaseValue reads "<owner>|<expiresAtMillis>|<token>", taking the
-// numbers from the right as the scripts do.
-func parseLeaseValue(v string) (owner string, exp, tok int64, ok bool) {
+// ParseLeaseValue reads a value of the lease hash,
+// "<owner>|<expiresAtMillis>|<token>", taking the numbers from the right as
+// the scripts do (the soak reads the hash directly while writes are paused).
+func ParseLeaseValue(v string) (owner string, exp, tok int64, ok bool) {
 	i := strings.LastIndexByte(v, '|')
 	if i < 0 {
 		return "", 0, 0, false

@@ -42,7 +42,7 @@ func TestIntegrationAReseedHoldsUnknownShardsForAPausedHolderToWriteBack(t *test
 	_, err = member.Reseed(ctx, consumer.Seed{Owner: "member", Leases: []consumer.Lease{mine.Lease}})
 	require.NoError(t, err)
 
-	// A lease period and a half later the holder, paused past its lease,
+	// Half a second past a lease period the holder, paused past its lease,
 	// has not re-seeded yet: its shard is still handed to nobody.
 	time.Sleep(time.Until(sent.Add(period + period/6)))
 	refused, err := member.Acquire(ctx, "shard-0", "member")

@@ -26,7 +26,7 @@ else
   -- cut off while the store forgot: it wakes within its lease and re-seeds
   -- within a check interval of waking.
   local reseeded = tonumber(redis.call('HGET', KEYS[4], 'reseeded')) or 0
-  local hold = tonumber(ARGV[6]) or period
+  local hold = tonumber(ARGV[6])
   if not raw and now < reseeded + hold then
     return {0, '', reseeded + hold, 0, now, eid, gstart, '', '', -1, ''}
   end
