@@ -21,15 +21,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// errExitedEarly marks a service that died while starting: most often a
-// port race (another process bound the free port first), so starting again
-// on a new port is worth a try.
+// errExitedEarly marks a service that died while starting, or was killed
+// because it could not bind a port: most often a port race (another process
+// bound the free port first), so starting again on new ports is worth a try.
 var errExitedEarly = errors.New("exited before it was ready")
 
 // startAttempts is how often a service start is tried on fresh ports.
@@ -235,6 +236,13 @@ func waitReady(ctx context.Context, p *Process, timeout time.Duration, check fun
 		if last = check(ctx); last == nil {
 			return nil
 		}
+		if portTaken(p.Output()) {
+			// Node's servers (kinesis-mock, kinesalite, dynalite) log a port
+			// they could not bind and may go on running without it: waiting
+			// would only time out, while new ports are a retry away.
+			p.Kill()
+			return fmt.Errorf("%s %w: a port it was given was taken before it bound it; output:\n%s", p.Name, errExitedEarly, p.Output())
+		}
 		select {
 		case <-p.done:
 			return fmt.Errorf("%s %w (%v); output:\n%s", p.Name, errExitedEarly, p.err, p.Output())
@@ -244,6 +252,12 @@ func waitReady(ctx context.Context, p *Process, timeout time.Duration, check fun
 		case <-tick.C:
 		}
 	}
+}
+
+// portTaken reports whether a process's output says it could not bind a
+// port because another process had taken it (Node's "listen EADDRINUSE").
+func portTaken(output string) bool {
+	return strings.Contains(output, "EADDRINUSE")
 }
 
 func lookPath(prog string) (string, error) {
