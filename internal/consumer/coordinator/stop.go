@@ -96,11 +96,13 @@ func (co *coordinator) shutdown(ctx context.Context) stopTally {
 	for _, r := range co.readers {
 		r.Stop()
 	}
+	readersCtx, cancel := beforeTheEnd(ctx)
+	defer cancel()
 	for _, r := range co.readers {
 		select {
 		case <-r.Done():
 			tally.add(co.streamName, r)
-		case <-ctx.Done():
+		case <-readersCtx.Done():
 			r.Cancel()
 			tally.unreleased = append(tally.unreleased, co.streamName+"/"+r.Shard().ID)
 		}
@@ -117,6 +119,25 @@ func (co *coordinator) shutdown(ctx context.Context) stopTally {
 	}
 	co.cancelRun()
 	return tally
+}
+
+// marksReserve is the end of the stop's time kept for keepMarks: readers
+// still retrying their final commit are ended that much before the stop's
+// deadline, so the write-back of marks for the shards they leave to lapse
+// still has time to land (a quarter of what is left, when that is less).
+const marksReserve = time.Second
+
+// beforeTheEnd returns a context that ends marksReserve before ctx's
+// deadline (or with ctx, when it has none). Without it, a final commit
+// retried to the end of the stop left keepMarks an expired context, and
+// the marks were never written back (soak seed 10 with efo: y2).
+func beforeTheEnd(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	reserve := min(marksReserve, time.Until(deadline)/4)
+	return context.WithDeadline(ctx, deadline.Add(-reserve))
 }
 
 // keepMarks writes the stream's redelivery marks back when the stop leaves

@@ -39,8 +39,11 @@ type writeBackMarker struct {
 
 func (m *writeBackMarker) Cover(context.Context, consumer.Lease, consumer.Position) error { return nil }
 func (m *writeBackMarker) Forget(string)                                                  {}
-func (m *writeBackMarker) WriteBack(context.Context) error {
+func (m *writeBackMarker) WriteBack(ctx context.Context) error {
 	m.tries.Add(1)
+	if err := ctx.Err(); err != nil {
+		return err // as a Redis call made with an ended context
+	}
 	if m.down.Load() {
 		return errDown
 	}
@@ -119,4 +122,40 @@ func TestAStopThatReleasesEveryShardWritesNoMarkBack(t *testing.T) {
 	defer cancel()
 	require.NoError(t, a.Close(ctx))
 	assert.Zero(t, st.marker.tries.Load())
+}
+
+// refusingCommitsStore is a marksStore whose commits fail while
+// refuseCommits is set; its marker writes land.
+type refusingCommitsStore struct {
+	*marksStore
+	refuseCommits atomic.Bool
+}
+
+func (s *refusingCommitsStore) Commit(ctx context.Context, l consumer.Lease, p consumer.Position) error {
+	if s.refuseCommits.Load() {
+		return errDown
+	}
+	return s.marksStore.Commit(ctx, l, p)
+}
+
+// A stop whose final commit is retried to the end of the stop's time (at
+// shutdown it is retried for as long as the stop lasts) still writes the
+// marks back: the readers are ended a little before the stop's deadline,
+// so the write-back has time left. It used to get an expired context and
+// fail at once (soak seed 10 with efo: y2, "Could not write back how far
+// this instance delivered the shards it left to lapse ... before the
+// stop's time was up").
+func TestAStopWhoseFinalCommitTakesAllItsTimeStillWritesTheMarksBack(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.HandoffTimeout = 200 * time.Millisecond
+	st := &refusingCommitsStore{marksStore: newMarksStore(cfg.LeasePeriod)}
+	a, b := oneShardBatch(t, cfg, st)
+	st.refuseCommits.Store(true)
+	b.Ack(nil) // acked, and its commit never lands
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = a.Close(ctx)
+	assert.EqualValues(t, 1, st.marker.written.Load(),
+		"the marks of the shard left to lapse were not written back within the stop's time (%d tries)", st.marker.tries.Load())
 }
