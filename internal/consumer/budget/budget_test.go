@@ -112,7 +112,7 @@ func TestSubscriptionAsksForAFullEventUntilAtTheTip(t *testing.T) {
 	sub.Settle(recs, raw, 60_000)
 	require.NoError(t, sub.Reserve(ctx))
 	full := int64(2<<20/1000) * Cost(&recs[0])
-	assert.Equal(t, full, sub.FullEvent())
+	assert.Equal(t, full, sub.fullEvent())
 	assert.Equal(t, WhileReading(full), sub.reserved, "behind the tip: a full event")
 
 	// At the tip: twice its last event.
@@ -133,7 +133,7 @@ func TestSubscriptionAsksForAFullEventUntilAtTheTip(t *testing.T) {
 	tiny := NewShard(b, 10000, true, nil, "s/1")
 	trecs, traw := records(1, 10)
 	tiny.Settle(trecs, traw, 1)
-	assert.Equal(t, int64(maxEventRecords)*Cost(&trecs[0]), tiny.FullEvent())
+	assert.Equal(t, int64(maxEventRecords)*Cost(&trecs[0]), tiny.fullEvent())
 	tiny.Close()
 
 	// A budget of 2 MiB: a subscription behind asks for half of it, and

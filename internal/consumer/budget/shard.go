@@ -36,7 +36,7 @@ import (
 //   - a subscription waits for its next event holding the room and cannot
 //     ask for a smaller event. Just opened (it may start behind the tip:
 //     after a take, a break, a pause) or behind the tip, it asks for a
-//     full event (FullEvent: a second of what enhanced fan-out pushes per
+//     full event (fullEvent: a second of what enhanced fan-out pushes per
 //     shard, 2 MiB of its records' data, and at most 10,000 records), so
 //     a catch-up is not let in on the room of a quiet shard; at the tip it
 //     asks for twice its last event (at least MinEventBytes), so quiet
@@ -163,10 +163,10 @@ func (s *Shard) largestAnswer() int64 {
 	return n * s.recCost
 }
 
-// FullEvent is what a full event costs at the shard's record sizes:
+// fullEvent is what a full event costs at the shard's record sizes:
 // FullEventBytes of data, at most maxEventRecords records. Before any
 // record was seen, records are taken to be as large as Kinesis allows.
-func (s *Shard) FullEvent() int64 {
+func (s *Shard) fullEvent() int64 {
 	n := min(int64(maxEventRecords), max(FullEventBytes/max(s.recData, 1), 1))
 	if s.recCost == 0 {
 		n = max(FullEventBytes/maxRecordBytes, 1)
@@ -191,7 +191,7 @@ func (s *Shard) estimate() (want, least int64) {
 	var est int64
 	switch {
 	case s.push && (s.fresh || !s.answered || s.behind):
-		est = max(2*s.lastAnswer, s.FullEvent())
+		est = max(2*s.lastAnswer, s.fullEvent())
 	case s.push:
 		est = max(2*s.lastAnswer, MinEventBytes)
 	case s.idle:
