@@ -144,13 +144,18 @@ type soak struct {
 	emuStalls     int
 	emuStalled    time.Duration
 	emuStallSince time.Time
-	kicks         int
-	incN          map[string]int  // incarnations started per instance name
-	stopped       map[string]bool // incarnations the soak stopped
-	nackers       map[string]bool // incarnations whose output nacks (under mu)
-	pids          []int
-	wiped         bool // a wipe since the last checkpoint poll
-	wipes         int  // wipes so far
+	// emuRefusedSince is when the TLS port began refusing connections
+	// (zero while it does not), emuGone why the emulator is taken for gone
+	// (soak_emulator.go).
+	emuRefusedSince time.Time
+	emuGone         error
+	kicks           int
+	incN            map[string]int  // incarnations started per instance name
+	stopped         map[string]bool // incarnations the soak stopped
+	nackers         map[string]bool // incarnations whose output nacks (under mu)
+	pids            []int
+	wiped           bool // a wipe since the last checkpoint poll
+	wipes           int  // wipes so far
 	// listedShards is each stream's (by label) shards as last listed
 	// before a wipe: a listing that fails then still names them
 	// (holdersBeforeWipe).

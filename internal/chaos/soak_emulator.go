@@ -3,6 +3,9 @@ package chaos
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
+	"syscall"
 	"time"
 )
 
@@ -25,6 +28,16 @@ const (
 	// emuProbeTimeout is the Go HTTP transport's own TLS handshake
 	// timeout, which the readers' calls hit.
 	emuProbeTimeout = 10 * time.Second
+	// emuGoneAfter is how long the TLS port may refuse connections before
+	// the soak takes kinesis-mock's TLS server for gone. A stall completes
+	// no handshake on a port that still listens; a refusal means nothing
+	// listens. Seed 11 with efo (1 h): from 24 min the port refused every
+	// connection while the plain port answered, for the rest of the hour
+	// (268 connections of the TLS server left in CLOSE-WAIT, nothing in
+	// kinesis-mock's log), and the soak went on for 46 minutes that could
+	// not judge a fan-out reader. A few seconds of refusals (seed 8's plain
+	// port) do not count.
+	emuGoneAfter = time.Minute
 )
 
 // tlsProbe completes one TLS handshake with addr and closes.
@@ -41,13 +54,14 @@ func tlsProbe(addr string, cfg *tls.Config) func(context.Context) error {
 
 // watchEmulator probes every `every` until ctx ends; a probe that fails
 // begins a stall, the next one that succeeds ends it.
-func (s *soak) watchEmulator(ctx context.Context, probe func(context.Context) error, every, timeout time.Duration) {
+// A port that refuses connections for goneAfter is gone (emulatorGone).
+func (s *soak) watchEmulator(ctx context.Context, probe func(context.Context) error, every, timeout, goneAfter time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			s.emulatorBack()
+			s.endStall(false)
 			return
 		case <-t.C:
 		}
@@ -57,12 +71,39 @@ func (s *soak) watchEmulator(ctx context.Context, probe func(context.Context) er
 		if ctx.Err() != nil {
 			continue
 		}
+		s.noteRefusal(err, goneAfter)
 		if err != nil {
 			s.emulatorStalled(err)
 		} else {
-			s.emulatorBack()
+			s.endStall(true)
 		}
 	}
+}
+
+// noteRefusal follows how long the TLS port has refused connections; past
+// goneAfter the emulator is gone (emulatorGone).
+func (s *soak) noteRefusal(err error, goneAfter time.Duration) {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		s.emuRefusedSince = time.Time{}
+		return
+	}
+	now := time.Now()
+	if s.emuRefusedSince.IsZero() {
+		s.emuRefusedSince = now
+	}
+	if s.emuGone == nil && now.Sub(s.emuRefusedSince) >= goneAfter {
+		s.emuGone = fmt.Errorf("kinesis-mock's TLS server stopped listening: its port has refused every connection since t=%v (%v), while a stall only completes no handshake; the fan-out readers cannot reach the emulator again, so the rest of the run could not be judged (the emulator, not the input)",
+			s.emuRefusedSince.Sub(s.start).Round(100*time.Millisecond), err)
+	}
+}
+
+// emulatorGone says why the emulator can no longer be read from, or nil.
+func (s *soak) emulatorGone() error {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	return s.emuGone
 }
 
 // emulatorStalled begins a stall unless one is under way.
@@ -79,9 +120,10 @@ func (s *soak) emulatorStalled(err error) {
 	}
 }
 
-// emulatorBack ends the stall under way, if any. Only the watch calls
+// endStall ends the stall under way, if any: the port answered again, or
+// (answered false) the run ended inside the stall. Only the watch calls
 // it, so the stall it reads is still under way when it counts it.
-func (s *soak) emulatorBack() {
+func (s *soak) endStall(answered bool) {
 	s.smu.Lock()
 	since := s.emuStallSince
 	s.smu.Unlock()
@@ -95,7 +137,11 @@ func (s *soak) emulatorBack() {
 	s.emuStalled += d
 	s.emuStallSince = time.Time{}
 	s.smu.Unlock()
-	s.note("emulator: kinesis-mock's TLS port answers again, after %v", d.Round(100*time.Millisecond))
+	if answered {
+		s.note("emulator: kinesis-mock's TLS port answers again, after %v", d.Round(100*time.Millisecond))
+		return
+	}
+	s.note("emulator: the run ended inside a stall of kinesis-mock's TLS port, %v long so far", d.Round(100*time.Millisecond))
 }
 
 // emulatorStalledFor is the time the emulator stalled so far, the stall

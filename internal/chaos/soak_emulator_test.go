@@ -53,7 +53,7 @@ func TestSoakHoldsAnEmulatorStallAsAFault(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { defer close(done); s.watchEmulator(ctx, probe, 10*time.Millisecond, time.Second) }()
+	go func() { defer close(done); s.watchEmulator(ctx, probe, 10*time.Millisecond, time.Second, time.Minute) }()
 
 	<-stalled
 	require.Eventually(t, func() bool { _, quiet := s.quietSince("soak-a"); return !quiet }, 5*time.Second, 10*time.Millisecond,
@@ -81,6 +81,61 @@ func TestSoakHoldsAnEmulatorStallAsAFault(t *testing.T) {
 	}
 	assert.Equal(t, 1, stalls, "one note for the stall, however many probes failed: %v", notes)
 	assert.Equal(t, 1, backs, notes)
+	assert.NoError(t, s.emulatorGone(), "a stall is not a gone emulator")
+}
+
+// A TLS port that refuses connections for the whole of goneAfter is a
+// server that stopped listening (seed 11 with efo: kinesis-mock's, for
+// the last 46 minutes of the hour): the soak takes the emulator for gone
+// and says so, where a port that listens and completes no handshake for
+// as long is a stall, and refusals that stop in time are neither.
+func TestSoakTakesAnEmulatorWhosePortRefusesForGone(t *testing.T) {
+	newSoak := func() *soak {
+		return &soak{runner: &runner{logf: t.Logf}, start: time.Now(), active: map[string]int{}, quiet: map[string]time.Time{}}
+	}
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	refusing := closed.Addr().String()
+	require.NoError(t, closed.Close())
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { silent.Close() })
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	watch := func(s *soak, probe func(context.Context) error, d time.Duration) {
+		ctx, cancel := context.WithTimeout(t.Context(), d)
+		defer cancel()
+		s.watchEmulator(ctx, probe, 10*time.Millisecond, 50*time.Millisecond, 300*time.Millisecond)
+	}
+
+	gone := newSoak()
+	watch(gone, tlsProbe(refusing, cfg), 2*time.Second)
+	err = gone.emulatorGone()
+	require.Error(t, err, "a port refusing connections for 2 s was not taken for a server gone")
+	assert.Contains(t, err.Error(), "stopped listening")
+
+	stalled := newSoak()
+	watch(stalled, tlsProbe(silent.Addr().String(), cfg), 2*time.Second)
+	assert.NoError(t, stalled.emulatorGone(), "a port that listens and completes no handshake is a stall")
+	assert.Positive(t, stalled.emulatorStalledFor())
+
+	var n atomic.Int32
+	flapping := newSoak()
+	watch(flapping, func(ctx context.Context) error {
+		if n.Add(1)%10 == 0 { // answers every 100 ms: refusals never last 300 ms
+			return nil
+		}
+		return tlsProbe(refusing, cfg)(ctx)
+	}, 2*time.Second)
+	assert.NoError(t, flapping.emulatorGone(), "refusals that end in time are no server gone")
 }
 
 // The probe fails on a port that accepts connections and never completes

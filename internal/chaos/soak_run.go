@@ -34,7 +34,7 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 		watched := make(chan struct{})
 		go func() {
 			defer close(watched)
-			s.watchEmulator(emuCtx, tlsProbe(strings.TrimPrefix(s.kin.TLSEndpoint, "https://"), cfg), emuProbeEvery, emuProbeTimeout)
+			s.watchEmulator(emuCtx, tlsProbe(strings.TrimPrefix(s.kin.TLSEndpoint, "https://"), cfg), emuProbeEvery, emuProbeTimeout, emuGoneAfter)
 		}()
 		defer func() { stopWatch(); <-watched }()
 	}
@@ -78,6 +78,9 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 		if err := mon.check(ctx, false); err != nil {
 			return Verdict{}, err
 		}
+		if err := s.emulatorGone(); err != nil {
+			return Verdict{}, err
+		}
 		select {
 		case err := <-errs:
 			return Verdict{}, err
@@ -108,6 +111,9 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 			waiting = false
 		case <-time.After(tick):
 			if err := mon.check(ctx, false); err != nil {
+				return Verdict{}, err
+			}
+			if err := s.emulatorGone(); err != nil {
 				return Verdict{}, err
 			}
 		}
@@ -141,6 +147,9 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 			return Verdict{}, err
 		}
 		if err := mon.check(ctx, false); err != nil {
+			return Verdict{}, err
+		}
+		if err := s.emulatorGone(); err != nil {
 			return Verdict{}, err
 		}
 		if mon.caughtUp() {
