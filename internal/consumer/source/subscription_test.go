@@ -216,3 +216,45 @@ func TestSubscriptionHeldElsewhereRetriesQuietly(t *testing.T) {
 	assert.Equal(t, []string{"9"}, seqs)
 	assert.Contains(t, logs.String(), "level=WARN msg=\"Another subscription of this consumer has held the shard for")
 }
+
+// countingRoom is a Room without a budget that counts what is given back.
+type countingRoom struct {
+	noRoom
+	mu        sync.Mutex
+	givenBack int
+}
+
+func (r *countingRoom) GiveBack() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.givenBack++
+}
+
+// A subscription that ran its five minutes keeps its room for the next one
+// (the shard is still reading at the tip: giving the room back would let
+// other shards take it between two sessions); one whose stream failed
+// gives it back while another is opened.
+func TestSubscriptionKeepsItsRoomAcrossARenewalButNotAFailure(t *testing.T) {
+	f := &fakeSubscriptions{answers: []func() (EventStream, error){
+		stream(consumertest.NewStream([]types.SubscribeToShardEvent{event("1", "1")}, true, nil)), // its five minutes end
+		stream(consumertest.NewStream([]types.SubscribeToShardEvent{event("2", "2")}, true,
+			consumertest.APIErr(500, &types.InternalFailureException{}))), // breaks
+		stream(consumertest.NewStream([]types.SubscribeToShardEvent{event("3", "3")}, false, nil)),
+	}}
+	s := newTestSubscription(f, After("0"))
+	room := &countingRoom{}
+	s.room = room
+	defer s.Close()
+
+	seqs, _ := nextSeqs(t, s, 2)
+	assert.Equal(t, []string{"1", "2"}, seqs)
+	room.mu.Lock()
+	assert.Zero(t, room.givenBack, "the room was given back when a subscription ran its five minutes")
+	room.mu.Unlock()
+
+	seqs, _ = nextSeqs(t, s, 1)
+	assert.Equal(t, []string{"3"}, seqs)
+	room.mu.Lock()
+	assert.Equal(t, 1, room.givenBack, "a subscription that broke gives its room back once")
+	room.mu.Unlock()
+}
