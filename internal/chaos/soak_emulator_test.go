@@ -97,18 +97,7 @@ func TestSoakTakesAnEmulatorWhosePortRefusesForGone(t *testing.T) {
 	require.NoError(t, err)
 	refusing := closed.Addr().String()
 	require.NoError(t, closed.Close())
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { silent.Close() })
-	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-		}
-	}()
+	silent := silentListener(t)
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	watch := func(s *soak, probe func(context.Context) error, d time.Duration) {
 		ctx, cancel := context.WithTimeout(t.Context(), d)
@@ -138,9 +127,9 @@ func TestSoakTakesAnEmulatorWhosePortRefusesForGone(t *testing.T) {
 	assert.NoError(t, flapping.emulatorGone(), "refusals that end in time are no server gone")
 }
 
-// The probe fails on a port that accepts connections and never completes
-// a handshake, and succeeds on a TLS server.
-func TestTLSProbeNeedsAHandshake(t *testing.T) {
+// silentListener accepts connections and holds them open, silent: a port
+// that listens and completes no handshake.
+func silentListener(t *testing.T) net.Listener {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { ln.Close() })
@@ -150,9 +139,16 @@ func TestTLSProbeNeedsAHandshake(t *testing.T) {
 			if err != nil {
 				return
 			}
-			t.Cleanup(func() { c.Close() }) // held open, silent
+			t.Cleanup(func() { c.Close() })
 		}
 	}()
+	return ln
+}
+
+// The probe fails on a port that accepts connections and never completes
+// a handshake, and succeeds on a TLS server.
+func TestTLSProbeNeedsAHandshake(t *testing.T) {
+	ln := silentListener(t)
 	srv := httptest.NewTLSServer(http.NotFoundHandler())
 	t.Cleanup(srv.Close)
 	pool := x509.NewCertPool()
