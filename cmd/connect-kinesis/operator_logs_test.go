@@ -81,6 +81,8 @@ func TestIntegrationOperatorCausesAreLogged(t *testing.T) {
 
 	run(t, "checkpoints", "reset", "--redis-url", r.URL(), "--group", "g", "--stream", stream, "--stream-id", arn,
 		"--to", "trim_horizon", "--force", "--yes")
-	assert.Eventually(t, func() bool { return strings.Contains(logOf(), "Lease fenced by an operator") }, 60*time.Second, 200*time.Millisecond,
-		"the fenced reader names the operator's reset as the cause")
+	assert.Eventually(t, func() bool {
+		l := logOf()
+		return strings.Contains(l, "Lease fenced: the stream's checkpoints were replaced") && strings.Contains(l, "by an operator's `checkpoints reset`")
+	}, 60*time.Second, 200*time.Millisecond, "the fenced reader names the operator's reset as a cause")
 }

@@ -263,13 +263,16 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]shardRea
 		case holder.Owner == "" && holder.Token == 0:
 			log.Warn("Lease missing from the store (pruned as trimmed while this instance could not renew it, or the group deleted with `checkpoints delete`?); stopped the shard reader")
 		case holder.Owner == "" && holder.ExpiresAt.UnixMilli() == 0:
-			// Only an operator's reset or import frees a lease this way
-			// (released at time 0 with its token bumped); a release or an
-			// expiry keeps a real time. The position this instance
-			// reached is no longer the shard's: a re-seed must not write
-			// it over the operator's.
+			// Only an operator's reset or import, or the clear of a stream
+			// found deleted and created again (checkpointer.StreamCreated),
+			// frees a lease this way (released at time 0 with its token
+			// bumped); a release or an expiry keeps a real time. The
+			// position this instance reached is no longer the shard's: a
+			// re-seed must not write it over the new one. The log names
+			// both causes: soak seed 12 with efo saw this line after a
+			// recreated stream's clear, where it named only the operator.
 			co.known.newerOwner(r.Shard().ID)
-			log.Warnf("Lease fenced by an operator: `checkpoints reset` or `checkpoints import` replaced the group's checkpoints and freed every lease (token now %d); stopped the shard reader, and the shard is taken again from the new checkpoints", holder.Token)
+			log.Warnf("Lease fenced: the stream's checkpoints were replaced and every lease freed (token now %d), by an operator's `checkpoints reset` or `checkpoints import`, or by an instance that found the stream deleted and created again; stopped the shard reader, and the shard is taken again from the new checkpoints", holder.Token)
 		default:
 			co.known.newerOwner(r.Shard().ID)
 			log.Warn("Lease no longer ours in the store (it expired and was released or renewed under another token); stopped the shard reader")
