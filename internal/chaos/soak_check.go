@@ -33,8 +33,11 @@ type monitor struct {
 	// and one liveness breach were counted but not named).
 	failed map[string]bool
 
-	cps      map[string]consumer.Position // stream/shard -> last checkpoint seen
-	breached map[string]bool              // shards in a liveness breach
+	cps map[string]consumer.Position // stream/shard -> last checkpoint seen
+	// created is, per stream label, the creation time the group's
+	// checkpoints belonged to at the last poll (soak_checkpoints.go).
+	created  map[string]time.Time
+	breached map[string]bool // shards in a liveness breach
 	rssOver  map[string]bool
 	// unmarked says an unmarked duplicate was reported: the first one goes
 	// to the report with the events around it, the checker counts all.
@@ -71,7 +74,7 @@ func newMonitor(s *soak) *monitor {
 		fence: fence{samples: map[string][]leaseSample{}},
 		first: map[[2]string]Delivery{}, dead: map[[2]string]bool{}, firstKC: map[string]map[int]bool{}, last: map[string]int{}, lastBy: map[string]string{},
 		shardRead: map[string]time.Time{}, newStream: map[string]bool{}, deleted: map[string]bool{}, stale: map[string]bool{},
-		cps: map[string]consumer.Position{}, breached: map[string]bool{}, rssOver: map[string]bool{},
+		cps: map[string]consumer.Position{}, created: map[string]time.Time{}, breached: map[string]bool{}, rssOver: map[string]bool{},
 		v: Verdict{DupsBy: map[string]int{}},
 	}
 }

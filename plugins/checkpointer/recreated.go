@@ -2,8 +2,12 @@ package checkpointer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
@@ -71,4 +75,25 @@ func (s *Store) StreamCreated(ctx context.Context, seen, current time.Time) (cle
 		return false, fmt.Errorf("comparing the stream's creation time %v with the group's: %w", current.UTC().Format(time.RFC3339), consumer.ErrOlderStream)
 	}
 	return n == 1, nil
+}
+
+// RecordedStreamCreated returns the creation time of the stream incarnation
+// the group's checkpoints belong to, as StreamCreated recorded it (zero
+// when none is recorded). It changes when an instance finds the stream
+// deleted and created again and clears the group's state, which moves
+// checkpoints back by design; the soak's checkpoint check reads it so as to
+// tell that clear from a regression.
+func (s *Store) RecordedStreamCreated(ctx context.Context) (time.Time, error) {
+	v, err := s.c.client.HGet(ctx, s.keys.Epoch, streamCreatedField).Result()
+	if errors.Is(err, redis.Nil) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reading the creation time the group's checkpoints belong to: %w", err)
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reading the creation time the group's checkpoints belong to: %q is not milliseconds", v)
+	}
+	return time.UnixMilli(ms), nil
 }
