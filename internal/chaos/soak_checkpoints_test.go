@@ -9,8 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
-	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
-	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
 
 // The clear of a stream found deleted and created again moves its
@@ -21,18 +19,11 @@ import (
 func TestIntegrationTheCheckpointCheckTellsARecreatedStreamsClearFromARegression(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	red, err := testenv.StartRedis(ctx, testenv.RedisOptions{})
-	testenv.Require(t, "starting redis-server", err)
-	t.Cleanup(red.Close)
-	cfg := checkpointer.DefaultConfig()
-	cfg.Group, cfg.LeasePeriod = "g", 30*time.Second
+	red, st := joinedStore(t)
 	client := red.Client()
 	t.Cleanup(func() { _ = client.Close() })
-	st := checkpointer.NewFromClient(client, cfg, nil, nil).Stream("arn:aws:kinesis:us-east-1:000000000000:stream/s")
-	_, err = st.Join(ctx)
-	require.NoError(t, err)
 	deleted := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
-	_, err = st.StreamCreated(ctx, deleted, deleted)
+	_, err := st.StreamCreated(ctx, deleted, deleted)
 	require.NoError(t, err)
 	commit := func(seq string) {
 		t.Helper()

@@ -20,16 +20,7 @@ import (
 func TestIntegrationAWipeMeetsTheHoldersTheSoakRead(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	red, err := testenv.StartRedis(ctx, testenv.RedisOptions{})
-	testenv.Require(t, "starting redis-server", err)
-	t.Cleanup(red.Close)
-	cfg := checkpointer.DefaultConfig()
-	cfg.Group, cfg.LeasePeriod = "g", 30*time.Second
-	instance := red.Client()
-	t.Cleanup(func() { _ = instance.Close() })
-	st := checkpointer.NewFromClient(instance, cfg, nil, nil).Stream("arn:aws:kinesis:us-east-1:000000000000:stream/s")
-	_, err = st.Join(ctx)
-	require.NoError(t, err)
+	red, st := joinedStore(t)
 	held, err := st.Acquire(ctx, "shard-1", "vm-4242-a1b2c3")
 	require.NoError(t, err)
 	released, err := st.Acquire(ctx, "shard-2", "vm-4242-a1b2c3")
@@ -59,4 +50,21 @@ func TestIntegrationAWipeMeetsTheHoldersTheSoakRead(t *testing.T) {
 	n, err := soakClient.DBSize(ctx).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing written back after the flush")
+}
+
+// joinedStore starts a redis-server and returns it with the store of one
+// stream, joined to group g (30 s leases), as an instance's.
+func joinedStore(t *testing.T) (*testenv.Redis, *checkpointer.Store) {
+	t.Helper()
+	red, err := testenv.StartRedis(t.Context(), testenv.RedisOptions{})
+	testenv.Require(t, "starting redis-server", err)
+	t.Cleanup(red.Close)
+	cfg := checkpointer.DefaultConfig()
+	cfg.Group, cfg.LeasePeriod = "g", 30*time.Second
+	instance := red.Client()
+	t.Cleanup(func() { _ = instance.Close() })
+	st := checkpointer.NewFromClient(instance, cfg, nil, nil).Stream("arn:aws:kinesis:us-east-1:000000000000:stream/s")
+	_, err = st.Join(t.Context())
+	require.NoError(t, err)
+	return red, st
 }
