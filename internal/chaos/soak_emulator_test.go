@@ -187,3 +187,44 @@ func TestWaitActiveWaitsOutAnEmulatorStall(t *testing.T) {
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 20*time.Second, "no stall: the patience holds")
 }
+
+// kinesis-mock's process ending is the emulator gone, at once and named
+// (seed 13 with efo: both its ports refused from 38 minutes and the run
+// ended on a DeleteStream the refusals failed, dated when that operation
+// was drawn). What the run meets after that end is reported after it.
+func TestIntegrationSoakTakesAnEmulatorThatExitedForGone(t *testing.T) {
+	t.Parallel()
+	emu := testenv.NewKinesisMock(t)
+	s := &soak{runner: &runner{logf: t.Logf}, start: time.Now(), active: map[string]int{}, quiet: map[string]time.Time{}}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	watched := make(chan struct{})
+	go func() { defer close(watched); s.watchExit(ctx, emu.Process().Done(), emu.Process().Err) }()
+
+	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, s.emulatorGone(), "a running emulator is not gone")
+	deleteErr := errors.New(`deleting stream soak-dyn-2: dial tcp 127.0.0.1:42827: connect: connection refused`)
+	assert.Equal(t, deleteErr, s.blameEmulator(deleteErr), "an error while the emulator runs is the run's own")
+
+	emu.Process().Kill()
+	require.Eventually(t, func() bool { return s.emulatorGone() != nil }, 5*time.Second, 10*time.Millisecond,
+		"the emulator's process ended and the soak did not take it for gone")
+	<-watched
+	gone := s.emulatorGone()
+	assert.Contains(t, gone.Error(), "kinesis-mock exited at t=")
+	assert.Contains(t, gone.Error(), "signal: killed", "how it ended")
+
+	blamed := s.blameEmulator(deleteErr)
+	require.ErrorIs(t, blamed, gone, "the emulator's end comes first")
+	assert.Contains(t, blamed.Error(), "what the run met first: deleting stream soak-dyn-2")
+	assert.Equal(t, gone, s.blameEmulator(gone), "the end is not named twice")
+
+	// A stopped watch (the run over, the soak stopping the emulator
+	// itself) takes nothing for gone.
+	quiet := &soak{runner: &runner{logf: t.Logf}, start: time.Now()}
+	stopped, stop := context.WithCancel(t.Context())
+	stop()
+	never := make(chan struct{})
+	quiet.watchExit(stopped, never, func() error { return nil })
+	assert.NoError(t, quiet.emulatorGone())
+}

@@ -38,6 +38,14 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 		}()
 		defer func() { stopWatch(); <-watched }()
 	}
+	exitCtx, stopExitWatch := context.WithCancel(ctx)
+	exitWatched := make(chan struct{})
+	go func() {
+		defer close(exitWatched)
+		p := s.kin.Process()
+		s.watchExit(exitCtx, p.Done(), p.Err)
+	}()
+	defer func() { stopExitWatch(); <-exitWatched }()
 	mon := newMonitor(s)
 	producers, err := s.startProducers()
 	if err != nil {
@@ -76,24 +84,24 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 			return Verdict{}, err
 		}
 		if err := mon.check(ctx, false); err != nil {
-			return Verdict{}, err
+			return Verdict{}, s.blameEmulator(err)
 		}
 		if err := s.emulatorGone(); err != nil {
 			return Verdict{}, err
 		}
 		select {
 		case err := <-errs:
-			return Verdict{}, err
+			return Verdict{}, s.blameEmulator(err)
 		default:
 		}
 		if !time.Now().Before(loadEnd) {
 			break
 		}
 		if done, err := producersDone(producers); err != nil || done {
-			return Verdict{}, fmt.Errorf("a producer ended before the load did (see producer-*.log in %s): %v", s.cfg.Dir, err)
+			return Verdict{}, s.blameEmulator(fmt.Errorf("a producer ended before the load did (see producer-*.log in %s): %v", s.cfg.Dir, err))
 		}
 		if label, err := s.dynProducerEnded(); label != "" {
-			return Verdict{}, fmt.Errorf("the producer of %s ended before the load did (see producer-*.log in %s): %v", label, s.cfg.Dir, err)
+			return Verdict{}, s.blameEmulator(fmt.Errorf("the producer of %s ended before the load did (see producer-*.log in %s): %v", label, s.cfg.Dir, err))
 		}
 	}
 	s.smu.Lock()
@@ -111,7 +119,7 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 			waiting = false
 		case <-time.After(tick):
 			if err := mon.check(ctx, false); err != nil {
-				return Verdict{}, err
+				return Verdict{}, s.blameEmulator(err)
 			}
 			if err := s.emulatorGone(); err != nil {
 				return Verdict{}, err
@@ -120,7 +128,7 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 	}
 	close(errs)
 	if err := <-errs; err != nil {
-		return Verdict{}, err
+		return Verdict{}, s.blameEmulator(err)
 	}
 	// A creation under way when the load ended started its producer
 	// after the stop above.
@@ -147,7 +155,7 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 			return Verdict{}, err
 		}
 		if err := mon.check(ctx, false); err != nil {
-			return Verdict{}, err
+			return Verdict{}, s.blameEmulator(err)
 		}
 		if err := s.emulatorGone(); err != nil {
 			return Verdict{}, err

@@ -99,6 +99,12 @@ func dynLabel(name string, n int) string { return name + "#" + strconv.Itoa(n) }
 func (s *soak) streamsFault(ctx context.Context, e soakEvent) error {
 	s.dynMu.Lock()
 	defer s.dynMu.Unlock()
+	if ctx.Err() != nil {
+		// The run ended while this operation waited its turn (seed 13: 48
+		// operations queued behind a deletion each noted what it would
+		// do, at the same instant the run ended).
+		return nil
+	}
 	s.smu.Lock()
 	over := s.loadOver
 	s.smu.Unlock()

@@ -350,6 +350,21 @@ func TestSoakStreamsCreateNothingAfterTheLoad(t *testing.T) {
 	assert.Zero(t, s.dynNames, "no name drawn")
 }
 
+// Operations that waited their turn behind one that ended the run do
+// nothing and say nothing (seed 13: 48 of them noted, at the instant the
+// run ended, what they would have done). No Kinesis client is set: an
+// operation carried out would panic.
+func TestSoakStreamsDoNothingOnceTheRunEnded(t *testing.T) {
+	s, _ := streamsSoak(time.Now())
+	s.dyn = append(s.dyn, &soakStream{name: "soak-dyn-1", label: "soak-dyn-1#1"})
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, op := range []string{opCreate, opDelete, opRecreate} {
+		require.NoError(t, s.streamsFault(ended, soakEvent{class: ClassStreams, op: op}))
+	}
+	assert.Empty(t, s.timeline)
+}
+
 // A deletion waits 5 minutes for the shadow's read of the stream, not
 // counting the time the emulator stalled meanwhile, and 15 minutes at
 // most.

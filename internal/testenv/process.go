@@ -183,6 +183,20 @@ func (p *Process) PID() int { return p.cmd.Process.Pid }
 // Output returns what the process printed so far (its last 1 MiB at most).
 func (p *Process) Output() string { return p.out.String() }
 
+// Done is closed when the process has ended; Err then says how.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Err is how the process ended (nil for exit status 0), once Done is
+// closed; nil before.
+func (p *Process) Err() error {
+	select {
+	case <-p.done:
+		return p.err
+	default:
+		return nil
+	}
+}
+
 // Exited reports whether the process has ended.
 func (p *Process) Exited() bool {
 	select {
