@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -126,13 +128,44 @@ func (s *soak) watchExit(ctx context.Context, done <-chan struct{}, status func(
 
 // blameEmulator names the emulator's end first when err came after it:
 // what a run meets once kinesis-mock is gone (a call refused, a stream
-// not read) follows from that end.
+// not read) follows from that end. A refused connection in err is
+// checked at once against the emulator's plain port, the way in of the
+// soak's own calls, the producers and the polling readers: when nothing
+// listens there either, the emulator is gone, whether or not its process
+// still runs.
 func (s *soak) blameEmulator(err error) error {
+	if err == nil {
+		return nil
+	}
 	gone := s.emulatorGone()
-	if gone == nil || err == nil || errors.Is(err, gone) {
+	if gone == nil && errors.Is(err, syscall.ECONNREFUSED) && s.kin != nil {
+		gone = s.plainRefused()
+	}
+	if gone == nil || errors.Is(err, gone) {
 		return err
 	}
 	return fmt.Errorf("%w; what the run met first: %v", gone, err)
+}
+
+// plainRefused takes the emulator for gone when its plain port refuses a
+// connection now, and says why; nil when the port takes it.
+func (s *soak) plainRefused() error {
+	addr := strings.TrimPrefix(s.kin.Endpoint, "http://")
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err == nil {
+		_ = c.Close()
+		return nil
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return nil
+	}
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	if s.emuGone == nil {
+		s.emuGone = fmt.Errorf("kinesis-mock's plain port refuses connections at t=%v (%v): nothing listens where the soak, the producers and the polling readers reach it, so the rest of the run could not be judged (the emulator, not the input)",
+			time.Since(s.start).Round(100*time.Millisecond), err)
+	}
+	return s.emuGone
 }
 
 // emulatorGone says why the emulator can no longer be read from, or nil.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -226,5 +227,39 @@ func TestIntegrationSoakTakesAnEmulatorThatExitedForGone(t *testing.T) {
 	stop()
 	never := make(chan struct{})
 	quiet.watchExit(stopped, never, func() error { return nil })
+	assert.NoError(t, quiet.emulatorGone())
+}
+
+// A refused connection the run meets is checked against the emulator's
+// plain port at once: nothing listening there is the emulator gone,
+// whether or not its process runs (seed 13: both ports refused, the run
+// ended on a refused DeleteStream). A refusal while the port listens, or
+// another error, stays the run's own.
+func TestSoakBlamesARefusedCallOnAnEmulatorThatStoppedListening(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	refusing := closed.Addr().String()
+	require.NoError(t, closed.Close())
+	_, refusal := net.Dial("tcp", refusing)
+	require.ErrorIs(t, refusal, syscall.ECONNREFUSED)
+	callErr := fmt.Errorf("deleting stream soak-dyn-2: %w", errors.Join(refusal, errors.New("failed to get rate limit token, retry quota exceeded")))
+	newSoak := func(endpoint string) *soak {
+		return &soak{runner: &runner{logf: t.Logf, kin: &testenv.Kinesis{Endpoint: "http://" + endpoint}}, start: time.Now()}
+	}
+
+	down := newSoak(refusing)
+	blamed := down.blameEmulator(callErr)
+	require.Error(t, down.emulatorGone(), "nothing listens on the plain port, and the emulator was not taken for gone")
+	assert.Contains(t, blamed.Error(), "kinesis-mock's plain port refuses connections at t=")
+	assert.Contains(t, blamed.Error(), "what the run met first: deleting stream soak-dyn-2")
+
+	listening := silentListener(t)
+	up := newSoak(listening.Addr().String())
+	assert.Equal(t, callErr, up.blameEmulator(callErr), "the plain port listens: the refusal was not the emulator's end")
+	assert.NoError(t, up.emulatorGone())
+
+	other := errors.New("the shadow did not read soak-dyn-3#4 for 5 minutes")
+	quiet := newSoak(refusing)
+	assert.Equal(t, other, quiet.blameEmulator(other), "no refusal in the error: the port is not even checked")
 	assert.NoError(t, quiet.emulatorGone())
 }
