@@ -53,30 +53,11 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 	}
 	s.note("load: %d streams, one record per key every interval, for %v", len(s.streams), s.sc.Duration)
 
-	schedCtx, cancelSched := context.WithCancel(ctx)
-	var wg sync.WaitGroup
+	sched := carryOut(ctx, s.start, evs, s.do)
 	// On an early return the schedule stops before cleanup tears down what
 	// it acts on.
-	defer func() { cancelSched(); wg.Wait() }()
-	errs := make(chan error, len(evs)+1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for _, e := range evs {
-			select {
-			case <-time.After(time.Until(s.start.Add(e.at))):
-			case <-schedCtx.Done():
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := s.do(schedCtx, e); err != nil {
-					errs <- fmt.Errorf("%s at t=%v: %w", e.class, e.at, err)
-				}
-			}()
-		}
-	}()
+	defer sched.stop()
+	errs := sched.errs
 
 	loadEnd := s.start.Add(s.sc.Duration)
 	for {
@@ -112,7 +93,7 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 	// The faults still under way end; the monitor goes on checking (a
 	// deletion of the streams class waits for its judgement).
 	scheduled := make(chan struct{})
-	go func() { wg.Wait(); close(scheduled) }()
+	go func() { sched.wg.Wait(); close(scheduled) }()
 	for waiting := true; waiting; {
 		select {
 		case <-scheduled:
@@ -270,4 +251,51 @@ func (s *soak) drainStalled(since time.Duration) time.Duration {
 		return 0
 	}
 	return s.stalledFor() - since
+}
+
+// schedule is a drawn schedule being carried out.
+type schedule struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// errs holds the events' failures, the first one first; it has room
+	// for one per event.
+	errs chan error
+}
+
+// carryOut carries out evs, each at its time after start in a goroutine
+// of its own, until ctx ends or an event fails. The first failure ends the
+// schedule at once: the events under way see their context end and the
+// later ones are not carried out, since they would act on a run that is
+// over (seed 14 with efo: 16 operations of the streams class ran in the
+// 33 s between a failed deletion and the end of the run). A failure names
+// the time its event was drawn for and the time it failed.
+func carryOut(ctx context.Context, start time.Time, evs []soakEvent, do func(context.Context, soakEvent) error) *schedule {
+	ctx, cancel := context.WithCancel(ctx)
+	sc := &schedule{cancel: cancel, errs: make(chan error, len(evs)+1)}
+	sc.wg.Add(1)
+	go func() {
+		defer sc.wg.Done()
+		for _, e := range evs {
+			select {
+			case <-time.After(time.Until(start.Add(e.at))):
+			case <-ctx.Done():
+				return
+			}
+			sc.wg.Add(1)
+			go func() {
+				defer sc.wg.Done()
+				if err := do(ctx, e); err != nil {
+					sc.errs <- fmt.Errorf("%s drawn for t=%v, failed at t=%v: %w", e.class, e.at.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond), err)
+					cancel()
+				}
+			}()
+		}
+	}()
+	return sc
+}
+
+// stop ends the events under way and waits for them.
+func (sc *schedule) stop() {
+	sc.cancel()
+	sc.wg.Wait()
 }
