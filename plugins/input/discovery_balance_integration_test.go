@@ -176,11 +176,20 @@ func TestIntegrationStreamsEvenOutByASteadyUnevenLoad(t *testing.T) {
 		l, o := loadBy()
 		if !maps.Equal(o, owners) {
 			owners, since = o, time.Now()
+			t.Logf("%v after the second instance started: loads in units %v", since.Sub(joined).Round(100*time.Millisecond), l)
 		}
 		last = l
 		return l["a"]+l["b"] == 20 && l["a"] >= 8 && l["b"] >= 8 && time.Since(since) >= 10*time.Second
 	}, 120*time.Second, 250*time.Millisecond, "each instance's load within 8 to 12.5 units of 20, and no shard moving for 10 s")
 	if !settled {
+		// What the members balance on: the bytes/s each owner last
+		// published, by stream (index in weights) and owner.
+		for i := range weights {
+			arn := arns[fmt.Sprintf("%s%d", p, i)]
+			published, err := ck.Stream(arn).ShardLoads(t.Context())
+			require.NoError(t, err)
+			t.Logf("stream %d (%d units), held by %q: published %v", i, weights[i], owners[arn], published)
+		}
 		t.Fatalf("last seen: loads in units %v, owners %v", last, owners)
 	}
 	t.Logf("loads in units %v, settled %v after the second instance started", last, since.Sub(joined).Round(100*time.Millisecond))
