@@ -31,7 +31,7 @@ func TestSoakBigKeepsUpUnderTheSmallBudget(t *testing.T) {
 		loadedRoundTrip = 2 * time.Second
 		margin          = 1.5 // to catch up after a fault, not only to hold
 	)
-	st := soakBig()
+	st := soakBig(time.Hour, false)
 	written := float64(st.keys) / st.every.Seconds()
 	perCall := behindCallLimit(t, smallBudgetBytes, st)
 	read := float64(perCall) / loadedRoundTrip.Seconds()
@@ -63,4 +63,22 @@ func soakRecord(t *testing.T, st *soakStream) consumer.Record {
 	})
 	require.NoError(t, err)
 	return consumer.Record{Data: data, PartitionKey: "big-k0", Sequence: strings.Repeat("4", 56)}
+}
+
+// TestSoakBigWithEFOStaysWithinOneEventOfKinesisMock: with the efo class a
+// long run's soak-big holds at most efoBigBytes in all, the most a fan-out
+// reader at trim_horizon may ask kinesis-mock to put in one event; its
+// records stay 96 KiB and a run short enough keeps the full pace. Without efo the pace is the full one at any length.
+func TestSoakBigWithEFOStaysWithinOneEventOfKinesisMock(t *testing.T) {
+	written := func(st *soakStream, d time.Duration) float64 {
+		return d.Seconds() / st.every.Seconds() * float64(st.keys*st.padKiB<<10)
+	}
+	for _, d := range []time.Duration{3 * time.Minute, 10 * time.Minute, time.Hour, 4 * time.Hour} {
+		st := soakBig(d, true)
+		assert.LessOrEqualf(t, written(st, d), float64(efoBigBytes), "%v with efo: one record per key every %v", d, st.every)
+		assert.Equal(t, 96, st.padKiB, "%v with efo: the records stay large", d)
+		assert.Equal(t, time.Second, soakBig(d, false).every, "%v without efo: the full pace", d)
+	}
+	assert.Equal(t, time.Second, soakBig(2*time.Minute, true).every, "a run short enough keeps the full pace")
+	assert.Equal(t, 22*time.Second, soakBig(time.Hour, true).every, "an hour with efo: one record per key every 22 s")
 }
