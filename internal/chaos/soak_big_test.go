@@ -82,3 +82,14 @@ func TestSoakBigWithEFOStaysWithinOneEventOfKinesisMock(t *testing.T) {
 	assert.Equal(t, time.Second, soakBig(2*time.Minute, true).every, "a run short enough keeps the full pace")
 	assert.Equal(t, 22*time.Second, soakBig(time.Hour, true).every, "an hour with efo: one record per key every 22 s")
 }
+
+// The report's load line says each stream's pace, so that a run with efo
+// says that soak-big wrote more slowly.
+func TestSoakLoadLineSaysEachStreamsPace(t *testing.T) {
+	got := loadLine([]*soakStream{
+		{name: "soak-a", keys: 6, every: 250 * time.Millisecond},
+		{name: "soak-kpl", keys: 6, every: 250 * time.Millisecond, aggregation: true},
+		soakBig(time.Hour, true),
+	})
+	assert.Equal(t, "soak-a (6 keys, one record per key every 250ms), soak-kpl (6 keys, one record per key every 250ms, KPL aggregates), soak-big (2 keys, one record per key every 22s, 96 KiB records)", got)
+}

@@ -51,7 +51,7 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
-	s.note("load: %d streams, one record per key every interval, for %v", len(s.streams), s.sc.Duration)
+	s.note("load: %s, for %v", loadLine(s.streams), s.sc.Duration)
 
 	sched := carryOut(ctx, s.start, evs, s.do)
 	// On an early return the schedule stops before cleanup tears down what
@@ -298,4 +298,21 @@ func carryOut(ctx context.Context, start time.Time, evs []soakEvent, do func(con
 func (sc *schedule) stop() {
 	sc.cancel()
 	sc.wg.Wait()
+}
+
+// loadLine names each stream of the load with its keys and pace, and the
+// size of its records where they are padded.
+func loadLine(streams []*soakStream) string {
+	var parts []string
+	for _, st := range streams {
+		p := fmt.Sprintf("%s (%d keys, one record per key every %v", st.name, st.keys, st.every)
+		if st.aggregation {
+			p += ", KPL aggregates"
+		}
+		if st.padKiB > 0 {
+			p += fmt.Sprintf(", %d KiB records", st.padKiB)
+		}
+		parts = append(parts, p+")")
+	}
+	return strings.Join(parts, ", ")
 }
