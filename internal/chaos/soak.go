@@ -173,13 +173,16 @@ type soak struct {
 	// (soak_emulator.go).
 	emuRefusedSince time.Time
 	emuGone         error
-	kicks           int
-	incN            map[string]int  // incarnations started per instance name
-	stopped         map[string]bool // incarnations the soak stopped
-	nackers         map[string]bool // incarnations whose output nacks (under mu)
-	pids            []int
-	wiped           bool // a wipe since the last checkpoint poll
-	wipes           int  // wipes so far
+	// withholdings are the faults that withheld deliveries (soak_withhold.go),
+	// under smu.
+	withholdings []*withholding
+	kicks        int
+	incN         map[string]int  // incarnations started per instance name
+	stopped      map[string]bool // incarnations the soak stopped
+	nackers      map[string]bool // incarnations whose output nacks (under mu)
+	pids         []int
+	wiped        bool // a wipe since the last checkpoint poll
+	wipes        int  // wipes so far
 	// listedShards is each stream's (by label) shards as last listed
 	// before a wipe: a listing that fails then still names them
 	// (holdersBeforeWipe).

@@ -53,6 +53,9 @@ type monitor struct {
 	// explained are windows of the first deliveries behindPoison
 	// explained, for the end's table.
 	explained []Window
+	// waits are the warned budget waits not yet ended, per incarnation
+	// (soak_budget.go).
+	waits map[string]*budgetWait
 	// shardRead is when each shard was first delivered from; newStream
 	// the shards of new streams judged against their bound, deleted the
 	// deleted incarnations judged for records left behind, stale the
@@ -74,7 +77,7 @@ func newMonitor(s *soak) *monitor {
 		fence: fence{samples: map[string][]leaseSample{}},
 		first: map[[2]string]Delivery{}, dead: map[[2]string]bool{}, firstKC: map[string]map[int]bool{}, last: map[string]int{}, lastBy: map[string]string{},
 		shardRead: map[string]time.Time{}, newStream: map[string]bool{}, deleted: map[string]bool{}, stale: map[string]bool{},
-		cps: map[string]consumer.Position{}, created: map[string]time.Time{}, breached: map[string]bool{}, rssOver: map[string]bool{},
+		cps: map[string]consumer.Position{}, created: map[string]time.Time{}, breached: map[string]bool{}, rssOver: map[string]bool{}, waits: map[string]*budgetWait{},
 		v: Verdict{DupsBy: map[string]int{}},
 	}
 }

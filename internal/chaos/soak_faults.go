@@ -116,9 +116,11 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 		s.paused[in.cmd.Process.Pid] = true
 		s.smu.Unlock()
 		s.outage(in.cmd.Process.Pid, true)
+		held := s.withholdBegin("pause "+in.name, in.name)
 		_ = in.cmd.Process.Signal(syscall.SIGSTOP)
 		sleepCtx(ctx, e.dur)
 		_ = in.cmd.Process.Signal(syscall.SIGCONT)
+		s.withholdEnd(held)
 		s.smu.Lock()
 		delete(s.paused, in.cmd.Process.Pid)
 		s.smu.Unlock()
@@ -139,9 +141,11 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 		}
 		s.note("cut %s off from Redis (every byte held %v, %.1f leases; held %v)", in.name, e.dur.Round(100*time.Millisecond), e.dur.Seconds()/s.plan.LeasePeriod.Seconds(), owned)
 		s.outage(in.cmd.Process.Pid, true)
+		held := s.withholdBegin("redis-cut "+in.name, in.name)
 		cut.Hold()
 		sleepCtx(ctx, e.dur)
 		cut.Release()
+		s.withholdEnd(held)
 		s.outage(in.cmd.Process.Pid, false)
 		// Past its lease the instance's shards were taken, as after a
 		// pause; its renewals and commits arrive late and are fenced.

@@ -14,6 +14,8 @@ func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
 	s.faultBegin("")
 	defer s.faultEnd("")
 	from := time.Now()
+	held := s.withholdBegin(e.class, "")
+	defer s.withholdEnd(held)
 	d := e.dur.Round(100 * time.Millisecond)
 	wipe := e.class == ClassRedisEmpty || e.class == ClassRedisFlush
 	var holders map[string]int
@@ -62,6 +64,7 @@ func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
 		}
 	}
 	s.note("redis back (%s)", e.class)
+	s.withholdEnd(held)
 	s.mu.Lock()
 	s.windows = append(s.windows, Window{What: e.class, From: from.Add(-2 * s.plan.CommitPeriod), To: time.Now().Add(s.plan.LeasePeriod)})
 	s.mu.Unlock()

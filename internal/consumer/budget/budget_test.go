@@ -17,8 +17,9 @@ import (
 )
 
 // The budget's warning comes once per episode, not once per waiting shard
-// or per check: two shards wait past the threshold and one WARN is logged;
-// once none waited for the episode gap, a new wait warns again.
+// or per check: two shards wait past the threshold and one WARN is logged,
+// and one INFO with the longest wait once they are let in; once none
+// waited for the episode gap, a new wait warns again.
 func TestBudgetWarnsOncePerEpisode(t *testing.T) {
 	t.Parallel()
 	var logs consumertest.SyncBuffer
@@ -35,9 +36,13 @@ func TestBudgetWarnsOncePerEpisode(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // many more checks, both shards still waiting
 	assert.Equal(t, 1, logs.Count(warning), "one warning for the episode")
 
+	assert.Zero(t, logs.Count(LetInAgain), "the shards still wait")
 	b.giveBack(100)
 	<-w1.ready
 	<-w2.ready
+	assert.Eventually(t, func() bool { return logs.Count(LetInAgain) == 1 }, 5*time.Second, 10*time.Millisecond,
+		"the warned wait's end is logged")
+	assert.Regexp(t, `level=INFO msg="The input's byte budget lets in the shards it held back: the longest wait was \d`, logs.String())
 	assert.Eventually(t, func() bool { return logs.Count("no longer holds shards back") == 1 }, 5*time.Second, 10*time.Millisecond)
 
 	b.enqueue(50, 50) // the budget is full again (w1 and w2 hold it)

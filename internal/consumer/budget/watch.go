@@ -24,14 +24,21 @@ const (
 // there (the soak tells the two warnings apart by it).
 const CallsNotAnswered = "have not answered yet"
 
+// LetInAgain is in the INFO line that ends a warned wait, and only there
+// (the soak measures a warned wait by it).
+const LetInAgain = "lets in the shards it held back"
+
 // Watch warns once per episode when the budget has held shards back
 // for longer than after: an episode lasts until no shard waited for a whole
 // gap. One warning for the input, not one per shard: every waiting shard
-// waits for the same reason. It looks every tick.
+// waits for the same reason. Once no shard has waited longer than after
+// (or none waits), it says so at INFO with the longest wait it saw, so
+// that a warned wait has an end in the log. It looks every tick.
 func (b *Budget) Watch(ctx context.Context, log *service.Logger, after, gap, tick time.Duration) {
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	warned := false
+	warned, over := false, false // over: warned, and some shard still waits longer than after
+	var longest time.Duration
 	var lastWaiting, stallWarned time.Time
 	for {
 		select {
@@ -45,9 +52,17 @@ func (b *Budget) Watch(ctx context.Context, log *service.Logger, after, gap, tic
 		if waiting > 0 {
 			lastWaiting = now
 		}
+		if over {
+			if waiting > 0 && now.Sub(oldest) > after {
+				longest = max(longest, now.Sub(oldest))
+			} else {
+				over = false
+				log.Infof("The input's byte budget "+LetInAgain+": the longest wait was %v, lag_warn_threshold %v", longest.Round(time.Second), after)
+			}
+		}
 		switch {
 		case waiting > 0 && !warned && after > 0 && now.Sub(oldest) > after:
-			warned = true
+			warned, over, longest = true, true, now.Sub(oldest)
 			calls := b.callsUnderWay()
 			l := log.With("waiting_shards", waiting, "buffered_bytes", held, "max_buffered_bytes", b.capacity, "reserved_for_calls", calls)
 			if 2*calls > held {
