@@ -198,6 +198,9 @@ type soak struct {
 	// whose output is a file with no slow step or nacks (both under mu).
 	incPids map[string]int
 	plain   map[string]bool
+	// slowPace is how long the slow step of each incarnation with a slow
+	// output sleeps per message (output class; under mu).
+	slowPace map[string]time.Duration
 	// fanOut holds the incarnations that read with enhanced fan-out (efo
 	// class; under mu).
 	fanOut map[string]bool
@@ -250,7 +253,7 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 		efoRNG: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0xef0)),
 		active: map[string]int{}, quiet: map[string]time.Time{}, denied: map[string]bool{},
 		incN: map[string]int{}, stopped: map[string]bool{}, nackers: map[string]bool{}, busy: map[string]bool{}, paused: map[int]bool{}, outages: map[int]time.Time{},
-		incPids: map[string]int{}, plain: map[string]bool{}, fanOut: map[string]bool{}, redisCuts: map[string]*testenv.TCPProxy{},
+		incPids: map[string]int{}, plain: map[string]bool{}, slowPace: map[string]time.Duration{}, fanOut: map[string]bool{}, redisCuts: map[string]*testenv.TCPProxy{},
 	}
 	s.runner = &runner{
 		cfg: Config{Binary: sc.Binary, Dir: sc.Dir, Seed: sc.Seed, Logf: sc.Logf, Started: func(pid int) {

@@ -43,7 +43,7 @@ func TestSoakFailsOnABudgetWaitWarning(t *testing.T) {
 	write(` lag_warn_threshold (30s): 2 shards wait"` + "\n")
 	require.NoError(t, m.budgetWaits())
 	assert.Equal(t, 1, m.v.BudgetWaits)
-	assert.Contains(t, m.v.First, "budget wait: a1: no fault withheld its deliveries during the wait: msg=")
+	assert.Contains(t, m.v.First, "budget wait: a1: no fault withheld its deliveries during the wait, and its output has no slow step: msg=")
 	require.NoError(t, m.budgetWaits())
 	assert.Equal(t, 1, m.v.BudgetWaits, "a line is counted once")
 }
@@ -95,7 +95,7 @@ func TestSoakJudgesABudgetWaitOnItsTimeOutsideWithholdingFaults(t *testing.T) {
 		{"a Redis wipe and pause in it", []*withholding{
 			{what: "redis-empty", from: t0.Add(20 * time.Second), to: t0.Add(29 * time.Second)},
 			{what: "redis-pause", from: t0.Add(29 * time.Second), to: t0.Add(37 * time.Second)},
-		}, false, []string{"budget wait of b19: 38s, of which 17s under faults that withheld its deliveries (redis-empty, redis-pause); 21s outside them"}},
+		}, false, []string{"budget wait of b19: 38s, of which 17s under faults that withheld its deliveries (redis-empty, redis-pause) and up to 0s the slow output's pace for what was in the pipeline; 21s outside them"}},
 		{"its own pause in it", []*withholding{{what: "pause b19", inst: "b19", from: t0.Add(10 * time.Second), to: t0.Add(20 * time.Second)}}, false, []string{"pause b19"}},
 		{"another incarnation's pause", []*withholding{{what: "pause a3", inst: "a3", from: t0.Add(10 * time.Second), to: t0.Add(20 * time.Second)}}, true, nil},
 		{"too little of it under faults", []*withholding{{what: "redis-stall", from: t0.Add(25 * time.Second), to: t0.Add(29 * time.Second)}}, true, nil},
@@ -151,7 +151,7 @@ func TestSoakJudgesAWarnedWaitStillUnderWayAtEachCheck(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "b19.log"), []byte(budgetWarningAt(now.Add(-20*time.Second), 30*time.Second)), 0o600))
 	require.NoError(t, m.budgetWaits())
 	assert.Equal(t, 1, m.v.BudgetWaits, "50 s of waiting, 10 s of it under a Redis fault, and still no end")
-	assert.Regexp(t, `budget wait: b19: waited 4[78]s by the time of this check, 3[78]s of it outside faults that withheld its deliveries \(redis-restart\)`, m.v.First)
+	assert.Regexp(t, `budget wait: b19: waited 4[78]s by the time of this check, 3[78]s of it outside faults that withheld its deliveries \(redis-restart\) and the slow output's 0s for what was in the pipeline`, m.v.First)
 
 	// The same wait of an incarnation no longer running is not judged past
 	// its last check.
@@ -159,4 +159,53 @@ func TestSoakJudgesAWarnedWaitStillUnderWayAtEachCheck(t *testing.T) {
 	close(running.done)
 	require.NoError(t, m.budgetWaits())
 	assert.Zero(t, m.v.BudgetWaits)
+}
+
+// A slow output's pipeline acks a batch only once its last message is
+// through the slow step, so a wait behind a large batch in the pipeline
+// lasts as long as the step needs for it (seed 15 with efo: y11, 7 ms a
+// message, was handed one subscription event of 5,906 KPL user records,
+// 6.4 MB, and its other 11 shards waited for it). The soak takes the most
+// that step can need for the bytes the warning says were in the pipeline
+// (at least budget.RecordOverhead a message) out of the wait, as it does
+// faults that withhold deliveries. The same wait of an output with no slow
+// step, or with nothing in the pipeline, is a breach.
+func TestSoakWeighsABudgetWaitAgainstTheSlowOutputsPace(t *testing.T) {
+	const inPipe = 6408052 // at most 6,408 messages: 44.9 s at 7 ms
+	cases := []struct {
+		name   string
+		pace   time.Duration
+		piped  int64
+		breach bool
+	}{
+		{"a slow output, its batch in the pipeline", 7 * time.Millisecond, inPipe, false},
+		{"a plain output", 0, inPipe, true},
+		{"a slow output, nothing in the pipeline", 7 * time.Millisecond, 0, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var notes []string
+			running := &incarnation{name: "y11", child: &child{done: make(chan struct{})}}
+			s := &soak{runner: &runner{outputs: []string{filepath.Join(dir, "y11.jsonl")}, logf: func(f string, a ...any) { notes = append(notes, fmt.Sprintf(f, a...)) },
+				instances: map[string]*incarnation{"y": running}}, slowPace: map[string]time.Duration{"y11": c.pace}}
+			m := newMonitor(s)
+			// The oldest shard waits from 44 s ago; the warning at 30 s, and
+			// at 44 s (now) the wait ends.
+			t0 := time.Now().Truncate(time.Second).Add(-44 * time.Second)
+			line := fmt.Sprintf(`time="%s" level=warning msg="The input's byte budget (max_buffered_bytes 2097152) has held shards back for 30s, longer than lag_warn_threshold (30s): 11 shards wait to fetch while 6408052 bytes of records wait in the input or for the pipeline's acks, %d of them handed to the pipeline. The pipeline is slower than the streams" %s=%d`+"\n",
+				t0.Add(30*time.Second).UTC().Format(time.RFC3339), c.piped, budget.InPipelineField, c.piped)
+			line += letInAt(t0.Add(44 * time.Second))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "y11.log"), []byte(line), 0o600))
+			require.NoError(t, m.budgetWaits())
+			if c.breach {
+				assert.Equal(t, 1, m.v.BudgetWaits)
+				assert.Contains(t, m.v.First, "budget wait: y11: ")
+				return
+			}
+			assert.Zero(t, m.v.BudgetWaits)
+			assert.Equal(t, 1, m.v.BudgetWaitsInFaults)
+			assert.Contains(t, strings.Join(notes, "\n"), "budget wait of y11: 44s, of which 0s under faults that withheld its deliveries (none) and up to 44.856s the slow output's pace")
+		})
+	}
 }

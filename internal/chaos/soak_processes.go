@@ -71,10 +71,10 @@ root.at = now()`
 // output is slow, nacks some batches (their first message, so a batch's
 // chance does not grow with its size: a nacked batch is delivered again
 // whole), or neither.
-func (s *soak) outputBehaviour(out string) (slow, output, what string) {
+func (s *soak) outputBehaviour(out string) (slow, output, what string, pace time.Duration) {
 	file := fmt.Sprintf("file: { path: %s, codec: lines }", out)
 	if !s.on[ClassOutput] {
-		return "", file, ""
+		return "", file, "", 0
 	}
 	s.smu.Lock()
 	n := s.outRNG.IntN(3)
@@ -82,16 +82,16 @@ func (s *soak) outputBehaviour(out string) (slow, output, what string) {
 	s.smu.Unlock()
 	switch n {
 	case 0:
-		return fmt.Sprintf("    - sleep: { duration: %dms }\n", ms), file, fmt.Sprintf(", output slow (%d ms a message)", ms)
+		return fmt.Sprintf("    - sleep: { duration: %dms }\n", ms), file, fmt.Sprintf(", output slow (%d ms a message)", ms), time.Duration(ms) * time.Millisecond
 	case 1:
 		return "", fmt.Sprintf(`switch:
   cases:
     - check: 'batch_index() == 0 && random_int(min: 0, max: 99) < 2'
       output: { reject: "soak nack" }
     - output:
-        file: { path: %s, codec: lines }`, out), ", output nacks 2% of batches"
+        file: { path: %s, codec: lines }`, out), ", output nacks 2% of batches", 0
 	}
-	return "", file, ""
+	return "", file, "", 0
 }
 
 // readsFanOut draws whether the next incarnation reads with enhanced
@@ -145,7 +145,7 @@ func (s *soak) startInstance(name string) error {
 
 	names, discovery := s.instanceStreams()
 	p := s.plan
-	slow, output, what := s.outputBehaviour(out)
+	slow, output, what, pace := s.outputBehaviour(out)
 	endpoint, fanOut := s.front.URL, s.readsFanOut()
 	if fanOut {
 		endpoint = "https://" + s.cutter.Addr
@@ -171,6 +171,7 @@ func (s *soak) startInstance(name string) error {
 	s.instances[name] = in
 	s.incPids[inc] = c.cmd.Process.Pid
 	s.plain[inc] = what == ""
+	s.slowPace[inc] = pace
 	s.fanOut[inc] = fanOut
 	if strings.Contains(what, "nacks") {
 		// A nacked batch is delivered again whole, and what the output

@@ -203,6 +203,26 @@ func (b *Budget) callsUnderWay() int64 {
 	return n
 }
 
+// handedToPipeline is what the budget holds for batches handed to the
+// pipeline and not yet acked or nacked.
+func (b *Budget) handedToPipeline() int64 {
+	b.mu.Lock()
+	holders := make([]*Shard, 0, len(b.holders))
+	for s := range b.holders {
+		holders = append(holders, s)
+	}
+	b.mu.Unlock()
+	// A shard's mu is taken without the budget's: Release holds the
+	// shard's and then gives back to the budget.
+	var n int64
+	for _, s := range holders {
+		s.mu.Lock()
+		n += s.inPipeline
+		s.mu.Unlock()
+	}
+	return n
+}
+
 // stalledSince is since when the head of the queue has had no grant (zero
 // when nobody waits), and the shards holding room then.
 func (b *Budget) stalledSince() (time.Time, []*Shard) {

@@ -250,3 +250,36 @@ func TestBudgetWarningNamesCallsNotAnswered(t *testing.T) {
 	assert.Eventually(t, func() bool { return logs.Count("The pipeline is slower") == 1 }, 5*time.Second, 10*time.Millisecond)
 	assert.Contains(t, logs.String(), "reserved_for_calls=0")
 }
+
+// The warning that the pipeline is slower says how much of what the
+// budget holds was handed to the pipeline and waits for its acks, apart
+// from what the readers hold: 2 of an answer's 3 records handed over, the
+// third still with its reader.
+func TestBudgetWarningSaysWhatWasHandedToThePipeline(t *testing.T) {
+	t.Parallel()
+	var logs consumertest.SyncBuffer
+	b := New(2<<20, consumer.NewMetrics(nil))
+	log := service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil)))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	s := NewShard(b, 10000, false, nil, "s/0")
+	require.NoError(t, s.Reserve(ctx))
+	recs := make([]consumer.Record, 3)
+	raw := make([]types.Record, 3)
+	for i := range recs {
+		recs[i] = consumer.Record{Data: make([]byte, 1<<20), PartitionKey: "k", Sequence: fmt.Sprint(i)}
+		raw[i] = types.Record{Data: recs[i].Data, PartitionKey: aws.String("k"), SequenceNumber: aws.String(fmt.Sprint(i))}
+	}
+	s.Settle(recs, raw, 0)
+	var c Charge
+	c.Set(RecordsCost(recs[:2]))
+	s.HandedOver(&c)
+
+	go b.Watch(ctx, log, 100*time.Millisecond, 300*time.Millisecond, 10*time.Millisecond)
+	NewShard(b, 10000, false, nil, "s/1").ask()
+	assert.Eventually(t, func() bool { return logs.Count("The pipeline is slower") == 1 }, 5*time.Second, 10*time.Millisecond)
+	want := RecordsCost(recs[:2])
+	assert.Contains(t, logs.String(), fmt.Sprintf("while %d bytes of records wait in the input or for the pipeline's acks, %d of them handed to the pipeline", RecordsCost(recs), want))
+	assert.Contains(t, logs.String(), fmt.Sprintf("%s=%d", InPipelineField, want))
+}

@@ -24,6 +24,11 @@ const (
 // there (the soak tells the two warnings apart by it).
 const CallsNotAnswered = "have not answered yet"
 
+// InPipelineField is the field of the budget's warning that says how
+// many of the bytes held are batches handed to the pipeline, not yet acked
+// (the soak weighs them at its slow outputs' pace).
+const InPipelineField = "in_pipeline_bytes"
+
 // LetInAgain is in the INFO line that ends a warned wait, and only there
 // (the soak measures a warned wait by it).
 const LetInAgain = "lets in the shards it held back"
@@ -73,8 +78,9 @@ func (b *Budget) Watch(ctx context.Context, log *service.Logger, after, gap, tic
 					b.capacity, now.Sub(oldest).Round(time.Second), after, waiting, held, calls)
 				continue
 			}
-			l.Warnf("The input's byte budget (max_buffered_bytes %d) has held shards back for %v, longer than lag_warn_threshold (%v): %d shards wait to fetch while %d bytes of records wait in the input or for the pipeline's acks. The pipeline is slower than the streams; raise max_buffered_bytes if the process has the memory, or speed the pipeline up",
-				b.capacity, now.Sub(oldest).Round(time.Second), after, waiting, held-calls)
+			piped := b.handedToPipeline()
+			l.With(InPipelineField, piped).Warnf("The input's byte budget (max_buffered_bytes %d) has held shards back for %v, longer than lag_warn_threshold (%v): %d shards wait to fetch while %d bytes of records wait in the input or for the pipeline's acks, %d of them handed to the pipeline. The pipeline is slower than the streams; raise max_buffered_bytes if the process has the memory, or speed the pipeline up",
+				b.capacity, now.Sub(oldest).Round(time.Second), after, waiting, held-calls, piped)
 		case warned && waiting == 0 && now.Sub(lastWaiting) >= gap:
 			warned = false
 			log.Infof("The input's byte budget no longer holds shards back (none waited for %v)", gap)
