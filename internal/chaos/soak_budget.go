@@ -204,7 +204,7 @@ func (m *monitor) judgeWait(w *budgetWait, end time.Time, final bool) bool {
 	if !final {
 		return false
 	}
-	m.v.BudgetWaitsInFaults++
+	m.v.BudgetWaitsExcused++
 	m.s.note("budget wait of %s: %v, of which %v under faults that withheld its deliveries (%s) and up to %v the slow output's pace for what was in the pipeline; %v outside them, within %v (not a breach): %s",
 		w.inc, waited.Round(time.Second), withheld.Round(100*time.Millisecond), orNone(by), w.pace, (waited - withheld - w.pace).Round(100*time.Millisecond), budgetWaitBound, w.msg)
 	return true

@@ -127,7 +127,7 @@ func TestSoakJudgesABudgetWaitOnItsTimeOutsideWithholdingFaults(t *testing.T) {
 				return
 			}
 			assert.Zero(t, m.v.BudgetWaits)
-			assert.Equal(t, 1, m.v.BudgetWaitsInFaults)
+			assert.Equal(t, 1, m.v.BudgetWaitsExcused)
 			assert.True(t, m.v.Pass())
 			for _, p := range c.noteParts {
 				assert.Contains(t, strings.Join(notes, "\n"), p)
@@ -204,7 +204,7 @@ func TestSoakWeighsABudgetWaitAgainstTheSlowOutputsPace(t *testing.T) {
 				return
 			}
 			assert.Zero(t, m.v.BudgetWaits)
-			assert.Equal(t, 1, m.v.BudgetWaitsInFaults)
+			assert.Equal(t, 1, m.v.BudgetWaitsExcused)
 			assert.Contains(t, strings.Join(notes, "\n"), "budget wait of y11: 44s, of which 0s under faults that withheld its deliveries (none) and up to 44.856s the slow output's pace")
 		})
 	}

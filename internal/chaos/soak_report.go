@@ -32,10 +32,10 @@ type Verdict struct {
 	// BudgetWaitsOnKinesis are such warnings where the room was mostly
 	// reserved for calls Kinesis had not answered: not a breach.
 	BudgetWaitsOnKinesis int
-	// BudgetWaitsInFaults are warned waits whose time outside faults that
-	// withheld the instance's deliveries stayed within the bound: not a
-	// breach.
-	BudgetWaitsInFaults int
+	// BudgetWaitsExcused are warned waits whose time outside faults that
+	// withheld the instance's deliveries, less the slow output's pace for
+	// what was in the pipeline, stayed within the bound: not a breach.
+	BudgetWaitsExcused int
 	// FenceBreaches are deliveries of a shard while another instance held
 	// its lease; FenceJudged how many deliveries were judged.
 	FenceBreaches, FenceJudged int
@@ -164,8 +164,8 @@ func (s *soak) report(v *Verdict) {
 		fmt.Fprintf(out, "emulator: kinesis-mock's TLS port stalled %d times, %v in all (each held as a fault under way on every stream)\n", stalls, stalled.Round(100*time.Millisecond))
 	}
 	fmt.Fprintf(out, "stray aggregate copies in the streams (readers drop them; not checked): %d user records\n", v.Strays)
-	fmt.Fprintf(out, "checked while running: %d duplicates outside every window, %d order violations (and %d by nacking outputs), %d checkpoint regressions, %d liveness breaches (bound %v), %d budget waits (bound %v; and %d behind calls Kinesis did not answer, %d within the bound outside faults that withheld deliveries), %d deliveries while another instance held the lease (of %d judged), %d instances over %d MiB (peak %d MiB), leftover processes %v\n",
-		v.DupsOutside, v.OrderLive, v.OrderByNacks, v.Regressions, v.Liveness, livenessBound, v.BudgetWaits, budgetWaitBound, v.BudgetWaitsOnKinesis, v.BudgetWaitsInFaults, v.FenceBreaches, v.FenceJudged, v.RSSBreaches, s.budget()>>20+rssMarginMiB, v.PeakRSSMiB, v.Leftover)
+	fmt.Fprintf(out, "checked while running: %d duplicates outside every window, %d order violations (and %d by nacking outputs), %d checkpoint regressions, %d liveness breaches (bound %v), %d budget waits (bound %v; and %d behind calls Kinesis did not answer, %d within the bound once faults that withheld deliveries and a slow output's pace are taken out), %d deliveries while another instance held the lease (of %d judged), %d instances over %d MiB (peak %d MiB), leftover processes %v\n",
+		v.DupsOutside, v.OrderLive, v.OrderByNacks, v.Regressions, v.Liveness, livenessBound, v.BudgetWaits, budgetWaitBound, v.BudgetWaitsOnKinesis, v.BudgetWaitsExcused, v.FenceBreaches, v.FenceJudged, v.RSSBreaches, s.budget()>>20+rssMarginMiB, v.PeakRSSMiB, v.Leftover)
 	if len(v.outside) > 0 {
 		fmt.Fprintf(out, "duplicates outside every window, largest groups: %s\n", describeGroups(v.outside.largest()))
 	}

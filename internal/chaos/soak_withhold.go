@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -36,7 +37,8 @@ func (s *soak) withholdEnd(w *withholding) {
 }
 
 // withheldFor is how much of [from, to] faults withheld inc's deliveries
-// (overlaps counted once), and which faults.
+// (overlaps counted once), and which faults (each name once, in order of
+// their start).
 func (s *soak) withheldFor(inc string, from, to time.Time) (time.Duration, []string) {
 	type span struct{ a, b time.Time }
 	var spans []span
@@ -58,7 +60,9 @@ func (s *soak) withheldFor(inc string, from, to time.Time) (time.Duration, []str
 		}
 		if b.After(a) {
 			spans = append(spans, span{a, b})
-			whats = append(whats, w.what)
+			if !slices.Contains(whats, w.what) {
+				whats = append(whats, w.what)
+			}
 		}
 	}
 	s.smu.Unlock()
