@@ -37,7 +37,9 @@ func TestShippedACLRulesAreExactlyWhatTheCodeRuns(t *testing.T) {
 			direct: []string{"HGET", "INFO", "WAIT"},
 		},
 		"connect-kinesis-viewer": {scripts: viewerScripts, direct: viewerDirect},
-		"connect-kinesis-admin":  {scripts: append([]string{"reset", "delete", "restore_delivered"}, viewerScripts...), direct: viewerDirect},
+		// A reset, import, delete or restore of marks waits for replicas as
+		// a commit does (INFO, WAIT).
+		"connect-kinesis-admin": {scripts: append([]string{"reset", "delete", "restore_delivered"}, viewerScripts...), direct: append(slices.Clone(viewerDirect), "INFO", "WAIT")},
 	}
 
 	granted := shippedACLCommands(t)

@@ -9,5 +9,8 @@ if #running > 0 then
 end
 local _, reply, refused = refuse_live(KEYS[3], ARGV[1])
 if refused then return reply end
+-- A field written into a hash deleted next: a delete of keys already gone
+-- (a retry) still propagates a write for the WAIT after it to cover.
+redis.call('HSET', KEYS[1], '_deleting', '1')
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 return reply
