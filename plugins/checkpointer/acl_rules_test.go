@@ -21,7 +21,7 @@ func TestShippedACLRulesAreExactlyWhatTheCodeRuns(t *testing.T) {
 	// Sent directly: the connection check and the scripts themselves
 	// (EVALSHA, EVAL after NOSCRIPT), and a Cluster client's routing.
 	common := []string{"PING", "EVALSHA", "EVAL", "CLUSTER|SLOTS", "COMMAND"}
-	viewerScripts := []string{"closed", "leases", "now"}
+	viewerScripts := []string{"closed", "leases", "now", "snapshot"}
 	// Read directly by show and export: checkpoints and starts (HGET,
 	// HGETALL), progress and hand-off requests (HGETALL), live members
 	// without pruning (ZRANGEBYSCORE), whether the group has state (EXISTS),
