@@ -19,7 +19,7 @@ import (
 // documented (pass the pipelines' lease.period), and the output says which
 // period judged the members.
 func TestIntegrationDeleteJudgesLiveMembersByTheGivenLeasePeriod(t *testing.T) {
-	useEmulatorCredentials(t)
+	t.Parallel()
 	r := testenv.NewRedis(t)
 	const arn = "arn:aws:kinesis:us-east-1:000000000000:stream/orders"
 	args := func(group string, extra ...string) []string {

@@ -154,6 +154,7 @@ func TestIntegrationRetriedMarkWaitsForItsOwnWrite(t *testing.T) {
 // CONNECT_KINESIS_REDIS72 or found as valkey-server, a retried mark and a
 // retried close must each be waited for; skipped, saying why, without one.
 func TestIntegrationRetriedWritesWaitForTheirOwnWriteOn72(t *testing.T) {
+	t.Parallel()
 	server := testenv.Redis72(t)
 	t.Run("mark", func(t *testing.T) { retriedMarkWaitsForItsOwnWrite(t, server) })
 	t.Run("close", func(t *testing.T) { retriedCloseWaitsForItsOwnWrite(t, server) })
