@@ -260,7 +260,7 @@ func importStream(c *cli.Context, o *opened, from, table string, items []item, s
 		}
 	}
 	if c.Bool(flagDryRun) {
-		var conflicts []string
+		var conflicts []openShardConflict
 		if o.listed {
 			conflicts = openShardConflicts(src, o.stream, plan, allowedOpenShards(c))
 		}
@@ -282,7 +282,7 @@ var beforeImportWrite = func() {}
 
 // printDryRun shows what an import would write over the group's current
 // checkpoints, and whether it would be refused, without changing anything.
-func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, gs groupStarts, sourceLive, openConflicts []string) error {
+func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, gs groupStarts, sourceLive []string, openConflicts []openShardConflict) error {
 	before, err := o.store.Checkpoints(ctx)
 	if err != nil {
 		return err
@@ -324,9 +324,8 @@ func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, g
 	if len(sourceLive) > 0 {
 		fmt.Fprintf(w, "would be refused without --%s: the source holds live leases: %s\n", flagIgnoreLiveSource, strings.Join(sourceLive, ", "))
 	}
-	for _, line := range openConflicts {
-		id, _, _ := strings.Cut(line, ":")
-		fmt.Fprintf(w, "would be refused without --%s %s: %s\n", flagAllowOpenShard, id, strings.TrimSpace(line[len(id)+1:]))
+	for _, c := range openConflicts {
+		fmt.Fprintf(w, "would be refused without --%s %s: %s\n", flagAllowOpenShard, c.shard, c.why)
 	}
 	if len(rewinds) > 0 {
 		fmt.Fprintf(w, "would be refused without --%s: checkpoints would move back:\n  %s\n", flagAllowRewind, strings.Join(rewinds, "\n  "))

@@ -167,29 +167,36 @@ func arrivalOf(ctx context.Context, api kinesisAPI, stream streamInfo, shard, se
 	return *recs.Records[0].ApproximateArrivalTimestamp, nil
 }
 
-// openShardConflicts lists, one line per shard, what the plan would write
-// against a shard the stream lists open that the source cannot honestly say
-// of it: SHARD_END (the shard goes into the closed set and is never read), or
-// a start the source gives a shard under other parents than the listing
-// does (the lease is of another shard that happens to share its id). Both
-// mean the source is the table of another application, or of a stream of
-// the same name deleted and created again, since every stream has a
+// openShardConflict is a shard the plan would close, or start, although
+// the stream lists it open, and why that is wrong.
+type openShardConflict struct{ shard, why string }
+
+func (o openShardConflict) String() string {
+	return fmt.Sprintf("%s: %s (--%s %s)", o.shard, o.why, flagAllowOpenShard, o.shard)
+}
+
+// openShardConflicts lists what the plan would write against a shard the
+// stream lists open that the source cannot honestly say of it: SHARD_END
+// (the shard goes into the closed set and is never read), or a start the
+// source gives a shard under other parents than the listing does (the
+// lease is of another shard that happens to share its id). Both mean the
+// source is the table of another application, or of a stream of the same
+// name deleted and created again, since every stream has a
 // shardId-000000000000. A shard the operator named in allowed is left out.
-func openShardConflicts(src foreignTable, stream streamInfo, plan importPlan, allowed map[string]bool) []string {
+func openShardConflicts(src foreignTable, stream streamInfo, plan importPlan, allowed map[string]bool) []openShardConflict {
 	open := map[string]streamShard{}
 	for _, sh := range stream.shards() {
 		if !sh.Closed {
 			open[sh.ID] = sh
 		}
 	}
-	var out []string
+	var out []openShardConflict
 	for _, id := range slices.Sorted(maps.Keys(open)) {
 		if allowed[id] {
 			continue
 		}
 		if p, ok := plan.Positions[id]; ok && p.ShardEnd {
-			out = append(out, fmt.Sprintf("%s: SHARD_END in the source, but the stream lists it open: it would never be read (--%s %s)",
-				id, flagAllowOpenShard, id))
+			out = append(out, openShardConflict{id, "SHARD_END in the source, but the stream lists it open: it would never be read"})
 			continue
 		}
 		st, ok := plan.Starts[id]
@@ -199,8 +206,8 @@ func openShardConflicts(src foreignTable, stream streamInfo, plan importPlan, al
 		sh := src.Shards[id]
 		listed := slices.Sorted(slices.Values(open[id].Parents))
 		if sh.Parents != nil && !slices.Equal(sh.Parents, listed) {
-			out = append(out, fmt.Sprintf("%s: a start (%s) in the source for a shard with parents [%s], but the stream lists it open with parents [%s] (--%s %s)",
-				id, st, strings.Join(sh.Parents, " "), strings.Join(listed, " "), flagAllowOpenShard, id))
+			out = append(out, openShardConflict{id, fmt.Sprintf("a start (%s) in the source for a shard with parents [%s], but the stream lists it open with parents [%s]",
+				st, strings.Join(sh.Parents, " "), strings.Join(listed, " "))})
 		}
 	}
 	return out
@@ -213,9 +220,13 @@ func checkOpenShards(src foreignTable, stream streamInfo, plan importPlan, allow
 	if len(conflicts) == 0 {
 		return nil
 	}
+	lines := make([]string, len(conflicts))
+	for i, c := range conflicts {
+		lines[i] = c.String()
+	}
 	return fmt.Errorf("the source does not fit stream %s (is it another application's table, or one of a stream of the same name deleted and created again?); nothing was written:\n  %s\n"+
 		"to import it anyway, name each such shard with --%s <shardId>",
-		stream.Name, strings.Join(conflicts, "\n  "), flagAllowOpenShard)
+		stream.Name, strings.Join(lines, "\n  "), flagAllowOpenShard)
 }
 
 // allowedOpenShards is the set of shards named with --allow-open-shard.

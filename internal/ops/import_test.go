@@ -167,7 +167,10 @@ func TestImportRefusesOpenShardConflicts(t *testing.T) {
 	}}
 	plan, err := planImport(src, stream, true, time.Time{})
 	require.NoError(t, err)
-	got := openShardConflicts(src, stream, plan, nil)
+	var got []string
+	for _, c := range openShardConflicts(src, stream, plan, nil) {
+		got = append(got, c.String())
+	}
 	require.Len(t, got, 2, "%v", got)
 	assert.Contains(t, got[0], "c: a start (trim_horizon) in the source for a shard with parents [x], but the stream lists it open with parents [a]")
 	assert.Contains(t, got[1], "d: SHARD_END in the source, but the stream lists it open")
