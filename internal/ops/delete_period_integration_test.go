@@ -15,9 +15,9 @@ import (
 // reading that `delete` judges live members by the command's --lease-period
 // (10 s by default), not the pipelines' lease.period: a pipeline with a
 // 30 s lease.period heartbeats every 10 s, so 15 s after its last heartbeat
-// it is running, yet the default takes it for stopped. The rule is
-// documented (pass the pipelines' lease.period), and the output says which
-// period judged the members.
+// it is running. A member holding a live lease is taken as running whatever
+// its heartbeat; an idle one is judged by --lease-period (documented: pass
+// the pipelines' lease.period), and the output says which period judged.
 func TestIntegrationDeleteJudgesLiveMembersByTheGivenLeasePeriod(t *testing.T) {
 	t.Parallel()
 	r := testenv.NewRedis(t)
@@ -37,6 +37,15 @@ func TestIntegrationDeleteJudgesLiveMembersByTheGivenLeasePeriod(t *testing.T) {
 
 	heartbeat15sAgo("long-lease")
 	out, err := runCLI(t.Context(), args("long-lease", "--lease-period", "30s")...)
+	require.Error(t, err, out)
+	assert.Contains(t, err.Error(), "pipeline-1")
+
+	// Holding a live lease, the member runs whatever --lease-period says,
+	// and --force does not override it.
+	heartbeat15sAgo("holding")
+	_, err = groupStore(t, r.URL(), "holding", arn).Acquire(t.Context(), "shardId-000000000000", "pipeline-1")
+	require.NoError(t, err)
+	out, err = runCLI(t.Context(), args("holding", "--force")...)
 	require.Error(t, err, out)
 	assert.Contains(t, err.Error(), "pipeline-1")
 
