@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/urfave/cli/v2"
 
@@ -115,18 +116,27 @@ func sourceStreams(from, table string, items []item) (func(streamInfo) bool, err
 		case l.stream == "":
 			single = true
 		default:
-			account, name, _ := kclStreamParts(l.stream)
-			held[account+":"+name] = true
-			held[":"+name] = true
+			account, name, epoch := kclStreamParts(l.stream)
+			for _, key := range []string{account + ":" + name, ":" + name} {
+				held[key] = true
+				held[key+":"+epoch] = true
+			}
 		}
 	}
 	if single {
 		return nil, fmt.Errorf("flag --%s: table %s is a single-stream KCL lease table (its leases name no stream), so a pattern cannot tell which stream each belongs to; import it with --%s NAME", flagStream, table, flagStream)
 	}
 	return func(s streamInfo) bool {
+		key := ":" + s.Name
 		if s.account() != "" {
-			return held[s.account()+":"+s.Name]
+			key = s.account() + key
 		}
-		return held[":"+s.Name]
+		// An identifier carries its stream's creation time: the leases of a
+		// deleted stream of the same name (the KCL keeps a former stream's
+		// leases by default) hold nothing of the stream listed now.
+		if !s.Created.IsZero() {
+			key += ":" + strconv.FormatInt(s.Created.Unix(), 10)
+		}
+		return held[key]
 	}, nil
 }
