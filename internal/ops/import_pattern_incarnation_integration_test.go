@@ -48,7 +48,8 @@ func TestIntegrationImportPatternSkipsADeletedIncarnationsLeases(t *testing.T) {
 	out, err := runCLI(ctx, "import", "--redis-url", r.URL(), "--group", "former", "--stream", "p-*", "--region", testenv.Region,
 		"--endpoint", k.Endpoint, "--from", SourceKCL, "--table", table, "--dynamodb-endpoint", d.Endpoint)
 	require.NoError(t, err, out)
-	assert.Contains(t, out, "skipping p-a: table "+table+" holds nothing of it")
+	assert.Contains(t, out, "skipping p-a: table "+table+" holds nothing of it, only leases of a deleted stream of that name ("+former+
+		"; import one with --stream p-a --source-stream <identifier> if it is this stream's)")
 	assert.Contains(t, out, "imported 1 streams matching p-*: [p-b]")
 	assert.Empty(t, groupCheckpoints(t, r.URL(), "former", arns["p-a"]), "the deleted stream's SHARD_END is not imported")
 	assert.Equal(t, map[string]consumer.Position{shard0: {Sequence: seqs["p-b"], HasSub: true}}, groupCheckpoints(t, r.URL(), "former", arns["p-b"]))
