@@ -92,6 +92,7 @@ func CheckpointsCommand() *cli.Command {
 					&cli.StringFlag{Name: flagSourceStream, Usage: "the source's key of the stream: Connect's StreamID, or a KCL multi-stream identifier <account>:<name>:<epoch> (default: found from --stream)"},
 					&cli.BoolFlag{Name: flagDryRun, Usage: "print what would be written and change nothing"},
 					&cli.StringFlag{Name: flagAtTimestamp, Usage: "the KCL application's initial position timestamp (RFC3339), where its leases at AT_TIMESTAMP start: the table does not hold it"},
+					&cli.StringSliceFlag{Name: flagAllowOpenShard, Usage: "import a SHARD_END (or a start under other parents) the source gives this shard although the stream lists it open; repeat for each shard"},
 					&cli.BoolFlag{Name: flagAllowRewind, Usage: "import even when it moves the group's checkpoints back (what was read since is read again)"},
 					&cli.BoolFlag{Name: flagIgnoreLiveSource, Usage: "import even though the source's leases look live (its consumer must be stopped all the same: a paused one resumes and moves its checkpoints on)"},
 					&cli.BoolFlag{Name: flagFenceReaders, Usage: "import even while pipelines of the group hold live leases: they are fenced out (their next renewal or commit fails and they stop reading those shards)"},

@@ -30,5 +30,9 @@ func runDelete(c *cli.Context) error {
 	if len(res.LiveLeases) > 0 {
 		fmt.Fprintf(w, "  leases removed while live (forced): %s\n", strings.Join(res.LiveLeases, ", "))
 	}
+	// The pipelines' lease.period is not stored in Redis: the command can
+	// only judge by the period it is given, and says so.
+	fmt.Fprintf(w, "instances were judged running by a heartbeat within --%s %v; one whose pipelines' lease.period is longer may have been taken as stopped and writes its state back\n",
+		flagLeasePeriod, c.Duration(flagLeasePeriod))
 	return nil
 }

@@ -73,47 +73,35 @@ func runExport(c *cli.Context) error {
 	return nil
 }
 
-// exportDocument reads what an export holds of one stream's store.
+// exportDocument reads what an export holds of one stream's store, in one
+// read (Store.Snapshot): a shard closing meanwhile is exported either open
+// with its checkpoint before the close, or closed.
 func exportDocument(ctx context.Context, store *checkpointer.Store, name, id, group string) (ExportDocument, error) {
-	ckpts, err := store.Checkpoints(ctx)
-	if err != nil {
-		return ExportDocument{}, err
-	}
-	closed, err := store.ClosedShards(ctx)
+	snap, err := store.Snapshot(ctx)
 	if err != nil {
 		return ExportDocument{}, err
 	}
 	doc := ExportDocument{
 		Format: exportFormat, Stream: name, StreamID: id, Group: group,
-		ExportedAt: time.Now().UTC(), Checkpoints: make(map[string]string, len(ckpts)),
-		Closed: slices.Sorted(maps.Keys(closed)),
+		ExportedAt: time.Now().UTC(), Checkpoints: make(map[string]string, len(snap.Checkpoints)),
+		Closed: slices.Sorted(maps.Keys(snap.Closed)),
 	}
-	for id, p := range ckpts {
+	for id, p := range snap.Checkpoints {
 		doc.Checkpoints[id] = p.String()
 	}
-	starts, err := store.ShardStarts(ctx)
-	if err != nil {
-		return ExportDocument{}, err
+	if len(snap.ShardStarts) > 0 {
+		doc.ShardStarts = make(map[string]string, len(snap.ShardStarts))
 	}
-	if len(starts) > 0 {
-		doc.ShardStarts = make(map[string]string, len(starts))
-	}
-	for id, so := range starts {
+	for id, so := range snap.ShardStarts {
 		doc.ShardStarts[id] = so.String()
 	}
-	if so, ok, err := store.StartOverride(ctx); err != nil {
-		return ExportDocument{}, err
-	} else if ok {
-		doc.StartOverride = so.String()
+	if snap.Start != nil {
+		doc.StartOverride = snap.Start.String()
 	}
-	delivered, err := store.Delivered(ctx)
-	if err != nil {
-		return ExportDocument{}, err
+	if len(snap.Delivered) > 0 {
+		doc.Delivered = make(map[string]string, len(snap.Delivered))
 	}
-	for id, p := range delivered {
-		if doc.Delivered == nil {
-			doc.Delivered = make(map[string]string, len(delivered))
-		}
+	for id, p := range snap.Delivered {
 		doc.Delivered[id] = p.String()
 	}
 	return doc, nil

@@ -43,6 +43,9 @@ type foreignShard struct {
 	// LiveUntil is when a live lease expires, zero when the source does
 	// not store it.
 	LiveUntil time.Time
+	// Parents are the shard's parents as the source recorded them, sorted;
+	// nil when the source does not record them (Connect).
+	Parents []string
 }
 
 // foreignTable is what a source reader found for one stream.
@@ -238,6 +241,11 @@ func importStream(c *cli.Context, o *opened, from, table string, items []item, s
 				fmt.Fprintf(w, "warning: %s is not a shard the stream lists (trimmed?); its checkpoint is written anyway\n", id)
 			}
 		}
+		if !c.Bool(flagDryRun) {
+			if err := checkOpenShards(src, o.stream, plan, allowedOpenShards(c)); err != nil {
+				return err
+			}
+		}
 		if err := checkPositionsInStream(ctx, o.api, o.stream, plan.Positions); err != nil {
 			return err
 		}
@@ -252,7 +260,11 @@ func importStream(c *cli.Context, o *opened, from, table string, items []item, s
 		}
 	}
 	if c.Bool(flagDryRun) {
-		return printDryRun(ctx, w, o, plan, gs, live)
+		var conflicts []openShardConflict
+		if o.listed {
+			conflicts = openShardConflicts(src, o.stream, plan, allowedOpenShards(c))
+		}
+		return printDryRun(ctx, w, o, plan, gs, live, conflicts)
 	}
 	res, err := writeImport(c, o, plan, gs, over.fenceReaders)
 	if err != nil {
@@ -270,7 +282,7 @@ var beforeImportWrite = func() {}
 
 // printDryRun shows what an import would write over the group's current
 // checkpoints, and whether it would be refused, without changing anything.
-func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, gs groupStarts, sourceLive []string) error {
+func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, gs groupStarts, sourceLive []string, openConflicts []openShardConflict) error {
 	before, err := o.store.Checkpoints(ctx)
 	if err != nil {
 		return err
@@ -311,6 +323,9 @@ func printDryRun(ctx context.Context, w io.Writer, o *opened, plan importPlan, g
 	}
 	if len(sourceLive) > 0 {
 		fmt.Fprintf(w, "would be refused without --%s: the source holds live leases: %s\n", flagIgnoreLiveSource, strings.Join(sourceLive, ", "))
+	}
+	for _, c := range openConflicts {
+		fmt.Fprintf(w, "would be refused without --%s %s: %s\n", flagAllowOpenShard, c.shard, c.why)
 	}
 	if len(rewinds) > 0 {
 		fmt.Fprintf(w, "would be refused without --%s: checkpoints would move back:\n  %s\n", flagAllowRewind, strings.Join(rewinds, "\n  "))

@@ -29,6 +29,7 @@ import (
 const (
 	flagIgnoreLiveSource = "ignore-live-source"
 	flagFenceReaders     = "fence-readers"
+	flagAllowOpenShard   = "allow-open-shard"
 )
 
 // importOverrides are the refusals an operator overrode.
@@ -164,4 +165,79 @@ func arrivalOf(ctx context.Context, api kinesisAPI, stream streamInfo, shard, se
 		return time.Time{}, errors.New("no record")
 	}
 	return *recs.Records[0].ApproximateArrivalTimestamp, nil
+}
+
+// openShardConflict is a shard the plan would close, or start, although
+// the stream lists it open, and why that is wrong.
+type openShardConflict struct{ shard, why string }
+
+func (o openShardConflict) String() string {
+	return fmt.Sprintf("%s: %s (--%s %s)", o.shard, o.why, flagAllowOpenShard, o.shard)
+}
+
+// openShardConflicts lists what the plan would write against a shard the
+// stream lists open that the source cannot honestly say of it: SHARD_END
+// (the shard goes into the closed set and is never read), or a start the
+// source gives a shard under other parents than the listing does (the
+// lease is of another shard that happens to share its id). Both mean the
+// source is the table of another application, or of a stream of the same
+// name deleted and created again, since every stream has a
+// shardId-000000000000. A shard the operator named in allowed is left out.
+func openShardConflicts(src foreignTable, stream streamInfo, plan importPlan, allowed map[string]bool) []openShardConflict {
+	open := map[string]streamShard{}
+	for _, sh := range stream.shards() {
+		if !sh.Closed {
+			open[sh.ID] = sh
+		}
+	}
+	var out []openShardConflict
+	for _, id := range slices.Sorted(maps.Keys(open)) {
+		if allowed[id] {
+			continue
+		}
+		if p, ok := plan.Positions[id]; ok && p.ShardEnd {
+			out = append(out, openShardConflict{id, "SHARD_END in the source, but the stream lists it open: it would never be read"})
+			continue
+		}
+		st, ok := plan.Starts[id]
+		if !ok {
+			continue
+		}
+		sh := src.Shards[id]
+		listed := slices.Sorted(slices.Values(open[id].Parents))
+		if sh.Parents != nil && !slices.Equal(sh.Parents, listed) {
+			out = append(out, openShardConflict{id, fmt.Sprintf("a start (%s) in the source for a shard with parents [%s], but the stream lists it open with parents [%s]",
+				st, strings.Join(sh.Parents, " "), strings.Join(listed, " "))})
+		}
+	}
+	return out
+}
+
+// checkOpenShards refuses an import that would close an open shard or start
+// one the source does not know (see openShardConflicts).
+func checkOpenShards(src foreignTable, stream streamInfo, plan importPlan, allowed map[string]bool) error {
+	conflicts := openShardConflicts(src, stream, plan, allowed)
+	if len(conflicts) == 0 {
+		return nil
+	}
+	lines := make([]string, len(conflicts))
+	for i, c := range conflicts {
+		lines[i] = c.String()
+	}
+	return fmt.Errorf("the source does not fit stream %s (is it another application's table, or one of a stream of the same name deleted and created again?); nothing was written:\n  %s\n"+
+		"to import it anyway, name each such shard with --%s <shardId>",
+		stream.Name, strings.Join(lines, "\n  "), flagAllowOpenShard)
+}
+
+// allowedOpenShards is the set of shards named with --allow-open-shard.
+func allowedOpenShards(c *cli.Context) map[string]bool {
+	allowed := map[string]bool{}
+	for _, v := range c.StringSlice(flagAllowOpenShard) {
+		for _, id := range strings.Split(v, ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				allowed[id] = true
+			}
+		}
+	}
+	return allowed
 }

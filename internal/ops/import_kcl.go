@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
@@ -47,6 +48,7 @@ const (
 	kclAttrStreamName      = "streamName"
 	kclAttrShardID         = "shardId"
 	kclAttrEntityType      = "entityType"
+	kclAttrParents         = "parentShardId"
 
 	kclShardEnd    = "SHARD_END"
 	kclTrimHorizon = "TRIM_HORIZON"
@@ -152,9 +154,17 @@ func readKCLTable(items []item, table string, stream streamInfo, sourceStream st
 				found = append(found, ident)
 			}
 		}
-		if len(found) > 1 && !stream.Created.IsZero() {
+		// Every identifier of the name is checked against the stream's
+		// creation time, a single one too: the leases of a deleted stream
+		// of the same name give positions of other records and SHARD_END
+		// for shards the new stream has open.
+		if len(found) > 0 && !stream.Created.IsZero() {
 			epoch := strconv.FormatInt(stream.Created.Unix(), 10)
-			found = slices.DeleteFunc(found, func(ident string) bool { _, _, e := kclStreamParts(ident); return e != epoch })
+			other := found
+			found = slices.DeleteFunc(slices.Clone(found), func(ident string) bool { _, _, e := kclStreamParts(ident); return e != epoch })
+			if len(found) == 0 {
+				return src, otherIncarnationError(table, stream, epoch, other, byStream)
+			}
 		}
 		switch len(found) {
 		case 0:
@@ -193,6 +203,33 @@ func readKCLTable(items []item, table string, stream streamInfo, sourceStream st
 	return src, nil
 }
 
+// otherIncarnationError refuses a multi-stream table whose identifiers of the
+// stream's name all carry another creation time than the stream's, naming
+// them, the open shards their SHARD_END leases would close, and the flags
+// that import them anyway.
+func otherIncarnationError(table string, stream streamInfo, epoch string, idents []string, byStream map[string][]kclLease) error {
+	open := map[string]bool{}
+	for _, sh := range stream.shards() {
+		open[sh.ID] = !sh.Closed
+	}
+	var closes []string
+	for _, ident := range idents {
+		for _, l := range byStream[ident] {
+			if open[l.shard] && attrS(l.it, kclAttrCheckpoint) == kclShardEnd {
+				closes = append(closes, fmt.Sprintf("%s (SHARD_END under %s; --%s %s)", l.shard, ident, flagAllowOpenShard, l.shard))
+			}
+		}
+	}
+	msg := fmt.Sprintf("table %s holds leases of stream %s only under %s, but the stream was created at epoch %s (%s): "+
+		"they are the leases of a stream of the same name deleted and created again, whose positions are not this stream's",
+		table, stream.Name, quoteList(idents), epoch, stream.Created.UTC().Format(time.RFC3339))
+	if len(closes) > 0 {
+		slices.Sort(closes)
+		msg += "; they would close shards the stream lists open: " + strings.Join(closes, ", ")
+	}
+	return fmt.Errorf("%s; to import them anyway, name the identifier with --%s (and each such shard with --%s)", msg, flagSourceStream, flagAllowOpenShard)
+}
+
 // firstN is the first n of ss, with a count of the rest.
 func firstN(ss []string, n int) []string {
 	if len(ss) <= n {
@@ -206,7 +243,10 @@ func firstN(ss []string, n int) []string {
 // a record that is not KPL-aggregated (sub 0) skips the record itself, as
 // the KCL does.
 func kclShard(l kclLease) (foreignShard, error) {
-	sh := foreignShard{Shard: l.shard, Owner: attrS(l.it, kclAttrOwner)}
+	sh := foreignShard{Shard: l.shard, Owner: attrS(l.it, kclAttrOwner), Parents: []string{}}
+	if ps := attrSS(l.it, kclAttrParents); ps != nil {
+		sh.Parents = ps
+	}
 	if co := attrS(l.it, kclAttrCheckpointOwner); co != "" && sh.Owner == "" {
 		sh.Owner = co
 	}

@@ -3,6 +3,9 @@ package ops
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -73,8 +76,13 @@ func runImportPattern(c *cli.Context, from, table string) error {
 		if err != nil {
 			return importStopped(done, id.Name, err)
 		}
-		if !holds(info) {
-			fmt.Fprintf(w, "skipping %s: table %s holds nothing of it\n", id.Name, table)
+		if ok, former := holds(info); !ok {
+			if len(former) > 0 {
+				fmt.Fprintf(w, "skipping %s: table %s holds nothing of it, only leases of a deleted stream of that name (%s; import one with --%s %s --%s <identifier> if it is this stream's)\n",
+					id.Name, table, strings.Join(former, ", "), flagStream, id.Name, flagSourceStream)
+			} else {
+				fmt.Fprintf(w, "skipping %s: table %s holds nothing of it\n", id.Name, table)
+			}
 			continue
 		}
 		name := id.Name
@@ -99,14 +107,15 @@ func importStopped(done []string, stream string, err error) error {
 // multi-stream identifiers <account>:<name>:<epoch> of its leases. A
 // single-stream KCL table names no stream (its leases are shard ids that
 // every stream has), so a pattern cannot pick streams from it.
-func sourceStreams(from, table string, items []item) (func(streamInfo) bool, error) {
+func sourceStreams(from, table string, items []item) (func(streamInfo) (ok bool, former []string), error) {
 	held := map[string]bool{}
 	if from == SourceConnect {
 		for _, it := range items {
 			held[attrS(it, connectAttrStream)] = true
 		}
-		return func(s streamInfo) bool { return held[s.Name] || held[s.ID] }, nil
+		return func(s streamInfo) (bool, []string) { return held[s.Name] || held[s.ID], nil }, nil
 	}
+	idents := map[string][]string{}
 	single := false
 	for _, it := range items {
 		l, skip := splitKCLLease(it)
@@ -115,18 +124,33 @@ func sourceStreams(from, table string, items []item) (func(streamInfo) bool, err
 		case l.stream == "":
 			single = true
 		default:
-			account, name, _ := kclStreamParts(l.stream)
-			held[account+":"+name] = true
-			held[":"+name] = true
+			account, name, epoch := kclStreamParts(l.stream)
+			for _, key := range []string{account + ":" + name, ":" + name} {
+				if !held[key+":"+epoch] {
+					idents[key] = append(idents[key], l.stream)
+				}
+				held[key] = true
+				held[key+":"+epoch] = true
+			}
 		}
 	}
 	if single {
 		return nil, fmt.Errorf("flag --%s: table %s is a single-stream KCL lease table (its leases name no stream), so a pattern cannot tell which stream each belongs to; import it with --%s NAME", flagStream, table, flagStream)
 	}
-	return func(s streamInfo) bool {
+	return func(s streamInfo) (bool, []string) {
+		key := ":" + s.Name
 		if s.account() != "" {
-			return held[s.account()+":"+s.Name]
+			key = s.account() + key
 		}
-		return held[":"+s.Name]
+		if s.Created.IsZero() {
+			return held[key], nil
+		}
+		// An identifier carries its stream's creation time: the leases of a
+		// deleted stream of the same name (the KCL keeps a former stream's
+		// leases by default) hold nothing of the stream listed now.
+		if held[key+":"+strconv.FormatInt(s.Created.Unix(), 10)] {
+			return true, nil
+		}
+		return false, slices.Sorted(slices.Values(idents[key]))
 	}, nil
 }

@@ -3,6 +3,7 @@ package ops
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,4 +148,50 @@ func TestReadConnectTable(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "1", src.Shards["shardId-000000000001"].Position.String())
 	})
+}
+
+// TestImportRefusesOpenShardConflicts guards against an import closing an
+// open shard, or starting one under parents the listing does not give it,
+// unless --allow-open-shard names the shard.
+func TestImportRefusesOpenShardConflicts(t *testing.T) {
+	// a (closed) split into b and c (open); d an open root.
+	stream := streamInfo{Name: "s", ID: "s", Shards: []types.Shard{
+		listedShard("a", true), listedShard("b", false, "a"), listedShard("c", false, "a"), listedShard("d", false),
+	}}
+	end := consumer.Position{ShardEnd: true}
+	src := foreignTable{Shards: map[string]foreignShard{
+		"a": {Shard: "a", Position: end, Parents: []string{}},
+		"b": {Shard: "b", Sentinel: kclTrimHorizon, Parents: []string{"a"}},
+		"c": {Shard: "c", Sentinel: kclTrimHorizon, Parents: []string{"x"}},
+		"d": {Shard: "d", Position: end, Parents: []string{}},
+	}}
+	plan, err := planImport(src, stream, true, time.Time{})
+	require.NoError(t, err)
+	var got []string
+	for _, c := range openShardConflicts(src, stream, plan, nil) {
+		got = append(got, c.String())
+	}
+	require.Len(t, got, 2, "%v", got)
+	assert.Contains(t, got[0], "c: a start (trim_horizon) in the source for a shard with parents [x], but the stream lists it open with parents [a]")
+	assert.Contains(t, got[1], "d: SHARD_END in the source, but the stream lists it open")
+	assert.Empty(t, openShardConflicts(src, stream, plan, map[string]bool{"c": true, "d": true}), "the override names both")
+	// A closed shard's SHARD_END and a child's start under its listed
+	// parents are what a KCL table of this stream holds.
+	assert.NotContains(t, strings.Join(got, "\n"), "a: ")
+	assert.NotContains(t, strings.Join(got, "\n"), "b: ")
+}
+
+// TestReadKCLTableChecksASingleIdentifiersEpoch guards against importing a
+// deleted incarnation's leases when it is the only identifier of the name.
+func TestReadKCLTableChecksASingleIdentifiersEpoch(t *testing.T) {
+	stream := streamInfo{Name: "orders", ID: "arn:aws:kinesis:us-east-1:111122223333:stream/orders",
+		Created: time.Unix(1700000000, 0), Shards: []types.Shard{listedShard("shardId-000000000000", false)}}
+	_, err := readKCLTable([]item{kclLeaseItem("111122223333:orders:1600000000:shardId-000000000000", "SHARD_END", 0)}, "app", stream, "")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `only under "111122223333:orders:1600000000"`)
+	assert.Contains(t, err.Error(), "--allow-open-shard shardId-000000000000")
+	assert.Contains(t, err.Error(), "--source-stream")
+	src, err := readKCLTable([]item{kclLeaseItem("111122223333:orders:1600000000:shardId-000000000000", "SHARD_END", 0)}, "app", stream, "111122223333:orders:1600000000")
+	require.NoError(t, err, "naming the identifier imports it")
+	assert.True(t, src.Shards["shardId-000000000000"].Position.ShardEnd)
 }

@@ -116,8 +116,9 @@ func (p *Producer) send(ctx context.Context, req records, fail func(int, error))
 
 // sendAll sends requests in parallel, up to MaxInFlight across the
 // producer, and returns what became of each. When ctx ends while it waits
-// for a slot, the requests not sent yet fail with ctx's error and sentAll is
-// false.
+// for a slot, the requests not sent yet fail with ctx's error, each
+// outcome names them as failed (so an ordered write fails their keys, as
+// for records that failed in flight), and sentAll is false.
 func (p *Producer) sendAll(ctx context.Context, requests []records, fail func(int, error)) (results []requestOutcome, sentAll bool) {
 	results = make([]requestOutcome, len(requests))
 	var wg sync.WaitGroup
@@ -126,10 +127,11 @@ func (p *Producer) sendAll(ctx context.Context, requests []records, fail func(in
 		select {
 		case p.slots <- struct{}{}:
 		case <-ctx.Done():
-			for _, r := range requests[n:] {
+			for j, r := range requests[n:] {
 				for k := range r.len() {
 					r.each(k, func(i int) { fail(i, ctx.Err()) })
 				}
+				results[n+j] = requestOutcome{failed: r, err: ctx.Err()}
 			}
 			return results, false
 		}

@@ -170,3 +170,52 @@ func (s *sequenced) hasEntered() bool {
 		return false
 	}
 }
+
+// Defect 3 of the store's and producer's edges: a record that fails while
+// its write waits for a request slot (its context ends) must leave its key
+// failed, as one that fails in flight does. With MaxInFlight 1, x/0 holds
+// the only slot; the middle write's a/1 waits for it and its context ends;
+// the third write, waiting behind the middle one on key a, must fail a/2
+// unsent (a replay of a/1 comes first). Before the fix a/2 was sent:
+// landed [x/0 a/2].
+func TestOrderedRecordFailedWaitingForASlotKeepsItsKeyFailed(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	api := &fakeAPI{}
+	api.respond = func(_ int, in []types.PutRecordsRequestEntry) (map[int]string, error) {
+		for _, e := range in {
+			if string(e.Data) == "x/0" {
+				api.mu.Unlock()
+				<-release
+				api.mu.Lock()
+			}
+		}
+		return nil, nil
+	}
+	p := newTestProducer(api, func(c *Config) { c.Ordered = true; c.MaxInFlight = 1 })
+	first, second, third := p.Reserve(), p.Reserve(), p.Reserve()
+	firstDone := make(chan []error, 1)
+	go func() { firstDone <- first.Write(t.Context(), []Entry{{PartitionKey: "x", Data: []byte("x/0")}}) }()
+	require.Eventually(t, func() bool { return api.callCount() == 1 }, 5*time.Second, time.Millisecond, "x/0 holds the only slot")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	secondDone := make(chan []error, 1)
+	go func() { secondDone <- second.Write(ctx, []Entry{{PartitionKey: "a", Data: []byte("a/1")}}) }()
+	require.Eventually(t, func() bool { return second.s.hasEntered() }, 5*time.Second, time.Millisecond)
+	thirdDone := make(chan []error, 1)
+	go func() { thirdDone <- third.Write(t.Context(), []Entry{{PartitionKey: "a", Data: []byte("a/2")}}) }()
+	require.Eventually(t, func() bool { return third.s.hasEntered() }, 5*time.Second, time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // a/1 waits for the slot
+	cancel()
+	errs := <-secondDone
+	require.Len(t, errs, 1)
+	assert.ErrorIs(t, errs[0], context.Canceled)
+	time.Sleep(50 * time.Millisecond) // every chance for a/2 to overtake
+	close(release)
+	assert.Nil(t, <-firstDone)
+	errs = <-thirdDone
+	assert.Equal(t, []string{"x/0"}, landedData(api), "landed")
+	require.Len(t, errs, 1)
+	assert.ErrorIs(t, errs[0], ErrEarlierRecordFailed, "a/2 fails unsent behind a/1")
+	assert.ErrorIs(t, errs[0], context.Canceled, "with a/1's reason")
+}

@@ -35,6 +35,17 @@ type RedisOptions struct {
 	TLS bool
 	// Args are passed to redis-server as they are.
 	Args []string
+	// Server is the server program to run: a path or a name looked up in
+	// PATH ("" for redis-server). Redis72 finds one of 7.2 or later.
+	Server string
+}
+
+// server is the program these options run.
+func (o RedisOptions) server() string {
+	if o.Server != "" {
+		return o.Server
+	}
+	return "redis-server"
 }
 
 // Redis is a running redis-server.
@@ -57,7 +68,7 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 }
 
 func startRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
-	if _, err := lookPath("redis-server"); err != nil {
+	if _, err := lookPath(opts.server()); err != nil {
 		return nil, err
 	}
 	port, err := FreePort()
@@ -118,7 +129,7 @@ func (r *Redis) Start(ctx context.Context) error {
 		args = append(args, "--aclfile", aclFile)
 	}
 	args = append(args, r.Opts.Args...)
-	p, err := startProcess("redis-server", nil, r.Dir, "redis-server", args...)
+	p, err := startProcess("redis-server", nil, r.Dir, r.Opts.server(), args...)
 	if err != nil {
 		return err
 	}

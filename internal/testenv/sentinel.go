@@ -20,7 +20,7 @@ func NewReplica(tb testing.TB, master *Redis) *Redis {
 	if master.Opts.Password != "" {
 		args = append(args, "--masterauth", master.Opts.Password)
 	}
-	r := NewRedis(tb, RedisOptions{Password: master.Opts.Password, Args: args})
+	r := NewRedis(tb, RedisOptions{Password: master.Opts.Password, Args: args, Server: master.Opts.Server})
 	c := r.Client()
 	defer c.Close()
 	deadline := time.Now().Add(15 * time.Second)

@@ -21,7 +21,7 @@ func TestShippedACLRulesAreExactlyWhatTheCodeRuns(t *testing.T) {
 	// Sent directly: the connection check and the scripts themselves
 	// (EVALSHA, EVAL after NOSCRIPT), and a Cluster client's routing.
 	common := []string{"PING", "EVALSHA", "EVAL", "CLUSTER|SLOTS", "COMMAND"}
-	viewerScripts := []string{"closed", "leases", "now"}
+	viewerScripts := []string{"closed", "leases", "now", "snapshot"}
 	// Read directly by show and export: checkpoints and starts (HGET,
 	// HGETALL), progress and hand-off requests (HGETALL), live members
 	// without pruning (ZRANGEBYSCORE), whether the group has state (EXISTS),
@@ -37,7 +37,9 @@ func TestShippedACLRulesAreExactlyWhatTheCodeRuns(t *testing.T) {
 			direct: []string{"HGET", "INFO", "WAIT"},
 		},
 		"connect-kinesis-viewer": {scripts: viewerScripts, direct: viewerDirect},
-		"connect-kinesis-admin":  {scripts: append([]string{"reset", "delete", "restore_delivered"}, viewerScripts...), direct: viewerDirect},
+		// A reset, import, delete or restore of marks waits for replicas as
+		// a commit does (INFO, WAIT).
+		"connect-kinesis-admin": {scripts: append([]string{"reset", "delete", "restore_delivered"}, viewerScripts...), direct: append(slices.Clone(viewerDirect), "INFO", "WAIT")},
 	}
 
 	granted := shippedACLCommands(t)

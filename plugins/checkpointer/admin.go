@@ -176,7 +176,10 @@ func (s *Store) Delete(ctx context.Context, force bool) (ResetResult, error) {
 
 // runAdmin reads the state a reset or delete is about to change, then runs
 // its script, which refuses ({0, liveShard...}) while leases are live unless
-// forced, or changes the keys ({1, liveShard...}).
+// forced, or changes the keys ({1, liveShard...}). A change is waited for
+// as a commit is (replicated): a failover to a replica that missed it would
+// bring back the old checkpoints and the readers' old tokens. A refusal
+// writes nothing and is returned at once.
 func (s *Store) runAdmin(ctx context.Context, what string, script *redis.Script, keys []string, args ...any) (ResetResult, error) {
 	var res ResetResult
 	var err error
@@ -186,11 +189,17 @@ func (s *Store) runAdmin(ctx context.Context, what string, script *redis.Script,
 	if res.Closed, err = s.ClosedShards(ctx); err != nil {
 		return res, err
 	}
-	out, err := script.Run(ctx, s.c.client, keys, args...).Slice()
-	if err != nil {
-		return res, fmt.Errorf("%s: %w", what, err)
+	err = s.replicated(ctx, what, func(c redis.Scripter) error {
+		out, err := script.Run(ctx, c, keys, args...).Slice()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return s.adminOutcome(what, out, &res)
+	})
+	if err == nil {
+		s.log.With("live_leases", len(res.LiveLeases)).Info(what + " done")
 	}
-	return res, s.adminOutcome(what, out, &res)
+	return res, err
 }
 
 func (s *Store) adminOutcome(what string, out []any, res *ResetResult) error {
@@ -216,7 +225,6 @@ func (s *Store) adminOutcome(what string, out []any, res *ResetResult) error {
 		return fmt.Errorf("%s: shards %s have live leases (stop the pipelines first, or force): %w",
 			what, strings.Join(res.LiveLeases, ", "), ErrLiveLeases)
 	}
-	s.log.With("live_leases", len(res.LiveLeases)).Info(what + " done")
 	return nil
 }
 

@@ -73,7 +73,29 @@ func New(ctx context.Context, cfg Config, log *service.Logger, metrics *service.
 	c := NewFromClient(client, cfg, log, metrics)
 	c.ownsClient = true
 	c.log.With("redis", RedactURL(cfg.RedisURL), "kind", cfg.RedisKind, "group", cfg.Group).Debug("Connected to the checkpoint store")
+	if log != nil && (cfg.RedisKind == KindSimple || cfg.RedisKind == "") && cfg.MinReplicasToAck == AutoReplicas {
+		c.warnOfReplicas(ctx)
+	}
 	return c, nil
+}
+
+// warnOfReplicas warns when a server reached as kind simple, with the
+// automatic min_replicas_to_ack (0 for simple), is a master with replicas:
+// a managed primary endpoint that fails over, say. Nothing is then waited
+// for, so a failover can lose the last commits and closes, and a lost close
+// lets a child be read before its parent is read again. Only a warning: a
+// replica kept for backups alone is a fine reason to wait for none.
+func (c *Checkpointer) warnOfReplicas(ctx context.Context) {
+	info, err := c.client.Info(ctx, "replication").Result()
+	if err != nil {
+		c.log.Debugf("Could not ask the checkpoint store for its replicas (INFO replication): %v", err)
+		return
+	}
+	if n := connectedReplicas(info); n > 0 {
+		c.log.Warnf("The checkpoint store is a master with %d connected replica(s), but %s is simple with %s automatic, so no commit or shard close waits for a replica: "+
+			"a failover can lose the last of them, a close included (a parent shard read again after its child). Set %s to failover or cluster, or %s to 1; set %s to 0 to silence this",
+			n, fieldPathRedisKind, fieldPathMinReplicas, fieldPathRedisKind, fieldPathMinReplicas, fieldPathMinReplicas)
+	}
 }
 
 // NewFromClient wraps a client the caller built and keeps owning: Close does

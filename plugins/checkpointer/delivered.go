@@ -173,7 +173,8 @@ func (s *Store) Delivered(ctx context.Context) (map[string]consumer.Position, er
 }
 
 // RestoreDelivered writes marks back (from an export), each only forwards,
-// and returns how many it wrote.
+// and returns how many it moved. With replicas to wait for, it is done only
+// once they acknowledged it, as a commit is.
 func (s *Store) RestoreDelivered(ctx context.Context, marks map[string]consumer.Position) (int, error) {
 	if len(marks) == 0 {
 		return 0, nil
@@ -185,11 +186,16 @@ func (s *Store) RestoreDelivered(ctx context.Context, marks map[string]consumer.
 		}
 		args = append(args, shard, marks[shard].String())
 	}
-	n, err := restoreDeliveredScript.Run(ctx, s.c.client, []string{s.keys.Delivered}, args...).Int()
-	if err != nil {
-		return 0, fmt.Errorf("restoring delivered positions of %d shards: %w", len(marks), err)
-	}
-	return n, nil
+	what := fmt.Sprintf("restoring delivered positions of %d shards", len(marks))
+	var n int
+	err := s.replicated(ctx, what, func(c redis.Scripter) error {
+		var err error
+		if n, err = restoreDeliveredScript.Run(ctx, c, []string{s.keys.Delivered}, args...).Int(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	})
+	return n, err
 }
 
 // noteReseeded writes this store's remembered marks back (only forwards)

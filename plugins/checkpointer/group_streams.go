@@ -3,6 +3,7 @@ package checkpointer
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -67,12 +68,18 @@ func streamOfKey(key, head string) (string, bool) {
 	}
 	id := rest[:i]
 	// The keys of a group named "<group>:x" start alike; their stream part
-	// ("x:arn:...", "x:name") is neither an ARN nor a stream name.
-	if !strings.HasPrefix(id, "arn:") && strings.Contains(id, ":") {
+	// ("x:arn:...", "x:name") is neither a stream's ARN nor its name. A
+	// group named "<group>:arn" makes it start with "arn:" too, so an id
+	// with a colon must have the whole shape of a stream ARN.
+	if strings.Contains(id, ":") && !streamARN.MatchString(id) {
 		return "", false
 	}
 	return id, true
 }
+
+// streamARN is the shape of a Kinesis stream's ARN:
+// arn:<partition>:kinesis:<region>:<account>:stream/<name>.
+var streamARN = regexp.MustCompile(`^arn:[^:]+:kinesis:[^:]*:[^:]*:stream/[^:/]+$`)
 
 // globEscape escapes the characters SCAN's MATCH reads as a pattern.
 func globEscape(s string) string {

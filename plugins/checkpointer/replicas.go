@@ -98,8 +98,24 @@ func (s *Store) replicated(ctx context.Context, what string, write func(redis.Sc
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	conn := node.Conn()
-	defer conn.Close()
-	if err := write(conn); err != nil {
+	defer func() { _ = conn.Close() }()
+	err = write(conn)
+	if cl, ok := s.c.client.(*redis.ClusterClient); ok && movedError(err) {
+		// A node connection does not follow MOVED as the cluster client
+		// does: the slot moved (a resharding) since the client's map was
+		// read. Reload the map now and write once more on the slot's new
+		// master. ForEachMaster reloads the map before it runs.
+		if rerr := cl.ForEachMaster(ctx, func(context.Context, *redis.Client) error { return nil }); rerr != nil {
+			return fmt.Errorf("%s: reloading the cluster's slots after %v: %w", what, err, rerr)
+		}
+		if node, err = s.c.masterFor(ctx, s.keys.Leases); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		_ = conn.Close()
+		conn = node.Conn()
+		err = write(conn)
+	}
+	if err != nil {
 		return err
 	}
 	timeout := s.c.cfg.ReplicaAckTimeout
@@ -112,6 +128,13 @@ func (s *Store) replicated(ctx context.Context, what string, write func(redis.Sc
 		return fmt.Errorf("%s: %d of %d replicas acknowledged within %v (%s): %w", what, acked, n, timeout, fieldPathReplicaTimeout, ErrNotReplicated)
 	}
 	return nil
+}
+
+// movedError reports whether err is a Cluster's MOVED redirection: the
+// key's slot is served by another master now.
+func movedError(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "MOVED ")
 }
 
 // masterFor returns a client of the master that owns key: the cluster node

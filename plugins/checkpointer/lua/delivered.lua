@@ -3,6 +3,10 @@
 -- delivered, epoch; ARGV owner, epoch, then shard, token, position triples.
 -- A shard is written only while its lease names the caller under that token
 -- (as a commit is), and only forwards. Returns the shards fenced.
+-- A held shard whose stored mark is already as high gets its stored value
+-- written again, as commit.lua does: from Redis 7.2 a WAIT counts only what
+-- its own connection propagated, so a retry through another connection that
+-- wrote nothing would be reported replicated while no replica has the mark.
 -- All shards are read with one HMGET per key and written with one HSET:
 -- per shard, three commands cost about 13 us of Redis CPU, these a fraction.
 if not epoch_ok(KEYS[3], ARGV[2]) then return forgot(KEYS[3]) end
@@ -36,12 +40,9 @@ for j, shard in ipairs(shards) do
     table.insert(fenced, shard)
   else
     local cur, pos = stored[j], ARGV[i + 2]
-    local ahead = true
-    if cur then ahead = after(pos, cur) end
-    if ahead then
-      table.insert(writes, shard)
-      table.insert(writes, pos)
-    end
+    if cur and not after(pos, cur) then pos = cur end
+    table.insert(writes, shard)
+    table.insert(writes, pos)
   end
 end
 if #writes > 0 then redis.call('HSET', KEYS[2], unpack(writes)) end

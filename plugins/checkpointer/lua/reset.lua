@@ -41,6 +41,10 @@ if ARGV[3] == '1' then
   end
 end
 fence_all(KEYS[3], leases)
+-- A field written into the hash deleted next: the reset always propagates a
+-- write, even when the keys are already as it leaves them (a retry), so a
+-- WAIT after it on its connection covers it on Redis 7.2 and later.
+redis.call('HSET', KEYS[1], '_reset', '1')
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[4])
 for i = 1, #kept, 2 do redis.call('HSET', KEYS[1], kept[i], kept[i + 1]) end
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], '{{startField}}', ARGV[2]) end
