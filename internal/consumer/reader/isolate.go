@@ -9,19 +9,31 @@ import (
 // Isolating the records of a failed batch (docs/poison-records.md).
 //
 // A batch the pipeline failed is sent again in parts, one part in the
-// pipeline at a time, in record order. A verdict that names the failed
-// records charges a failure to each of them, and they alone are sent
-// again, together. A verdict on the whole part, with redelivery.isolate,
-// halves a part of more than one record (its first half first) and
-// charges nobody; a part of one record is charged. Without isolate, every
-// record of the part is charged and the part is sent again whole. Once a
-// part of one record is resolved (processed, or bound for the dead
-// letter), the parts still waiting are merged and sent as one.
+// pipeline at a time, in record order. A failure is charged to a record
+// (counted against max_attempts) only when it is the record's own:
+//
+//   - others of the same hand-over were processed (a verdict that names
+//     the failed records among processed ones): each named record is
+//     charged, and they alone are sent again, together;
+//   - no record of the hand-over escaped (the part failed whole, or every
+//     record of it was named): with redelivery.isolate, a part of more
+//     than one record is halved (its first half first) and nobody is
+//     charged; a part of one record, or without isolate the whole part,
+//     is sent again after a backoff, and its records are charged only if
+//     the input's pipeline processed some record (of any shard or stream
+//     of the input, Processed) since their previous failure. Without that
+//     evidence the failure may be a downstream outage, which fails every
+//     record alike and must never drain a stream into the dead letter.
+//
+// Once a part of one record that had failed alone is resolved (processed,
+// or bound for the dead letter), the parts still waiting are merged and
+// sent as one.
 //
 // A record whose charged failures reach max_attempts, or that is older
-// than max_record_age when it would be sent again, goes to the dead
-// letter (deadletter.go). A record counts as done for the checkpoint once
-// the pipeline processed it or the dead letter took it.
+// than max_record_age when it would be sent again (an outage included, as
+// AWS Lambda's MaximumRecordAgeInSeconds), goes to the dead letter
+// (deadletter.go). A record counts as done for the checkpoint once the
+// pipeline processed it or the dead letter took it.
 
 // verdict is the pipeline's answer on one hand-over.
 type verdict struct {
@@ -49,7 +61,7 @@ const (
 	outcomeNone    outcome = iota
 	outcomeDone            // every record of the part is done
 	outcomeHalved          // the part failed whole and was halved: send the first half at once
-	outcomeCharged         // records were charged a failure: back off before sending them again
+	outcomeFailed          // records failed (charged if it was their own): back off before sending them again
 	outcomeBounced         // the part never reached the pipeline: send it again once the lease is confirmed
 )
 
@@ -59,9 +71,15 @@ type isolation struct {
 	attempts []int   // hand-overs of each record by this reader
 	failures []int   // failures charged to each record
 	lastErr  []error // the last error each record failed with
-	done     []bool
-	left     int // records not done
-	prefix   int // records done from the start of the batch
+	// failedAt is when each record last failed, or was first handed over
+	// before it did: a failure no record of its hand-over escaped is
+	// charged only if the pipeline processed a record since.
+	failedAt []time.Time
+	// alone says the record failed in a part of its own.
+	alone  []bool
+	done   []bool
+	left   int // records not done
+	prefix int // records done from the start of the batch
 	// todo are the parts to send, in order.
 	todo [][]int
 	// dead are records bound for the dead letter, in order.
@@ -77,9 +95,11 @@ type deadEntry struct {
 // hand-overs every record had.
 func (d *delivery) isolate(attempts int) *isolation {
 	n := len(d.records())
-	iso := &isolation{attempts: make([]int, n), failures: make([]int, n), lastErr: make([]error, n), done: make([]bool, n), left: n}
+	iso := &isolation{attempts: make([]int, n), failures: make([]int, n), lastErr: make([]error, n),
+		failedAt: make([]time.Time, n), alone: make([]bool, n), done: make([]bool, n), left: n}
 	for i := range iso.attempts {
 		iso.attempts[i] = attempts
+		iso.failedAt[i] = d.at
 	}
 	d.iso = iso
 	d.r.isolationStarted(d)
@@ -112,6 +132,7 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 		iso.todo = append([][]int{idx}, iso.todo...)
 		return outcomeBounced
 	}
+	now := time.Now()
 	var ok, failed []int
 	for k, i := range idx {
 		err := v.err
@@ -125,22 +146,42 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 		failed = append(failed, i)
 		iso.lastErr[i] = err
 	}
+	if len(ok) > 0 {
+		d.r.processed.note(now)
+	}
 	d.markDone(ok)
 	pol := d.r.st.Config.Redelivery
 	out := outcomeDone
 	resolved := len(failed) == 0
 	switch {
 	case len(failed) == 0:
-	case v.errs == nil && pol.Isolate && len(failed) > 1:
+	case len(ok) == 0 && pol.Isolate && len(failed) > 1:
+		// Nothing of the part was processed: a record among them may be
+		// the cause, or the downstream may be down. Halve, and charge
+		// nobody.
 		h := (len(failed) + 1) / 2
 		iso.todo = append([][]int{failed[:h], failed[h:]}, iso.todo...)
+		for _, i := range failed {
+			iso.failedAt[i] = now
+		}
 		out = outcomeHalved
 	default:
-		out = outcomeCharged
+		out = outcomeFailed
+		// Others of the part were processed, so the failures are the
+		// records' own; else only a pipeline that processed something
+		// since their previous failure shows the downstream is up.
+		own := len(ok) > 0
 		var again []int
 		for _, i := range failed {
-			iso.failures[i]++
-			if pol.Enabled() && pol.MaxAttempts > 0 && iso.failures[i] >= pol.MaxAttempts {
+			if len(idx) == 1 {
+				iso.alone[i] = true
+			}
+			charged := own || d.r.processed.since(iso.failedAt[i])
+			iso.failedAt[i] = now
+			if charged {
+				iso.failures[i]++
+			}
+			if charged && pol.Enabled() && pol.MaxAttempts > 0 && iso.failures[i] >= pol.MaxAttempts {
 				iso.dead = append(iso.dead, deadEntry{i: i, reason: consumer.DeadLetterMaxAttempts})
 				continue
 			}
@@ -151,7 +192,7 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 			iso.todo = append([][]int{again}, iso.todo...)
 		}
 	}
-	if len(idx) == 1 && resolved && iso.failures[idx[0]] > 0 && len(iso.todo) > 1 {
+	if len(idx) == 1 && resolved && (iso.alone[idx[0]] || iso.failures[idx[0]] > 0) && len(iso.todo) > 1 {
 		// The record that failed alone is resolved: what is left of the
 		// batch goes again as one part. (A record processed alone on its
 		// first try is a half whose other half failed: that one is next.)
