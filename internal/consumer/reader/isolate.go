@@ -13,17 +13,24 @@ import (
 // (counted against max_attempts) only when it is the record's own:
 //
 //   - others of the same hand-over were processed (a verdict that names
-//     the failed records among processed ones): each named record is
-//     charged, and they alone are sent again, together;
+//     the failed records among processed ones): the output singled each
+//     named record out, which is charged; they alone are sent again,
+//     together;
 //   - no record of the hand-over escaped (the part failed whole, or every
 //     record of it was named): with redelivery.isolate, a part of more
 //     than one record is halved (its first half first) and nobody is
 //     charged; a part of one record, or without isolate the whole part,
 //     is sent again after a backoff, and its records are charged only if
 //     the input's pipeline processed some record (of any shard or stream
-//     of the input, Processed) since their previous failure. Without that
-//     evidence the failure may be a downstream outage, which fails every
-//     record alike and must never drain a stream into the dead letter.
+//     of the input, Processed) since their previous failure, or if a
+//     record fails with the very error the output singled it out with.
+//
+// A downstream outage fails every record alike and processes nothing, so
+// it is charged to nobody, and it never drains a stream into the dead
+// letter. The price: a record that fails alone on an input where nothing
+// else is processed (a one-shard stream, the other shards idle) and that
+// the output never singled out cannot be told from an outage; only
+// max_record_age sends it on.
 //
 // Once a part of one record that had failed alone is resolved (processed,
 // or bound for the dead letter), the parts still waiting are merged and
@@ -76,10 +83,13 @@ type isolation struct {
 	// charged only if the pipeline processed a record since.
 	failedAt []time.Time
 	// alone says the record failed in a part of its own.
-	alone  []bool
-	done   []bool
-	left   int // records not done
-	prefix int // records done from the start of the batch
+	// singled is the error the output singled each record out with (it
+	// failed while others of its hand-over were processed); "" if never.
+	singled []string
+	alone   []bool
+	done    []bool
+	left    int // records not done
+	prefix  int // records done from the start of the batch
 	// todo are the parts to send, in order.
 	todo [][]int
 	// dead are records bound for the dead letter, in order.
@@ -96,7 +106,7 @@ type deadEntry struct {
 func (d *delivery) isolate(attempts int) *isolation {
 	n := len(d.records())
 	iso := &isolation{attempts: make([]int, n), failures: make([]int, n), lastErr: make([]error, n),
-		failedAt: make([]time.Time, n), alone: make([]bool, n), done: make([]bool, n), left: n}
+		failedAt: make([]time.Time, n), alone: make([]bool, n), singled: make([]string, n), done: make([]bool, n), left: n}
 	for i := range iso.attempts {
 		iso.attempts[i] = attempts
 		iso.failedAt[i] = d.at
@@ -168,15 +178,20 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 	default:
 		out = outcomeFailed
 		// Others of the part were processed, so the failures are the
-		// records' own; else only a pipeline that processed something
-		// since their previous failure shows the downstream is up.
+		// records' own. Else a pipeline that processed something since
+		// their previous failure shows the downstream is up, and a record
+		// failing as it did when it was singled out fails on its own.
 		own := len(ok) > 0
 		var again []int
 		for _, i := range failed {
 			if len(idx) == 1 {
 				iso.alone[i] = true
 			}
-			charged := own || d.r.processed.since(iso.failedAt[i])
+			msg := iso.lastErr[i].Error()
+			charged := own || d.r.processed.since(iso.failedAt[i]) || (iso.singled[i] != "" && iso.singled[i] == msg)
+			if own {
+				iso.singled[i] = msg
+			}
 			iso.failedAt[i] = now
 			if charged {
 				iso.failures[i]++

@@ -169,3 +169,41 @@ func TestPoisonRecordAmongGoodOnesIsStillDeadLettered(t *testing.T) {
 	assert.Equal(t, consumertest.SeqOf(a.shard, n), a.checkpointEventually(t, consumertest.SeqOf(a.shard, n)))
 	t.Logf("the other shard had %d records processed meanwhile", otherDone)
 }
+
+// Guards issue 59 item 5 on a one-shard input with nothing else flowing:
+// a record the output singled out (named among processed messages, as
+// reject_errored does for a processing error) is charged again whenever it
+// fails alone with that same error, so it still reaches the dead letter
+// after max_attempts; its failures with an outage's error in between are
+// charged to nobody.
+func TestARecordTheOutputSinglesOutIsChargedWithoutOtherTraffic(t *testing.T) {
+	t.Parallel()
+	const n, poison, maxAttempts, outage = 10, 4, 3, 5
+	dl := &fakeDeadLetter{}
+	h := startPoisonReader(t, nextShard(), &consumertest.KinesisShard{Records: n},
+		poisonConfig(n, consumer.Redelivery{MaxAttempts: maxAttempts, Isolate: true, DeadLetter: dl}))
+	b := h.next(t, 10*time.Second)
+	require.Len(t, b.Records, n)
+	errs := make([]error, n)
+	errs[poison-1] = errPoison
+	b.AckRecords(errs)
+	// The record is charged once for that; then the outage's failures,
+	// then the rest of its attempts with its own error.
+	for k := 1; k <= outage+maxAttempts-1; k++ {
+		again := h.next(t, 10*time.Second)
+		require.Len(t, again.Records, 1)
+		require.Equal(t, poison, recordNum(t, again.Records[0]))
+		if k <= outage {
+			failAll(again, true) // the output is down meanwhile
+			continue
+		}
+		again.AckRecords([]error{errPoison})
+	}
+	require.Eventually(t, func() bool { return len(dl.records()) > 0 }, 5*time.Second, time.Millisecond, "the record went to the dead letter")
+	dead := dl.records()
+	require.Len(t, dead, 1)
+	assert.Equal(t, consumertest.SeqOf(h.shard, poison), dead[0].Sequence)
+	assert.Equal(t, maxAttempts, dead[0].Failures, "the outage's failures are not charged")
+	assert.Equal(t, 1+outage+maxAttempts-1, dead[0].Deliveries)
+	assert.Equal(t, consumertest.SeqOf(h.shard, n), h.checkpointEventually(t, consumertest.SeqOf(h.shard, n)))
+}
