@@ -12,18 +12,21 @@ import (
 // pipeline at a time, in record order. A failure is charged to a record
 // (counted against max_attempts) only when it is the record's own:
 //
-//   - others of the same hand-over were processed (a verdict that names
-//     the failed records among processed ones): the output singled each
-//     named record out, which is charged; they alone are sent again,
-//     together;
+//   - the output singled the record out: it failed while others of the
+//     same hand-over were processed (a verdict that names the failed
+//     records among processed ones), or it failed alone with the error
+//     it failed with each time since before another part of its batch
+//     was processed. That failure is charged, and so is every
+//     later failure of the record with that same error. Named records
+//     are sent again together, and halved only if they fail otherwise;
 //   - no record of the hand-over escaped (the part failed whole, or every
-//     record of it was named): with redelivery.isolate, a part of more
-//     than one record is halved (its first half first) and nobody is
-//     charged; a part of one record, or without isolate the whole part,
-//     is sent again after a backoff, and its records are charged only if
-//     the input's pipeline processed some record (of any shard or stream
-//     of the input, Processed) since their previous failure, or if a
-//     record fails with the very error the output singled it out with.
+//     record of it was named) and the output did not single them out:
+//     with redelivery.isolate, a part of more than one record is halved
+//     (its first half first) and nobody is charged; a part of one record,
+//     or without isolate the whole part, is sent again after a backoff,
+//     and its records are charged only if the input's pipeline processed
+//     some record (of any shard or stream of the input, Processed) since
+//     their previous failure.
 //
 // A downstream outage fails every record alike and processes nothing, so
 // it is charged to nobody, and it never drains a stream into the dead
@@ -83,13 +86,18 @@ type isolation struct {
 	// charged only if the pipeline processed a record since.
 	failedAt []time.Time
 	// alone says the record failed in a part of its own.
-	// singled is the error the output singled each record out with (it
-	// failed while others of its hand-over were processed); "" if never.
+	// singled is the error the output singled each record out with; ""
+	// if never.
 	singled []string
-	alone   []bool
-	done    []bool
-	left    int // records not done
-	prefix  int // records done from the start of the batch
+	// sameSince is when each record began failing with its last error
+	// (its first failure, or the first with another error than before).
+	sameSince []time.Time
+	// processedAt is when a verdict last processed records of the batch.
+	processedAt time.Time
+	alone       []bool
+	done        []bool
+	left        int // records not done
+	prefix      int // records done from the start of the batch
 	// todo are the parts to send, in order.
 	todo [][]int
 	// dead are records bound for the dead letter, in order.
@@ -106,7 +114,7 @@ type deadEntry struct {
 func (d *delivery) isolate(attempts int) *isolation {
 	n := len(d.records())
 	iso := &isolation{attempts: make([]int, n), failures: make([]int, n), lastErr: make([]error, n),
-		failedAt: make([]time.Time, n), alone: make([]bool, n), singled: make([]string, n), done: make([]bool, n), left: n}
+		failedAt: make([]time.Time, n), alone: make([]bool, n), singled: make([]string, n), sameSince: make([]time.Time, n), done: make([]bool, n), left: n}
 	for i := range iso.attempts {
 		iso.attempts[i] = attempts
 		iso.failedAt[i] = d.at
@@ -154,10 +162,14 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 			continue
 		}
 		failed = append(failed, i)
+		if last := iso.lastErr[i]; last == nil || last.Error() != err.Error() {
+			iso.sameSince[i] = now
+		}
 		iso.lastErr[i] = err
 	}
 	if len(ok) > 0 {
 		d.r.processed.note(now)
+		iso.processedAt = now
 	}
 	d.markDone(ok)
 	pol := d.r.st.Config.Redelivery
@@ -165,7 +177,7 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 	resolved := len(failed) == 0
 	switch {
 	case len(failed) == 0:
-	case len(ok) == 0 && pol.Isolate && len(failed) > 1:
+	case len(ok) == 0 && pol.Isolate && len(failed) > 1 && !iso.allSingled(failed):
 		// Nothing of the part was processed: a record among them may be
 		// the cause, or the downstream may be down. Halve, and charge
 		// nobody.
@@ -177,21 +189,23 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 		out = outcomeHalved
 	default:
 		out = outcomeFailed
-		// Others of the part were processed, so the failures are the
-		// records' own. Else a pipeline that processed something since
-		// their previous failure shows the downstream is up, and a record
-		// failing as it did when it was singled out fails on its own.
-		own := len(ok) > 0
 		var again []int
 		for _, i := range failed {
 			if len(idx) == 1 {
 				iso.alone[i] = true
 			}
 			msg := iso.lastErr[i].Error()
-			charged := own || d.r.processed.since(iso.failedAt[i]) || (iso.singled[i] != "" && iso.singled[i] == msg)
-			if own {
+			// The output singles a record out when it processes others of
+			// the same hand-over, or when the record fails alone with an
+			// error it has failed with each time since a part of its batch
+			// was processed. A failure with that same error later is the
+			// record's own too.
+			if len(ok) > 0 || (len(idx) == 1 && iso.processedAt.After(iso.sameSince[i])) {
 				iso.singled[i] = msg
 			}
+			// Else only a pipeline that processed something since the
+			// record's previous failure shows the downstream is up.
+			charged := iso.singled[i] == msg || d.r.processed.since(iso.failedAt[i])
 			iso.failedAt[i] = now
 			if charged {
 				iso.failures[i]++
@@ -214,6 +228,17 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 		mergeTodo(iso)
 	}
 	return out
+}
+
+// allSingled says every record of is fails with the error the output
+// singled it out with.
+func (iso *isolation) allSingled(is []int) bool {
+	for _, i := range is {
+		if iso.singled[i] == "" || iso.singled[i] != iso.lastErr[i].Error() {
+			return false
+		}
+	}
+	return true
 }
 
 // mergeTodo makes the parts waiting to be sent one.

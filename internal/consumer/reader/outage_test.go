@@ -207,3 +207,47 @@ func TestARecordTheOutputSinglesOutIsChargedWithoutOtherTraffic(t *testing.T) {
 	assert.Equal(t, 1+outage+maxAttempts-1, dead[0].Deliveries)
 	assert.Equal(t, consumertest.SeqOf(h.shard, n), h.checkpointEventually(t, consumertest.SeqOf(h.shard, n)))
 }
+
+// Guards issue 59 item 5 when the output goes down while a poison record
+// is being isolated (the output fails batches whole): the good records
+// being halved at that moment fail with the outage's error, not the one
+// the poison record gave, so none is charged for the outage; once the
+// output is back the poison record alone goes to the dead letter.
+func TestOutageDuringIsolationDeadLettersOnlyThePoisonRecord(t *testing.T) {
+	t.Parallel()
+	const n, poison, maxAttempts, down = 16, 12, 3, 15
+	dl := &fakeDeadLetter{}
+	h := startPoisonReader(t, nextShard(), &consumertest.KinesisShard{Records: n},
+		poisonConfig(n, consumer.Redelivery{MaxAttempts: maxAttempts, Isolate: true, DeadLetter: dl}))
+	processed := map[int]int{}
+	handOvers, failedDown := 0, 0
+	for len(processed)+len(dl.records()) < n {
+		b := h.next(t, 10*time.Second)
+		handOvers++
+		bad := false
+		for _, rec := range b.Records {
+			bad = bad || recordNum(t, rec) == poison
+		}
+		switch {
+		case len(processed) > 0 && failedDown < down:
+			// The first half was processed; now the output is down.
+			failedDown++
+			b.Ack(errOutputDown)
+		case bad:
+			b.Ack(errPoison)
+		default:
+			for _, rec := range b.Records {
+				processed[recordNum(t, rec)]++
+			}
+			b.Ack(nil)
+		}
+	}
+	require.Len(t, dl.records(), 1, "only the poison record")
+	assert.Equal(t, consumertest.SeqOf(h.shard, poison), dl.records()[0].Sequence)
+	for k := 1; k <= n; k++ {
+		if k != poison {
+			assert.Equal(t, 1, processed[k], "record %d processed once", k)
+		}
+	}
+	t.Logf("%d hand-overs, %d of them while the output was down", handOvers, failedDown)
+}

@@ -76,11 +76,6 @@ func startInputReader(t *testing.T, shard string, ks *consumertest.KinesisShard,
 	return &poisonHarness{r: r, out: out, store: store, shard: shard, processed: processed}
 }
 
-// elsewhere stands for another shard of the input whose batch the
-// pipeline just processed: the evidence that the output is up, which a
-// record failing alone needs to be charged.
-func (h *poisonHarness) elsewhere() { h.processed.note(time.Now()) }
-
 // next is the next batch the reader hands over (admitted, as
 // coordinator.Consumer.Next does).
 func (h *poisonHarness) next(t *testing.T, within time.Duration) *consumer.Batch {
