@@ -205,7 +205,7 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 			}
 			// Else only a pipeline that processed something since the
 			// record's previous failure shows the downstream is up.
-			charged := iso.singled[i] == msg || d.r.processed.since(iso.failedAt[i])
+			charged := (iso.singled[i] != "" && iso.singled[i] == msg) || d.r.processed.since(iso.failedAt[i])
 			iso.failedAt[i] = now
 			if charged {
 				iso.failures[i]++
