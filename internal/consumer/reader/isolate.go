@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"regexp"
 	"time"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
@@ -162,7 +163,7 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 			continue
 		}
 		failed = append(failed, i)
-		if last := iso.lastErr[i]; last == nil || last.Error() != err.Error() {
+		if last := iso.lastErr[i]; last == nil || errorKind(last) != errorKind(err) {
 			iso.sameSince[i] = now
 		}
 		iso.lastErr[i] = err
@@ -194,7 +195,7 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 			if len(idx) == 1 {
 				iso.alone[i] = true
 			}
-			msg := iso.lastErr[i].Error()
+			msg := errorKind(iso.lastErr[i])
 			// The output singles a record out when it processes others of
 			// the same hand-over, or when the record fails alone with an
 			// error it has failed with each time since a part of its batch
@@ -234,11 +235,22 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 // singled it out with.
 func (iso *isolation) allSingled(is []int) bool {
 	for _, i := range is {
-		if iso.singled[i] == "" || iso.singled[i] != iso.lastErr[i].Error() {
+		if iso.singled[i] == "" || iso.singled[i] != errorKind(iso.lastErr[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// idRun is a run of characters that can only be an identifier or a count:
+// digits, or hex of eight or more (a request id, a UUID, a time).
+var idRun = regexp.MustCompile(`[0-9a-fA-F]{8,}|[0-9]+`)
+
+// errorKind is an error's text with its numbers and ids blanked, so that
+// one refusal compares equal from one attempt to the next although each
+// answer carries a request id of its own.
+func errorKind(err error) string {
+	return idRun.ReplaceAllString(err.Error(), "#")
 }
 
 // mergeTodo makes the parts waiting to be sent one.
