@@ -65,14 +65,14 @@ const (
 func redeliveryField() *service.ConfigField {
 	return service.NewObjectField(fieldRedelivery,
 		service.NewIntField(fieldMaxAttempts).
-			Description("How many times a record may fail on its own before it is written to `dead_letter`: failures the output names (a batch error), failures of the record alone, or with `isolate: false` every failure of its batch. `0` retries forever: the shard waits for the record, as a record is never skipped.").
+			Description("How many times a record may fail on its own before it is written to `dead_letter`: the output failed it while taking others of its delivery, or it failed alone while the input showed the output up (see the poison records guide). A downstream outage fails every record and counts against none, however long it lasts: the shard waits, and only `max_record_age` dead-letters records during one. `0` retries forever: the shard waits for the record, as a record is never skipped.").
 			LintRule(lintrule.Field(lintrule.Check{
 				When:    `this.type() == "number" && this < 0`,
 				Message: `"field ` + pathMaxAttempts + `: %v must be 0 (retry forever) or more".format(this)`,
 			})).
 			Default(0),
 		service.NewStringField(fieldMaxRecordAge).
-			Description("A record older than this (by its arrival time in Kinesis) when it would be delivered again is written to `dead_letter` instead. A record's first delivery is never refused for its age. Empty: no age limit.").
+			Description("A record older than this (by its arrival time in Kinesis) when it would be delivered again is written to `dead_letter` instead, during a downstream outage too (as AWS Lambda's `MaximumRecordAgeInSeconds`). A record's first delivery is never refused for its age. Empty: no age limit.").
 			LintRule(lintMaxRecordAge).
 			Example("24h").
 			Default(""),

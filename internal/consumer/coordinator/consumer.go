@@ -9,6 +9,7 @@ import (
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/budget"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/reader"
 	"github.com/redpanda-data/benthos/v4/public/service"
 )
 
@@ -23,6 +24,9 @@ type Consumer struct {
 	out     chan *consumer.Batch
 	// budget bounds what every reader holds together; nil without a bound.
 	budget *budget.Budget
+	// processed is when the pipeline last processed a record of any
+	// stream: what tells a record failing on its own from an outage.
+	processed reader.Processed
 	// tally is what each stream's last balancing round saw, so that
 	// rounds balance across streams (tally.go).
 	tally tally

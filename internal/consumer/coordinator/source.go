@@ -24,6 +24,7 @@ func (co *coordinator) readerStream() *reader.Stream {
 		Log:        co.log,
 		Out:        co.c.out,
 		Budget:     co.c.budget,
+		Processed:  &co.c.processed,
 		Push:       co.fanOut != nil,
 		Thresholds: co.lag,
 		Ctx:        co.runCtx,

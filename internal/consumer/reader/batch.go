@@ -119,6 +119,7 @@ func (d *delivery) settle(p *part, v verdict) {
 		attached := d.attached
 		d.last, d.allDone = outcomeDone, true
 		d.mu.Unlock()
+		r.processed.note(time.Now())
 		d.finish()
 		d.tell(attached)
 		return

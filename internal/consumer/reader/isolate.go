@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"regexp"
 	"time"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
@@ -9,19 +10,41 @@ import (
 // Isolating the records of a failed batch (docs/poison-records.md).
 //
 // A batch the pipeline failed is sent again in parts, one part in the
-// pipeline at a time, in record order. A verdict that names the failed
-// records charges a failure to each of them, and they alone are sent
-// again, together. A verdict on the whole part, with redelivery.isolate,
-// halves a part of more than one record (its first half first) and
-// charges nobody; a part of one record is charged. Without isolate, every
-// record of the part is charged and the part is sent again whole. Once a
-// part of one record is resolved (processed, or bound for the dead
-// letter), the parts still waiting are merged and sent as one.
+// pipeline at a time, in record order. A failure is charged to a record
+// (counted against max_attempts) only when it is the record's own:
+//
+//   - the output singled the record out: it failed while others of the
+//     same hand-over were processed (a verdict that names the failed
+//     records among processed ones), or it failed alone with the error
+//     it failed with each time since before another part of its batch
+//     was processed. That failure is charged, and so is every
+//     later failure of the record with that same error. Named records
+//     are sent again together, and halved only if they fail otherwise;
+//   - no record of the hand-over escaped (the part failed whole, or every
+//     record of it was named) and the output did not single them out:
+//     with redelivery.isolate, a part of more than one record is halved
+//     (its first half first) and nobody is charged; a part of one record,
+//     or without isolate the whole part, is sent again after a backoff,
+//     and its records are charged only if the input's pipeline processed
+//     some record (of any shard or stream of the input, Processed) since
+//     their previous failure.
+//
+// A downstream outage fails every record alike and processes nothing, so
+// it is charged to nobody, and it never drains a stream into the dead
+// letter. The price: a record that fails alone on an input where nothing
+// else is processed (a one-shard stream, the other shards idle) and that
+// the output never singled out cannot be told from an outage; only
+// max_record_age sends it on.
+//
+// Once a part of one record that had failed alone is resolved (processed,
+// or bound for the dead letter), the parts still waiting are merged and
+// sent as one.
 //
 // A record whose charged failures reach max_attempts, or that is older
-// than max_record_age when it would be sent again, goes to the dead
-// letter (deadletter.go). A record counts as done for the checkpoint once
-// the pipeline processed it or the dead letter took it.
+// than max_record_age when it would be sent again (an outage included, as
+// AWS Lambda's MaximumRecordAgeInSeconds), goes to the dead letter
+// (deadletter.go). A record counts as done for the checkpoint once the
+// pipeline processed it or the dead letter took it.
 
 // verdict is the pipeline's answer on one hand-over.
 type verdict struct {
@@ -49,7 +72,7 @@ const (
 	outcomeNone    outcome = iota
 	outcomeDone            // every record of the part is done
 	outcomeHalved          // the part failed whole and was halved: send the first half at once
-	outcomeCharged         // records were charged a failure: back off before sending them again
+	outcomeFailed          // records failed (charged if it was their own): back off before sending them again
 	outcomeBounced         // the part never reached the pipeline: send it again once the lease is confirmed
 )
 
@@ -59,9 +82,23 @@ type isolation struct {
 	attempts []int   // hand-overs of each record by this reader
 	failures []int   // failures charged to each record
 	lastErr  []error // the last error each record failed with
-	done     []bool
-	left     int // records not done
-	prefix   int // records done from the start of the batch
+	// failedAt is when each record last failed, or was first handed over
+	// before it did: a failure no record of its hand-over escaped is
+	// charged only if the pipeline processed a record since.
+	failedAt []time.Time
+	// alone says the record failed in a part of its own.
+	// singled is the error the output singled each record out with; ""
+	// if never.
+	singled []string
+	// sameSince is when each record began failing with its last error
+	// (its first failure, or the first with another error than before).
+	sameSince []time.Time
+	// processedAt is when a verdict last processed records of the batch.
+	processedAt time.Time
+	alone       []bool
+	done        []bool
+	left        int // records not done
+	prefix      int // records done from the start of the batch
 	// todo are the parts to send, in order.
 	todo [][]int
 	// dead are records bound for the dead letter, in order.
@@ -77,9 +114,11 @@ type deadEntry struct {
 // hand-overs every record had.
 func (d *delivery) isolate(attempts int) *isolation {
 	n := len(d.records())
-	iso := &isolation{attempts: make([]int, n), failures: make([]int, n), lastErr: make([]error, n), done: make([]bool, n), left: n}
+	iso := &isolation{attempts: make([]int, n), failures: make([]int, n), lastErr: make([]error, n),
+		failedAt: make([]time.Time, n), alone: make([]bool, n), singled: make([]string, n), sameSince: make([]time.Time, n), done: make([]bool, n), left: n}
 	for i := range iso.attempts {
 		iso.attempts[i] = attempts
+		iso.failedAt[i] = d.at
 	}
 	d.iso = iso
 	d.r.isolationStarted(d)
@@ -112,6 +151,7 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 		iso.todo = append([][]int{idx}, iso.todo...)
 		return outcomeBounced
 	}
+	now := time.Now()
 	var ok, failed []int
 	for k, i := range idx {
 		err := v.err
@@ -123,7 +163,14 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 			continue
 		}
 		failed = append(failed, i)
+		if last := iso.lastErr[i]; last == nil || errorKind(last) != errorKind(err) {
+			iso.sameSince[i] = now
+		}
 		iso.lastErr[i] = err
+	}
+	if len(ok) > 0 {
+		d.r.processed.note(now)
+		iso.processedAt = now
 	}
 	d.markDone(ok)
 	pol := d.r.st.Config.Redelivery
@@ -131,16 +178,40 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 	resolved := len(failed) == 0
 	switch {
 	case len(failed) == 0:
-	case v.errs == nil && pol.Isolate && len(failed) > 1:
+	case len(ok) == 0 && pol.Isolate && len(failed) > 1 && !iso.allSingled(failed):
+		// Nothing of the part was processed: a record among them may be
+		// the cause, or the downstream may be down. Halve, and charge
+		// nobody.
 		h := (len(failed) + 1) / 2
 		iso.todo = append([][]int{failed[:h], failed[h:]}, iso.todo...)
+		for _, i := range failed {
+			iso.failedAt[i] = now
+		}
 		out = outcomeHalved
 	default:
-		out = outcomeCharged
+		out = outcomeFailed
 		var again []int
 		for _, i := range failed {
-			iso.failures[i]++
-			if pol.Enabled() && pol.MaxAttempts > 0 && iso.failures[i] >= pol.MaxAttempts {
+			if len(idx) == 1 {
+				iso.alone[i] = true
+			}
+			msg := errorKind(iso.lastErr[i])
+			// The output singles a record out when it processes others of
+			// the same hand-over, or when the record fails alone with an
+			// error it has failed with each time since a part of its batch
+			// was processed. A failure with that same error later is the
+			// record's own too.
+			if len(ok) > 0 || (len(idx) == 1 && iso.processedAt.After(iso.sameSince[i])) {
+				iso.singled[i] = msg
+			}
+			// Else only a pipeline that processed something since the
+			// record's previous failure shows the downstream is up.
+			charged := (iso.singled[i] != "" && iso.singled[i] == msg) || d.r.processed.since(iso.failedAt[i])
+			iso.failedAt[i] = now
+			if charged {
+				iso.failures[i]++
+			}
+			if charged && pol.Enabled() && pol.MaxAttempts > 0 && iso.failures[i] >= pol.MaxAttempts {
 				iso.dead = append(iso.dead, deadEntry{i: i, reason: consumer.DeadLetterMaxAttempts})
 				continue
 			}
@@ -151,13 +222,35 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 			iso.todo = append([][]int{again}, iso.todo...)
 		}
 	}
-	if len(idx) == 1 && resolved && iso.failures[idx[0]] > 0 && len(iso.todo) > 1 {
+	if len(idx) == 1 && resolved && (iso.alone[idx[0]] || iso.failures[idx[0]] > 0) && len(iso.todo) > 1 {
 		// The record that failed alone is resolved: what is left of the
 		// batch goes again as one part. (A record processed alone on its
 		// first try is a half whose other half failed: that one is next.)
 		mergeTodo(iso)
 	}
 	return out
+}
+
+// allSingled says every record of is fails with the error the output
+// singled it out with.
+func (iso *isolation) allSingled(is []int) bool {
+	for _, i := range is {
+		if iso.singled[i] == "" || iso.singled[i] != errorKind(iso.lastErr[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// idRun is a run of characters that can only be an identifier or a count:
+// digits, or hex of eight or more (a request id, a UUID, a time).
+var idRun = regexp.MustCompile(`[0-9a-fA-F]{8,}|[0-9]+`)
+
+// errorKind is an error's text with its numbers and ids blanked, so that
+// one refusal compares equal from one attempt to the next although each
+// answer carries a request id of its own.
+func errorKind(err error) string {
+	return idRun.ReplaceAllString(err.Error(), "#")
 }
 
 // mergeTodo makes the parts waiting to be sent one.

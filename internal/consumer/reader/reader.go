@@ -76,6 +76,9 @@ type Reader struct {
 
 	lastLagLog time.Time
 	progress   readerProgress
+	// processed is when the input's pipeline last processed a record
+	// (isolate.go): Stream.Processed, or the reader's own without one.
+	processed *Processed
 	// lanes is set when the shard is read in lanes (lanes.go).
 	lanes *laneSet
 	// budget is the shard's part of the input's byte budget.
@@ -96,6 +99,9 @@ func New(st *Stream, shard consumer.Shard, l consumer.Lease, start source.Start)
 		log:     st.Log.With("shard", shard.ID),
 		renewed: make(chan struct{}),
 		done:    make(chan struct{}),
+	}
+	if r.processed = st.Processed; r.processed == nil {
+		r.processed = new(Processed)
 	}
 	r.lease.Store(&l)
 	r.ctx, r.cancel = context.WithCancel(st.Ctx)

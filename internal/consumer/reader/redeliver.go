@@ -66,7 +66,7 @@ func (r *Reader) redeliverBatch(ctx context.Context, d *delivery) bool {
 
 // follow hands d's parts to the pipeline, one at a time, and applies their
 // verdicts until every record of d is done (true): processed, or taken by
-// the dead letter. A charged failure or a refusal past the lease's deadline
+// the dead letter. A failure (charged or not) or a refusal past the lease's deadline
 // waits the backoff before the next hand-over; a part that was processed or
 // halved is followed at once. Parts are handed over with send and their
 // verdicts awaited with wait (a lane awaits a verdict after fetching
@@ -77,7 +77,7 @@ func (r *Reader) redeliverBatch(ctx context.Context, d *delivery) bool {
 func (r *Reader) follow(send, wait context.Context, d *delivery) bool {
 	d.mu.Lock()
 	d.attached = true
-	backoff := d.last == outcomeCharged || d.last == outcomeBounced
+	backoff := d.last == outcomeFailed || d.last == outcomeBounced
 	d.mu.Unlock()
 	ok := false
 	defer func() {
@@ -138,7 +138,7 @@ func (r *Reader) follow(send, wait context.Context, d *delivery) bool {
 				last := d.last
 				d.mu.Unlock()
 				switch last {
-				case outcomeCharged:
+				case outcomeFailed:
 					return errNacked
 				case outcomeBounced:
 					return errLeaseDeadline

@@ -25,6 +25,9 @@ type poisonHarness struct {
 	out   chan *consumer.Batch
 	store *consumertest.Store
 	shard string
+	// processed is the input's record of its pipeline's last success,
+	// shared by the harnesses of one input.
+	processed *Processed
 }
 
 // shardSeq numbers the shards of these tests: their metrics are kept by
@@ -46,6 +49,13 @@ func poisonConfig(limit int, pol consumer.Redelivery) consumer.Config {
 // metrics go to consumertest.Gauges (give each test its own shard).
 func startPoisonReader(t *testing.T, shard string, ks *consumertest.KinesisShard, cfg consumer.Config) *poisonHarness {
 	t.Helper()
+	return startInputReader(t, shard, ks, cfg, new(Processed))
+}
+
+// startInputReader is startPoisonReader for one shard of an input whose
+// readers share processed.
+func startInputReader(t *testing.T, shard string, ks *consumertest.KinesisShard, cfg consumer.Config, processed *Processed) *poisonHarness {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	api := consumertest.NewKinesis()
 	api.Add(shard, ks)
@@ -56,13 +66,14 @@ func startPoisonReader(t *testing.T, shard string, ks *consumertest.KinesisShard
 	out := make(chan *consumer.Batch)
 	st := testStream(ctx, &cfg, api, store, out)
 	st.Metrics = consumer.NewMetrics(consumertest.Metrics(t))
+	st.Processed = processed
 	r := New(st, consumer.Shard{ID: shard}, take.Lease, source.Start{IterType: types.ShardIteratorTypeTrimHorizon})
 	go r.Run()
 	t.Cleanup(func() {
 		cancel()
 		<-r.Done()
 	})
-	return &poisonHarness{r: r, out: out, store: store, shard: shard}
+	return &poisonHarness{r: r, out: out, store: store, shard: shard, processed: processed}
 }
 
 // next is the next batch the reader hands over (admitted, as

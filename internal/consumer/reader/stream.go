@@ -48,6 +48,11 @@ type Stream struct {
 	// Marker stores how far the readers may deliver their shards before
 	// they deliver (the redelivery mark); nil: the store keeps no marks.
 	Marker consumer.Marker
+	// Processed is when the input's pipeline last processed a record,
+	// shared by every stream of the input: a record failing alone is
+	// charged only on that evidence that the downstream is up
+	// (isolate.go). nil: each reader keeps its own.
+	Processed *Processed
 	// ShuttingDown says the instance is stopping, rather than handing a
 	// shard off while it goes on.
 	ShuttingDown func() bool
