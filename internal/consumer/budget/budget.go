@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -240,6 +241,26 @@ func (b *Budget) stalledSince() (time.Time, []*Shard) {
 		holders = append(holders, s)
 	}
 	return since, holders
+}
+
+// Drained checks the budget's invariant once no reader holds anything:
+// every shard closed, and every batch it handed to the pipeline acked or
+// nacked. The budget then holds nothing, no shard holds room and none
+// waits; anything else is room that nobody will give back, which shrinks
+// max_buffered_bytes for the life of the process. The error says what is
+// left and which shards hold it.
+func (b *Budget) Drained() error {
+	b.mu.Lock()
+	held, waiting := b.held, len(b.queue)
+	holders := make([]*Shard, 0, len(b.holders))
+	for s := range b.holders {
+		holders = append(holders, s)
+	}
+	b.mu.Unlock()
+	if held == 0 && waiting == 0 && len(holders) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the byte budget is not drained: it holds %d bytes, %d shards wait, held by %s", held, waiting, describeHolders(holders))
 }
 
 // PeakHeld is the most the budget ever held.

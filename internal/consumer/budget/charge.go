@@ -77,10 +77,11 @@ func (s *Shard) learn(recs []consumer.Record, raw []types.Record, behind int64) 
 	s.behind, s.idle, s.fresh = behind > 0, behind == 0 && len(raw) == 0, false
 }
 
-// HandedOver notes a batch handed to the pipeline: its records stay
-// charged until its verdict, even after the reader ends. The pipeline may
-// ack the batch before handedOver runs (the send returns before this
-// call); the charge then is already given back and nothing is counted.
+// HandedOver notes a batch about to be handed to the pipeline: its records
+// stay charged until its verdict, even after the reader ends. The reader
+// calls it before the send, so that no verdict (an ack, a nack, a refusal
+// by Admit) can come before it, and calls Returned when the send does not
+// happen after all.
 func (s *Shard) HandedOver(b *Charge) {
 	if s == nil || s.b == nil {
 		return
@@ -109,10 +110,11 @@ func (s *Shard) leftPipeline(b *Charge, n int64) {
 	}
 }
 
-// Returned notes a batch back from the pipeline unacked (nacked, or
-// refused past the lease's deadline). The reader holds it again to send
-// it again; once the reader has ended nobody will, so its room is given
-// back.
+// Returned notes a batch back from the pipeline unacked (nacked, refused
+// by Admit), or not sent after HandedOver. The reader holds it again to
+// send it again; once the reader has ended nobody will, so its room is
+// given back, unless Close gave it back already: a batch that was not in
+// the pipeline when the reader ended.
 func (s *Shard) Returned(b *Charge) {
 	if s == nil || s.b == nil {
 		return
@@ -124,6 +126,9 @@ func (s *Shard) Returned(b *Charge) {
 		return
 	}
 	n := b.n.Swap(0)
+	if !b.inPipeline {
+		return // Close counted it as the reader's, and gave it back
+	}
 	s.leftPipeline(b, n)
 	s.add(-n)
 	s.b.giveBack(n)
@@ -151,7 +156,9 @@ func (s *Shard) Release(b *Charge) {
 
 // Close gives back everything the shard still holds but the batches in
 // the pipeline (given back as they are acked or nacked), and its place in
-// the queue.
+// the queue. What the reader holds itself includes every batch that came
+// back unacked (nacked or refused, waiting to be sent again): no verdict
+// will come for those.
 func (s *Shard) Close() {
 	if s == nil || s.b == nil {
 		return
