@@ -173,6 +173,7 @@ func (s *Shard) Close() {
 		return
 	}
 	s.closed = true
+	s.ended.Store(true)
 	s.calling.Store(0)
 	n := s.outstanding - s.inPipeline
 	s.add(-n)

@@ -1,12 +1,18 @@
 package budget
 
 import (
+	"fmt"
+	"log/slog"
 	"testing"
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
 )
 
 // Guards the reading of issue 59 that Returned after Close gives a charge
@@ -32,4 +38,36 @@ func TestReturnedAfterCloseGivesNoChargeBackTwice(t *testing.T) {
 	held, _, _ := b.State()
 	assert.Equal(t, int64(0), held, "a late Returned or Release gives nothing back twice")
 	assert.NoError(t, b.Drained())
+}
+
+// Guards issue 59 item 1's WARN: the stall warning names the readers that
+// hold the room, and never one that has ended. A batch of an ended reader
+// still in the pipeline is room held by the pipeline, and is said so,
+// without the gone reader's name.
+func TestStallWarningNamesNoEndedReader(t *testing.T) {
+	var logs consumertest.SyncBuffer
+	log := service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil)))
+	recs, raw := records(2, 1000)
+	b := New(1<<30, consumer.NewMetrics(nil))
+	b.SetStallAfter(0)
+	gone := NewShard(b, 10, false, nil, "s/gone")
+	require.NoError(t, gone.Reserve(t.Context()))
+	gone.Settle(recs, raw, 1)
+	batch := &Charge{}
+	batch.Set(RecordsCost(recs))
+	gone.HandedOver(batch)
+	gone.Close() // its batch stays in the pipeline
+	live := NewShard(b, 10, false, nil, "s/live")
+	require.NoError(t, live.Reserve(t.Context()))
+	live.Settle(recs, raw, 1)
+	held, _, _ := b.State()
+	b.charge(1<<30 - held) // the budget is full
+	waiting := NewShard(b, 10, false, nil, "s/waiting")
+	waiting.ask()
+	b.watchStall(log, time.Now().Add(time.Second), time.Time{})
+	require.Equal(t, 1, logs.Count("has let no shard in for"), logs.String())
+	assert.Contains(t, logs.String(), fmt.Sprintf("s/live (%d bytes)", RecordsCost(recs)))
+	assert.NotContains(t, logs.String(), "s/gone", "a reader that ended is named")
+	assert.Contains(t, logs.String(), fmt.Sprintf("%d bytes in batches of readers that ended, still in the pipeline", RecordsCost(recs)))
+	waiting.Close()
 }
