@@ -55,6 +55,11 @@ type Budget struct {
 	holders map[*Shard]struct{}
 	// peak is the most ever held, for tests and benches.
 	peak int64
+	// open counts the shards not closed yet. leaked is what the budget
+	// found held once no shard held anything (checkLocked), and took
+	// back; reported is the part of it Watch logged.
+	open             int
+	leaked, reported int64
 }
 
 // budgetStallAfter is how long the head of the queue may wait without any
@@ -142,6 +147,55 @@ func (b *Budget) giveBack(n int64) {
 func (b *Budget) giveBackLocked(n int64) {
 	b.held -= n
 	b.grantLocked()
+}
+
+// opened counts a new shard.
+func (b *Budget) opened() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.open++
+}
+
+// giveBackFrom returns n bytes that shard s held, notes whether s still
+// holds room, and, when closing, that s closed; then it checks the
+// budget's invariant.
+func (b *Budget) giveBackFrom(s *Shard, n int64, holding, closing bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if holding {
+		b.holders[s] = struct{}{}
+	} else {
+		delete(b.holders, s)
+	}
+	if closing {
+		b.open--
+	}
+	b.giveBackLocked(n)
+	b.checkLocked()
+}
+
+// checkLocked holds the budget to its invariant: once every shard is
+// closed and none holds room (every batch handed to the pipeline got its
+// verdict), the budget holds nothing. Room held then would be held for the
+// life of the process, a little less of max_buffered_bytes each time,
+// until a shard's least estimate no longer fits and the input stalls for
+// good; so it is taken back, and Watch logs it as the defect it is.
+func (b *Budget) checkLocked() {
+	if b.open > 0 || len(b.holders) > 0 || len(b.queue) > 0 || b.held == 0 {
+		return
+	}
+	b.leaked += b.held
+	b.held = 0
+	b.metrics.Buffered.Set(0)
+}
+
+// takeLeaked is what checkLocked took back since the last call.
+func (b *Budget) takeLeaked() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.leaked - b.reported
+	b.reported = b.leaked
+	return n
 }
 
 // grantLocked lets in the head of the queue while it fits, in order, and
@@ -257,10 +311,19 @@ func (b *Budget) Drained() error {
 		holders = append(holders, s)
 	}
 	b.mu.Unlock()
+	if leaked := b.leakedTotal(); leaked != 0 {
+		return fmt.Errorf("the byte budget held %d bytes once no reader held anything, and took them back", leaked)
+	}
 	if held == 0 && waiting == 0 && len(holders) == 0 {
 		return nil
 	}
 	return fmt.Errorf("the byte budget is not drained: it holds %d bytes, %d shards wait, held by %s", held, waiting, describeHolders(holders))
+}
+
+func (b *Budget) leakedTotal() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.leaked
 }
 
 // PeakHeld is the most the budget ever held.

@@ -130,8 +130,7 @@ func (s *Shard) Returned(b *Charge) {
 		return // Close counted it as the reader's, and gave it back
 	}
 	s.leftPipeline(b, n)
-	s.add(-n)
-	s.b.giveBack(n)
+	s.giveBackHeld(n, false)
 }
 
 // Release gives back the cost of a batch the pipeline acked, also after
@@ -150,8 +149,7 @@ func (s *Shard) Release(b *Charge) {
 		// still sending again in parts when it ended.
 		return
 	}
-	s.add(-n)
-	s.b.giveBack(n)
+	s.giveBackHeld(n, false)
 }
 
 // Close gives back everything the shard still holds but the batches in
@@ -175,7 +173,16 @@ func (s *Shard) Close() {
 	s.closed = true
 	s.ended.Store(true)
 	s.calling.Store(0)
-	n := s.outstanding - s.inPipeline
-	s.add(-n)
-	s.b.giveBack(n)
+	s.giveBackHeld(s.outstanding-s.inPipeline, true)
+}
+
+// giveBackHeld gives back n of what the shard holds, under mu; closing
+// says the shard closes with it. The budget notes in the same step whether
+// the shard still holds room, so its check that nothing is held once no
+// reader holds anything (Budget.checkLocked) never sees one without the
+// other.
+func (s *Shard) giveBackHeld(n int64, closing bool) {
+	s.outstanding -= n
+	s.held.Store(s.outstanding)
+	s.b.giveBackFrom(s, n, s.outstanding > 0, closing)
 }

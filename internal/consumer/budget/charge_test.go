@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -70,4 +71,35 @@ func TestStallWarningNamesNoEndedReader(t *testing.T) {
 	assert.NotContains(t, logs.String(), "s/gone", "a reader that ended is named")
 	assert.Contains(t, logs.String(), fmt.Sprintf("%d bytes in batches of readers that ended, still in the pipeline", RecordsCost(recs)))
 	waiting.Close()
+}
+
+// Guards issue 59 item 1's invariant in the running input: once every
+// shard is closed and every batch in the pipeline got its verdict, the
+// budget holds nothing. Room held then, by whatever defect, would shrink
+// max_buffered_bytes for good: the budget takes it back, Watch logs an
+// ERROR, and Drained reports it to tests.
+func TestBudgetTakesBackRoomHeldOnceNoReaderHoldsAny(t *testing.T) {
+	var logs consumertest.SyncBuffer
+	log := service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil)))
+	b := New(1<<20, consumer.NewMetrics(nil))
+	s := NewShard(b, 10, false, nil, "s/0")
+	require.NoError(t, s.Reserve(t.Context()))
+	recs, raw := records(2, 1000)
+	s.Settle(recs, raw, 1)
+	batch := &Charge{}
+	batch.Set(RecordsCost(recs))
+	s.HandedOver(batch)
+	b.charge(777) // room nobody will give back
+	s.Close()
+	held, _, _ := b.State()
+	require.Equal(t, RecordsCost(recs)+777, held, "the batch in the pipeline is still held")
+	s.Release(batch) // its verdict: now no reader holds anything
+	held, _, _ = b.State()
+	assert.Equal(t, int64(0), held, "the room nobody held was taken back")
+	assert.ErrorContains(t, b.Drained(), "held 777 bytes once no reader held anything")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go b.Watch(ctx, log, time.Minute, time.Minute, 10*time.Millisecond)
+	assert.Eventually(t, func() bool { return logs.Count("level=ERROR") == 1 }, 5*time.Second, 10*time.Millisecond)
+	assert.Contains(t, logs.String(), "held 777 bytes once no reader held anything")
 }

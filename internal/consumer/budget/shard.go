@@ -129,6 +129,9 @@ const (
 var ErrServeReader = errors.New("the reader has acks to serve")
 
 func NewShard(b *Budget, limit int, push bool, wake <-chan struct{}, name string) *Shard {
+	if b != nil {
+		b.opened()
+	}
 	return &Shard{b: b, limit: limit, push: push, wake: wake, name: name}
 }
 

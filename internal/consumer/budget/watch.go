@@ -51,6 +51,9 @@ func (b *Budget) Watch(ctx context.Context, log *service.Logger, after, gap, tic
 		case <-ctx.Done():
 			return
 		}
+		if n := b.takeLeaked(); n != 0 {
+			log.Errorf("The input's byte budget held %d bytes once no reader held anything; it took them back. Room nobody gives back would shrink max_buffered_bytes for the life of the process: this is a defect of the input, please report it", n)
+		}
 		held, waiting, oldest := b.State()
 		now := time.Now()
 		stallWarned = b.watchStall(log, now, stallWarned)
