@@ -311,7 +311,7 @@ func (b *Budget) Drained() error {
 		holders = append(holders, s)
 	}
 	b.mu.Unlock()
-	if leaked := b.leakedTotal(); leaked != 0 {
+	if leaked := b.Leaked(); leaked != 0 {
 		return fmt.Errorf("the byte budget held %d bytes once no reader held anything, and took them back", leaked)
 	}
 	if held == 0 && waiting == 0 && len(holders) == 0 {
@@ -320,7 +320,9 @@ func (b *Budget) Drained() error {
 	return fmt.Errorf("the byte budget is not drained: it holds %d bytes, %d shards wait, held by %s", held, waiting, describeHolders(holders))
 }
 
-func (b *Budget) leakedTotal() int64 {
+// Leaked is what the budget's check took back in all: room held once no
+// reader held anything. Anything but zero is a defect.
+func (b *Budget) Leaked() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.leaked
