@@ -116,13 +116,22 @@ func (b *Batch) AckRecords(errs []error) {
 
 // Redelivered says this group may have handed record i to the pipeline
 // before: this instance delivers it again after a failure, or an earlier
-// owner of the shard stored a redelivery mark at or past it
-// (kinesis_redelivered).
+// owner of the shard stored a redelivery mark at or past the record's
+// first position (kinesis_redelivered). A KPL aggregate read whole begins
+// at its first user record, so a mark inside it marks it: part of it was
+// delivered.
 func (b *Batch) Redelivered(i int) bool {
 	if b.Attempt(i) > 1 {
 		return true
 	}
-	return !b.DeliveredBefore.IsZero() && b.Records[i].Position().Compare(b.DeliveredBefore) <= 0
+	return !b.DeliveredBefore.IsZero() && firstPosition(&b.Records[i]).Compare(b.DeliveredBefore) <= 0
+}
+
+// firstPosition is where record r begins: "<seq>/<subseq>" for a user
+// record of a KPL aggregate, "<seq>/0" for a record read whole (a plain
+// record, or an aggregate not split). Position is where it ends.
+func firstPosition(r *Record) Position {
+	return Position{Sequence: r.Sequence, SubSequence: r.SubSequence, HasSub: true}
 }
 
 // Attempt is the delivery attempt of record i by this instance: 1 on its

@@ -83,7 +83,7 @@ var Input = []Metric{
 	{Name: "kinesis_input_dead_letter_errors_total", Type: Counter, Labels: []string{"stream", "shard"}, Unit: "writes",
 		Help: "Writes to the `redelivery.dead_letter` output resource that failed. The shard waits and retries the write with the input's backoff: nothing is skipped, and the shard goes on once the dead letter takes the records."},
 	{Name: "kinesis_input_redelivery_oldest_seconds", Type: Gauge, Labels: []string{"stream", "shard"}, Unit: "seconds",
-		Help: "How long, since its first delivery, the oldest record of a shard that waits to be delivered again after a nack has waited; 0 when none waits. Set by the instance reading the shard: max by (stream, shard) over the instances. Climbing without end: the shard is blocked on one record (a poison record: set `redelivery.max_attempts` and a `redelivery.dead_letter`) or on an output that is down."},
+		Help: "How long, since its first delivery, the oldest record of a shard that waits to be delivered again after a nack has waited; 0 when none waits. Set by the instance reading the shard, and 0 from the moment it stops reading it (a hand-off, a lost lease, a stop), also when the pipeline answers later for a batch it handed over: max by (stream, shard) over the instances. Climbing without end: the shard is blocked on one record (a poison record: set `redelivery.max_attempts` and a `redelivery.dead_letter`) or on an output that is down."},
 	{Name: "kinesis_checkpoint_commits_total", Type: Counter, Labels: []string{"stream"}, Unit: "commits",
 		Help: "Checkpoints written to Redis."},
 	{Name: "kinesis_checkpoint_errors_total", Type: Counter, Labels: []string{"stream"}, Unit: "errors",

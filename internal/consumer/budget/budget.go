@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -54,6 +55,11 @@ type Budget struct {
 	holders map[*Shard]struct{}
 	// peak is the most ever held, for tests and benches.
 	peak int64
+	// open counts the shards not closed yet. leaked is what the budget
+	// found held once no shard held anything (checkLocked), and took
+	// back; reported is the part of it Watch logged.
+	open             int
+	leaked, reported int64
 }
 
 // budgetStallAfter is how long the head of the queue may wait without any
@@ -141,6 +147,55 @@ func (b *Budget) giveBack(n int64) {
 func (b *Budget) giveBackLocked(n int64) {
 	b.held -= n
 	b.grantLocked()
+}
+
+// opened counts a new shard.
+func (b *Budget) opened() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.open++
+}
+
+// giveBackFrom returns n bytes that shard s held, notes whether s still
+// holds room, and, when closing, that s closed; then it checks the
+// budget's invariant.
+func (b *Budget) giveBackFrom(s *Shard, n int64, holding, closing bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if holding {
+		b.holders[s] = struct{}{}
+	} else {
+		delete(b.holders, s)
+	}
+	if closing {
+		b.open--
+	}
+	b.giveBackLocked(n)
+	b.checkLocked()
+}
+
+// checkLocked holds the budget to its invariant: once every shard is
+// closed and none holds room (every batch handed to the pipeline got its
+// verdict), the budget holds nothing. Room held then would be held for the
+// life of the process, a little less of max_buffered_bytes each time,
+// until a shard's least estimate no longer fits and the input stalls for
+// good; so it is taken back, and Watch logs it as the defect it is.
+func (b *Budget) checkLocked() {
+	if b.open > 0 || len(b.holders) > 0 || len(b.queue) > 0 || b.held == 0 {
+		return
+	}
+	b.leaked += b.held
+	b.held = 0
+	b.metrics.Buffered.Set(0)
+}
+
+// takeLeaked is what checkLocked took back since the last call.
+func (b *Budget) takeLeaked() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.leaked - b.reported
+	b.reported = b.leaked
+	return n
 }
 
 // grantLocked lets in the head of the queue while it fits, in order, and
@@ -240,6 +295,37 @@ func (b *Budget) stalledSince() (time.Time, []*Shard) {
 		holders = append(holders, s)
 	}
 	return since, holders
+}
+
+// Drained checks the budget's invariant once no reader holds anything:
+// every shard closed, and every batch it handed to the pipeline acked or
+// nacked. The budget then holds nothing, no shard holds room and none
+// waits; anything else is room that nobody will give back, which shrinks
+// max_buffered_bytes for the life of the process. The error says what is
+// left and which shards hold it.
+func (b *Budget) Drained() error {
+	b.mu.Lock()
+	held, waiting := b.held, len(b.queue)
+	holders := make([]*Shard, 0, len(b.holders))
+	for s := range b.holders {
+		holders = append(holders, s)
+	}
+	b.mu.Unlock()
+	if leaked := b.Leaked(); leaked != 0 {
+		return fmt.Errorf("the byte budget held %d bytes once no reader held anything, and took them back", leaked)
+	}
+	if held == 0 && waiting == 0 && len(holders) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the byte budget is not drained: it holds %d bytes, %d shards wait, held by %s", held, waiting, describeHolders(holders))
+}
+
+// Leaked is what the budget's check took back in all: room held once no
+// reader held anything. Anything but zero is a defect.
+func (b *Budget) Leaked() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.leaked
 }
 
 // PeakHeld is the most the budget ever held.

@@ -77,10 +77,11 @@ func (s *Shard) learn(recs []consumer.Record, raw []types.Record, behind int64) 
 	s.behind, s.idle, s.fresh = behind > 0, behind == 0 && len(raw) == 0, false
 }
 
-// HandedOver notes a batch handed to the pipeline: its records stay
-// charged until its verdict, even after the reader ends. The pipeline may
-// ack the batch before handedOver runs (the send returns before this
-// call); the charge then is already given back and nothing is counted.
+// HandedOver notes a batch about to be handed to the pipeline: its records
+// stay charged until its verdict, even after the reader ends. The reader
+// calls it before the send, so that no verdict (an ack, a nack, a refusal
+// by Admit) can come before it, and calls Returned when the send does not
+// happen after all.
 func (s *Shard) HandedOver(b *Charge) {
 	if s == nil || s.b == nil {
 		return
@@ -109,10 +110,11 @@ func (s *Shard) leftPipeline(b *Charge, n int64) {
 	}
 }
 
-// Returned notes a batch back from the pipeline unacked (nacked, or
-// refused past the lease's deadline). The reader holds it again to send
-// it again; once the reader has ended nobody will, so its room is given
-// back.
+// Returned notes a batch back from the pipeline unacked (nacked, refused
+// by Admit), or not sent after HandedOver. The reader holds it again to
+// send it again; once the reader has ended nobody will, so its room is
+// given back, unless Close gave it back already: a batch that was not in
+// the pipeline when the reader ended.
 func (s *Shard) Returned(b *Charge) {
 	if s == nil || s.b == nil {
 		return
@@ -124,9 +126,11 @@ func (s *Shard) Returned(b *Charge) {
 		return
 	}
 	n := b.n.Swap(0)
+	if !b.inPipeline {
+		return // Close counted it as the reader's, and gave it back
+	}
 	s.leftPipeline(b, n)
-	s.add(-n)
-	s.b.giveBack(n)
+	s.giveBackHeld(n, false)
 }
 
 // Release gives back the cost of a batch the pipeline acked, also after
@@ -145,13 +149,14 @@ func (s *Shard) Release(b *Charge) {
 		// still sending again in parts when it ended.
 		return
 	}
-	s.add(-n)
-	s.b.giveBack(n)
+	s.giveBackHeld(n, false)
 }
 
 // Close gives back everything the shard still holds but the batches in
 // the pipeline (given back as they are acked or nacked), and its place in
-// the queue.
+// the queue. What the reader holds itself includes every batch that came
+// back unacked (nacked or refused, waiting to be sent again): no verdict
+// will come for those.
 func (s *Shard) Close() {
 	if s == nil || s.b == nil {
 		return
@@ -166,8 +171,18 @@ func (s *Shard) Close() {
 		return
 	}
 	s.closed = true
+	s.ended.Store(true)
 	s.calling.Store(0)
-	n := s.outstanding - s.inPipeline
-	s.add(-n)
-	s.b.giveBack(n)
+	s.giveBackHeld(s.outstanding-s.inPipeline, true)
+}
+
+// giveBackHeld gives back n of what the shard holds, under mu; closing
+// says the shard closes with it. The budget notes in the same step whether
+// the shard still holds room, so its check that nothing is held once no
+// reader holds anything (Budget.checkLocked) never sees one without the
+// other.
+func (s *Shard) giveBackHeld(n int64, closing bool) {
+	s.outstanding -= n
+	s.held.Store(s.outstanding)
+	s.b.giveBackFrom(s, n, s.outstanding > 0, closing)
 }

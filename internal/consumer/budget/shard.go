@@ -93,6 +93,10 @@ type Shard struct {
 	// calling mirrors reserved while a call is under way, for the
 	// budget's warning.
 	held, calling atomic.Int64
+	// ended mirrors closed for the stall report: what an ended reader's
+	// shard still holds is its batches in the pipeline, and the report
+	// names no reader that is gone.
+	ended atomic.Bool
 }
 
 const (
@@ -125,6 +129,9 @@ const (
 var ErrServeReader = errors.New("the reader has acks to serve")
 
 func NewShard(b *Budget, limit int, push bool, wake <-chan struct{}, name string) *Shard {
+	if b != nil {
+		b.opened()
+	}
 	return &Shard{b: b, limit: limit, push: push, wake: wake, name: name}
 }
 

@@ -51,6 +51,9 @@ func (b *Budget) Watch(ctx context.Context, log *service.Logger, after, gap, tic
 		case <-ctx.Done():
 			return
 		}
+		if n := b.takeLeaked(); n != 0 {
+			log.Errorf("The input's byte budget held %d bytes once no reader held anything; it took them back. Room nobody gives back would shrink max_buffered_bytes for the life of the process: this is a defect of the input, please report it", n)
+		}
 		held, waiting, oldest := b.State()
 		now := time.Now()
 		stallWarned = b.watchStall(log, now, stallWarned)
@@ -111,17 +114,31 @@ func (b *Budget) watchStall(log *service.Logger, now, warned time.Time) time.Tim
 	return now
 }
 
-// describeHolders names the shards holding the most room, most first.
+// describeHolders names the live shards holding the most room, most
+// first, and sums up what shards whose readers ended still hold: their
+// batches in the pipeline, waiting for its acks.
 func describeHolders(holders []*Shard) string {
-	slices.SortFunc(holders, func(x, y *Shard) int { return cmp.Compare(y.held.Load(), x.held.Load()) })
+	var live []*Shard
+	var ended int64
+	for _, s := range holders {
+		if s.ended.Load() {
+			ended += s.held.Load()
+			continue
+		}
+		live = append(live, s)
+	}
+	slices.SortFunc(live, func(x, y *Shard) int { return cmp.Compare(y.held.Load(), x.held.Load()) })
 	const shown = 5
 	var parts []string
-	for i, s := range holders {
+	for i, s := range live {
 		if i == shown {
-			parts = append(parts, fmt.Sprintf("and %d more", len(holders)-shown))
+			parts = append(parts, fmt.Sprintf("and %d more", len(live)-shown))
 			break
 		}
 		parts = append(parts, fmt.Sprintf("%s (%d bytes)", s.name, s.held.Load()))
+	}
+	if ended > 0 {
+		parts = append(parts, fmt.Sprintf("%d bytes in batches of readers that ended, still in the pipeline", ended))
 	}
 	if len(parts) == 0 {
 		return "no shard"

@@ -35,6 +35,10 @@ func startConsumerWithMetrics(t *testing.T, cfg consumer.Config, api consumer.Ki
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = c.Close(ctx)
+		if c.budget != nil {
+			// Issue 59 item 1: the budget's invariant held throughout.
+			assert.Zero(t, c.budget.Leaked(), "the byte budget held room once no reader held anything")
+		}
 	})
 	return c
 }

@@ -107,10 +107,9 @@ func (d *delivery) settle(p *part, v verdict) {
 	r := d.r
 	d.mu.Lock()
 	if d.out != p {
-		d.mu.Unlock() // a verdict on a part no longer in the pipeline
-		if v.bounced {
-			r.budget.Returned(&d.charge)
-		}
+		// A verdict on a part no longer in the pipeline: the charge is
+		// where the part's first verdict left it.
+		d.mu.Unlock()
 		return
 	}
 	d.out = nil

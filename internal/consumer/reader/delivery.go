@@ -75,22 +75,32 @@ func (r *Reader) deliver(ctx context.Context, recs []consumer.Record, behind int
 // handOver passes b, whose records cost c, to the pipeline
 // (coordinator.Consumer.Next), never past the lease's local deadline: it
 // waits for a renewal first. It returns false when ctx ends first.
+//
+// The charge is counted as in the pipeline before the send and taken back
+// when the send does not happen: the verdict (an ack, a nack, Admit's
+// refusal) may come as soon as the send returns, before this goroutine
+// runs again, and it must find the charge where the send put it. A refusal
+// noted before the hand-over would leave the batch counted in the pipeline
+// while it waits for redelivery, and the reader's close would never give
+// it back.
 func (r *Reader) handOver(ctx context.Context, b *consumer.Batch, c *budget.Charge) bool {
 	for {
 		if !r.awaitLease(ctx) {
 			return false
 		}
 		expired, stop := r.deadlineTimer()
+		r.budget.HandedOver(c)
 		select {
 		case r.st.Out <- b:
 			stop()
-			r.budget.HandedOver(c)
 			return true
 		case <-expired:
 			// The pipeline was busy until the lease's deadline passed:
 			// wait for a renewal before handing the batch over.
+			r.budget.Returned(c)
 		case <-ctx.Done():
 			stop()
+			r.budget.Returned(c)
 			return false
 		}
 	}

@@ -68,8 +68,10 @@ type Reader struct {
 	redeliverMu sync.Mutex
 	redeliver   []*delivery
 	// isolating are the batches sent again in parts, with their first
-	// delivery's time (gauge.go); under redeliverMu.
-	isolating map[*delivery]time.Time
+	// delivery's time (gauge.go); oldestEnded says the reader ended and
+	// its gauge is 0 for good. Under redeliverMu.
+	isolating   map[*delivery]time.Time
+	oldestEnded bool
 
 	commitMu     sync.Mutex
 	committedGen uint64
@@ -203,7 +205,7 @@ func (r *Reader) Run() {
 	// no longer this instance's to report, and a frozen value would keep an
 	// alert firing and count twice in a sum over instances.
 	defer r.st.Metrics.Behind.Set(0, r.st.Name, r.shard.ID)
-	defer r.st.Metrics.RedeliveryOldest.Set(0, r.st.Name, r.shard.ID)
+	defer r.endOldest()
 	if r.st.Marker != nil {
 		defer r.st.Marker.Forget(r.shard.ID)
 	}

@@ -131,9 +131,6 @@ func (r *Reader) follow(send, wait context.Context, d *delivery) bool {
 				case <-wait.Done():
 					return wait.Err()
 				}
-				// Past HandedOver for certain: a verdict that came before it
-				// left the charge counted in the pipeline.
-				r.budget.Returned(&d.charge)
 				d.mu.Lock()
 				last := d.last
 				d.mu.Unlock()
