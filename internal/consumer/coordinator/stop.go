@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -27,7 +28,16 @@ func (c *Consumer) Close(ctx context.Context) error {
 	c.mu.Lock()
 	coords := c.coords
 	c.coords, c.followed, c.closed = nil, nil, true
+	removing := slices.Collect(maps.Values(c.removing))
 	c.mu.Unlock()
+	// A stream being removed (follow.go) is stopping already: its
+	// readers wait for their in-flight batches as the others' are about
+	// to. It ends by this stop's deadline too, and before the run context
+	// is cancelled below, which would end its readers without a release.
+	for _, rm := range removing {
+		stop := context.AfterFunc(ctx, rm.cancel)
+		defer stop()
+	}
 	tallies := make([]stopTally, len(coords))
 	var wg sync.WaitGroup
 	for i, co := range coords {
@@ -38,6 +48,12 @@ func (c *Consumer) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	for _, rm := range removing {
+		select {
+		case <-rm.done:
+		case <-ctx.Done():
+		}
+	}
 	if coords != nil {
 		c.logStop(tallies, time.Since(began))
 		c.metrics.Streams.Set(0)
