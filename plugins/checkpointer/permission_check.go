@@ -15,7 +15,7 @@ import (
 // (docs/deploy.md, config/deploy/redis-acl.conf).
 var inputScripts = []string{"acquire", "renew", "renew_all", "release", "commit", "close", "closed", "reseed", "leases",
 	"heartbeat", "live_members", "remove_member", "request_handoff", "handoff_requests", "publish_progress",
-	"join", "stream_created", "prune", "discovery_claim", "discovery_publish", "discovery_forget", "prune_stream", "delivered",
+	"join", "stream_created", "prune", "discovery_claim", "discovery_publish", "discovery_forget", "discovery_fence", "prune_stream", "delivered",
 	"groups", "heartbeats", "renew_streams", "publish_progresses", "round"}
 
 // permissionsScript: KEYS scratch hash, set and sorted set; ARGV command
@@ -107,7 +107,7 @@ func toAnys(ss []string) []any {
 
 // discoveryScripts are the scripts the group's stream discovery runs on its
 // hash (discovery.go); ReadDiscovery reads it with HGETALL besides.
-var discoveryScripts = []string{"discovery_claim", "discovery_publish", "discovery_renew", "discovery_forget"}
+var discoveryScripts = []string{"discovery_claim", "discovery_publish", "discovery_renew", "discovery_forget", "discovery_fence"}
 
 // CheckDiscoveryPermissions tries every command the group's stream
 // discovery runs, on scratch keys beside the group's discovery hash (its
