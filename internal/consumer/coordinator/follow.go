@@ -220,11 +220,15 @@ func (c *Consumer) addStream(ctx context.Context, f Found) error {
 	return nil
 }
 
-// removal is a followed stream being removed: Close cuts it short at its
-// own deadline (cancel) and waits for it to end (done).
+// removal is a followed stream being removed: Close ends its readers when
+// it ends the other streams' (cutReaders, marksReserve before its
+// deadline, so that the marks of the leases left to lapse are still
+// written back), cuts it short at its own deadline (cancel) and waits for
+// it to end (done).
 type removal struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+	cutReaders context.CancelFunc
+	cancel     context.CancelFunc
+	done       chan struct{}
 }
 
 // removeStream stops a followed stream gracefully. next is what replaces
@@ -238,9 +242,11 @@ func (c *Consumer) removeStream(ctx context.Context, key string, next Found) {
 	// removal, rather than after it.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.HandoffTimeout+c.cfg.LeasePeriod)
 	defer cancel()
+	cut, cutReaders := context.WithCancel(sctx)
+	defer cutReaders()
 	c.mu.Lock()
 	fs, ok := c.followed[key]
-	rm := &removal{cancel: cancel, done: make(chan struct{})}
+	rm := &removal{cutReaders: cutReaders, cancel: cancel, done: make(chan struct{})}
 	if ok {
 		delete(c.followed, key)
 		c.coords = slices.DeleteFunc(c.coords, func(co *coordinator) bool { return co == fs.co })
@@ -261,7 +267,7 @@ func (c *Consumer) removeStream(ctx context.Context, key string, next Found) {
 		close(rm.done)
 	}()
 	began := time.Now()
-	t := fs.co.shutdown(sctx)
+	t := fs.co.shutdownCut(sctx, cut)
 	why := "deleted, or no longer matching the patterns of streams and stream_tags"
 	if next.Key != "" {
 		why = fmt.Sprintf("deleted and created again (now created at %v): read again as a new stream", next.Created.UTC().Format(time.RFC3339))
