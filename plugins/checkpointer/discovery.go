@@ -241,9 +241,11 @@ func parseDiscovery(all map[string]string) (Discovery, error) {
 // refused from then on (prune_stream). A caller paused between its
 // listing and its prune, whose lease another instance may have claimed
 // meanwhile and found the stream again with, deletes nothing: it gets
-// ErrDiscoveryLeaseLost. The two scripts may run on two Cluster nodes, so
-// this holds while their clocks agree within the interval, and while
-// every instance of the group has the same interval.
+// ErrDiscoveryLeaseLost. The two scripts may run on two Cluster nodes and
+// the fence has no margin: a stream node's clock behind the discovery
+// node's by d lets the deletion land up to d after another instance could
+// claim. So this holds while their clocks agree, and while every instance
+// of the group has the same interval.
 func (c *Checkpointer) PruneReleased(ctx context.Context, owner string, token int64, interval time.Duration, key string) (pruned bool, err error) {
 	until, err := discoveryFenceScript.Run(ctx, c.client, []string{c.DiscoveryKey()}, owner, token, interval.Milliseconds()).Int64()
 	if err != nil {
