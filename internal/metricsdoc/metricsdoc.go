@@ -59,7 +59,7 @@ var Input = []Metric{
 	{Name: "kinesis_input_shards_owned", Type: Gauge, Labels: []string{"stream"}, Unit: "shards",
 		Help: "Shards this instance holds a lease on and reads."},
 	{Name: "kinesis_input_shards_unowned", Type: Gauge, Labels: []string{"stream"}, Unit: "shards",
-		Help: "Shards ready to be read that, as this instance sees them after its last balancing round, nobody reads: no reader here and no live lease of another instance. Briefly above 0 at start-up and after a failover; lasting above 0 means records wait unread."},
+		Help: "Shards ready to be read that, as this instance sees them after its last balancing round, nobody reads: no reader here and no live lease of another instance. Briefly above 0 at start-up and after a failover; lasting above 0 means records wait unread. Drops to 0 when this instance stops reading the stream (a stop, or a stream of a pattern released)."},
 	{Name: "kinesis_input_streams", Type: Gauge, Unit: "streams",
 		Help: "Streams this instance reads: the ones `streams` names and those its patterns (and `stream_tags`) found. Changes as discovery finds streams and releases deleted ones or ones that stopped matching."},
 	{Name: "kinesis_input_throttled_total", Type: Counter, Labels: []string{"stream"}, Unit: "requests",

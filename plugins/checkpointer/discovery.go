@@ -2,6 +2,7 @@ package checkpointer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -47,9 +48,20 @@ var discoveryRenewScript = newScript("discovery_renew")
 // discoveryForgetScript: KEYS streams; ARGV owner, token, key.
 var discoveryForgetScript = newScript("discovery_forget")
 
+// discoveryFenceScript: KEYS streams; ARGV owner, token, intervalMs.
+// Returns until when (ms) no other instance can claim the lease, 0 when
+// another already has.
+var discoveryFenceScript = newScript("discovery_fence")
+
 // pruneStreamScript: KEYS the eight keys of a group+stream; ARGV member
-// window (ms). Returns 1 deleted, 0 refused (a live lease or member).
+// window (ms), fence (ms). Returns 1 deleted, 0 refused (a live lease or
+// member), -1 fenced.
 var pruneStreamScript = newScript("prune_stream")
+
+// ErrDiscoveryLeaseLost means the caller no longer holds the group's
+// discovery lease under its token, or may not by the time its call lands:
+// another instance lists the streams now.
+var ErrDiscoveryLeaseLost = errors.New("the group's discovery lease was lost")
 
 // DiscoveryKey is the group's discovery hash.
 func (c *Checkpointer) DiscoveryKey() string {
@@ -222,13 +234,35 @@ func parseDiscovery(all map[string]string) (Discovery, error) {
 // entry from the discovery hash, under the caller's discovery lease token.
 // It refuses (pruned false) while a lease of the stream is live or a
 // member heartbeat within the lease period: an instance still reads it.
-func (c *Checkpointer) PruneReleased(ctx context.Context, owner string, token int64, key string) (pruned bool, err error) {
+// The stream's keys and the discovery hash lie on different Cluster
+// slots, so no one script checks the token and deletes. The token is
+// checked first (discovery_fence), which also gives the time before which
+// no other instance can claim the lease under interval; the deletion is
+// refused from then on (prune_stream). A caller paused between its
+// listing and its prune, whose lease another instance may have claimed
+// meanwhile and found the stream again with, deletes nothing: it gets
+// ErrDiscoveryLeaseLost. The two scripts may run on two Cluster nodes and
+// the fence has no margin: a stream node's clock behind the discovery
+// node's by d lets the deletion land up to d after another instance could
+// claim. So this holds while their clocks agree, and while every instance
+// of the group has the same interval.
+func (c *Checkpointer) PruneReleased(ctx context.Context, owner string, token int64, interval time.Duration, key string) (pruned bool, err error) {
+	until, err := discoveryFenceScript.Run(ctx, c.client, []string{c.DiscoveryKey()}, owner, token, interval.Milliseconds()).Int64()
+	if err != nil {
+		return false, fmt.Errorf("checking the group's discovery lease before pruning released stream %s: %w", key, err)
+	}
+	if until == 0 {
+		return false, fmt.Errorf("pruning released stream %s: %w", key, ErrDiscoveryLeaseLost)
+	}
 	s := c.Stream(key)
 	k := s.keys
 	n, err := pruneStreamScript.Run(ctx, c.client,
-		[]string{k.Checkpoints, k.Closed, k.Leases, k.Members, k.Handoff, k.Progress, k.Epoch, k.Delivered}, s.periodMillis()).Int64()
+		[]string{k.Checkpoints, k.Closed, k.Leases, k.Members, k.Handoff, k.Progress, k.Epoch, k.Delivered}, s.periodMillis(), until).Int64()
 	if err != nil {
 		return false, fmt.Errorf("pruning the keys of released stream %s: %w", key, err)
+	}
+	if n == -1 {
+		return false, fmt.Errorf("pruning released stream %s: %w", key, ErrDiscoveryLeaseLost)
 	}
 	if n != 1 {
 		return false, nil

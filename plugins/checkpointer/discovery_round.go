@@ -53,7 +53,12 @@ func (c *Checkpointer) DiscoverStreamsSeeded(ctx context.Context, owner string, 
 		}
 		round.Listed = published
 		for _, key := range expired {
-			pruned, err := c.PruneReleased(ctx, owner, claim.Token, key)
+			pruned, err := c.PruneReleased(ctx, owner, claim.Token, interval, key)
+			if errors.Is(err, ErrDiscoveryLeaseLost) {
+				// Another instance lists now; what is still expired
+				// then, it prunes.
+				break
+			}
 			if err != nil {
 				return Discovery{}, round, err
 			}

@@ -91,15 +91,33 @@ func (s *Store) Join(ctx context.Context) (time.Duration, error) {
 	// any time within their lease, so a record created since it started is
 	// taken from only once it has been up a lease period and the newcomer
 	// wait: by then every holder whose lease was live at the restart has
-	// re-seeded, or its lease ended (consumer.RestartWait).
-	up, err := s.serverUptime(ctx)
+	// re-seeded, or its lease ended (consumer.RestartWait). INFO counts
+	// whole seconds: the server started up to a second before now-up, and
+	// no later than it. So the rule applies to a record created at most a
+	// second before the server started, and asks at most until the record
+	// is restart+1s old; an older record needs no INFO, and none is sent
+	// (docs/deploy.md: one server with min_replicas_to_ack 0 needs no INFO
+	// to join an existing group).
+	restart := consumer.RestartWait(s.c.cfg.LeasePeriod).Milliseconds()
+	if now-created > restart+1000 {
+		return max(0, time.Duration(wait)*time.Millisecond), nil
+	}
+	up, known, err := s.serverUptime(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("joining group %s: %w", s.c.cfg.Group, err)
 	}
-	// INFO counts whole seconds: the server started up to a second
-	// before now-up, and no later than it.
+	if !known {
+		// The user may not run INFO: wait as if the server had started
+		// just as the record was created, the longest the rule asks.
+		wait = max(wait, created+restart+1000-now)
+		if s.log != nil {
+			s.log.Infof("The Redis user may not run INFO, so whether Redis just restarted empty cannot be told: taking the group's first shards in %v, once its record is lease.period and the newcomer wait old (grant INFO to shorten this first wait; docs/deploy.md)",
+				time.Duration(wait)*time.Millisecond)
+		}
+		return max(0, time.Duration(wait)*time.Millisecond), nil
+	}
 	if started := now - up.Milliseconds(); created >= started-1000 {
-		if rest := consumer.RestartWait(s.c.cfg.LeasePeriod).Milliseconds() - up.Milliseconds(); rest > 0 {
+		if rest := restart - up.Milliseconds(); rest > 0 {
 			s.youngServer, s.young = up, true
 			wait = max(wait, rest)
 		}
@@ -108,15 +126,20 @@ func (s *Store) Join(ctx context.Context) (time.Duration, error) {
 }
 
 // serverUptime reads how long the Redis server that holds the group's keys
-// has been up (INFO server, in whole seconds).
-func (s *Store) serverUptime(ctx context.Context) (time.Duration, error) {
+// has been up (INFO server, in whole seconds); known is false when the
+// Redis user may not run INFO, which is then no error (and not logged as
+// one: Join waits the longest instead).
+func (s *Store) serverUptime(ctx context.Context) (up time.Duration, known bool, err error) {
 	node, err := s.c.masterFor(ctx, s.keys.Epoch)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	info, err := node.Info(ctx, "server").Result()
+	info, err := node.Info(withOptionalPermission(ctx), "server").Result()
+	if errors.Is(err, ErrNoPermission) {
+		return 0, false, nil
+	}
 	if err != nil {
-		return 0, fmt.Errorf("reading how long Redis has been up (INFO server): %w", err)
+		return 0, false, fmt.Errorf("reading how long Redis has been up (INFO server): %w", err)
 	}
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
@@ -124,10 +147,10 @@ func (s *Store) serverUptime(ctx context.Context) (time.Duration, error) {
 			if err != nil {
 				break
 			}
-			return time.Duration(n) * time.Second, nil
+			return time.Duration(n) * time.Second, true, nil
 		}
 	}
-	return 0, fmt.Errorf("reading how long Redis has been up: INFO server has no uptime_in_seconds")
+	return 0, false, fmt.Errorf("reading how long Redis has been up: INFO server has no uptime_in_seconds")
 }
 
 // JoinedYoungServer reports the Redis server's uptime when Join waited for

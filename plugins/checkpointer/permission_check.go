@@ -2,6 +2,7 @@ package checkpointer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -14,7 +15,7 @@ import (
 // (docs/deploy.md, config/deploy/redis-acl.conf).
 var inputScripts = []string{"acquire", "renew", "renew_all", "release", "commit", "close", "closed", "reseed", "leases",
 	"heartbeat", "live_members", "remove_member", "request_handoff", "handoff_requests", "publish_progress",
-	"join", "stream_created", "prune", "discovery_claim", "discovery_publish", "discovery_forget", "prune_stream", "delivered",
+	"join", "stream_created", "prune", "discovery_claim", "discovery_publish", "discovery_forget", "discovery_fence", "prune_stream", "delivered",
 	"groups", "heartbeats", "renew_streams", "publish_progresses", "round"}
 
 // permissionsScript: KEYS scratch hash, set and sorted set; ARGV command
@@ -102,4 +103,54 @@ func toAnys(ss []string) []any {
 		out[i] = v
 	}
 	return out
+}
+
+// discoveryScripts are the scripts the group's stream discovery runs on its
+// hash (discovery.go); ReadDiscovery reads it with HGETALL besides.
+var discoveryScripts = []string{"discovery_claim", "discovery_publish", "discovery_renew", "discovery_forget", "discovery_fence"}
+
+// CheckDiscoveryPermissions tries every command the group's stream
+// discovery runs, on scratch keys beside the group's discovery hash (its
+// hash tag {<group>}, not a stream's {<group>:<stream>}), so that an input
+// whose `streams` has a pattern fails its connection when the Redis user
+// may not reach that hash, naming the key pattern to add, rather than
+// having every discovery round refused while nothing is read.
+func (c *Checkpointer) CheckDiscoveryPermissions(ctx context.Context) error {
+	base := c.cfg.KeyPrefix + ":{" + c.cfg.Group + "}:permission-check:"
+	commands := scriptCommands(discoveryScripts)
+	if !slices.Contains(commands, "HGETALL") {
+		commands = append(commands, "HGETALL")
+	}
+	refused, err := permissionsScript.Run(ctx, c.client, []string{base + "hash", base + "set", base + "zset"}, toAnys(commands)...).StringSlice()
+	if err != nil {
+		var pe *PermissionError
+		if errors.As(err, &pe) && pe.Key {
+			return fmt.Errorf("checking the Redis user's permissions on the group's discovery hash %s (streams has a pattern): the user's key patterns do not cover it; add the key pattern ~%s to the user (%s): %w",
+				c.DiscoveryKey(), discoveryKeyPattern(c.cfg.KeyPrefix, c.cfg.Group), aclDocs, err)
+		}
+		return fmt.Errorf("checking the Redis user's permissions on the group's discovery hash %s: %w", c.DiscoveryKey(), err)
+	}
+	if len(refused) > 0 {
+		return &PermissionError{Command: strings.Join(refused, ", "), Reply: fmt.Errorf("checked at the start, for the group's stream discovery, on %s*", base)}
+	}
+	return nil
+}
+
+// discoveryKeyPattern is the ACL key pattern of a group's discovery hash,
+// with the glob characters of the prefix and the group escaped.
+func discoveryKeyPattern(prefix, group string) string {
+	return aclGlobEscape(prefix) + ":{" + aclGlobEscape(group) + "}:*"
+}
+
+// aclGlobEscape escapes the characters a Redis ACL key pattern (a glob)
+// treats specially.
+func aclGlobEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -154,9 +154,22 @@ func (h *permissionHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return err
 		}
 		cmd.SetErr(pe)
-		h.report(pe)
+		if ctx.Value(optionalPermission{}) == nil {
+			h.report(pe)
+		}
 		return pe
 	}
+}
+
+// optionalPermission marks a context whose commands the Redis user may
+// lack without harm (withOptionalPermission).
+type optionalPermission struct{}
+
+// withOptionalPermission returns ctx for a command whose refusal its caller
+// handles (INFO server in Join): the refusal is still a PermissionError,
+// but the hook does not log it at ERROR.
+func withOptionalPermission(ctx context.Context) context.Context {
+	return context.WithValue(ctx, optionalPermission{}, true)
 }
 
 func (h *permissionHook) report(pe *PermissionError) {

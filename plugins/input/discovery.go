@@ -56,17 +56,15 @@ func streamsLintChecks() []lintrule.Check {
 }
 
 // followStreams starts the session's discovery when `streams` holds a
-// pattern; session.stop ends it before the consumer stops.
+// pattern; session.stop tells it to end as the consumer stops.
 func (k *kinesisInput) followStreams(s *session, api streams.API) {
 	if !k.conf.Consumer.FollowStreams {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	s.stopFollow = func() {
-		cancel()
-		wg.Wait()
-	}
+	done := make(chan struct{})
+	s.endFollow, s.followDone = cancel, done
 	lister := streams.NewLister(api, k.conf.Consumer.Backoff)
 	// Listing and following run apart: adding many streams (each
 	// described, then joined) can take longer than an interval, and the
@@ -112,6 +110,10 @@ func (k *kinesisInput) followStreams(s *session, api streams.API) {
 			t.Reset(k.conf.Streams.Interval)
 		}
 	})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
 }
 
 // discoverRound runs one round of the group's discovery and returns the

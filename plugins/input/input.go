@@ -207,6 +207,15 @@ func (k *kinesisInput) connectLocked(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("connecting to the checkpoint store (Redis): %w", err)
 	}
+	// Each stream's store checks its keys when it joins; the group's
+	// discovery hash, which only a pattern of streams needs, is checked
+	// here, before anything is read.
+	if k.conf.Consumer.FollowStreams {
+		if err := ckpt.CheckDiscoveryPermissions(ctx); err != nil {
+			_ = ckpt.Close()
+			return fmt.Errorf("connecting to the checkpoint store (Redis): %w", err)
+		}
+	}
 	awsCfg, err := k.conf.AWS.LoadLogged(ctx, k.log)
 	if err != nil {
 		_ = ckpt.Close()

@@ -34,8 +34,10 @@ const closeGrace = 5 * time.Second
 type session struct {
 	cons *coordinator.Consumer
 	ckpt *checkpointer.Checkpointer
-	// stopFollow ends the stream discovery (discovery.go); nil without.
-	stopFollow func()
+	// endFollow tells the stream discovery (discovery.go) to end, and
+	// followDone is closed once it has; both nil without discovery.
+	endFollow  func()
+	followDone <-chan struct{}
 
 	watchOnce sync.Once
 	stopOnce  sync.Once
@@ -48,10 +50,22 @@ func (s *session) stop(ctx context.Context, timeout time.Duration) error {
 	s.stopOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		if s.stopFollow != nil {
-			s.stopFollow()
+		// The discovery is told to end, not waited for: a Follow may be
+		// removing a stream, which waits for that stream's in-flight
+		// batches up to lease.handoff_timeout. Close stops every other
+		// stream at once, beside that removal, and bounds the removal by
+		// the same deadline; waiting for it first left the other streams'
+		// readers too little time to commit and release.
+		if s.endFollow != nil {
+			s.endFollow()
 		}
 		s.stopErr = s.cons.Close(ctx)
+		if s.followDone != nil {
+			select {
+			case <-s.followDone:
+			case <-ctx.Done():
+			}
+		}
 		if err := s.ckpt.Close(); err != nil && s.stopErr == nil {
 			s.stopErr = err
 		}

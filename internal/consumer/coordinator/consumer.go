@@ -47,6 +47,10 @@ type Consumer struct {
 	// followMu serialises Follow, AddStream and RemoveStream.
 	followed map[string]*followed
 	followMu sync.Mutex
+	// removing are the followed streams being removed (follow.go), so
+	// that Close waits for them, and bounds them by its own deadline,
+	// before it cancels what every coordinator runs under.
+	removing map[*coordinator]*removal
 }
 
 // New builds a consumer. stores returns the Store of a stream given its

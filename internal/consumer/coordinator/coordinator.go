@@ -149,6 +149,12 @@ func (co *coordinator) run(ctx context.Context) {
 		}
 	}()
 	defer co.c.tally.drop(co.id)
+	// Only the run loop's balancing rounds set the stream's unowned
+	// gauge (unowned.go). A stream this instance stops reading (a stop,
+	// or a followed stream released) must not keep the last round's
+	// value, or an alert on it fires for good for a stream nobody is
+	// meant to read here.
+	defer co.c.metrics.Unowned.Set(0, co.streamName)
 	cfg := &co.c.cfg
 	co.renewal.succeeded(time.Now())
 	if co.describeLater {

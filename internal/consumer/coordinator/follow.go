@@ -220,26 +220,54 @@ func (c *Consumer) addStream(ctx context.Context, f Found) error {
 	return nil
 }
 
+// removal is a followed stream being removed: Close ends its readers when
+// it ends the other streams' (cutReaders, marksReserve before its
+// deadline, so that the marks of the leases left to lapse are still
+// written back), cuts it short at its own deadline (cancel) and waits for
+// it to end (done).
+type removal struct {
+	cutReaders context.CancelFunc
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
 // removeStream stops a followed stream gracefully. next is what replaces
 // it (its Key is empty when the stream is gone), for the log line.
 func (c *Consumer) removeStream(ctx context.Context, key string, next Found) {
+	// The hand-off's wait for in-flight batches, then a lease period for
+	// the final commits. The removal is not cancelled with ctx (a
+	// discovery that ends must not leave the stream's leases to lapse),
+	// but a Close that comes meanwhile bounds it by its own deadline
+	// (stop.go): the stop stops the other streams at once, beside this
+	// removal, rather than after it.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.HandoffTimeout+c.cfg.LeasePeriod)
+	defer cancel()
+	cut, cutReaders := context.WithCancel(sctx)
+	defer cutReaders()
 	c.mu.Lock()
 	fs, ok := c.followed[key]
+	rm := &removal{cutReaders: cutReaders, cancel: cancel, done: make(chan struct{})}
 	if ok {
 		delete(c.followed, key)
 		c.coords = slices.DeleteFunc(c.coords, func(co *coordinator) bool { return co == fs.co })
 		c.metrics.Streams.Set(int64(len(c.coords)))
+		if c.removing == nil {
+			c.removing = map[*coordinator]*removal{}
+		}
+		c.removing[fs.co] = rm
 	}
 	c.mu.Unlock()
 	if !ok {
 		return
 	}
+	defer func() {
+		c.mu.Lock()
+		delete(c.removing, fs.co)
+		c.mu.Unlock()
+		close(rm.done)
+	}()
 	began := time.Now()
-	// The same bound as the input's stop: the hand-off's wait for
-	// in-flight batches, then a grace for the final commits.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.HandoffTimeout+c.cfg.LeasePeriod)
-	defer cancel()
-	t := fs.co.shutdown(sctx)
+	t := fs.co.shutdownCut(sctx, cut)
 	why := "deleted, or no longer matching the patterns of streams and stream_tags"
 	if next.Key != "" {
 		why = fmt.Sprintf("deleted and created again (now created at %v): read again as a new stream", next.Created.UTC().Format(time.RFC3339))

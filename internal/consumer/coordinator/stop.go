@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -27,7 +28,23 @@ func (c *Consumer) Close(ctx context.Context) error {
 	c.mu.Lock()
 	coords := c.coords
 	c.coords, c.followed, c.closed = nil, nil, true
+	removing := slices.Collect(maps.Values(c.removing))
 	c.mu.Unlock()
+	// A stream being removed (follow.go) is stopping already: its
+	// readers wait for their in-flight batches as the others' are about
+	// to. It ends by this stop's deadline too, and before the run context
+	// is cancelled below, which would end its readers without a release.
+	// Its readers are ended when the other streams' are, marksReserve
+	// before the deadline, so that it too writes back the marks of the
+	// leases it leaves to lapse.
+	readersEnd, endReaders := beforeTheEnd(ctx)
+	defer endReaders()
+	for _, rm := range removing {
+		cut := context.AfterFunc(readersEnd, rm.cutReaders)
+		defer cut()
+		stop := context.AfterFunc(ctx, rm.cancel)
+		defer stop()
+	}
 	tallies := make([]stopTally, len(coords))
 	var wg sync.WaitGroup
 	for i, co := range coords {
@@ -38,6 +55,12 @@ func (c *Consumer) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	for _, rm := range removing {
+		select {
+		case <-rm.done:
+		case <-ctx.Done():
+		}
+	}
 	if coords != nil {
 		c.logStop(tallies, time.Since(began))
 		c.metrics.Streams.Set(0)
@@ -76,6 +99,13 @@ type stopTally struct {
 // final commit refused. Past ctx, readers are ended. It reports how each
 // reader ended.
 func (co *coordinator) shutdown(ctx context.Context) stopTally {
+	return co.shutdownCut(ctx, ctx)
+}
+
+// shutdownCut is shutdown whose readers are also ended when cut ends: a
+// removal that a Close bounds by its own time (follow.go, Close), the
+// rest of ctx left for keepMarks.
+func (co *coordinator) shutdownCut(ctx, cut context.Context) stopTally {
 	var tally stopTally
 	co.stopOnce.Do(func() { close(co.stopReq) })
 	select {
@@ -98,6 +128,7 @@ func (co *coordinator) shutdown(ctx context.Context) stopTally {
 	}
 	readersCtx, cancel := beforeTheEnd(ctx)
 	defer cancel()
+	defer context.AfterFunc(cut, cancel)()
 	for _, r := range co.readers {
 		select {
 		case <-r.Done():
