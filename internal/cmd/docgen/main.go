@@ -143,6 +143,15 @@ func run(out string, check bool) error {
 			return err
 		}
 	}
+	if check {
+		problems, err := checkPages(".")
+		if err != nil {
+			return fmt.Errorf("checking the docs' links and blocks: %w", err)
+		}
+		if len(problems) > 0 {
+			return fmt.Errorf("docs check:\n  %s", strings.Join(problems, "\n  "))
+		}
+	}
 	if len(stale) > 0 {
 		return fmt.Errorf("stale generated docs (run `make docs` and commit): %s", strings.Join(stale, ", "))
 	}

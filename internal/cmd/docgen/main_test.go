@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -26,4 +28,38 @@ func TestDocsCheckFailsALongFieldDescription(t *testing.T) {
 func TestFieldDescriptionsWithinTheLimit(t *testing.T) {
 	err := run(t.TempDir(), false)
 	require.NoError(t, err)
+}
+
+// Guards links and anchors that rot (a page renamed, a heading reworded)
+// and commands shown with no word on whether anything runs them: the docs
+// check names each.
+func TestDocsCheckFindsBrokenLinksAndUnmarkedBlocks(t *testing.T) {
+	root := t.TempDir()
+	write := func(p, s string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, p), []byte(s), 0o644))
+	}
+	write("README.md", "See [tuning](docs/tuning.md#sizing-memory-max_buffered_bytes), [gone](docs/gone.md), "+
+		"[bad anchor](docs/tuning.md#no-such-heading), [web](https://example.com/x.md) and `[code](nowhere.md)`.\n")
+	write("CHANGELOG.md", "# Changelog\n\n[self](#changelog)\n")
+	write("docs/tuning.md", "# Tuning\n\n## Sizing memory: `max_buffered_bytes`\n\n## Twice\n\n## Twice\n\n[second](#twice-1)\n\n"+
+		"```sh\nmake soak\n```\n\n<!-- not run: minutes -->\n```sh\nmake soak\n```\n\n<!-- run by: TestNoSuchTest -->\n```\nmake bench\n```\n\n"+
+		"<!-- run by: TestReal -->\n```sh\nmake x\n```\n\n```\nplain output\n```\n")
+	write("x_test.go", "package x\n\nfunc TestReal(t *testing.T) {}\n")
+	problems, err := checkPages(root)
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"README.md:1: link to docs/gone.md: no such file",
+		"README.md:1: link to docs/tuning.md#no-such-heading: no heading makes #no-such-heading",
+		"docs/tuning.md:11: a sh block needs `<!-- run by: TestName -->` or `<!-- not run: why -->` on the line before",
+		"docs/tuning.md:21: run by TestNoSuchTest: no such test in the repository",
+	}, problems)
+}
+
+// Guards the committed docs: every link and anchor resolves and every
+// command block is marked, as `make docs-check` requires.
+func TestCommittedDocsPassTheCheck(t *testing.T) {
+	problems, err := checkPages("../../..")
+	require.NoError(t, err)
+	assert.Empty(t, problems)
 }
