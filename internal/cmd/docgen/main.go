@@ -127,6 +127,19 @@ func run(out string, check bool) error {
 			}
 		}
 	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	msgs, err := scanMessages(root)
+	if err != nil {
+		return fmt.Errorf("reading the code's log messages: %w", err)
+	}
+	page, problems := troubleshootingPage(msgs)
+	if len(problems) > 0 {
+		return fmt.Errorf("troubleshooting:\n  %s", strings.Join(problems, "\n  "))
+	}
+	pages[filepath.Join(filepath.Dir(out), "troubleshooting.md")] = append(page, '\n')
 	var stale []string
 	for _, p := range slices.Sorted(maps.Keys(pages)) {
 		if check {
@@ -144,7 +157,7 @@ func run(out string, check bool) error {
 		}
 	}
 	if check {
-		problems, err := checkPages(".")
+		problems, err := checkPages(root)
 		if err != nil {
 			return fmt.Errorf("checking the docs' links and blocks: %w", err)
 		}

@@ -63,3 +63,44 @@ func TestCommittedDocsPassTheCheck(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, problems)
 }
+
+// Guards a WARN or ERROR added to the code without a cause and fix in
+// docs/troubleshooting.md: the docs check names it, and names an entry
+// whose message the code no longer logs.
+func TestTroubleshootingFailsAnUnlistedMessage(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range messageDirs {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, d), 0o755))
+	}
+	dir := filepath.Join(root, "plugins", "input")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.go"), []byte(`package input
+
+func f(log logger) {
+	log.Warnf("A brand new warning about shard %s", "x")
+	log.Errorf("Committing checkpoint %s failed; retrying next period: %v", "a", nil)
+	log.Debugf("not a warning")
+	_ = fmt.Errorf("an error returned, not logged")
+}
+`), 0o644))
+	msgs, err := scanMessages(root)
+	require.NoError(t, err)
+	assert.Len(t, msgs, 2)
+	_, problems := matchTroubles(msgs)
+	assert.Contains(t, problems, `plugins/input/x.go WARN "A brand new warning about shard %s" has no entry in internal/cmd/docgen/troubleshooting.go`)
+	assert.Contains(t, problems, `troubleshooting entry "Heartbeat failed" matches no message the code logs`)
+	assert.NotContains(t, strings.Join(problems, "\n"), "Committing checkpoint", "a listed message pairs with its entry")
+}
+
+// Guards the committed page: every message the code logs has its entry,
+// and docs/troubleshooting.md is what docgen writes.
+func TestTroubleshootingCoversTheCode(t *testing.T) {
+	root, err := repoRoot()
+	require.NoError(t, err)
+	msgs, err := scanMessages(root)
+	require.NoError(t, err)
+	page, problems := troubleshootingPage(msgs)
+	assert.Empty(t, problems)
+	have, err := os.ReadFile(filepath.Join(root, "docs", "troubleshooting.md"))
+	require.NoError(t, err)
+	assert.Equal(t, string(page)+"\n", string(have), "run `make docs`")
+}
