@@ -26,7 +26,10 @@ BIN         := bin/connect-kinesis
 # release archives and the image tag, and `--version` prints it.
 RELEASE     := $(shell sed -n 's/^\#\# \[\([0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*\)\].*/\1/p' CHANGELOG.md 2>/dev/null | head -1)
 COMMIT      := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-VERSION     ?= $(shell \
+# Computed once (a recursive ?= would run git at every use); `make
+# VERSION=x` or VERSION in the environment still wins.
+ifndef VERSION
+VERSION     := $(shell \
   rel='$(RELEASE)'; [ -n "$$rel" ] || { echo 0.0.0-unknown; exit; }; \
   next=$$(echo "$$rel" | awk -F. '{ print $$1 "." $$2 "." $$3 + 1 }'); \
   head=$$(git rev-parse HEAD 2>/dev/null) || { echo "$$next-dev"; exit; }; \
@@ -35,6 +38,7 @@ VERSION     ?= $(shell \
   if [ "$$base" = "$$head" ] && [ -z "$$dirty" ] && git rev-parse -q --verify "refs/tags/v$$rel" >/dev/null; then echo "$$rel"; exit; fi; \
   n=$$( [ -n "$$base" ] && git rev-list --count "$$base..HEAD" || git rev-list --count HEAD); \
   echo "$$next-dev.$$n.g$$(git rev-parse --short=12 HEAD)$$dirty")
+endif
 # DATE: the commit's time in UTC, so that `make release` builds the same
 # archives from the same commit whenever it runs (the build's own time made
 # every binary, and so every archive, differ). Without git, the time now.
