@@ -16,12 +16,29 @@
 SHELL       := /usr/bin/env bash
 GO          ?= go
 BIN         := bin/connect-kinesis
-# VERSION: the tag on HEAD without its leading v (v1.2.0 -> 1.2.0), else
-# 0.0.0-<commit>; -dirty when tracked files have uncommitted changes. It names
-# the release archives and the image tag, and `--version` prints it.
+# VERSION comes from CHANGELOG.md (docs/releasing.md): RELEASE is its newest
+# released heading (`## [0.9.0] - date`). A build of the commit tagged
+# v$(RELEASE), with no uncommitted changes, is that release: 0.9.0. Any other
+# build is a pre-release of the next patch, 0.9.1-dev.<N>.g<commit>[.dirty],
+# N the commits since the release (its tag, else the commit that added its
+# heading): it sorts above 0.9.0 and below 0.9.1 by semver, later commits
+# above earlier ones, and it is a valid OCI image tag (no `+`). It names the
+# release archives and the image tag, and `--version` prints it.
+RELEASE     := $(shell sed -n 's/^\#\# \[\([0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*\)\].*/\1/p' CHANGELOG.md 2>/dev/null | head -1)
 COMMIT      := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-DIRTY       := $(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
-VERSION     ?= $(patsubst v%,%,$(or $(shell git describe --tags --exact-match 2>/dev/null),0.0.0-$(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)))$(DIRTY)
+# Computed once (a recursive ?= would run git at every use); `make
+# VERSION=x` or VERSION in the environment still wins.
+ifndef VERSION
+VERSION     := $(shell \
+  rel='$(RELEASE)'; [ -n "$$rel" ] || { echo 0.0.0-unknown; exit; }; \
+  next=$$(echo "$$rel" | awk -F. '{ print $$1 "." $$2 "." $$3 + 1 }'); \
+  head=$$(git rev-parse HEAD 2>/dev/null) || { echo "$$next-dev"; exit; }; \
+  dirty=; git diff --quiet HEAD 2>/dev/null || dirty=.dirty; \
+  base=$$(git rev-parse -q --verify "refs/tags/v$$rel^{commit}" 2>/dev/null || git log --format=%H -S"[$$rel] - " -- CHANGELOG.md 2>/dev/null | tail -1); \
+  if [ "$$base" = "$$head" ] && [ -z "$$dirty" ] && git rev-parse -q --verify "refs/tags/v$$rel" >/dev/null; then echo "$$rel"; exit; fi; \
+  n=$$( [ -n "$$base" ] && git rev-list --count "$$base..HEAD" || git rev-list --count HEAD); \
+  echo "$$next-dev.$$n.g$$(git rev-parse --short=12 HEAD)$$dirty")
+endif
 # DATE: the commit's time in UTC, so that `make release` builds the same
 # archives from the same commit whenever it runs (the build's own time made
 # every binary, and so every archive, differ). Without git, the time now.
@@ -53,10 +70,14 @@ DIST        := dist
 PLATFORMS   := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
 .PHONY: deps-redis deps-emulators deps-prometheus
-.PHONY: all deps build test vet fmt-check unit suite-norace docs docs-check lint-examples alerts-check demo bench chaos clean \
+.PHONY: all version deps build test vet fmt-check unit suite-norace docs docs-check lint-examples alerts-check demo bench chaos clean \
 	image-deps image test-image release test-release
 
 all: build
+
+# Prints the version this checkout builds (see VERSION above).
+version:
+	@echo $(VERSION)
 
 # apt_install,<apt packages>,<what needs them>,<Homebrew formula>: installs
 # with apt-get as root; otherwise stops and names the command to run, since
@@ -189,6 +210,9 @@ test-image: deps-redis deps-emulators image
 # reproducible for a commit: entries sorted, owned by root, dated by the
 # commit.
 release:
+	@tag=$$(git describe --tags --exact-match 2>/dev/null); \
+	if [ -n "$$tag" ] && [ "$$tag" != "v$(RELEASE)" ]; then \
+	  echo "release: HEAD is tagged $$tag but CHANGELOG.md's newest release is $(RELEASE) (docs/releasing.md)" >&2; exit 1; fi
 	@rm -rf $(DIST) && mkdir -p $(DIST)
 	@set -e; mtime=@$$(git log -1 --format=%ct 2>/dev/null || date +%s); \
 	for p in $(PLATFORMS); do \

@@ -24,7 +24,7 @@ import (
 // beside three other soaks (load average up to 9): 10 records of a stream
 // created again during the drain undelivered at the end, and a duplicate
 // of a re-created stream by the same instance 29 s later outside every
-// window (docs/reliability.md, open). Switch it on once that is explained.
+// window (docs/data/soak-runs.md, open). Switch it on once that is explained.
 func ciSoakClasses() []string {
 	var out []string
 	for _, c := range chaos.DefaultClasses() {

@@ -60,8 +60,13 @@ func resolveBuild(b build, info *debug.BuildInfo) build {
 	if b.Date == "" {
 		b.Date = "unknown"
 	}
+	if b.Version == "" && info != nil && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		// `go install .../cmd/connect-kinesis@v0.9.0` records the module's
+		// version; a plain `go build` in a checkout records a pseudo-version.
+		b.Version = strings.TrimPrefix(info.Main.Version, "v")
+	}
 	if b.Version == "" {
-		// No release tag: a pre-release of 0.0.0 naming the commit, which
+		// No version at all: a pre-release of 0.0.0 naming the commit, which
 		// sorts below every release.
 		b.Version = "0.0.0-" + shortCommit(b.Commit)
 	}

@@ -59,6 +59,12 @@ func TestVersionWithoutTag(t *testing.T) {
 	assert.Equal(t, "2026-12-01T00:00:00Z", b.Date)
 	assert.Equal(t, "v4.60.0", b.Benthos)
 	assert.Equal(t, "9.9.9", resolveBuild(build{Version: "9.9.9"}, info).Version, "a tag wins")
+
+	// Guards a `go install ...@v0.9.0` binary that printed 0.0.0-<commit>:
+	// the module version Go recorded names the release.
+	info.Main = debug.Module{Path: "github.com/connect-kinesis/connect-kinesis", Version: "v0.9.0"}
+	assert.Equal(t, "0.9.0", resolveBuild(build{}, info).Version)
+	assert.Equal(t, "9.9.9", resolveBuild(build{Version: "9.9.9"}, info).Version, "the Makefile's version wins")
 }
 
 func TestWantsVersion(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The soak's fault classes (docs/reliability.md describes each).
+// The soak's fault classes (docs/data/soak-runs.md, "The soak", describes each).
 const (
 	ClassKill         = "kill"          // SIGKILL an instance, start it again 1-5 s later
 	ClassTerm         = "term"          // SIGTERM an instance, start it again 1-20 s later (scale-in and back)

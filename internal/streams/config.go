@@ -70,7 +70,7 @@ func Fields() []*service.ConfigField {
 			LintRule(lintrule.Duration(FieldDiscoveryInterval, DefaultDiscoveryInterval.String())).
 			Default(DefaultDiscoveryInterval.String()).Advanced(),
 		service.NewStringEnumField(FieldNewStreamStart, NewStreamTrimHorizon, NewStreamLatest, NewStreamAsStart).
-			Description("Where a stream that a pattern finds after the group's first listing starts: `trim_horizon` (its oldest record: a stream created while the group runs is read from its first record, whatever `start_position` says of the streams the group began with), `latest` (records written from the time the group first takes one of its shards), or `start_position` (as `start_position` and `start_timestamp` say). Streams of the group's first listing, and streams named without a pattern, start at `start_position`. Decided once per stream per group, and kept in Redis.").
+			Description("`trim_horizon` (the default): a stream a pattern finds after the group's first listing is read from its first record. `latest`: from when the group first takes one of its shards; `start_position`: as `start_position` says. Streams of the first listing, and streams named without a pattern, use `start_position`. Decided once per stream and kept in Redis. See [tuning](../../tuning.md#new_stream_start_position-input).").
 			Default(NewStreamTrimHorizon).Advanced(),
 		service.NewDurationField(FieldDeletedRetention).
 			Description("How long the checkpoints of a stream that was deleted or stopped matching are kept in Redis after the group released it. A stream that matches again within this time resumes from its checkpoints; after it the keys are deleted. A stream deleted and created again under the same name is a new stream, whatever this says: it starts at `new_stream_start_position`, never from the deleted stream's checkpoints.").
@@ -80,7 +80,7 @@ func Fields() []*service.ConfigField {
 }
 
 // StreamsDescription is the description of the input's `streams` field.
-const StreamsDescription = "The streams to read, by name or by ARN, or by a pattern of names with `*` (any characters) and `?` (one character), e.g. `tenant-*`. A name and the ARN of the same stream share checkpoints (they are keyed by the ARN). A stream named without a pattern is read from the start, as a fixed list is. Streams that match a pattern (and `stream_tags`) are found every `stream_discovery_interval` and read as they appear; a stream that is deleted or stops matching is released: its readers finish with a final commit, and its checkpoints are kept for `deleted_stream_retention`. A stream deleted and created again under its name is read as a new stream."
+const StreamsDescription = "The streams to read, by name, by ARN, or by a pattern of names with `*` and `?` (e.g. `tenant-*`). A name and the ARN of one stream share checkpoints. Streams matching a pattern (or `stream_tags`) are found every `stream_discovery_interval`; a stream deleted or no longer matching is released, and its checkpoints are kept for `deleted_stream_retention`. See [tuning](../../tuning.md#streams-input)."
 
 // ConfigFromParsed reads the discovery fields next to the given entries of
 // `streams` (the input reads that field itself).

@@ -80,7 +80,7 @@ func Fields() []*service.ConfigField {
 				// fails at start. The URL field's own scrubber hides a URL
 				// that holds a password.
 				service.NewURLField(FieldRedisURL).
-					Description("The Redis URL, e.g. `redis://localhost:6379`, `redis://:password@host:6379/0`, or `rediss://user:${REDIS_PASSWORD}@redis.internal:6380/0` for TLS. Required, with no example written by `create`: `lint` refuses it empty. Credentials go in the URL: it is never logged, errors name this field instead, and `echo` prints a URL with a password in its userinfo as `!!!SECRET_SCRUBBED!!!`; `echo` resolves environment variables and prints a password in the query (a Sentinel URL's `?password=`, the master's) as it is, so do not share `echo`'s output of such a config. The input's own logs and errors hide both. For `cluster` and `failover` name further nodes with `addr` query parameters: `redis://host1:6379?addr=host2:6379&addr=host3:6379`.").
+					Description("The Redis URL, e.g. `redis://localhost:6379`, or `rediss://user:${REDIS_PASSWORD}@redis.internal:6380/0` for TLS. Required: `lint` refuses it empty. Credentials go in the URL; the input never logs it, but `echo` prints a password in the query as it is. For `cluster` and `failover`, name further nodes with `addr` query parameters: `redis://host1:6379?addr=host2:6379`. See [tuning](../../tuning.md#checkpointredisurl-input).").
 					LintRule(lintRedisURL),
 				service.NewStringEnumField(FieldRedisKind, KindSimple, KindCluster, KindFailover).
 					Description("How to reach Redis: `simple` (one server), `cluster` (Redis Cluster) or `failover` (Sentinel; the URL names the sentinels and `master` the monitored master).").
@@ -91,7 +91,7 @@ func Fields() []*service.ConfigField {
 				service.NewTLSToggledField(FieldRedisTLS).
 					Description("Custom TLS settings. When disabled, a `rediss://` URL still uses TLS with the system's roots."),
 				service.NewIntField(FieldMinReplicasToAck).
-					Description("How many replicas must acknowledge (Redis `WAIT`) each checkpoint commit and each shard close before it counts as done, so that a failover to a replica cannot lose the closed shard that lets a child shard be read, nor move a checkpoint back. A write not acknowledged within `replica_ack_timeout` is retried. -1 (the default) chooses automatically: 1 with `kind: failover` or `cluster` if the master has a connected replica (asked again every 30s and after a write falls short), 0 otherwise. 0 never waits.").
+					Description("-1 (the default): automatic, 1 with `kind: failover` or `cluster` when the master has a connected replica, else 0. How many replicas must acknowledge (Redis `WAIT`) each checkpoint commit and shard close, so that a failover cannot move a checkpoint back or lose a closed shard. 0 never waits; a write not acknowledged within `replica_ack_timeout` is retried. See [tuning](../../tuning.md#checkpointredismin_replicas_to_ack-input).").
 					// A default rather than an optional field with an example:
 					// `create` writes an optional field's first example, and a
 					// written 1 made every commit against a Redis without
@@ -123,11 +123,11 @@ func Fields() []*service.ConfigField {
 				LintRule(lintrule.Duration(fieldPathRebalance, DefaultRebalancePeriod.String())).
 				Default(DefaultRebalancePeriod.String()).Advanced(),
 			service.NewDurationField(FieldHandoffTimeout).
-				Description("How long an instance handing a shard over (to a member that asked for it, or because it is stopping) waits for in-flight messages to be acknowledged before it commits what was acknowledged and releases the lease anyway. A stop starts this wait at the signal, whether or not the output ever answers. A hand-off to another member tries its final commit for up to this long again; one that never lands is given up with an error, and the lease lapses after `period`.").
+				Description("10s (the default): how long an instance handing a shard over (asked for it, or stopping) waits for in-flight messages to be acknowledged before it commits what was acknowledged and releases the lease anyway. A final commit that never lands is given up with an error, and the lease lapses after `period`. See [tuning](../../tuning.md#leasehandoff_timeout-input).").
 				LintRule(lintrule.Duration(fieldPathHandoffTimout, DefaultHandoffTimeout.String())).
 				Default(DefaultHandoffTimeout.String()).Advanced(),
 			service.NewStringEnumField(FieldBalance, string(consumer.BalanceLoad), string(consumer.BalanceCount)).
-				Description("What balancing evens out between the instances of the group. `load`: the bytes per second each instance reads, as the owners measure and publish it with their lease renewals; an instance below the fair load (the group's total divided by the instances) asks the busiest instance for the shard whose move best evens the two out, only while the busiest reads more than 1.25 times the fair load (or the asking one less than the fair load divided by 1.25), and after any move the group waits six `rebalance_period`s (at least two `period`s) before load moves anything again, so shards do not bounce. Use it when traffic is uneven over the shards (a few hot partition keys). `count`: the number of shards each instance reads, whatever their traffic. Either way free shards are taken up to the fair share by count, and a round where some instance publishes no load (an older release) or nothing is read balances by count.").
+				Description("`load` (the default): the instances even out the bytes per second they read, moving a shard only while the busiest reads over 1.25 times the fair share, then waiting six `rebalance_period`s. Use it when traffic is uneven over the shards. `count`: even out the number of shards. Either way free shards are taken up to the fair share by count. See [tuning](../../tuning.md#leasebalance-input).").
 				Default(DefaultBalance).Advanced(),
 			service.NewStringField(FieldInstanceID).
 				Description("This instance's name in the group, shown as the owner of its leases by `connect-kinesis checkpoints show` and in logs. Empty uses host name, process id and a random suffix. Set it to something that names the running copy, e.g. the Kubernetes pod name (`${POD_NAME}`); it must be unique among the running instances of the group, since two instances with one name would both believe they own the same shards.").

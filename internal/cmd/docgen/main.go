@@ -43,6 +43,24 @@ var metricsOf = map[string][]metricsdoc.Metric{
 	"outputs/kinesis": metricsdoc.Output,
 }
 
+// maxFieldWords is the most words a field's description may hold
+// (docs/decisions.md, "Field docs of at most 80 words"): the default's
+// meaning and when to change it, then a link to the guide that explains
+// more. A longer one fails `make docs` and `make docs-check`.
+const maxFieldWords = 80
+
+// longFields names every field of data whose description is over
+// maxFieldWords, with its count.
+func longFields(kind, name string, data service.TemplateDataPlugin) []string {
+	var long []string
+	for _, f := range data.Fields {
+		if n := len(strings.Fields(f.Description)); n > maxFieldWords {
+			long = append(long, fmt.Sprintf("%s %s field %s: %d words", kind, name, f.FullName, n))
+		}
+	}
+	return long
+}
+
 func main() {
 	out := flag.String("out", "docs/components", "folder to write pages into")
 	check := flag.Bool("check", false, "compare with the pages on disk instead of writing; exit 1 when any differs")
@@ -67,6 +85,7 @@ func run(out string, check bool) error {
 	}
 	pages := map[string][]byte{}
 	var renderErr error
+	var tooLong []string
 	render := func(kind string) func(name string, view *service.ConfigView) {
 		return func(name string, view *service.ConfigView) {
 			if !slices.Contains(ours[kind], name) || renderErr != nil {
@@ -77,6 +96,7 @@ func run(out string, check bool) error {
 				renderErr = fmt.Errorf("reading the spec of %s %s: %w", kind, name, err)
 				return
 			}
+			tooLong = append(tooLong, longFields(kind, name, data)...)
 			var buf bytes.Buffer
 			if err := tmpl.Execute(&buf, struct {
 				Kind    string
@@ -96,6 +116,10 @@ func run(out string, check bool) error {
 	if renderErr != nil {
 		return renderErr
 	}
+	if len(tooLong) > 0 {
+		return fmt.Errorf("field descriptions over %d words (move the detail to the guide the field links to):\n  %s",
+			maxFieldWords, strings.Join(tooLong, "\n  "))
+	}
 	for kind, names := range ours {
 		for _, name := range names {
 			if _, ok := pages[filepath.Join(out, kind, name+".md")]; !ok {
@@ -103,6 +127,19 @@ func run(out string, check bool) error {
 			}
 		}
 	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	msgs, err := scanMessages(root)
+	if err != nil {
+		return fmt.Errorf("reading the code's log messages: %w", err)
+	}
+	page, problems := troubleshootingPage(msgs)
+	if len(problems) > 0 {
+		return fmt.Errorf("troubleshooting:\n  %s", strings.Join(problems, "\n  "))
+	}
+	pages[filepath.Join(filepath.Dir(out), "troubleshooting.md")] = append(page, '\n')
 	var stale []string
 	for _, p := range slices.Sorted(maps.Keys(pages)) {
 		if check {
@@ -117,6 +154,15 @@ func run(out string, check bool) error {
 		}
 		if err := os.WriteFile(p, pages[p], 0o644); err != nil {
 			return err
+		}
+	}
+	if check {
+		problems, err := checkPages(root)
+		if err != nil {
+			return fmt.Errorf("checking the docs' links and blocks: %w", err)
+		}
+		if len(problems) > 0 {
+			return fmt.Errorf("docs check:\n  %s", strings.Join(problems, "\n  "))
 		}
 	}
 	if len(stale) > 0 {

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Guards field docs that grew into essays (max_buffered_bytes held 518
+// words): the docs check names every description over the limit.
+func TestDocsCheckFailsALongFieldDescription(t *testing.T) {
+	data := service.TemplateDataPlugin{Fields: []service.TemplateDataPluginField{
+		{FullName: "short", Description: "Bounds the bytes in flight. See [the guide](x.md)."},
+		{FullName: "long", Description: strings.Repeat("word ", maxFieldWords+1)},
+		{FullName: "exact", Description: strings.Repeat("word ", maxFieldWords)},
+	}}
+	assert.Equal(t, []string{"inputs kinesis field long: 81 words"}, longFields("inputs", "kinesis", data))
+}
+
+// Guards this project's own specs: every field of the input, the output
+// and the metrics exporter stays within the limit, so `make docs-check`
+// passes on the committed specs.
+func TestFieldDescriptionsWithinTheLimit(t *testing.T) {
+	err := run(t.TempDir(), false)
+	require.NoError(t, err)
+}
+
+// Guards links and anchors that rot (a page renamed, a heading reworded)
+// and commands shown with no word on whether anything runs them: the docs
+// check names each.
+func TestDocsCheckFindsBrokenLinksAndUnmarkedBlocks(t *testing.T) {
+	root := t.TempDir()
+	write := func(p, s string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, p), []byte(s), 0o644))
+	}
+	write("README.md", "See [tuning](docs/tuning.md#sizing-memory-max_buffered_bytes), [gone](docs/gone.md), "+
+		"[bad anchor](docs/tuning.md#no-such-heading), [web](https://example.com/x.md) and `[code](nowhere.md)`.\n")
+	write("CHANGELOG.md", "# Changelog\n\n[self](#changelog)\n")
+	write("docs/tuning.md", "# Tuning\n\n## Sizing memory: `max_buffered_bytes`\n\n## Twice\n\n## Twice\n\n[second](#twice-1)\n\n"+
+		"```sh\nmake soak\n```\n\n<!-- not run: minutes -->\n```sh\nmake soak\n```\n\n<!-- run by: TestNoSuchTest -->\n```\nmake bench\n```\n\n"+
+		"<!-- run by: TestReal -->\n```sh\nmake x\n```\n\n```\nplain output\n```\n")
+	write("x_test.go", "package x\n\nfunc TestReal(t *testing.T) {}\n")
+	problems, err := checkPages(root)
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"README.md:1: link to docs/gone.md: no such file",
+		"README.md:1: link to docs/tuning.md#no-such-heading: no heading makes #no-such-heading",
+		"docs/tuning.md:11: a sh block needs `<!-- run by: TestName -->` or `<!-- not run: why -->` on the line before",
+		"docs/tuning.md:21: run by TestNoSuchTest: no such test in the repository",
+	}, problems)
+}
+
+// Guards the committed docs: every link and anchor resolves and every
+// command block is marked, as `make docs-check` requires.
+func TestCommittedDocsPassTheCheck(t *testing.T) {
+	problems, err := checkPages("../../..")
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+}
+
+// Guards a WARN or ERROR added to the code without a cause and fix in
+// docs/troubleshooting.md: the docs check names it, and names an entry
+// whose message the code no longer logs.
+func TestTroubleshootingFailsAnUnlistedMessage(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range messageDirs {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, d), 0o755))
+	}
+	dir := filepath.Join(root, "plugins", "input")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.go"), []byte(`package input
+
+func f(log logger) {
+	log.Warnf("A brand new warning about shard %s", "x")
+	log.Errorf("Committing checkpoint %s failed; retrying next period: %v", "a", nil)
+	log.Debugf("not a warning")
+	_ = fmt.Errorf("an error returned, not logged")
+}
+`), 0o644))
+	msgs, err := scanMessages(root)
+	require.NoError(t, err)
+	assert.Len(t, msgs, 2)
+	_, problems := matchTroubles(msgs)
+	assert.Contains(t, problems, `plugins/input/x.go WARN "A brand new warning about shard %s" has no entry in internal/cmd/docgen/troubleshooting.go`)
+	assert.Contains(t, problems, `troubleshooting entry "Heartbeat failed" matches no message the code logs`)
+	assert.NotContains(t, strings.Join(problems, "\n"), "Committing checkpoint", "a listed message pairs with its entry")
+}
+
+// Guards the committed page: every message the code logs has its entry,
+// and docs/troubleshooting.md is what docgen writes.
+func TestTroubleshootingCoversTheCode(t *testing.T) {
+	root, err := repoRoot()
+	require.NoError(t, err)
+	msgs, err := scanMessages(root)
+	require.NoError(t, err)
+	page, problems := troubleshootingPage(msgs)
+	assert.Empty(t, problems)
+	have, err := os.ReadFile(filepath.Join(root, "docs", "troubleshooting.md"))
+	require.NoError(t, err)
+	assert.Equal(t, string(page)+"\n", string(have), "run `make docs`")
+}
