@@ -65,7 +65,7 @@ const (
 func redeliveryField() *service.ConfigField {
 	return service.NewObjectField(fieldRedelivery,
 		service.NewIntField(fieldMaxAttempts).
-			Description("How many times a record may fail on its own before it is written to `dead_letter`: the output failed it while taking others of its delivery, or it failed alone while the input showed the output up (see the poison records guide). A downstream outage fails every record and counts against none, however long it lasts: the shard waits, and only `max_record_age` dead-letters records during one. `0` retries forever: the shard waits for the record, as a record is never skipped.").
+			Description("0 (the default): a failing record is retried forever and its shard waits, as a record is never skipped. Otherwise, how many times a record may fail on its own before it goes to `dead_letter`: the output failed it while taking others of its delivery, or it failed alone while the output was seen up. A downstream outage counts against no record; only `max_record_age` dead-letters during one. See [poison records](../../poison-records.md).").
 			LintRule(lintrule.Field(lintrule.Check{
 				When:    `this.type() == "number" && this < 0`,
 				Message: `"field ` + pathMaxAttempts + `: %v must be 0 (retry forever) or more".format(this)`,
