@@ -146,13 +146,15 @@ test: deps vet fmt-check docs-check lint-examples alerts-check suite-norace simu
 # every step. make simulate [SEED=n] [DURATION=d | SCHEDULES=n] [STEPS=n]
 # runs batches of schedules for DURATION (default 10m), each batch with its
 # own seed; a failure prints the shortest schedule found and the command
-# that replays it. Known defects (simKnownDefects) fail here too.
+# that replays it (on the same build). Known defects (simKnownDefects) fail
+# here too; FIND='<kind>' fails on that known defect only, to find and
+# shrink it.
 SIM_PKG     := ./plugins/checkpointer/
 SIM_RUN     := -count=1 -run '^TestSimulateStore$$' -v $(SIM_PKG) -args -rapid.nofailfile
 SIM_MUTANTS := commit-fencing commit-forwards reseed-tie mark-fencing close-fencing gate-parents
 .PHONY: simulate simulate-ci simulate-mutants
 simulate:
-	$(GO) test -timeout 0 $(SIM_RUN) -sim.strict $(if $(SEED),-sim.seed=$(SEED)) $(if $(STEPS),-sim.steps=$(STEPS)) \
+	$(GO) test -timeout 0 $(SIM_RUN) $(if $(FIND),-sim.find='$(FIND)',-sim.strict) $(if $(SEED),-sim.seed=$(SEED)) $(if $(STEPS),-sim.steps=$(STEPS)) \
 	  $(if $(SCHEDULES),-sim.schedules=$(SCHEDULES),-sim.duration=$(or $(DURATION),10m))
 
 # The CI slice, without the race detector (`make unit` runs a few hundred
