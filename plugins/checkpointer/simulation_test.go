@@ -473,6 +473,15 @@ func (m *simModel) pickHeld(t *rapid.T) (*simActor, string) {
 	return a, rapid.SampledFrom(slices.Sorted(maps.Keys(a.held))).Draw(t, "held shard")
 }
 
+// drop forgets a held shard; its lease stays among the past ones, which a
+// stale call may still present.
+func (a *simActor) drop(shard string) {
+	if h := a.held[shard]; h != nil {
+		a.past = append(a.past, simLate{lease: h.lease, pos: h.pos})
+	}
+	delete(a.held, shard)
+}
+
 // seen notes a FORGOT answer; the consumer re-seeds on it.
 func (a *simActor) seen(err error) error {
 	if errors.Is(err, consumer.ErrStoreForgot) {
@@ -675,7 +684,7 @@ func (m *simModel) renewActor(a *simActor) {
 		a.held[l.Shard].lease = l
 	}
 	for _, s := range lost {
-		delete(a.held, s)
+		a.drop(s)
 	}
 	m.logf("%s renewed %d, lost %v", a.name, len(renewed), lost)
 }
@@ -708,7 +717,7 @@ func (m *simModel) deliverShard(t *rapid.T, a *simActor, shard string, n int) {
 	if a.seen(err) != nil || len(fenced) > 0 {
 		m.logf("%s mark %s %d: fenced %v err %v", a.name, shard, to, fenced, err)
 		if len(fenced) > 0 {
-			delete(a.held, shard)
+			a.drop(shard)
 		}
 		return
 	}
@@ -765,7 +774,7 @@ func (m *simModel) commitShard(t *rapid.T, a *simActor, shard string) {
 		h.committed = h.pos
 		a.committed[shard] = h.pos
 	case errors.Is(err, consumer.ErrLeaseLost):
-		delete(a.held, shard)
+		a.drop(shard)
 	default:
 		a.seen(err)
 	}
@@ -798,10 +807,10 @@ func (m *simModel) closeHeld(t *rapid.T, a *simActor, shard string) {
 	switch {
 	case err == nil:
 		a.closed[shard] = true
-		delete(a.held, shard)
+		a.drop(shard)
 		delete(a.committed, shard)
 	case errors.Is(err, consumer.ErrLeaseLost):
-		delete(a.held, shard)
+		a.drop(shard)
 	default:
 		a.seen(err)
 	}
@@ -828,7 +837,7 @@ func (m *simModel) releaseShard(t *rapid.T, a *simActor, shard string) {
 	err := a.store.Release(simCtx, h.lease)
 	m.logf("%s release %s: %v", a.name, shard, a.seen(err))
 	if err == nil || errors.Is(err, consumer.ErrLeaseLost) {
-		delete(a.held, shard)
+		a.drop(shard)
 	}
 }
 
@@ -896,7 +905,7 @@ func (m *simModel) reseedActor(_ *rapid.T, a *simActor) {
 		h.lease = l
 	}
 	for _, s := range res.Lost {
-		delete(a.held, s)
+		a.drop(s)
 	}
 	// A seeded lease neither renewed nor lost is one the script took for
 	// done (closed, or released under its token): the case of issue 59
@@ -1099,9 +1108,6 @@ func (m *simModel) lateCommit(t *rapid.T) {
 func (m *simModel) staleCall(t *rapid.T) {
 	a := m.actors[rapid.IntRange(0, len(m.actors)-1).Draw(t, "actor")]
 	what := rapid.IntRange(0, 2).Draw(t, "commit, mark or close")
-	for _, s := range slices.Sorted(maps.Keys(a.held)) {
-		a.past = append(a.past, simLate{lease: a.held[s].lease, pos: a.held[s].pos})
-	}
 	if len(a.past) == 0 {
 		return
 	}
