@@ -1115,7 +1115,12 @@ func (m *simModel) staleCall(t *rapid.T) {
 	if a.held[l.lease.Shard] != nil && a.held[l.lease.Shard].lease.Token == l.lease.Token {
 		return // still held: not stale
 	}
+	// The position presented is past the stored one, so that a call that
+	// lands shows: fenced, none may.
 	shard, pos := l.lease.Shard, max(l.pos, 1)
+	if ck, err := strconv.Atoi(m.rawCkpt(shard)); err == nil {
+		pos = max(pos, ck+1)
+	}
 	before, ckBefore, markBefore, wasClosed := m.rawLease(shard), m.rawCkpt(shard), m.rawMark(shard), m.rawClosed(shard)
 	var err error
 	switch what {
