@@ -2,5 +2,6 @@
 
 package checkpointer
 
-// simDefaultSchedules is the CI slice's count without the race detector.
-const simDefaultSchedules = 300
+// simDefaultSchedules is the count of a plain `go test` of the package;
+// `make simulate-ci` runs more (-sim.schedules).
+const simDefaultSchedules = 100
