@@ -157,7 +157,7 @@ simulate:
 	$(GO) test -timeout 0 $(SIM_RUN) $(if $(FIND),-sim.find='$(FIND)',-sim.strict) $(if $(SEED),-sim.seed=$(SEED)) $(if $(STEPS),-sim.steps=$(STEPS)) \
 	  $(if $(SCHEDULES),-sim.schedules=$(SCHEDULES),-sim.duration=$(or $(DURATION),10m))
 
-# The CI slice, without the race detector (`make unit` runs a few hundred
+# The CI slice, without the race detector (`make unit` runs 40 schedules
 # schedules under it): it prints schedules per second.
 simulate-ci:
 	$(GO) test -timeout 10m $(SIM_RUN) -sim.schedules=$(or $(SCHEDULES),1000) | grep -E 'store simulation|^(ok|FAIL|---)'
