@@ -160,7 +160,7 @@ simulate:
 # The CI slice, without the race detector (`make unit` runs 40 schedules
 # under it): it prints schedules per second.
 simulate-ci:
-	set -o pipefail; $(GO) test -timeout 10m $(SIM_RUN) -sim.schedules=$(or $(SCHEDULES),1000) | grep -E 'store simulation|^(ok|FAIL|---)'
+	set -o pipefail; $(GO) test -timeout 10m $(SIM_RUN) -sim.schedules=$(or $(SCHEDULES),1000) | grep -v '\[rapid\] draw'
 
 # Each guard of SIM_MUTANTS switched off in turn (the `mutant` build tag,
 # plugins/checkpointer/mutant.go, coordinator/mutant.go): the simulation
