@@ -61,7 +61,7 @@ var scripts = map[string]embeddedScript{}
 // own copy (Script.Run falls back to EVAL once), which costs nothing else:
 // a script's behaviour depends only on its source.
 func newScript(name string) *redis.Script {
-	src := "\n" + luaPrelude + "\n" + luaFields.Replace(readLua(name))
+	src := mutate(name, "\n"+luaPrelude+"\n"+luaFields.Replace(readLua(name)))
 	s := redis.NewScript(src)
 	scripts[name] = embeddedScript{src: src, script: s}
 	return s

@@ -18,7 +18,7 @@ func readyShards(listed map[string]consumer.Shard, closed map[string]bool) []str
 			continue
 		}
 		ok := true
-		for _, p := range s.Parents() {
+		for _, p := range gatedParents(s) {
 			if _, stillListed := listed[p]; stillListed && !closed[p] {
 				ok = false
 				break
@@ -30,4 +30,10 @@ func readyShards(listed map[string]consumer.Shard, closed map[string]bool) []str
 	}
 	slices.Sort(ready)
 	return ready
+}
+
+// ReadyShards is the gate readyShards applies, for the store simulation
+// (plugins/checkpointer), which takes shards by the coordinator's rule.
+func ReadyShards(listed map[string]consumer.Shard, closed map[string]bool) []string {
+	return readyShards(listed, closed)
 }

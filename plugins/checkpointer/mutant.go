@@ -1,0 +1,44 @@
+//go:build mutant
+
+package checkpointer
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// MutantEnv names the guard a `mutant` build switches off (`make
+// simulate-mutants`): one of the keys of luaMutants, or a Go guard another
+// package reads from the same variable.
+const MutantEnv = "CONNECT_KINESIS_MUTANT"
+
+// luaMutants are the guards of the scripts a mutant build can switch off:
+// per guard, the script and the exact text replaced. A replacement whose
+// text is not found panics, so a guard that moved is noticed, not silently
+// left on.
+var luaMutants = map[string]struct{ script, from, to string }{
+	// The commit's fencing: a commit lands whoever holds the lease.
+	"commit-fencing": {"commit", "if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then", "if false then"},
+	// The checkpoint never moves backwards: a commit of an older position
+	// replaces a newer one.
+	"commit-forwards": {"commit", "if ok and cmp_pos(ARGV[4], cur) <= 0 then", "if false then"},
+	// The tie rule: an equal token of another owner, handed out from the
+	// group record a re-seed replaced, stays with that owner.
+	"reseed-tie": {"reseed", "or (won and tok == want)", ""},
+	// The redelivery mark's fencing: any instance raises the mark.
+	"mark-fencing": {"delivered", "if not held(leases[j], ARGV[i + 1]) then", "if false then"},
+	// The close's fencing: a close by an instance that lost the lease lands.
+	"close-fencing": {"close", "if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then return 0 end", ""},
+}
+
+func mutate(name, src string) string {
+	m, ok := luaMutants[os.Getenv(MutantEnv)]
+	if !ok || m.script != name {
+		return src
+	}
+	if !strings.Contains(src, m.from) {
+		panic(fmt.Sprintf("mutant %s: %q not found in %s.lua", os.Getenv(MutantEnv), m.from, name))
+	}
+	return strings.Replace(src, m.from, m.to, 1)
+}
