@@ -34,6 +34,9 @@ const closeGrace = 5 * time.Second
 type session struct {
 	cons *coordinator.Consumer
 	ckpt *checkpointer.Checkpointer
+	// claim is this process's claim on its instance id (instance.go),
+	// given up once the shards are handed off.
+	claim *checkpointer.InstanceClaim
 	// stopFollow ends the stream discovery (discovery.go); nil without.
 	stopFollow func()
 
@@ -52,6 +55,9 @@ func (s *session) stop(ctx context.Context, timeout time.Duration) error {
 			s.stopFollow()
 		}
 		s.stopErr = s.cons.Close(ctx)
+		if err := s.claim.Release(ctx); err != nil && s.stopErr == nil {
+			s.stopErr = err
+		}
 		if err := s.ckpt.Close(); err != nil && s.stopErr == nil {
 			s.stopErr = err
 		}

@@ -167,9 +167,13 @@ func (co *coordinator) stopGatedReaders(closed map[string]bool) {
 	}
 }
 
-// takeFree takes up to want ready shards that nobody else holds, skipping
+// takeFree takes up to want ready shards that nobody holds, skipping
 // those this instance just handed over, and notes each take in ev. It
-// returns how many it took.
+// returns how many it took. A live lease under this instance's own id is
+// not taken either: this instance reads none of these shards, so another
+// process holds it under the same id (the run before a restart, or a copy
+// started with the same lease.instance_id), and its lease must run out
+// first, as any other owner's (the store refuses the take too).
 func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[string]consumer.LeaseState, want int, ev *roundEvents) int {
 	took := 0
 	for _, id := range ready {
@@ -183,7 +187,7 @@ func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[
 			continue
 		}
 		ls, held := leases[id]
-		if held && !ls.Expired && ls.Owner != co.c.owner {
+		if held && !ls.Expired && ls.Owner != "" {
 			continue
 		}
 		if co.take(ctx, id) {
