@@ -95,6 +95,7 @@ func (k *kinesisInput) followStreams(s *session, api streams.API) {
 		// The group's result as last read: it re-seeds a discovery hash
 		// Redis forgot (checkpointer.DiscoverStreamsSeeded).
 		var last checkpointer.Discovery
+		var nothing noMatch
 		for {
 			select {
 			case <-ctx.Done():
@@ -102,6 +103,7 @@ func (k *kinesisInput) followStreams(s *session, api streams.API) {
 			case <-t.C:
 			}
 			if d, ok := k.discoverRound(ctx, s, lister, last); ok {
+				nothing.note(k.log, d, k.conf.Streams, time.Now())
 				last = d
 				select { // only this goroutine sends: drop the unfollowed one
 				case <-results:
