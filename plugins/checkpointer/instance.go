@@ -154,6 +154,8 @@ func (ic *InstanceClaim) keep() {
 			return
 		case <-t.C:
 		}
+		// The beat outlives the Connect that claimed the id (Release ends
+		// it), so each is bounded on its own, as a renewal is.
 		ctx, cancel := context.WithTimeout(context.Background(), period/6)
 		a, err := ic.c.runInstance(ctx, ic.id, ic.nonce, "keep")
 		cancel()
