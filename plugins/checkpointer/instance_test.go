@@ -103,3 +103,31 @@ func TestIntegrationInstanceIDIsClaimedPerProcess(t *testing.T) {
 		assert.ErrorIs(t, err, consumer.ErrLeaseLost)
 	})
 }
+
+// Guards a false refusal: a Redis restarted from an older snapshot (or a
+// replica promoted with it) holds the entry of the process that ran under
+// the id before this one (it crashed, and this one took the id over), its
+// beat a lease period old or more. No process took the id from this one,
+// yet its next beat found another nonce and stopped it with "taken over by
+// another process". A beat yields only to another process's live claim.
+func TestIntegrationInstanceClaimSurvivesAStaleEntryFromARestoredSnapshot(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	b := backend{url: r.URL(), kind: KindSimple}
+	const period = 600 * time.Millisecond
+	c := newTestCheckpointer(t, b, t.Name(), func(c *Config) { c.LeasePeriod = period })
+	running, err := c.ClaimInstance(t.Context(), "a")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = running.Release(t.Context()) })
+	// The snapshot's entry: the crashed predecessor's nonce, its last beat
+	// from before the crash (two lease periods ago).
+	require.NoError(t, c.client.HSet(t.Context(), c.InstancesKey(), "a", fmt.Sprintf("crashed|%d", time.Now().Add(-2*period).UnixMilli())).Err())
+	select {
+	case <-running.Lost():
+		t.Fatalf("the running process was told its id was taken over, by a stale entry: %v", running.Err())
+	case <-time.After(3 * period):
+	}
+	v, err := c.client.HGet(t.Context(), c.InstancesKey(), "a").Result()
+	require.NoError(t, err)
+	assert.NotContains(t, v, "crashed|", "the running process's beat replaced the stale entry")
+}
