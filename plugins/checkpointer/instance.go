@@ -24,9 +24,12 @@ import (
 //     crash, a pod rescheduled under its name) and this one takes the id
 //     over. A process that stopped gracefully gave its id up (Release),
 //     so its restart claims at once;
-//   - a beat that finds the id claimed by another nonce means this
-//     process stopped beating for a lease period (paused, cut off) and a
-//     new process took the id over: this one must stop (InstanceClaim.Lost).
+//   - a beat that finds the id claimed by another nonce beating within a
+//     lease period means this process stopped beating for a lease period
+//     (paused, cut off) and a new process took the id over: this one must
+//     stop (InstanceClaim.Lost). Another nonce whose beat lapsed is no
+//     running process (an entry Redis kept from an older snapshot): the
+//     beat writes over it.
 //
 // The leases themselves are fenced per process too: a take never takes a
 // live lease, even one held under the taker's own id (acquire.lua), so a

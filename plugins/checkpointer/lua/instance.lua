@@ -1,9 +1,11 @@
 -- KEYS[1]: the group's instances hash, id -> "<nonce>|<lastBeatMillis>".
 -- ARGV: id, nonce (this process's), period ms, mode ('claim' or 'keep').
 -- Records that the process with nonce runs under id now, unless another
--- process holds the id: on a claim, one whose last beat is within the
--- period; on a keep, any other (it claimed the id after this process's
--- beat had lapsed, so this process is the one to stop). A claim also
+-- process holds the id: one whose last beat is within the period. On a
+-- keep that one claimed the id after this process's beat had lapsed, so
+-- this process is the one to stop; another nonce with a lapsed beat is no
+-- running process (an entry from before a restart of Redis from an older
+-- snapshot, or a promoted replica), and the keep writes over it. A claim also
 -- deletes the entries of every id whose beat lapsed, so the hash holds
 -- only the running processes and those that died within a period.
 -- Returns {1, nonce, now, now} when the caller holds the id, else
@@ -21,7 +23,7 @@ local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if cur then
   local nonce, beat = string.match(cur, '^(.*)|(%d+)$')
   beat = tonumber(beat or '0')
-  if nonce ~= ARGV[2] and (ARGV[4] == 'keep' or beat > now - period) then
+  if nonce ~= ARGV[2] and beat > now - period then
     return {0, nonce or '', beat, now}
   end
 end
