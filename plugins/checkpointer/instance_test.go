@@ -131,3 +131,31 @@ func TestIntegrationInstanceClaimSurvivesAStaleEntryFromARestoredSnapshot(t *tes
 	require.NoError(t, err)
 	assert.NotContains(t, v, "crashed|", "the running process's beat replaced the stale entry")
 }
+
+// Guards the claim against Redis losing or stalling under it: a Redis
+// flushed (or restarted empty) while a process runs must not make it refuse
+// itself, and its claim must hold again against a second process; a Redis
+// that stalls for longer than a lease period is no take-over either.
+func TestIntegrationInstanceClaimOutlivesAFlushAndAStall(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	b := backend{url: r.URL(), kind: KindSimple}
+	const period = 600 * time.Millisecond
+	c := newTestCheckpointer(t, b, t.Name(), func(c *Config) { c.LeasePeriod = period })
+	running, err := c.ClaimInstance(t.Context(), "a")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = running.Release(t.Context()) })
+
+	require.NoError(t, c.client.FlushAll(t.Context()).Err())
+	require.NoError(t, c.client.Do(t.Context(), "CLIENT", "PAUSE", (2 * period).Milliseconds(), "ALL").Err())
+	select {
+	case <-running.Lost():
+		t.Fatalf("the running process was told its id was taken over: %v", running.Err())
+	case <-time.After(4 * period):
+	}
+	v, err := c.client.HGet(t.Context(), c.InstancesKey(), "a").Result()
+	require.NoError(t, err, "the beat wrote the claim back")
+	assert.NotEmpty(t, v)
+	_, err = c.ClaimInstance(t.Context(), "a")
+	require.ErrorIs(t, err, ErrInstanceIDInUse, "a second process is refused again")
+}
