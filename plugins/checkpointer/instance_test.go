@@ -147,7 +147,7 @@ func TestIntegrationInstanceClaimOutlivesAFlushAndAStall(t *testing.T) {
 	t.Cleanup(func() { _ = running.Release(t.Context()) })
 
 	require.NoError(t, c.client.FlushAll(t.Context()).Err())
-	require.NoError(t, c.client.Do(t.Context(), "CLIENT", "PAUSE", (2 * period).Milliseconds(), "ALL").Err())
+	require.NoError(t, c.client.Do(t.Context(), "CLIENT", "PAUSE", (2*period).Milliseconds(), "ALL").Err())
 	select {
 	case <-running.Lost():
 		t.Fatalf("the running process was told its id was taken over: %v", running.Err())
