@@ -18,7 +18,7 @@ import (
 	_ "github.com/redpanda-data/benthos/v4/public/components/pure"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/ops"
-	_ "github.com/connect-kinesis/connect-kinesis/plugins/input"
+	"github.com/connect-kinesis/connect-kinesis/plugins/input"
 	_ "github.com/connect-kinesis/connect-kinesis/plugins/output"
 	"github.com/connect-kinesis/connect-kinesis/plugins/prometheus"
 )
@@ -42,7 +42,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	service.RunCLI(context.Background(),
+	code, err := service.RunCLIToCode(context.Background(),
 		service.CLIOptSetBinaryName("connect-kinesis"),
 		service.CLIOptSetProductName("connect-kinesis"),
 		service.CLIOptSetVersion(b.Version, b.Date),
@@ -50,4 +50,16 @@ func main() {
 		service.CLIOptAddCommand(ops.ConsumersCommand()),
 		service.CLIOptOnLoggerInit(memLimit.log),
 	)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err.Error())
+	}
+	// An input that found its lease.instance_id held by another running
+	// process ended the pipeline: a failure (logged at ERROR), not a
+	// stream that finished, so a supervisor sees it.
+	if code == 0 && input.Refused() != nil {
+		code = 1
+	}
+	if code != 0 {
+		os.Exit(code)
+	}
 }

@@ -120,8 +120,8 @@ type LeaseState struct {
 // checkpointer (plugins/checkpointer) implements it.
 type Store interface {
 	// Acquire takes a free or expired lease, with the shard's checkpoint
-	// and the group's start; ErrLeaseHeld when another owner holds a live
-	// one. It presents the group record Join found (or, without a Join,
+	// and the group's start; ErrLeaseHeld when a live one is held, even
+	// under owner's own id (another process under the same id). It presents the group record Join found (or, without a Join,
 	// joins the group itself, creating the record if there is none); it
 	// and every other mutation return ErrStoreForgot when that record is
 	// gone or replaced.

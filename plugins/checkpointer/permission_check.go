@@ -16,7 +16,7 @@ import (
 var inputScripts = []string{"acquire", "renew", "renew_all", "release", "commit", "close", "closed", "reseed", "leases",
 	"heartbeat", "live_members", "remove_member", "request_handoff", "handoff_requests", "publish_progress",
 	"join", "stream_created", "prune", "discovery_claim", "discovery_publish", "discovery_forget", "discovery_fence", "prune_stream", "delivered",
-	"groups", "heartbeats", "renew_streams", "publish_progresses", "round"}
+	"groups", "heartbeats", "renew_streams", "publish_progresses", "round", "instance", "leave_instance"}
 
 // permissionsScript: KEYS scratch hash, set and sorted set; ARGV command
 // names. Returns the names Redis refused ("<name>?" for one it has no

@@ -84,7 +84,8 @@ func readLua(name string) string {
 // is young and not re-seeded).
 // Returns {1|0, owner, expiresAt, token, now, epoch, groupStart, checkpoint,
 // startOverride, quietMillis, delivered}: 1 when the caller holds the lease,
-// 0 with the live holder otherwise. The checkpoint, the override and the
+// 0 with the live holder otherwise (also when that holder is owner: a
+// live lease is never taken, instance.go). The checkpoint, the override and the
 // redelivery mark (” when none) come with the lease, so a take is one
 // round trip. For holdMillis after a re-seed (consumer.RestartWait: a
 // lease period and the newcomer wait), a shard whose lease the store does

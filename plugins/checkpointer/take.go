@@ -17,9 +17,10 @@ import (
 // token, and returns it with the shard's checkpoint, the start override and
 // the group's start, in one round trip (and a second, only for a shard
 // without a checkpoint, for its own start). The store's first take joins the
-// group, creating its record if there is none. A live lease of another
-// owner gives ErrLeaseHeld; one the owner already holds is renewed with its
-// token unchanged. A take whose checkpoint, start override or shard start
+// group, creating its record if there is none. A live lease gives
+// ErrLeaseHeld, whoever holds it: one held under owner's own id is another
+// process's under the same id (fencing holds per process, instance.go). A
+// take whose checkpoint, start override or shard start
 // cannot be read gives the lease back and logs an ERROR naming the field
 // and its fix (giveBack).
 func (s *Store) Acquire(ctx context.Context, shard, owner string) (consumer.Take, error) {

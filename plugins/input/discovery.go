@@ -93,6 +93,7 @@ func (k *kinesisInput) followStreams(s *session, api streams.API) {
 		// The group's result as last read: it re-seeds a discovery hash
 		// Redis forgot (checkpointer.DiscoverStreamsSeeded).
 		var last checkpointer.Discovery
+		var nothing noMatch
 		for {
 			select {
 			case <-ctx.Done():
@@ -100,6 +101,7 @@ func (k *kinesisInput) followStreams(s *session, api streams.API) {
 			case <-t.C:
 			}
 			if d, ok := k.discoverRound(ctx, s, lister, last); ok {
+				nothing.note(k.log, d, k.conf.Streams, time.Now())
 				last = d
 				select { // only this goroutine sends: drop the unfollowed one
 				case <-results:

@@ -2,6 +2,7 @@ package input
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -154,6 +155,9 @@ type kinesisInput struct {
 
 	mu   sync.Mutex
 	sess *session // nil until Connect, and again after Close
+	// refused is why the input ended for good: another process runs under
+	// its instance id (instance.go); nil otherwise.
+	refused error
 	// permanentFailures counts Connects in a row that failed for good.
 	permanentFailures int
 }
@@ -183,12 +187,17 @@ func newFromConfig(c Config, log *service.Logger, m *service.Metrics) *kinesisIn
 func (k *kinesisInput) Connect(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.sess != nil {
+	if k.sess != nil || k.refused != nil {
 		return nil
 	}
 	err := k.connectLocked(ctx)
 	if err == nil {
 		k.permanentFailures = 0
+		return nil
+	}
+	if errors.Is(err, checkpointer.ErrInstanceIDInUse) {
+		// ReadBatch ends the input: retrying would only wait again.
+		k.refuseLocked(err)
 		return nil
 	}
 	return k.connectError(err)
@@ -229,11 +238,20 @@ func (k *kinesisInput) connectLocked(ctx context.Context) error {
 		_ = ckpt.Close()
 		return err
 	}
-	if err := cons.Start(ctx); err != nil {
+	// The instance id is claimed before any stream is joined, so a second
+	// process under a running one's id takes nothing (instance.go).
+	claim, err := ckpt.ClaimInstance(ctx, cons.Owner())
+	if err != nil {
 		_ = ckpt.Close()
 		return err
 	}
-	k.sess = &session{cons: cons, ckpt: ckpt}
+	if err := cons.Start(ctx); err != nil {
+		_ = claim.Release(ctx)
+		_ = ckpt.Close()
+		return err
+	}
+	k.sess = &session{cons: cons, ckpt: ckpt, claim: claim}
+	k.watchClaim(k.sess)
 	k.followStreams(k.sess, api)
 	k.log.Debugf("Reading as group member %s", cons.Owner())
 	return nil
@@ -244,11 +262,17 @@ func (k *kinesisInput) ReadBatch(ctx context.Context) (service.MessageBatch, ser
 	s := k.sess
 	k.mu.Unlock()
 	if s == nil {
+		if k.refusal() != nil {
+			return nil, nil, service.ErrEndOfInput
+		}
 		return nil, nil, service.ErrNotConnected
 	}
 	k.watchStop(ctx, s)
-	b, err := s.cons.Next(ctx)
+	b, err := s.next(ctx)
 	if err != nil {
+		if k.refusal() != nil {
+			return nil, nil, service.ErrEndOfInput
+		}
 		return nil, nil, err
 	}
 	batch := messages(b)

@@ -34,6 +34,9 @@ const closeGrace = 5 * time.Second
 type session struct {
 	cons *coordinator.Consumer
 	ckpt *checkpointer.Checkpointer
+	// claim is this process's claim on its instance id (instance.go),
+	// given up once the shards are handed off.
+	claim *checkpointer.InstanceClaim
 	// endFollow tells the stream discovery (discovery.go) to end, and
 	// followDone is closed once it has; both nil without discovery.
 	endFollow  func()
@@ -65,6 +68,9 @@ func (s *session) stop(ctx context.Context, timeout time.Duration) error {
 			case <-s.followDone:
 			case <-ctx.Done():
 			}
+		}
+		if err := s.claim.Release(ctx); err != nil && s.stopErr == nil {
+			s.stopErr = err
 		}
 		if err := s.ckpt.Close(); err != nil && s.stopErr == nil {
 			s.stopErr = err

@@ -62,7 +62,9 @@ func (s *Store) Acquire(_ context.Context, shard, owner string) (consumer.Take, 
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	l, ok := s.LeaseMap[shard]
-	if s.Live(l, ok) && l.Owner != owner {
+	// As the Redis store's: a live lease is never taken, not even under
+	// its holder's own id (another process under the same id).
+	if s.Live(l, ok) {
 		return consumer.Take{Lease: l}, consumer.ErrLeaseHeld
 	}
 	// How long ago the previous lease ended, as the Redis store tells.

@@ -52,6 +52,7 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 	}
 	co.pruneUnlisted(ctx, closed, leases)
 	ready := readyShards(co.listed, closed)
+	co.noteReady(ready, closed)
 	co.stopGatedReaders(closed)
 	// The shares are taken over every stream the same members read
 	// (tally.go): with one stream, over its shards alone.
@@ -71,10 +72,12 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 		// shard between two members with even counts.
 		spare, allow = mine, view.givingEvensOut(co.c.owner)
 	}
-	mine -= co.handOverRequested(rd.Handoffs, spare, allow)
+	var ev roundEvents
+	mine -= co.handOverRequested(rd.Handoffs, spare, allow, &ev)
 	co.forgetOldHandOffs()
-	took := co.takeFree(ctx, ready, leases, share-mine-other.held[co.c.owner])
-	took += co.takeAsked(ctx, leases)
+	took := co.takeFree(ctx, ready, leases, share-mine-other.held[co.c.owner], &ev)
+	took += co.takeAsked(ctx, leases, &ev)
+	co.logRound(&ev)
 	mine += took
 	co.c.metrics.Owned.Set(int64(len(co.readers)), co.streamName)
 	co.reportUnowned(ready, leases)
@@ -164,9 +167,14 @@ func (co *coordinator) stopGatedReaders(closed map[string]bool) {
 	}
 }
 
-// takeFree takes up to want ready shards that nobody else holds, skipping
-// those this instance just handed over. It returns how many it took.
-func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[string]consumer.LeaseState, want int) int {
+// takeFree takes up to want ready shards that nobody holds, skipping
+// those this instance just handed over, and notes each take in ev. It
+// returns how many it took. A live lease under this instance's own id is
+// not taken either: this instance reads none of these shards, so another
+// process holds it under the same id (the run before a restart, or a copy
+// started with the same lease.instance_id), and its lease must run out
+// first, as any other owner's (the store refuses the take too).
+func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[string]consumer.LeaseState, want int, ev *roundEvents) int {
 	took := 0
 	for _, id := range ready {
 		if took >= want {
@@ -178,10 +186,12 @@ func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[
 		if _, recent := co.handedOff[id]; recent {
 			continue
 		}
-		if ls, held := leases[id]; held && !ls.Expired && ls.Owner != co.c.owner {
+		ls, held := leases[id]
+		if held && !ls.Expired && ls.Owner != "" {
 			continue
 		}
 		if co.take(ctx, id) {
+			ev.tookFrom(id, ls, held)
 			took++
 		}
 	}

@@ -84,6 +84,10 @@ type coordinator struct {
 	// last seen changing hands (its cool-down), and who held it.
 	asked, moved map[string]time.Time
 	lastOwner    map[string]string
+	// readySeen are the shards the last balancing round found ready, so
+	// that the next one says which children its parents' close made ready
+	// (roundlog.go); nil before a round saw a listing.
+	readySeen map[string]bool
 	// renewal is when renewals last succeeded and re-seeds last ran (leases.go).
 	renewal renewalState
 	// missingSince is when discovery first found the stream deleted (zero

@@ -14,15 +14,15 @@ import (
 // for (reqs, read with the round), at most spare of them, so this instance keeps at least its floor
 // share, and only those allow lets go (nil: all). A stopped reader commits
 // and releases; the requester then takes the shard. It returns how many it
-// handed over.
-func (co *coordinator) handOverRequested(reqs map[string]string, spare int, allow func(shard, requester string) bool) int {
+// handed over, and notes each in ev.
+func (co *coordinator) handOverRequested(reqs map[string]string, spare int, allow func(shard, requester string) bool, ev *roundEvents) int {
 	n := 0
 	for _, id := range slices.Sorted(maps.Keys(reqs)) {
 		r := co.readers[id]
 		if r == nil || r.Stopping() || n >= spare || (allow != nil && !allow(id, reqs[id])) {
 			continue
 		}
-		co.log.With("shard", id).Debugf("Handing the shard over to %s", reqs[id])
+		ev.handOver(id, reqs[id])
 		r.Stop()
 		co.handedOff[id] = time.Now()
 		n++

@@ -214,7 +214,7 @@ func (co *coordinator) askByLoad(ctx context.Context, v loadView) {
 // takeAsked takes the shards this instance asked for that their owners
 // have released. A request that was not answered within the hand-off
 // timeout and two rounds is dropped.
-func (co *coordinator) takeAsked(ctx context.Context, leases map[string]consumer.LeaseState) int {
+func (co *coordinator) takeAsked(ctx context.Context, leases map[string]consumer.LeaseState, ev *roundEvents) int {
 	took := 0
 	for _, id := range slices.Sorted(maps.Keys(co.asked)) {
 		if co.readers[id] != nil || time.Since(co.asked[id]) > co.c.cfg.HandoffTimeout+2*co.c.cfg.RebalancePeriod {
@@ -224,7 +224,9 @@ func (co *coordinator) takeAsked(ctx context.Context, leases map[string]consumer
 		if ls, held := leases[id]; held && !ls.Expired && ls.Owner != "" {
 			continue
 		}
+		ls, held := leases[id]
 		if _, listed := co.listed[id]; listed && co.take(ctx, id) {
+			ev.tookFrom(id, ls, held)
 			delete(co.asked, id)
 			took++
 		}

@@ -16,10 +16,12 @@ local period = tonumber(ARGV[3])
 -- released at that time), or -1 when unknown.
 local quiet = -1
 if live(owner, exp, now) then
-  if owner ~= ARGV[2] then return {0, owner, exp, tok, now, eid, gstart, '', '', -1, ''} end
-  -- The caller holds it already: a renewal, same token.
-  exp = now + period
-  redis.call('HSET', KEYS[1], ARGV[1], lease_value(owner, exp, tok))
+  -- A live lease is never taken, not even one held under the caller's own
+  -- instance id: a caller takes only shards it does not read, so such a
+  -- lease is another process's under the same id (a copy started with the
+  -- same lease.instance_id, or the run before a restart). It is taken once
+  -- it runs out, with a new token that fences that process out.
+  return {0, owner, exp, tok, now, eid, gstart, '', '', -1, ''}
 else
   -- After a re-seed, a shard the store does not know waits ARGV[6] (a
   -- lease period and the newcomer wait) for a holder that was paused or
