@@ -130,7 +130,7 @@ func Fields() []*service.ConfigField {
 				Description("`load` (the default): the instances even out the bytes per second they read, moving a shard only while the busiest reads over 1.25 times the fair share, then waiting six `rebalance_period`s. Use it when traffic is uneven over the shards. `count`: even out the number of shards. Either way free shards are taken up to the fair share by count. See [tuning](../../tuning.md#leasebalance-input).").
 				Default(DefaultBalance).Advanced(),
 			service.NewStringField(FieldInstanceID).
-				Description("This instance's name in the group, shown as the owner of its leases by `connect-kinesis checkpoints show` and in logs. Empty uses host name, process id and a random suffix. Set it to something that names the running copy, e.g. the Kubernetes pod name (`${POD_NAME}`). One process runs under a name at a time: a process started under the name of a running one logs an error naming it and stops (the binary exits with status 1); one restarted under its name right after a crash waits up to `period` for the dead one's claim to lapse. See docs/deploy.md#the-instance-id.").
+				Description("Empty (the default): host name, process id and a random suffix. This instance's name in the group, shown as its leases' owner by `checkpoints show` and in logs; e.g. the pod name (`${POD_NAME}`). One process runs under a name at a time: a second one under a running one's name logs an error and exits with status 1; a restart right after a crash waits up to `period`. See [deploy](../../deploy.md#the-instance-id).").
 				Example("${POD_NAME}").
 				LintRule(lintInstanceID).
 				Default("").Advanced(),
