@@ -115,3 +115,15 @@ func TestIsAccessDenied(t *testing.T) {
 	assert.False(t, IsAccessDenied(opErr(httpErr(400, &types.ResourceNotFoundException{}))))
 	assert.False(t, IsAccessDenied(opErr(httpErr(400, &types.ProvisionedThroughputExceededException{}))))
 }
+
+// IsNotFound knows ResourceNotFound as a call's answer and as the error a
+// subscription's stream ends with (an event-stream exception, not wrapped
+// in an HTTP response), and nothing else.
+func TestIsNotFound(t *testing.T) {
+	assert.True(t, IsNotFound(opErr(httpErr(400, &types.ResourceNotFoundException{}))), "a call's answer")
+	assert.True(t, IsNotFound(&types.ResourceNotFoundException{Message: aws.String("Shard does not exist")}), "in-stream")
+	assert.True(t, IsNotFound(fmt.Errorf("subscribing: %w", &types.ResourceNotFoundException{})), "wrapped")
+	assert.False(t, IsNotFound(opErr(httpErr(400, &types.ResourceInUseException{}))))
+	assert.False(t, IsNotFound(io.ErrUnexpectedEOF))
+	assert.False(t, IsNotFound(nil))
+}
