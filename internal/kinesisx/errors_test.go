@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -126,4 +127,15 @@ func TestIsNotFound(t *testing.T) {
 	assert.False(t, IsNotFound(opErr(httpErr(400, &types.ResourceInUseException{}))))
 	assert.False(t, IsNotFound(io.ErrUnexpectedEOF))
 	assert.False(t, IsNotFound(nil))
+}
+
+// A call its StallGuard gave up is a connection timeout, retried with
+// backoff, not the caller giving up (which its cancelled context says).
+func TestStalledCallIsTransient(t *testing.T) {
+	g := NewStallGuard(t.Context(), time.Millisecond)
+	<-g.Context().Done()
+	err := g.Done(opErr(fmt.Errorf("sending: %w", g.Context().Err())))
+	assert.ErrorIs(t, err, ErrStalled)
+	assert.Equal(t, Transient, Classify(err))
+	assert.NoError(t, NewStallGuard(t.Context(), time.Hour).Done(nil))
 }
