@@ -21,8 +21,9 @@ import (
 
 // newCoordinator describes the stream, failing with advice when it does not
 // exist or may not be read.
-func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coordinator, error) {
+func newCoordinator(ctx context.Context, c *Consumer, configured string, found bool) (*coordinator, error) {
 	co := blankCoordinator(c, configured)
+	co.found = found
 	sum, err := co.describe(ctx)
 	if err != nil {
 		if kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound {
@@ -58,9 +59,10 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 // endpoint that gives neither) it is described first, as a named stream.
 func newFoundCoordinator(ctx context.Context, c *Consumer, f Found) (*coordinator, error) {
 	if !strings.HasPrefix(f.Key, "arn:") || f.Created.IsZero() {
-		return newCoordinator(ctx, c, f.Name)
+		return newCoordinator(ctx, c, f.Name, true)
 	}
 	co := blankCoordinator(c, f.Name)
+	co.found = true
 	co.streamName, co.id, co.describeLater = f.Name, f.Key, true
 	co.setCreated(f.Created)
 	co.setRetention(0)
