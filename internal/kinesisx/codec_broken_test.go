@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -39,9 +40,12 @@ func (l *sdkLines) all() []string {
 }
 
 // cutMidBody answers 200 with a Content-Length for answer, writes half of
-// it and closes the connection: a connection reset mid-transfer.
+// it and closes the connection: a connection cut mid-transfer. The
+// request is read first, so the socket is closed, not reset for the data
+// left unread in it.
 func cutMidBody(answer string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
 		conn, buf, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			panic(http.ErrAbortHandler)
@@ -85,8 +89,12 @@ func TestRecordsCodecLeavesNoBrokenBodyForTheSDKToDrain(t *testing.T) {
 					StreamName: aws.String("s"), Records: []types.PutRecordsRequestEntry{{Data: []byte("x"), PartitionKey: aws.String("k")}},
 				}, WithRecordsCodec)
 			}
-			require.Error(t, err, "a cut answer is the call's error")
-			assert.ErrorContains(t, err, "unexpected EOF")
+			// The cut is read as an unexpected EOF, or, when net/http closed
+			// the connection first (it may, on a loopback answer that comes
+			// within microseconds of the request: codec.go, requestBody),
+			// as "use of closed network connection": a body that failed to
+			// read either way.
+			require.ErrorContains(t, err, "reading the answer", "a cut answer is the call's error")
 			assert.Empty(t, logged.all(), "the call's error says it all; the SDK warns of nothing more")
 		})
 	}
@@ -95,6 +103,7 @@ func TestRecordsCodecLeavesNoBrokenBodyForTheSDKToDrain(t *testing.T) {
 	t.Run("GetRecords timed out mid-answer", func(t *testing.T) {
 		answer := answers["GetRecords"]
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Length", fmt.Sprint(len(answer)))
 			_, _ = w.Write([]byte(answer[:len(answer)/2]))
 			http.NewResponseController(w).Flush()
@@ -110,7 +119,10 @@ func TestRecordsCodecLeavesNoBrokenBodyForTheSDKToDrain(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancel()
 		_, err := client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String("it")}, WithRecordsCodec)
-		require.ErrorIs(t, err, context.DeadlineExceeded)
+		// The body fails with the context's error, or with the connection
+		// net/http closed for it ("use of closed network connection"), as
+		// the race between the two falls.
+		require.ErrorContains(t, err, "reading the answer")
 		assert.Empty(t, logged.all(), "the call's error says it all; the SDK warns of nothing more")
 	})
 }
