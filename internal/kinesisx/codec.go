@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/http"
 
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -144,7 +145,7 @@ func (p recordsProtocol) DeserializeResponse(ctx context.Context, schema *smithy
 		// whole next to its records (codec_get.go).
 		ok, rest, err := decodeGetRecords(resp.Body, resp.ContentLength, get)
 		if err != nil {
-			return &smithy.DeserializationError{Err: fmt.Errorf("reading the answer: %w", err)}
+			return brokenBody(resp, err)
 		}
 		if ok {
 			return nil
@@ -153,7 +154,7 @@ func (p recordsProtocol) DeserializeResponse(ctx context.Context, schema *smithy
 	} else {
 		var err error
 		if body, err = readBody(resp); err != nil {
-			return &smithy.DeserializationError{Err: fmt.Errorf("reading the answer: %w", err)}
+			return brokenBody(resp, err)
 		}
 		if len(body) > 0 && decodePutRecordsOutput(body, put) {
 			return nil
@@ -171,6 +172,18 @@ func (p recordsProtocol) DeserializeResponse(ctx context.Context, schema *smithy
 	again := *resp.Response
 	again.Body = io.NopCloser(bytes.NewReader(body))
 	return p.ClientProtocol.DeserializeResponse(ctx, schema, types, &smithyhttp.Response{Response: &again}, out)
+}
+
+// brokenBody is the error of an answer whose body failed to read (the
+// connection was cut mid-answer, or the call's context ended). The body
+// is closed here, which drops its connection, and the answer is left with
+// an empty one: the SDK drains a body once its call returns, and draining
+// one that has already failed fails again, with a WARN ("failed to discard
+// remaining HTTP response body") that adds nothing to the call's error.
+func brokenBody(resp *smithyhttp.Response, err error) error {
+	_ = resp.Body.Close()
+	resp.Body = http.NoBody
+	return &smithy.DeserializationError{Err: fmt.Errorf("reading the answer: %w", err)}
 }
 
 // maxSizedBody bounds the buffer readBody sizes from a Content-Length

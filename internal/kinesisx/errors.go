@@ -168,6 +168,18 @@ func IsUnknownSequence(err error) bool {
 	return false
 }
 
+// IsNotFound reports whether err is Kinesis saying that what the call
+// names does not exist (ResourceNotFoundException): a stream, a shard, a
+// stream consumer. It is Fatal for the call as sent; what is gone, and
+// what to do, is for the caller to find out. A subscription's stream that
+// ends with it is the same answer arriving in-stream: the consumer was
+// deregistered, or the shard or its stream is gone, and the next
+// SubscribeToShard tells which.
+func IsNotFound(err error) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode() == CodeResourceNotFound
+}
+
 // ErrorCode returns the service's error code for err, a short name for a
 // network failure, or "unknown". It is meant for metric labels and logs.
 func ErrorCode(err error) string {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -114,4 +115,27 @@ func TestIsAccessDenied(t *testing.T) {
 	assert.True(t, IsAccessDenied(opErr(httpErr(400, &types.KMSAccessDeniedException{}))))
 	assert.False(t, IsAccessDenied(opErr(httpErr(400, &types.ResourceNotFoundException{}))))
 	assert.False(t, IsAccessDenied(opErr(httpErr(400, &types.ProvisionedThroughputExceededException{}))))
+}
+
+// IsNotFound knows ResourceNotFound as a call's answer and as the error a
+// subscription's stream ends with (an event-stream exception, not wrapped
+// in an HTTP response), and nothing else.
+func TestIsNotFound(t *testing.T) {
+	assert.True(t, IsNotFound(opErr(httpErr(400, &types.ResourceNotFoundException{}))), "a call's answer")
+	assert.True(t, IsNotFound(&types.ResourceNotFoundException{Message: aws.String("Shard does not exist")}), "in-stream")
+	assert.True(t, IsNotFound(fmt.Errorf("subscribing: %w", &types.ResourceNotFoundException{})), "wrapped")
+	assert.False(t, IsNotFound(opErr(httpErr(400, &types.ResourceInUseException{}))))
+	assert.False(t, IsNotFound(io.ErrUnexpectedEOF))
+	assert.False(t, IsNotFound(nil))
+}
+
+// A call its StallGuard gave up is a connection timeout, retried with
+// backoff, not the caller giving up (which its cancelled context says).
+func TestStalledCallIsTransient(t *testing.T) {
+	g := NewStallGuard(t.Context(), time.Millisecond)
+	<-g.Context().Done()
+	err := g.Done(opErr(fmt.Errorf("sending: %w", g.Context().Err())))
+	assert.ErrorIs(t, err, ErrStalled)
+	assert.Equal(t, Transient, Classify(err))
+	assert.NoError(t, NewStallGuard(t.Context(), time.Hour).Done(nil))
 }

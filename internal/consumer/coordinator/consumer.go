@@ -111,7 +111,7 @@ func (c *Consumer) Start(ctx context.Context) error {
 	}
 	var coords []*coordinator
 	for _, name := range c.cfg.Streams {
-		co, err := newCoordinator(ctx, c, name)
+		co, err := newCoordinator(ctx, c, name, false)
 		if err != nil {
 			return err
 		}

@@ -11,7 +11,9 @@ import (
 
 // join joins the group before the first take and sets when this instance
 // may take its first shard. A new group's wait is no fault, so it is said
-// plainly at INFO, and why at DEBUG.
+// plainly at INFO, and why at DEBUG. A stream the patterns of `streams`
+// found (co.found) has checkpoints of its own, in a group that may well
+// run already: its wait is said as the stream's, not as a new group's.
 func (co *coordinator) join(ctx context.Context) error {
 	wait, err := co.store.Join(ctx)
 	if err != nil {
@@ -22,18 +24,26 @@ func (co *coordinator) join(ctx context.Context) error {
 		return nil
 	}
 	w := wait.Round(time.Millisecond)
+	what := "New consumer group"
+	if co.found {
+		what = "Stream " + co.streamName + " found by the patterns of streams"
+	}
 	var s consumer.Store = co.store
 	if fw, ok := s.(forgetWatch); ok {
 		s = fw.Store
 	}
 	if y, ok := s.(consumer.YoungServer); ok {
 		if up, young := y.JoinedYoungServer(); young {
-			co.log.Infof("New consumer group on a Redis that started %v ago: taking its first shards in %v, once Redis has been up a lease period and %v", up, w, consumer.NewcomerWait(co.c.cfg.LeasePeriod))
+			co.log.Infof("%s, on a Redis that started %v ago: taking its first shards in %v, once Redis has been up a lease period and %v", what, up, w, consumer.NewcomerWait(co.c.cfg.LeasePeriod))
 			co.log.Debugf("The group's record in the checkpoint store is new and no instance re-seeded it, and Redis started %v ago. A Redis that restarted empty looks the same, and instances that were paused or cut off while it restarted may still hold shards: each wakes within its lease period and writes back where it got to, so this instance takes no shard for %v", up, w)
 			return nil
 		}
 	}
-	co.log.Infof("New consumer group: taking its first shards in %v (a new group waits this once before its first take)", w)
+	if co.found {
+		co.log.Infof("%s: taking its first shards in %v (the group's checkpoints of a stream are new at its first take, and new checkpoints wait this once)", what, w)
+	} else {
+		co.log.Infof("%s: taking its first shards in %v (a new group waits this once before its first take)", what, w)
+	}
 	co.log.Debugf("The group's record in the checkpoint store is new and no instance re-seeded it. A store that just came back empty (Redis restarted or flushed) looks the same, so this instance takes no shard for %v: instances still reading check the record every %v and write back where they got to first",
 		w, consumer.GroupCheckInterval(co.c.cfg.LeasePeriod))
 	return nil

@@ -63,3 +63,65 @@ func TestNewGroupWaitIsSaidPlainly(t *testing.T) {
 	assert.NotContains(t, infos, "came back empty")
 	assert.Contains(t, strings.Join(debug, "\n"), "came back empty (Redis restarted or flushed) looks the same", "the reason is at DEBUG")
 }
+
+// Guards the defect (issue "Running it", item 11): a stream that the
+// patterns of `streams` found while the group ran was announced as "New
+// consumer group: taking its first shards in 2s", although the group was
+// not new; only the stream's checkpoints were. Both ways of adding a found
+// stream say so: from what the listing gave (an ARN and a creation time),
+// and described first (an endpoint that gives neither).
+func TestStreamFoundLaterIsNotAnnouncedAsANewGroup(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"from its listing", "described first"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			streamFoundLaterIsNotAnnouncedAsANewGroup(t, how == "described first")
+		})
+	}
+}
+
+func streamFoundLaterIsNotAnnouncedAsANewGroup(t *testing.T, namesOnly bool) {
+	var logs consumertest.SyncBuffer
+	api := newStreamsAPI()
+	created := time.Unix(1_700_000_000, 0)
+	api.create("s", 1, 3, created)
+	api.create("t-1", 1, 3, created)
+	cfg := testConfig()
+	cfg.FollowStreams = true
+	log := service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	c, err := New(cfg, api, func(id string) consumer.Store {
+		return joinWaitStore{consumertest.NewStore(time.Minute), 300 * time.Millisecond}
+	}, log, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	t.Cleanup(func() { _ = c.Close(t.Context()) })
+	f := api.found("t-1", consumer.StartTrimHorizon)
+	if namesOnly {
+		f.Key, f.Created = f.Name, time.Time{}
+	}
+	require.NoError(t, c.Follow(t.Context(), []Found{f}))
+	seen := map[string]bool{}
+	deadline := time.After(10 * time.Second)
+	for !seen["s"] || !seen["t-1"] {
+		select {
+		case b := <-c.Batches():
+			seen[b.Stream] = true
+			b.Ack(nil)
+		case <-deadline:
+			t.Fatalf("not both streams read; log: %s", logs.String())
+		}
+	}
+	var infos []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "level=INFO") && strings.Contains(line, "taking its first shards") {
+			infos = append(infos, line)
+		}
+	}
+	require.Len(t, infos, 2, logs.String())
+	found := infos[0]
+	if strings.HasSuffix(found, "stream=s") {
+		found = infos[1]
+	}
+	assert.NotContains(t, found, "New consumer group", "a stream found later is not a new group")
+	assert.Contains(t, found, "Stream t-1 found by the patterns of streams: taking its first shards in 300ms")
+}

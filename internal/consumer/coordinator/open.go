@@ -21,8 +21,9 @@ import (
 
 // newCoordinator describes the stream, failing with advice when it does not
 // exist or may not be read.
-func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coordinator, error) {
+func newCoordinator(ctx context.Context, c *Consumer, configured string, found bool) (*coordinator, error) {
 	co := blankCoordinator(c, configured)
+	co.found = found
 	sum, err := co.describe(ctx)
 	if err != nil {
 		if kinesisx.ErrorCode(err) == kinesisx.CodeResourceNotFound {
@@ -58,12 +59,10 @@ func newCoordinator(ctx context.Context, c *Consumer, configured string) (*coord
 // endpoint that gives neither) it is described first, as a named stream.
 func newFoundCoordinator(ctx context.Context, c *Consumer, f Found) (*coordinator, error) {
 	if !strings.HasPrefix(f.Key, "arn:") || f.Created.IsZero() {
-		if err := AcquireDescribePermit(ctx); err != nil {
-			return nil, fmt.Errorf("stream %s: %w", f.Name, err)
-		}
-		return newCoordinator(ctx, c, f.Name)
+		return newCoordinator(ctx, c, f.Name, true)
 	}
 	co := blankCoordinator(c, f.Name)
+	co.found = true
 	co.streamName, co.id, co.describeLater = f.Name, f.Key, true
 	co.setCreated(f.Created)
 	co.setRetention(0)
@@ -119,12 +118,16 @@ func (co *coordinator) setCreated(t time.Time) {
 	}
 }
 
-// describe reads the stream's summary, retrying.
+// describe reads the stream's summary, retrying, each attempt within the
+// process's describe limit.
 func (co *coordinator) describe(ctx context.Context) (*types.StreamDescriptionSummary, error) {
 	in := &kinesis.DescribeStreamSummaryInput{}
 	in.StreamName, in.StreamARN = kinesisx.StreamRef(co.configured)
 	policy := kinesisx.RetryBuilder[*kinesis.DescribeStreamSummaryOutput](co.c.cfg.Backoff).Build()
 	out, err := failsafe.With(policy).WithContext(ctx).Get(func() (*kinesis.DescribeStreamSummaryOutput, error) {
+		if err := AcquireDescribePermit(ctx); err != nil {
+			return nil, err
+		}
 		return co.api.DescribeStreamSummary(ctx, in)
 	})
 	if err != nil {
@@ -163,9 +166,6 @@ func (co *coordinator) lag() (lagWarn, retention time.Duration) {
 // it succeeds or the run ends.
 func (co *coordinator) describeRetention(ctx context.Context) {
 	for ctx.Err() == nil {
-		if AcquireDescribePermit(ctx) != nil {
-			return
-		}
 		sum, err := co.describe(ctx)
 		if err == nil {
 			co.setRetention(time.Duration(aws.ToInt32(sum.RetentionPeriodHours)) * time.Hour)

@@ -121,12 +121,18 @@ func (co *coordinator) forgetIncarnation() {
 	co.known.mu.Unlock()
 }
 
-// describeCreated returns the stream's creation time.
+// describeCreated returns the stream's creation time, within the
+// process's describe limit.
 func (co *coordinator) describeCreated(ctx context.Context) (time.Time, error) {
 	in := &kinesis.DescribeStreamSummaryInput{}
 	in.StreamName, in.StreamARN = kinesisx.StreamRef(co.configured)
 	describe := kinesisx.RetryBuilder[*kinesis.DescribeStreamSummaryOutput](co.c.cfg.Backoff).Build()
 	out, err := failsafe.With(describe).WithContext(ctx).Get(func() (*kinesis.DescribeStreamSummaryOutput, error) {
+		// Every reader of a deleted stream asks at once, so each attempt
+		// takes one of the process's describe permits.
+		if err := AcquireDescribePermit(ctx); err != nil {
+			return nil, err
+		}
 		return co.api.DescribeStreamSummary(ctx, in)
 	})
 	if err != nil {

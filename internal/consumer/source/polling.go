@@ -19,6 +19,15 @@ import (
 // 10 MiB; 20 seconds is far beyond what that takes on a working link.
 const getRecordsTimeout = 20 * time.Second
 
+// getRecordsStall bounds how long one GetRecords attempt may go with
+// nothing of its answer arriving (its headers, then each part of its
+// body). Kinesis starts an answer well within a second, and an answer
+// that is coming keeps arriving; a call that hangs (a half-open
+// connection, an answer stopped mid-body) holds its room in the byte
+// budget, so it is given up after this bound rather than the whole
+// getRecordsTimeout.
+const getRecordsStall = 5 * time.Second
+
 // pollingSource is the RecordSource of GetRecords polling. It gets an
 // iterator where it was told to start, then reads with GetRecords: the first
 // call no sooner than poll_interval after the shard's previous lease ended,
@@ -39,6 +48,8 @@ type pollingSource struct {
 	// before each GetRecords, given back when it fails, and its Limit
 	// fewer records than `limit` when the room granted holds fewer.
 	room Room
+	// stallAfter is getRecordsStall (a test's shorter bound).
+	stallAfter time.Duration
 
 	exec failsafe.Executor[*kinesis.GetRecordsOutput]
 	warn warnPacer
@@ -52,18 +63,19 @@ type pollingSource struct {
 func newPollingSource(p Params) *pollingSource {
 	cfg := p.Config
 	s := &pollingSource{
-		api:       p.API,
-		stream:    p.Stream,
-		shard:     p.Shard,
-		limit:     int32(cfg.Limit),
-		poll:      cfg.PollInterval,
-		idle:      cfg.IdlePollInterval,
-		log:       p.Log,
-		onExpired: p.OnExpired,
-		onAnswer:  p.OnAnswer,
-		warn:      newWarnPacer(cfg.Backoff),
-		from:      p.From,
-		room:      p.Room,
+		api:        p.API,
+		stream:     p.Stream,
+		shard:      p.Shard,
+		limit:      int32(cfg.Limit),
+		poll:       cfg.PollInterval,
+		idle:       cfg.IdlePollInterval,
+		log:        p.Log,
+		onExpired:  p.OnExpired,
+		onAnswer:   p.OnAnswer,
+		warn:       newWarnPacer(cfg.Backoff),
+		from:       p.From,
+		room:       p.Room,
+		stallAfter: getRecordsStall,
 		// The first call waits as the take said, so the shard's calls
 		// stay poll_interval apart across a change of reader.
 		nextAt: p.From.NotBefore,
@@ -156,9 +168,13 @@ func (s *pollingSource) fetch(ctx context.Context) (*kinesis.GetRecordsOutput, e
 	_, in.StreamARN = kinesisx.StreamRef(s.stream)
 	// Each attempt is bounded: an answer that never comes (a half-open
 	// connection) must not stall the shard, and the HTTP client has no
-	// timeout of its own because a PutRecords of 5 MiB may need long.
+	// timeout of its own because a PutRecords of 5 MiB may need long. An
+	// attempt with nothing arriving is given up sooner (getRecordsStall),
+	// as it holds the shard's room while it waits.
 	callCtx, cancel := context.WithTimeout(ctx, getRecordsTimeout)
-	out, err := s.api.GetRecords(callCtx, in, kinesisx.WithRecordsCodec)
+	guard := kinesisx.NewStallGuard(callCtx, s.stallAfter)
+	out, err := s.api.GetRecords(guard.Context(), in, kinesisx.WithRecordsCodec, guard.Option)
+	err = guard.Done(err)
 	cancel()
 	// The next call is paced from this answer, not from when this call was
 	// sent: then the calls arrive at Kinesis at least poll_interval apart

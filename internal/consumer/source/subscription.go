@@ -82,6 +82,10 @@ type subscriptionSource struct {
 	// (ResourceInUse as the stream's first event), since inUseSince.
 	inUse      warnPacer
 	inUseSince time.Time
+	// gone paces the warnings while subscriptions keep ending with
+	// ResourceNotFound in-stream, since goneSince.
+	gone       warnPacer
+	goneSince  time.Time
 	checkEvery time.Duration
 	lastCheck  time.Time
 
@@ -107,6 +111,7 @@ func newSubscriptionSource(p Params, sc *StreamConsumer, subscribe SubscribeFunc
 		log:         p.Log,
 		warn:        newWarnPacer(cfg.Backoff),
 		inUse:       newWarnPacer(cfg.Backoff),
+		gone:        newWarnPacer(cfg.Backoff),
 		checkEvery:  cfg.DiscoveryInterval,
 		from:        p.From,
 		room:        p.Room,

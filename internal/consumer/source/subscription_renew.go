@@ -56,9 +56,14 @@ func (s *subscriptionSource) ended() {
 	if kinesisx.ErrorCode(err) != kinesisx.CodeResourceInUse {
 		s.inUseSince = time.Time{}
 	}
+	if !kinesisx.IsNotFound(err) {
+		s.goneSince = time.Time{}
+	}
 	switch {
 	case kinesisx.ErrorCode(err) == kinesisx.CodeResourceInUse:
 		s.heldElsewhere(err)
+	case kinesisx.IsNotFound(err):
+		s.notFound(err)
 	case err == nil:
 		s.log.Debug("Subscription ended; subscribing again after the last delivered record")
 	case kinesisx.Retryable(err) || errors.Is(err, context.Canceled):
@@ -85,4 +90,25 @@ func (s *subscriptionSource) heldElsewhere(err error) {
 	}
 	s.log.Warnf("Another subscription of this consumer has held the shard for %v (a previous owner's, until Kinesis notices its connection gone or its five minutes end); subscribing again after the last delivered record: %v",
 		held.Round(time.Second), err)
+}
+
+// notFound handles a subscription whose stream ended with
+// ResourceNotFound: the stream consumer was deregistered, or the shard or
+// its stream is gone. The next subscribe tells which and acts (registers
+// the consumer again, or hands the reader ErrShardNotFound to judge), so
+// one such ending is routine and logged at DEBUG. Only endings that keep
+// coming while subscribing succeeds are warned of, at the pace of
+// warnPacer.
+func (s *subscriptionSource) notFound(err error) {
+	if s.goneSince.IsZero() {
+		s.goneSince = time.Now()
+		s.gone.reset()
+	}
+	lasting := time.Since(s.goneSince)
+	if !s.gone.due(true, lasting) {
+		s.log.Debugf("Subscription ended: Kinesis no longer finds the stream consumer, the shard or its stream; subscribing again after the last delivered record tells which: %v", err)
+		return
+	}
+	s.log.Warnf("Subscriptions of the shard keep ending with ResourceNotFound for %v, although subscribing succeeds; subscribing again after the last delivered record: %v",
+		lasting.Round(time.Second), err)
 }

@@ -258,3 +258,68 @@ func TestSubscriptionKeepsItsRoomAcrossARenewalButNotAFailure(t *testing.T) {
 	assert.Equal(t, 1, room.givenBack, "a subscription that broke gives its room back once")
 	room.mu.Unlock()
 }
+
+// Guards the defect: a subscription whose stream ended with an in-stream
+// ResourceNotFoundException (the consumer deregistered, the shard or its
+// stream gone while the subscription was live) was logged as a WARN
+// "Subscription failed" each time, 161 times an hour in a soak, although
+// the next subscribe tells what is gone and handles it. Such endings are
+// logged at DEBUG, and warned of only when they keep coming for the
+// warning period, then at its pace.
+func TestSubscriptionEndedByResourceNotFoundIsNotAWarning(t *testing.T) {
+	notFound := func(seq string) func() (EventStream, error) {
+		return stream(consumertest.NewStream([]types.SubscribeToShardEvent{event(seq, seq)}, true,
+			&types.ResourceNotFoundException{Message: aws.String("Shard shardId-000000000001 in stream s under account 000000000000 does not exist")}))
+	}
+	f := &fakeSubscriptions{answers: []func() (EventStream, error){
+		notFound("1"), notFound("2"), notFound("3"),
+		stream(consumertest.NewStream([]types.SubscribeToShardEvent{event("4", "4")}, false, nil)),
+	}}
+	var logs syncBuffer
+	s := newTestSubscription(f, After("0"))
+	s.log = service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	s.gone.every = time.Hour
+	defer s.Close()
+
+	seqs, _ := nextSeqs(t, s, 4)
+	assert.Equal(t, []string{"1", "2", "3", "4"}, seqs)
+	assert.Equal(t, []string{"AFTER_SEQUENCE_NUMBER 0", "AFTER_SEQUENCE_NUMBER 1", "AFTER_SEQUENCE_NUMBER 2", "AFTER_SEQUENCE_NUMBER 3"}, f.startsAt(),
+		"each subscription starts after the last record returned")
+	assert.NotContains(t, logs.String(), "level=WARN", "an in-stream ResourceNotFound within the warning period is not warned of")
+	assert.Equal(t, 3, strings.Count(logs.String(), "level=DEBUG msg=\"Subscription ended: Kinesis no longer finds"), logs.String())
+
+	// When they keep coming past the warning period, they are warned of.
+	logs.reset()
+	s.gone.every = time.Nanosecond
+	f.answers = append(f.answers, notFound("5"), notFound("6"),
+		stream(consumertest.NewStream([]types.SubscribeToShardEvent{event("7", "7")}, false, nil)))
+	s.renew()
+	seqs, _ = nextSeqs(t, s, 3)
+	assert.Equal(t, []string{"5", "6", "7"}, seqs)
+	assert.Contains(t, logs.String(), "level=WARN msg=\"Subscriptions of the shard keep ending with ResourceNotFound for")
+}
+
+// syncBuffer is a log buffer written by the source's goroutines and read
+// by a test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Reset()
+}
