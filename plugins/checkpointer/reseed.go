@@ -12,6 +12,12 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
+// provisionalField lists, in the group record, the shards whose
+// checkpoint, close or lease a group record wrote that a re-seed then
+// replaced, " a b ... " (reseed.lua): a holder of the kept record that
+// presents such a shard's lease wins it back with its own position.
+const provisionalField = "provisional"
+
 // Reseed writes back what one instance knows into a store that forgot the
 // group: the group record this store knows (of two records the one with the
 // earlier start wins, so instances that disagree converge), checkpoints

@@ -43,6 +43,7 @@ var luaFields = strings.NewReplacer(
 	"{{createdField}}", createdField,
 	"{{reseededField}}", reseededField,
 	"{{prunedField}}", prunedField,
+	"{{provisionalField}}", provisionalField,
 	"{{shardStartPrefix}}", shardStartPrefix,
 )
 

@@ -10,6 +10,37 @@ end
 -- record it replaced (after a wipe tokens start again at 1), not by its own,
 -- where every take raises the token.
 local won = redis.call('HGET', KEYS[1], 'id') == ARGV[1]
+-- Provisional shards: those whose checkpoint, close or lease a group record
+-- wrote that a re-seed then replaced (a newcomer's, made on the emptied
+-- store). That record's `latest` resolved from its own, later start, so
+-- its positions may lie past records that only a holder of the kept record
+-- knows it has not read, and its closes and releases may be made from
+-- there. They stand until such a holder claims the shard (below), and
+-- never outrank it. The list is " a b ... ": every shard of the replaced
+-- record's state when a re-seed replaces it, and every shard a seed of a
+-- record that lost writes.
+local provList = redis.call('HGET', KEYS[1], '{{provisionalField}}') or ' '
+local prov = {}
+local function addProv(shard)
+  if string.sub(shard, 1, 1) ~= '_' and not prov[shard] then
+    prov[shard] = true
+    provList = provList .. shard .. ' '
+  end
+end
+if won and found ~= '' and found ~= ARGV[1] then
+  provList = ' '
+  for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do addProv(f) end
+  for _, f in ipairs(redis.call('SMEMBERS', KEYS[3])) do addProv(f) end
+  for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do addProv(f) end
+else
+  for f in string.gmatch(provList, '%S+') do prov[f] = true end
+end
+local function dropProv(shard)
+  if prov[shard] then
+    prov[shard] = nil
+    provList = string.gsub(provList, ' ' .. string.gsub(shard, '%p', '%%%0') .. ' ', ' ', 1)
+  end
+end
 -- Shards pruned as trimmed (prune) are not written back.
 local prunedList = redis.call('HGET', KEYS[1], '{{prunedField}}') or ''
 local function pruned(shard) return string.find(prunedList, ' ' .. shard .. ' ', 1, true) ~= nil end
@@ -49,16 +80,26 @@ for _ = 1, tonumber(ARGV[5]) do
     local _, _, _, valid = parse_pos(cur)
     ok = not valid or cmp_pos(ARGV[i + 1], cur) > 0
   end
-  if ok then redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+  if ok then
+    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+    if not won then addProv(ARGV[i]) end
+  end
   i = i + 2
 end
 if ARGV[6] ~= '' then redis.call('HSETNX', KEYS[2], '{{startField}}', ARGV[6]) end
 local nclosed = tonumber(ARGV[i])
 i = i + 1
 for _ = 1, nclosed do
-  if not pruned(ARGV[i]) and not stale then
+  -- A close is not written over a shard another owner holds live under
+  -- the kept record: that owner reads it (a holder that won it back from
+  -- a provisional close, below) and closes it itself. A close the kept
+  -- record's holders knew settles a provisional shard.
+  local o, e = parse_lease(redis.call('HGET', KEYS[4], ARGV[i]))
+  local readBy = live(o, e, now) and o ~= ARGV[3] and not prov[ARGV[i]]
+  if not pruned(ARGV[i]) and not stale and not readBy then
     redis.call('SADD', KEYS[3], ARGV[i])
     redis.call('HSET', KEYS[2], ARGV[i], 'SHARD_END')
+    if won then dropProv(ARGV[i]) else addProv(ARGV[i]) end
   end
   i = i + 1
 end
@@ -94,6 +135,21 @@ for j = i, #ARGV, 2 do
   if stale then
     table.insert(out, ARGV[j])
     out[6] = out[6] + 1
+  elseif won and prov[ARGV[j]] and owner ~= ARGV[3] and not pruned(ARGV[j]) then
+    -- A holder of the kept record claims a provisional shard: whatever the
+    -- replaced record's owners did with it (read on, closed it, released
+    -- it, under any token: theirs started again at 1) came from a position
+    -- its `latest` resolved, so the holder's position (or none, when it
+    -- seeds none) replaces theirs, a close is undone, and the holder reads
+    -- on: a re-read, never a skip.
+    redis.call('HSET', KEYS[4], ARGV[j], lease_value(ARGV[3], exp, want))
+    redis.call('SREM', KEYS[3], ARGV[j])
+    if seeded[ARGV[j]] then
+      redis.call('HSET', KEYS[2], ARGV[j], seeded[ARGV[j]])
+    else
+      redis.call('HDEL', KEYS[2], ARGV[j])
+    end
+    dropProv(ARGV[j])
   elseif redis.call('SISMEMBER', KEYS[3], ARGV[j]) == 1 or (raw and owner == '' and tok == want) then
     -- Closed, or released under this very token: the reader is done.
     table.insert(done, ARGV[j])
@@ -121,6 +177,12 @@ for j = i, #ARGV, 2 do
     table.insert(out, ARGV[j])
     out[6] = out[6] + 1
   end
+  if not won and not stale then addProv(ARGV[j]) end
+end
+if provList == ' ' then
+  redis.call('HDEL', KEYS[1], '{{provisionalField}}')
+else
+  redis.call('HSET', KEYS[1], '{{provisionalField}}', provList)
 end
 for _, s in ipairs(done) do table.insert(out, s) end
 return out
