@@ -84,6 +84,11 @@ type Reseeded struct {
 	// Epoch and GroupStart are the group record now stored.
 	Epoch      string
 	GroupStart time.Time
+	// RecordLost says the store kept another group record than the one
+	// the caller presented (an older one: the caller's was made on an
+	// emptied store). What the caller wrote under its record counts only
+	// until a holder of the kept record claims the shard.
+	RecordLost bool
 	// Renewed are the seed's leases the caller holds again; Lost are the
 	// shards another owner took meanwhile.
 	Renewed []Lease

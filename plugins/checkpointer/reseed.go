@@ -69,6 +69,7 @@ func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseed
 		return consumer.Reseeded{}, fmt.Errorf("re-seeding the checkpoint store: unexpected script reply %v", res)
 	}
 	out := consumer.Reseeded{Epoch: toString(res[0]), GroupStart: time.UnixMilli(toInt(res[1])), FoundEpoch: toString(res[2])}
+	out.RecordLost = out.Epoch != epoch
 	s.epochMu.Lock()
 	s.epoch, s.groupStart = out.Epoch, out.GroupStart
 	s.epochMu.Unlock()

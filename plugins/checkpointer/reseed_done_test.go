@@ -152,3 +152,59 @@ func TestIntegrationReseedWinsBackAShardTheNewcomerClosedAfterAnotherHolderResee
 	require.NoError(t, err)
 	assert.True(t, closed["parent"])
 }
+
+// When another holder re-seeds first, the paused holder's renewal and
+// commit of a shard the newcomer released meanwhile say the store forgot
+// (so it re-seeds and wins the shard back), not that the lease was lost;
+// no instance takes that shard before the holders had their time to
+// re-seed; and the newcomer's later re-seed, under the record that lost,
+// writes no position over the holder's.
+//
+// Guards: the holder's renewal found the newcomer's released lease and
+// stopped its reader without a re-seed, and a member could take the shard
+// at once from the newcomer's position.
+func TestIntegrationPausedHolderFindsTheNewcomersLeaseUnsureAfterAnotherReseeded(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 3, 30*time.Second)
+	holder, other, newcomer := stores[0], stores[1], stores[2]
+	ctx := t.Context()
+	for _, s := range []*Store{holder, other} {
+		_, err := s.Join(ctx)
+		require.NoError(t, err)
+	}
+	held, err := holder.Acquire(ctx, "parent", "holder")
+	require.NoError(t, err)
+	require.NoError(t, holder.Commit(ctx, held.Lease, consumer.Position{Sequence: "100"}))
+	otherHeld, err := other.Acquire(ctx, "shard-1", "other")
+	require.NoError(t, err)
+
+	c := red.Client()
+	defer c.Close()
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err = newcomer.Join(ctx)
+	require.NoError(t, err)
+	took, err := newcomer.Acquire(ctx, "parent", "newcomer")
+	require.NoError(t, err)
+	require.NoError(t, newcomer.Commit(ctx, took.Lease, consumer.Position{Sequence: "900"}))
+	require.NoError(t, newcomer.Release(ctx, took.Lease))
+	_, err = other.Reseed(ctx, consumer.Seed{Owner: "other", Checkpoints: map[string]consumer.Position{}, Leases: []consumer.Lease{otherHeld.Lease}})
+	require.NoError(t, err)
+
+	_, err = other.Acquire(ctx, "parent", "other")
+	assert.ErrorIs(t, err, consumer.ErrLeaseHeld, "a member takes the newcomer's released shard before its holder re-seeded")
+	_, err = holder.Renew(ctx, held.Lease)
+	assert.ErrorIs(t, err, consumer.ErrStoreForgot, "the holder's renewal")
+	assert.ErrorIs(t, holder.Commit(ctx, held.Lease, consumer.Position{Sequence: "150"}), consumer.ErrStoreForgot, "the holder's commit")
+
+	res, err := holder.Reseed(ctx, consumer.Seed{Owner: "holder",
+		Checkpoints: map[string]consumer.Position{"parent": {Sequence: "150"}}, Leases: []consumer.Lease{held.Lease}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"parent"}, renewedShards(res), "the holder wins the shard back")
+	_, err = newcomer.Reseed(ctx, consumer.Seed{Owner: "newcomer", Checkpoints: map[string]consumer.Position{"parent": {Sequence: "950"}}})
+	require.NoError(t, err)
+	cps, err := holder.Checkpoints(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, consumer.Position{Sequence: "150"}, cps["parent"], "the newcomer's position from the record that lost")
+	_, err = holder.Renew(ctx, held.Lease)
+	assert.NoError(t, err)
+}

@@ -43,6 +43,9 @@ type Store struct {
 	// ReseededClosed lists every close a Reseed carried, in order: what
 	// instances wrote back, apart from the closes readers made.
 	ReseededClosed []string
+	// RecordLost makes Reseed answer that the caller's group record lost
+	// to the one the store kept.
+	RecordLost bool
 }
 
 func NewStore(period time.Duration) *Store {
@@ -118,7 +121,7 @@ func (s *Store) Reseed(_ context.Context, seed consumer.Seed) (consumer.Reseeded
 		s.Closed[shard], s.Ckpt[shard] = true, consumer.Position{ShardEnd: true}
 		s.ReseededClosed = append(s.ReseededClosed, shard)
 	}
-	res := consumer.Reseeded{GroupStart: s.Start}
+	res := consumer.Reseeded{GroupStart: s.Start, RecordLost: s.RecordLost}
 	for _, l := range seed.Leases {
 		if cur, ok := s.LeaseMap[l.Shard]; s.Live(cur, ok) && cur.Owner != seed.Owner {
 			res.Lost = append(res.Lost, l.Shard)

@@ -116,7 +116,12 @@ func (k *known) superseded(leases map[string]consumer.LeaseState) {
 // forgot the group holds no lease of a closed shard (a re-seed restores
 // only the leases of shards being read), and its tokens start again from
 // 1, so a take after a wipe does not pass for a reset.
+//
+// A known close of a shard this instance reads now is dropped too: its
+// reader won the shard back at a re-seed from a close a newcomer made on
+// an emptied store from its own `latest`, and closes it itself at its end.
 func (co *coordinator) noteClosed(closed map[string]bool, leases map[string]consumer.LeaseState) (merged map[string]bool, missing []string) {
+	readers := co.readersNow()
 	co.known.mu.Lock()
 	defer co.known.mu.Unlock()
 	if co.known.closedSet == nil {
@@ -124,6 +129,10 @@ func (co *coordinator) noteClosed(closed map[string]bool, leases map[string]cons
 	}
 	for id, tok := range co.known.closedSet {
 		if closed[id] {
+			continue
+		}
+		if r := readers[id]; r != nil && !r.Finished() && !r.Lost() {
+			delete(co.known.closedSet, id)
 			continue
 		}
 		if ls, ok := leases[id]; ok && ls.Token > tok && (operatorFreed(ls) || tok > 0) {

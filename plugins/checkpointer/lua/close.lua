@@ -1,4 +1,4 @@
-local gone, owner, _, tok = known_lease(KEYS[1], ARGV[1], KEYS[5], ARGV[4])
+local gone, owner, _, tok = known_lease(KEYS[1], ARGV[1], KEYS[5], ARGV[4], ARGV[2], ARGV[3])
 if gone then return gone end
 if tok == tonumber(ARGV[3]) and owner == '' and redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then
   -- Written again, so a WAIT after it on this connection covers the close.

@@ -35,6 +35,14 @@ if won and found ~= '' and found ~= ARGV[1] then
 else
   for f in string.gmatch(provList, '%S+') do prov[f] = true end
 end
+-- A seed of a record that lost writes only into shards the kept record's
+-- holders have not settled: provisional ones, or ones the store knows
+-- nothing of.
+local function unsettled(shard)
+  if won or prov[shard] then return true end
+  return redis.call('HEXISTS', KEYS[2], shard) == 0 and redis.call('HEXISTS', KEYS[4], shard) == 0 and
+    redis.call('SISMEMBER', KEYS[3], shard) == 0
+end
 local function dropProv(shard)
   if prov[shard] then
     prov[shard] = nil
@@ -75,7 +83,7 @@ local i = 8
 for _ = 1, tonumber(ARGV[5]) do
   seeded[ARGV[i]] = ARGV[i + 1]
   local cur = redis.call('HGET', KEYS[2], ARGV[i])
-  local ok = not pruned(ARGV[i]) and not stale
+  local ok = not pruned(ARGV[i]) and not stale and unsettled(ARGV[i])
   if ok and cur then
     local _, _, _, valid = parse_pos(cur)
     ok = not valid or cmp_pos(ARGV[i + 1], cur) > 0
@@ -90,13 +98,13 @@ if ARGV[6] ~= '' then redis.call('HSETNX', KEYS[2], '{{startField}}', ARGV[6]) e
 local nclosed = tonumber(ARGV[i])
 i = i + 1
 for _ = 1, nclosed do
-  -- A close is not written over a shard another owner holds live under
-  -- the kept record: that owner reads it (a holder that won it back from
-  -- a provisional close, below) and closes it itself. A close the kept
+  -- A close is not written over a shard held live under the kept record:
+  -- its owner reads it (a holder that won it back from a provisional
+  -- close, below) and closes it itself at its end. A close the kept
   -- record's holders knew settles a provisional shard.
   local o, e = parse_lease(redis.call('HGET', KEYS[4], ARGV[i]))
-  local readBy = live(o, e, now) and o ~= ARGV[3] and not prov[ARGV[i]]
-  if not pruned(ARGV[i]) and not stale and not readBy then
+  local readBy = live(o, e, now) and not prov[ARGV[i]]
+  if not pruned(ARGV[i]) and not stale and not readBy and unsettled(ARGV[i]) then
     redis.call('SADD', KEYS[3], ARGV[i])
     redis.call('HSET', KEYS[2], ARGV[i], 'SHARD_END')
     if won then dropProv(ARGV[i]) else addProv(ARGV[i]) end
@@ -157,12 +165,15 @@ for j = i, #ARGV, 2 do
     -- Pruned as trimmed while its holder could not renew: lost.
     table.insert(out, ARGV[j])
     out[6] = out[6] + 1
-  elseif not raw or (owner == ARGV[3] and tok == want) or tok < want or (won and tok == want) then
+  elseif not raw or (owner == ARGV[3] and tok == want) or (won and tok <= want) then
     -- Unknown to the store, the caller's own, or an older token's (the
     -- caller's take fenced it): the newer token wins. An equal one of
     -- another owner was handed out from the record the caller's replaced,
     -- by a newcomer that found the store empty: the holder wins it back.
+    -- A caller whose record lost compares no tokens with the kept
+    -- record's holders: its own started again at 1.
     redis.call('HSET', KEYS[4], ARGV[j], lease_value(ARGV[3], exp, want))
+    if not won then addProv(ARGV[j]) end
     if raw and owner ~= ARGV[3] and owner ~= '' then
       -- The other owner may have committed from a start the caller's reader
       -- is behind: the shard's position is the caller's again (a re-read,
@@ -177,7 +188,6 @@ for j = i, #ARGV, 2 do
     table.insert(out, ARGV[j])
     out[6] = out[6] + 1
   end
-  if not won and not stale then addProv(ARGV[j]) end
 end
 if provList == ' ' then
   redis.call('HDEL', KEYS[1], '{{provisionalField}}')

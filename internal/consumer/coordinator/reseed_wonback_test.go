@@ -1,0 +1,86 @@
+package coordinator
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
+)
+
+// wonBackRig is a coordinator over st that lists a closed parent and knows
+// it closed (under token 1), while the store lacks the close and another
+// or this instance holds the parent live: a holder won it back at its
+// re-seed from a close a newcomer made on an emptied store.
+func wonBackRig(t *testing.T, st *consumertest.Store, holder string) *coordinator {
+	t.Helper()
+	co := balancingCoordinator(st, "me", nil)
+	co.listed = map[string]consumer.Shard{"p": {ID: "p", Closed: true}}
+	ctx, cancel := context.WithCancel(t.Context())
+	co.runCtx, co.runDone = ctx, make(chan struct{})
+	t.Cleanup(func() { cancel(); close(co.runDone) })
+	co.known.closed("p", 1)
+	st.Mu.Lock()
+	st.LeaseMap["p"] = consumer.Lease{Shard: "p", Owner: holder, Token: 1, ExpiresAt: time.Now().Add(time.Minute)}
+	st.Mu.Unlock()
+	return co
+}
+
+// A holder that won a parent back keeps reading it and closes it itself:
+// it neither seeds the close it had learned from the store nor writes it
+// back at its balancing rounds over its own reader.
+//
+// Guards: the holder's re-seed or next round closed the parent again
+// (SHARD_END) while its reader read the records only it knew were unread.
+func TestAHolderDoesNotCloseAShardItWonBack(t *testing.T) {
+	t.Parallel()
+	for _, step := range []string{"re-seed", "round"} {
+		t.Run(step, func(t *testing.T) {
+			t.Parallel()
+			st := consumertest.NewStore(time.Minute)
+			co := wonBackRig(t, st, "me")
+			r := newFakeReader("p", consumer.Lease{Shard: "p", Owner: "me", Token: 1, Deadline: time.Now().Add(time.Hour)})
+			r.acked, r.hasAcked = consumer.Position{Sequence: "150"}, true
+			co.readers["p"] = r
+			if step == "re-seed" {
+				co.reseed(co.runCtx)
+			} else {
+				co.rebalance(co.runCtx)
+			}
+			st.Mu.Lock()
+			defer st.Mu.Unlock()
+			assert.False(t, st.Closed["p"], "the shard this instance reads was closed by its %s", step)
+			assert.NotEqual(t, consumer.Position{ShardEnd: true}, st.Ckpt["p"])
+		})
+	}
+}
+
+// A newcomer whose group record lost at its re-seed forgets the closes it
+// made under it: the store holds them now, and a holder of the kept
+// record that took one back reads the shard. Its next round writes
+// nothing back.
+//
+// Guards: the newcomer wrote its close back at every balancing round over
+// the holder that won the parent back.
+func TestANewcomerWhoseRecordLostDoesNotWriteItsClosesBack(t *testing.T) {
+	t.Parallel()
+	st := consumertest.NewStore(time.Minute)
+	co := wonBackRig(t, st, "holder")
+	st.Mu.Lock()
+	st.RecordLost = true
+	st.Mu.Unlock()
+	co.reseed(co.runCtx)
+	st.Mu.Lock()
+	delete(st.Closed, "p") // the store kept the holder's claim, not the close
+	st.ReseededClosed = nil
+	st.Mu.Unlock()
+
+	co.rebalance(co.runCtx)
+	st.Mu.Lock()
+	defer st.Mu.Unlock()
+	assert.Empty(t, st.ReseededClosed, "the newcomer wrote back a close from the record that lost")
+	assert.False(t, st.Closed["p"])
+}
