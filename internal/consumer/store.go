@@ -93,6 +93,10 @@ type Reseeded struct {
 	// shards another owner took meanwhile.
 	Renewed []Lease
 	Lost    []string
+	// Delivered is the store's redelivery mark of each renewed shard that
+	// has one: how far any owner, a newcomer the caller won the shard back
+	// from included, may have delivered it.
+	Delivered map[string]Position
 }
 
 // Lease is the right to read one shard, held by Owner and fenced by Token:

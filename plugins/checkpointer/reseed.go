@@ -93,5 +93,46 @@ func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseed
 		l.Deadline = sent.Add(time.Duration(exp-now) * time.Millisecond)
 		out.Renewed = append(out.Renewed, l)
 	}
+	if err := s.renewedMarks(ctx, &out); err != nil {
+		return consumer.Reseeded{}, err
+	}
 	return out, nil
+}
+
+// renewedMarks reads the redelivery marks of the shards a re-seed renewed
+// into out.Delivered. A holder that won a shard back from a newcomer (a tie,
+// or a provisional shard) reads on with the mark its own take read, below
+// what the newcomer may have delivered since the store forgot: the store's
+// mark, written forwards by both, tells it how far. Marks only move
+// forwards, so reading them after the script misses nothing.
+func (s *Store) renewedMarks(ctx context.Context, out *consumer.Reseeded) error {
+	if len(out.Renewed) == 0 {
+		return nil
+	}
+	shards := make([]string, len(out.Renewed))
+	for i, l := range out.Renewed {
+		shards[i] = l.Shard
+	}
+	vals, err := s.c.client.HMGet(ctx, s.keys.Delivered, shards...).Result()
+	if err != nil {
+		return fmt.Errorf("reading the redelivery marks of %d re-seeded shards: %w", len(shards), err)
+	}
+	for i, v := range vals {
+		str, ok := v.(string)
+		if !ok || str == "" {
+			continue
+		}
+		p, err := consumer.ParsePosition(str)
+		if err != nil {
+			// An unreadable mark is reported at the shard's next take; here
+			// it only cannot raise the reader's.
+			continue
+		}
+		if out.Delivered == nil {
+			out.Delivered = map[string]consumer.Position{}
+		}
+		out.Delivered[shards[i]] = p
+		s.marks.raise(shards[i], p)
+	}
+	return nil
 }

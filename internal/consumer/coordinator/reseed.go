@@ -185,6 +185,12 @@ func (co *coordinator) reseed(ctx context.Context) {
 		if r == nil {
 			continue
 		}
+		if m, ok := res.Delivered[l.Shard]; ok {
+			// Won back from a newcomer (a tie, or a provisional shard), the
+			// reader reads again what the newcomer may have delivered: the
+			// store's mark, which the newcomer raised, marks it.
+			r.RaiseDelivered(m)
+		}
 		if lapsed[l.Shard] {
 			co.renewal.holdBack(l.Shard, time.Now().Add(co.c.cfg.LeasePeriod))
 			held++

@@ -84,3 +84,35 @@ func TestANewcomerWhoseRecordLostDoesNotWriteItsClosesBack(t *testing.T) {
 	assert.Empty(t, st.ReseededClosed, "the newcomer wrote back a close from the record that lost")
 	assert.False(t, st.Closed["p"])
 }
+
+// markStore answers a re-seed with a redelivery mark for each renewed
+// shard, as the Redis store does after a tie won back from a newcomer.
+type markStore struct {
+	*consumertest.Store
+	marks map[string]consumer.Position
+}
+
+func (s markStore) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
+	res, err := s.Store.Reseed(ctx, seed)
+	res.Delivered = s.marks
+	return res, err
+}
+
+// A reader whose lease a re-seed won back learns the store's redelivery
+// mark: the records it reads again up to where the newcomer delivered are
+// delivered marked.
+//
+// Guards: the holder read on with the mark its own take read, and the
+// records the newcomer had delivered came again unmarked.
+func TestAReseedRaisesTheRedeliveryMarkOfAShardWonBack(t *testing.T) {
+	t.Parallel()
+	st := markStore{Store: consumertest.NewStore(time.Minute), marks: map[string]consumer.Position{"s0": {Sequence: "900"}}}
+	co := &coordinator{c: &Consumer{owner: "me", metrics: consumer.NewMetrics(nil)}, store: st, readers: map[string]shardReader{}}
+	r := newFakeReader("s0", consumer.Lease{Shard: "s0", Owner: "me", Token: 1, Deadline: time.Now().Add(time.Hour)})
+	r.acked, r.hasAcked = consumer.Position{Sequence: "150"}, true
+	co.readers["s0"] = r
+	co.reseed(t.Context())
+	r.raisedMu.Lock()
+	defer r.raisedMu.Unlock()
+	assert.Equal(t, consumer.Position{Sequence: "900"}, r.raised)
+}
