@@ -48,3 +48,55 @@ func TestIntegrationAKnownCloseIsWrittenBackOverAParentTakenAfterAWipe(t *testin
 	require.NoError(t, err)
 	assert.True(t, closed["parent"], "the known close of a parent taken again after a wipe was not written back")
 }
+
+// A third instance of the kept record re-seeds first (its record replaces
+// the newcomer's) and learns from the store the parent the newcomer closed
+// under token 1; the paused holder then wins the parent back under its own
+// token 1 and its lease lapses (it stops, or is paused again) before it
+// reads the parent to its end. The third instance writes the close it
+// learned back at its balancing round (its gate keeps a close whose
+// lease shows no higher token): the store must refuse it, or the records
+// between the holder's position and the parent's end are never read.
+//
+// Guards: a close written back over a parent won back from a newcomer's
+// close once its holder's lease lapsed (records skipped).
+func TestIntegrationANewcomersCloseIsNotWrittenBackOverAParentWonBackWhoseHolderLapsed(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 3, 30*time.Second)
+	h, k, n := stores[0], stores[1], stores[2]
+	ctx := t.Context()
+	for _, s := range []*Store{h, k} {
+		_, err := s.Join(ctx)
+		require.NoError(t, err)
+	}
+	held := mustAcquire(t, h, "parent")
+	require.NoError(t, h.Commit(ctx, held, consumer.Position{Sequence: "100"}))
+
+	c := red.Client()
+	defer c.Close()
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err := n.Join(ctx)
+	require.NoError(t, err)
+	require.NoError(t, n.CloseShard(ctx, mustAcquire(t, n, "parent")))
+
+	_, err = k.Reseed(ctx, consumer.Seed{Owner: "k", Checkpoints: map[string]consumer.Position{"other": {Sequence: "5"}}})
+	require.NoError(t, err)
+	closed, err := k.ClosedShards(ctx)
+	require.NoError(t, err)
+	require.True(t, closed["parent"], "the third instance learns the newcomer's close")
+
+	res, err := h.Reseed(ctx, consumer.Seed{Owner: "h",
+		Checkpoints: map[string]consumer.Position{"parent": {Sequence: "150"}}, Leases: []consumer.Lease{held}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"parent"}, renewedShards(res))
+	require.NoError(t, c.HSet(ctx, h.Keys().Leases, "parent", "h|1|1").Err(), "the holder's lease lapses")
+
+	_, err = k.Reseed(ctx, consumer.Seed{Owner: "k", Checkpoints: map[string]consumer.Position{}, Closed: []string{"parent"}})
+	require.NoError(t, err)
+	closed, err = k.ClosedShards(ctx)
+	require.NoError(t, err)
+	cps, err := k.Checkpoints(ctx)
+	require.NoError(t, err)
+	assert.False(t, closed["parent"], "the newcomer's close was written back over the parent the holder won back")
+	assert.Equal(t, consumer.Position{Sequence: "150"}, cps["parent"], "the holder's position is gone")
+}
