@@ -18,6 +18,11 @@ import (
 // presents such a shard's lease wins it back with its own position.
 const provisionalField = "provisional"
 
+// reopenedField lists, in the group record, the shards a re-seed won back
+// from a newcomer's close, " a b ... ", until their reader closes them
+// (reseed.lua, close.lua): a known close of theirs is not written back.
+const reopenedField = "reopened"
+
 // Reseed writes back what one instance knows into a store that forgot the
 // group: the group record this store knows (of two records the one with the
 // earlier start wins, so instances that disagree converge), checkpoints

@@ -10,4 +10,7 @@ redis.call('HSET', KEYS[2], ARGV[1], 'SHARD_END')
 redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[1], ARGV[1], lease_value('', 0, tok))
 redis.call('HDEL', KEYS[4], ARGV[1])
+-- Read to its end by its owner: a shard won back from a newcomer's close
+-- (reseed.lua) is closed again, and a known close may be written back.
+list_drop(KEYS[5], '{{reopenedField}}', ARGV[1])
 return 1

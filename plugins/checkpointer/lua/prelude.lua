@@ -85,6 +85,19 @@ local function provisional(epoch_key, shard)
   return list and string.find(list, ' ' .. shard .. ' ', 1, true) ~= nil
 end
 
+-- Removes shard from the " a b ... " list in field of the group record at
+-- epoch_key, deleting the field once the list is empty.
+local function list_drop(epoch_key, field, shard)
+  local list = redis.call('HGET', epoch_key, field)
+  if not list then return end
+  list = string.gsub(list, ' ' .. string.gsub(shard, '%p', '%%%0') .. ' ', ' ', 1)
+  if list == ' ' then
+    redis.call('HDEL', epoch_key, field)
+  else
+    redis.call('HSET', epoch_key, field, list)
+  end
+end
+
 -- Returns the FORGOT error reply when the epoch differs or the store does
 -- not know the lease at all, or (with owner and token) holds another lease
 -- of a provisional shard, else nil and the lease's owner, expiry, token.

@@ -49,6 +49,12 @@ local function dropProv(shard)
     provList = string.gsub(provList, ' ' .. string.gsub(shard, '%p', '%%%0') .. ' ', ' ', 1)
   end
 end
+-- Shards a holder of the kept record won back from a provisional state
+-- (below), " a b ... ", until their reader closes them (close.lua): a
+-- close of theirs another instance knows may be the newcomer's, learned
+-- from the store before the holder re-seeded, and is not written back.
+local reopenedList = redis.call('HGET', KEYS[1], '{{reopenedField}}') or ' '
+local function reopened(shard) return string.find(reopenedList, ' ' .. shard .. ' ', 1, true) ~= nil end
 -- Shards pruned as trimmed (prune) are not written back.
 local prunedList = redis.call('HGET', KEYS[1], '{{prunedField}}') or ''
 local function pruned(shard) return string.find(prunedList, ' ' .. shard .. ' ', 1, true) ~= nil end
@@ -98,13 +104,12 @@ if ARGV[6] ~= '' then redis.call('HSETNX', KEYS[2], '{{startField}}', ARGV[6]) e
 local nclosed = tonumber(ARGV[i])
 i = i + 1
 for _ = 1, nclosed do
-  -- A close is not written over a shard held live under the kept record:
-  -- its owner reads it (a holder that won it back from a provisional
-  -- close, below) and closes it itself at its end. A close the kept
-  -- record's holders knew settles a provisional shard.
-  local o, e = parse_lease(redis.call('HGET', KEYS[4], ARGV[i]))
-  local readBy = live(o, e, now) and not prov[ARGV[i]]
-  if not pruned(ARGV[i]) and not stale and not readBy and unsettled(ARGV[i]) then
+  -- A close is not written over a shard a holder won back from a
+  -- provisional close (below), live or lapsed: its reader, or whoever
+  -- takes it after, reads it from the holder's position and closes it at
+  -- its end. A close the kept record's holders knew settles a provisional
+  -- shard.
+  if not pruned(ARGV[i]) and not stale and not reopened(ARGV[i]) and unsettled(ARGV[i]) then
     redis.call('SADD', KEYS[3], ARGV[i])
     redis.call('HSET', KEYS[2], ARGV[i], 'SHARD_END')
     if won then dropProv(ARGV[i]) else addProv(ARGV[i]) end
@@ -151,7 +156,9 @@ for j = i, #ARGV, 2 do
     -- seeds none) replaces theirs, a close is undone, and the holder reads
     -- on: a re-read, never a skip.
     redis.call('HSET', KEYS[4], ARGV[j], lease_value(ARGV[3], exp, want))
-    redis.call('SREM', KEYS[3], ARGV[j])
+    if redis.call('SREM', KEYS[3], ARGV[j]) == 1 and not reopened(ARGV[j]) then
+      reopenedList = reopenedList .. ARGV[j] .. ' '
+    end
     if seeded[ARGV[j]] then
       redis.call('HSET', KEYS[2], ARGV[j], seeded[ARGV[j]])
     else
@@ -194,5 +201,6 @@ if provList == ' ' then
 else
   redis.call('HSET', KEYS[1], '{{provisionalField}}', provList)
 end
+if reopenedList ~= ' ' then redis.call('HSET', KEYS[1], '{{reopenedField}}', reopenedList) end
 for _, s in ipairs(done) do table.insert(out, s) end
 return out
