@@ -116,3 +116,20 @@ func TestAReseedRaisesTheRedeliveryMarkOfAShardWonBack(t *testing.T) {
 	defer r.raisedMu.Unlock()
 	assert.Equal(t, consumer.Position{Sequence: "900"}, r.raised)
 }
+
+// Guards: a third instance kept the won-back parent closed in its gate.
+func TestAThirdInstanceLetsGoOfAParentCloseAHolderWonBack(t *testing.T) {
+	t.Parallel()
+	st := consumertest.NewStore(time.Minute)
+	co := wonBackRig(t, st, "holder")
+	co.listed["c"] = consumer.Shard{ID: "c", Parent: "p"}
+	st.Mu.Lock()
+	leases := map[string]consumer.LeaseState{}
+	for id, l := range st.LeaseMap {
+		leases[id] = consumer.LeaseState{Lease: l, ExpiresIn: time.Until(l.ExpiresAt)}
+	}
+	st.Mu.Unlock()
+	closed, missing := co.noteClosed(map[string]bool{}, leases)
+	assert.Empty(t, missing, "a close written back over the holder reading the parent")
+	assert.NotContains(t, readyShards(co.listed, closed), "c", "a child of a parent the holder reads is ready")
+}
