@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
@@ -22,6 +23,19 @@ const provisionalField = "provisional"
 // from a newcomer's close, " a b ... ", until their reader closes them
 // (reseed.lua, close.lua): a known close of theirs is not written back.
 const reopenedField = "reopened"
+
+// reopenedOf reads the reopened field's " a b ... " list as a set (nil
+// when empty).
+func reopenedOf(list string) map[string]bool {
+	var out map[string]bool
+	for _, id := range strings.Fields(list) {
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[id] = true
+	}
+	return out
+}
 
 // Reseed writes back what one instance knows into a store that forgot the
 // group: the group record this store knows (of two records the one with the

@@ -100,3 +100,54 @@ func TestIntegrationANewcomersCloseIsNotWrittenBackOverAParentWonBackWhoseHolder
 	assert.False(t, closed["parent"], "the newcomer's close was written back over the parent the holder won back")
 	assert.Equal(t, consumer.Position{Sequence: "150"}, cps["parent"], "the holder's position is gone")
 }
+
+// A balancing round, read alone or with other streams', tells the shards
+// a holder won back from a newcomer's close until its reader closes them:
+// an instance that learned the close before cannot tell them from a
+// parent taken again after a wipe by the leases alone (both show a live
+// lease under a token no higher than the close's).
+//
+// Guards: a third instance kept the won-back parent closed in its gate
+// and let its children be read while the holder read the parent again.
+func TestIntegrationARoundTellsTheShardsAHolderWonBackFromAClose(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 3, 30*time.Second)
+	h, k, n := stores[0], stores[1], stores[2]
+	ctx := t.Context()
+	for _, s := range []*Store{h, k} {
+		_, err := s.Join(ctx)
+		require.NoError(t, err)
+	}
+	held := mustAcquire(t, h, "parent")
+	require.NoError(t, h.Commit(ctx, held, consumer.Position{Sequence: "100"}))
+
+	c := red.Client()
+	defer c.Close()
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err := n.Join(ctx)
+	require.NoError(t, err)
+	require.NoError(t, n.CloseShard(ctx, mustAcquire(t, n, "parent")))
+	_, err = k.Reseed(ctx, consumer.Seed{Owner: "k", Checkpoints: map[string]consumer.Position{"other": {Sequence: "5"}}})
+	require.NoError(t, err)
+	rd, err := k.ReadRound(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, rd.Closed["parent"], "the third instance learns the newcomer's close")
+	assert.Empty(t, rd.Reopened)
+
+	_, err = h.Reseed(ctx, consumer.Seed{Owner: held.Owner,
+		Checkpoints: map[string]consumer.Position{"parent": {Sequence: "150"}}, Leases: []consumer.Lease{held}})
+	require.NoError(t, err)
+	rd, err = k.ReadRound(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, rd.Closed["parent"])
+	assert.Equal(t, map[string]bool{"parent": true}, rd.Reopened, "read alone")
+	rds, errs := k.ReadRounds(ctx, "k", []consumer.Store{k}, false)
+	require.NoError(t, errs[0])
+	assert.Equal(t, map[string]bool{"parent": true}, rds[0].Reopened, "read with other streams'")
+
+	require.NoError(t, h.CloseShard(ctx, held))
+	rd, err = k.ReadRound(ctx, "k")
+	require.NoError(t, err)
+	assert.True(t, rd.Closed["parent"], "the holder's reader closed the parent")
+	assert.Empty(t, rd.Reopened, "a close settles a shard won back")
+}

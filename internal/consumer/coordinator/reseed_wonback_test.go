@@ -2,19 +2,24 @@ package coordinator
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
 )
 
 // wonBackRig is a coordinator over st that lists a closed parent and knows
-// it closed (under token 1), while the store lacks the close and another
-// or this instance holds the parent live: a holder won it back at its
-// re-seed from a close a newcomer made on an emptied store.
+// it closed (under token 1), while the store lacks the close, lists the
+// parent reopened, and another or this instance holds it live: a holder
+// won it back at its re-seed from a close a newcomer made on an emptied
+// store. The coordinator has read a balancing round since, which told it
+// the reopened list.
 func wonBackRig(t *testing.T, st *consumertest.Store, holder string) *coordinator {
 	t.Helper()
 	co := balancingCoordinator(st, "me", nil)
@@ -25,7 +30,11 @@ func wonBackRig(t *testing.T, st *consumertest.Store, holder string) *coordinato
 	co.known.closed("p", 1)
 	st.Mu.Lock()
 	st.LeaseMap["p"] = consumer.Lease{Shard: "p", Owner: holder, Token: 1, ExpiresAt: time.Now().Add(time.Minute)}
+	st.Reopened = map[string]bool{"p": true}
 	st.Mu.Unlock()
+	rd, err := co.readRound(ctx)
+	require.NoError(t, err)
+	co.known.noteReopened(rd.Reopened)
 	return co
 }
 
@@ -132,4 +141,38 @@ func TestAThirdInstanceLetsGoOfAParentCloseAHolderWonBack(t *testing.T) {
 	closed, missing := co.noteClosed(map[string]bool{}, leases)
 	assert.Empty(t, missing, "a close written back over the holder reading the parent")
 	assert.NotContains(t, readyShards(co.listed, closed), "c", "a child of a parent the holder reads is ready")
+}
+
+// lateReopenedStore reads no reopened shard: a round read call by call
+// that read the list before a holder's re-seed and the closed set after.
+type lateReopenedStore struct{ *consumertest.Store }
+
+func (lateReopenedStore) ReopenedShards(context.Context) (map[string]bool, error) { return nil, nil }
+
+// A close the store refuses to take back is logged as refused, not as
+// written back, and the parent is not closed in that round's gate: its
+// child is not taken.
+//
+// Guards: the WARN said "Wrote them back" at every round although the
+// store refused, and the round took the child of a parent its holder
+// reads again.
+func TestARefusedWriteBackIsNotLoggedAsWrittenNorGatesOpen(t *testing.T) {
+	t.Parallel()
+	var logs consumertest.SyncBuffer
+	st := consumertest.NewStore(time.Minute)
+	co := wonBackRig(t, st, "holder")
+	co.store = lateReopenedStore{st}
+	co.known.noteReopened(nil)
+	co.log = service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	co.listed["c"] = consumer.Shard{ID: "c", Parent: "p"}
+
+	co.rebalance(co.runCtx)
+	st.Mu.Lock()
+	defer st.Mu.Unlock()
+	assert.False(t, st.Closed["p"], "the fake store took a close over a shard won back")
+	assert.NotContains(t, logs.String(), "Wrote them back")
+	assert.Contains(t, logs.String(), "refused the close of 1 shards this instance knew closed (p)")
+	_, took := co.readers["c"]
+	assert.False(t, took, "the child of a parent its holder reads again was taken")
+	assert.NotEqual(t, "me", st.LeaseMap["c"].Owner)
 }
