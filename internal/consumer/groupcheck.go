@@ -110,6 +110,12 @@ type Round struct {
 	// was asked for them (balancing by load): then never nil, empty when
 	// none is published; nil when not asked.
 	Loads map[string]ShardLoad
+	// Reopened are the shards a re-seed won back from a close a newcomer
+	// made on an emptied store and that nobody has closed since: a close
+	// of theirs an instance learned before is not the store's, so it is
+	// neither written back nor counted closed until the store's closed
+	// set holds it again.
+	Reopened map[string]bool
 }
 
 // RoundReader is a Store that reads a balancing round's state in one call,
@@ -117,6 +123,13 @@ type Round struct {
 // Leases and HandoffRequests.
 type RoundReader interface {
 	ReadRound(ctx context.Context, owner string) (Round, error)
+}
+
+// ReopenedReader is a Store that tells its Round.Reopened shards apart
+// from a round read in one call: a balancing round that reads the store
+// call by call asks it for them.
+type ReopenedReader interface {
+	ReopenedShards(ctx context.Context) (map[string]bool, error)
 }
 
 // RoundsReader is a RoundReader that can read the rounds of other stores

@@ -84,10 +84,19 @@ type Reseeded struct {
 	// Epoch and GroupStart are the group record now stored.
 	Epoch      string
 	GroupStart time.Time
+	// RecordLost says the store kept another group record than the one
+	// the caller presented (an older one: the caller's was made on an
+	// emptied store). What the caller wrote under its record counts only
+	// until a holder of the kept record claims the shard.
+	RecordLost bool
 	// Renewed are the seed's leases the caller holds again; Lost are the
 	// shards another owner took meanwhile.
 	Renewed []Lease
 	Lost    []string
+	// Delivered is the store's redelivery mark of each renewed shard that
+	// has one: how far any owner, a newcomer the caller won the shard back
+	// from included, may have delivered it.
+	Delivered map[string]Position
 }
 
 // Lease is the right to read one shard, held by Owner and fenced by Token:

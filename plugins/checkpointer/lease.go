@@ -213,7 +213,7 @@ func (s *Store) ReadRound(ctx context.Context, owner string) (consumer.Round, er
 
 // roundOf reads round.lua's reply, sent at sent.
 func roundOf(res []any, sent time.Time) (consumer.Round, error) {
-	if len(res) != 5 {
+	if len(res) != 6 {
 		return consumer.Round{}, fmt.Errorf("reading the balancing round's state: unexpected script reply %v", res)
 	}
 	members, _ := res[0].([]any)
@@ -231,6 +231,7 @@ func roundOf(res []any, sent time.Time) (consumer.Round, error) {
 	for i := 0; i+1 < len(reqs); i += 2 {
 		r.Handoffs[toString(reqs[i])] = toString(reqs[i+1])
 	}
+	r.Reopened = reopenedOf(toString(res[5]))
 	var err error
 	if r.Leases, err = leaseStates(leases, sent); err != nil {
 		return consumer.Round{}, err

@@ -7,10 +7,35 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
+
+// provisionalField lists, in the group record, the shards whose
+// checkpoint, close or lease a group record wrote that a re-seed then
+// replaced, " a b ... " (reseed.lua): a holder of the kept record that
+// presents such a shard's lease wins it back with its own position.
+const provisionalField = "provisional"
+
+// reopenedField lists, in the group record, the shards a re-seed won back
+// from a newcomer's close, " a b ... ", until their reader closes them
+// (reseed.lua, close.lua): a known close of theirs is not written back.
+const reopenedField = "reopened"
+
+// reopenedOf reads the reopened field's " a b ... " list as a set (nil
+// when empty).
+func reopenedOf(list string) map[string]bool {
+	var out map[string]bool
+	for _, id := range strings.Fields(list) {
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[id] = true
+	}
+	return out
+}
 
 // Reseed writes back what one instance knows into a store that forgot the
 // group: the group record this store knows (of two records the one with the
@@ -63,6 +88,7 @@ func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseed
 		return consumer.Reseeded{}, fmt.Errorf("re-seeding the checkpoint store: unexpected script reply %v", res)
 	}
 	out := consumer.Reseeded{Epoch: toString(res[0]), GroupStart: time.UnixMilli(toInt(res[1])), FoundEpoch: toString(res[2])}
+	out.RecordLost = out.Epoch != epoch
 	s.epochMu.Lock()
 	s.epoch, s.groupStart = out.Epoch, out.GroupStart
 	s.epochMu.Unlock()
@@ -86,5 +112,46 @@ func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseed
 		l.Deadline = sent.Add(time.Duration(exp-now) * time.Millisecond)
 		out.Renewed = append(out.Renewed, l)
 	}
+	if err := s.renewedMarks(ctx, &out); err != nil {
+		return consumer.Reseeded{}, err
+	}
 	return out, nil
+}
+
+// renewedMarks reads the redelivery marks of the shards a re-seed renewed
+// into out.Delivered. A holder that won a shard back from a newcomer (a tie,
+// or a provisional shard) reads on with the mark its own take read, below
+// what the newcomer may have delivered since the store forgot: the store's
+// mark, written forwards by both, tells it how far. Marks only move
+// forwards, so reading them after the script misses nothing.
+func (s *Store) renewedMarks(ctx context.Context, out *consumer.Reseeded) error {
+	if len(out.Renewed) == 0 {
+		return nil
+	}
+	shards := make([]string, len(out.Renewed))
+	for i, l := range out.Renewed {
+		shards[i] = l.Shard
+	}
+	vals, err := s.c.client.HMGet(ctx, s.keys.Delivered, shards...).Result()
+	if err != nil {
+		return fmt.Errorf("reading the redelivery marks of %d re-seeded shards: %w", len(shards), err)
+	}
+	for i, v := range vals {
+		str, ok := v.(string)
+		if !ok || str == "" {
+			continue
+		}
+		p, err := consumer.ParsePosition(str)
+		if err != nil {
+			// An unreadable mark is reported at the shard's next take; here
+			// it only cannot raise the reader's.
+			continue
+		}
+		if out.Delivered == nil {
+			out.Delivered = map[string]consumer.Position{}
+		}
+		out.Delivered[shards[i]] = p
+		s.marks.raise(shards[i], p)
+	}
+	return nil
 }

@@ -43,6 +43,8 @@ var luaFields = strings.NewReplacer(
 	"{{createdField}}", createdField,
 	"{{reseededField}}", reseededField,
 	"{{prunedField}}", prunedField,
+	"{{provisionalField}}", provisionalField,
+	"{{reopenedField}}", reopenedField,
 	"{{shardStartPrefix}}", shardStartPrefix,
 )
 
@@ -204,8 +206,8 @@ var handoffRequestsScript = newScript("handoff_requests")
 
 // roundScript: KEYS members, closed, epoch, lease, handoff; ARGV
 // periodMillis, epoch (” to skip the check), owner. Returns {members,
-// closed, {now, shard, lease...}, {shard, requester...}}, or FORGOT
-// (Store.ReadRound).
+// closed, {now, shard, lease...}, {shard, requester...}, reseeded,
+// reopened}, or FORGOT (Store.ReadRound).
 var roundScript = newScript("round")
 
 // roundsScript: round.lua over the keys of several streams (Store.ReadRounds).

@@ -43,6 +43,14 @@ type Store struct {
 	// ReseededClosed lists every close a Reseed carried, in order: what
 	// instances wrote back, apart from the closes readers made.
 	ReseededClosed []string
+	// RecordLost makes Reseed answer that the caller's group record lost
+	// to the one the store kept.
+	RecordLost bool
+	// Reopened are the shards a re-seed won back from a newcomer's close
+	// (the Redis store's reopened list), until a reader closes them: as
+	// there, Reseed writes no close over them, and ReopenedShards lists
+	// them for a balancing round.
+	Reopened map[string]bool
 }
 
 func NewStore(period time.Duration) *Store {
@@ -117,10 +125,13 @@ func (s *Store) Reseed(_ context.Context, seed consumer.Seed) (consumer.Reseeded
 		}
 	}
 	for _, shard := range seed.Closed {
-		s.Closed[shard], s.Ckpt[shard] = true, consumer.Position{ShardEnd: true}
 		s.ReseededClosed = append(s.ReseededClosed, shard)
+		if s.Reopened[shard] {
+			continue
+		}
+		s.Closed[shard], s.Ckpt[shard] = true, consumer.Position{ShardEnd: true}
 	}
-	res := consumer.Reseeded{GroupStart: s.Start}
+	res := consumer.Reseeded{GroupStart: s.Start, RecordLost: s.RecordLost}
 	for _, l := range seed.Leases {
 		if cur, ok := s.LeaseMap[l.Shard]; s.Live(cur, ok) && cur.Owner != seed.Owner {
 			res.Lost = append(res.Lost, l.Shard)
@@ -212,6 +223,7 @@ func (s *Store) CloseShard(_ context.Context, l consumer.Lease) error {
 	}
 	s.Ckpt[l.Shard] = consumer.Position{ShardEnd: true}
 	s.Closed[l.Shard] = true
+	delete(s.Reopened, l.Shard)
 	// Released at time 0 with its token, as the Redis store's close does.
 	s.LeaseMap[l.Shard] = consumer.Lease{Shard: l.Shard, Token: l.Token, ExpiresAt: time.UnixMilli(0)}
 	return nil
@@ -243,6 +255,16 @@ func (s *Store) ClosedShards(context.Context) (map[string]bool, error) {
 	}
 	return out, nil
 }
+
+// ReopenedShards lists the shards a re-seed won back from a close and
+// nobody closed since (consumer.ReopenedReader).
+func (s *Store) ReopenedShards(context.Context) (map[string]bool, error) {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	return maps.Clone(s.Reopened), nil
+}
+
+var _ consumer.ReopenedReader = (*Store)(nil)
 
 func (s *Store) Leases(context.Context) (map[string]consumer.LeaseState, error) {
 	s.Mu.Lock()

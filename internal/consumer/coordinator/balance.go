@@ -46,9 +46,12 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 	slices.Sort(rd.Members)
 	members, closed, leases := rd.Members, rd.Closed, rd.Leases
 	co.known.superseded(leases)
+	co.known.noteReopened(rd.Reopened)
 	closed, missing := co.noteClosed(closed, leases)
 	if len(missing) > 0 {
-		co.writeBackClosed(ctx, missing)
+		for _, id := range co.writeBackClosed(ctx, missing) {
+			delete(closed, id)
+		}
 	}
 	co.pruneUnlisted(ctx, closed, leases)
 	ready := readyShards(co.listed, closed)
@@ -117,6 +120,11 @@ func (co *coordinator) readRound(ctx context.Context) (consumer.Round, error) {
 	}
 	if rd.Closed, err = co.store.ClosedShards(ctx); err != nil {
 		return rd, fmt.Errorf("reading closed shards: %w", err)
+	}
+	if re, ok := s.(consumer.ReopenedReader); ok {
+		if rd.Reopened, err = re.ReopenedShards(ctx); err != nil {
+			return rd, fmt.Errorf("reading the shards a re-seed reopened: %w", err)
+		}
 	}
 	if rd.Leases, err = co.store.Leases(ctx); err != nil {
 		return rd, fmt.Errorf("reading leases: %w", err)

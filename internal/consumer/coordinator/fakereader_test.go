@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,9 @@ type fakeReader struct {
 	lost     atomic.Bool
 	stopping atomic.Bool
 	renewals atomic.Int64
+	// raised is the last mark RaiseDelivered gave.
+	raisedMu sync.Mutex
+	raised   consumer.Position
 }
 
 func newFakeReader(id string, l consumer.Lease) *fakeReader {
@@ -44,6 +48,11 @@ func (r *fakeReader) LeaseLive() bool { return time.Now().Before(r.Lease().Deadl
 func (r *fakeReader) MarkLost()       { r.lost.Store(true); r.stopping.Store(true) }
 func (r *fakeReader) Lost() bool      { return r.lost.Load() }
 func (r *fakeReader) Releasing() bool { return false }
+func (r *fakeReader) RaiseDelivered(p consumer.Position) {
+	r.raisedMu.Lock()
+	defer r.raisedMu.Unlock()
+	r.raised = p
+}
 func (r *fakeReader) Checkpoint() (consumer.Position, bool) {
 	return r.acked, r.hasAcked
 }

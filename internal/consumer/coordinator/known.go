@@ -21,7 +21,11 @@ type known struct {
 	// close was made under (0 when unknown: learned from the store while
 	// it held no lease of the shard).
 	closedSet map[string]int64
-	override  *consumer.StartOverride
+	// reopened is the store's Round.Reopened as the last balancing round
+	// read it: shards a re-seed won back from a newcomer's close, which
+	// nobody has closed since.
+	reopened map[string]bool
+	override *consumer.StartOverride
 	// committed is, per shard, the last checkpoint this instance took a
 	// shard from or committed, with the lease token it held then, until a
 	// newer owner (or an operator's reset or import) is known.
@@ -45,6 +49,17 @@ func (k *known) closed(id string, token int64) {
 	}
 	k.closedSet[id] = max(k.closedSet[id], token)
 	delete(k.committed, id)
+	// This instance's close took the shard off the store's reopened list
+	// (a close is what settles a shard won back), so the next round's
+	// merge keeps it even when it read the list before the close.
+	delete(k.reopened, id)
+}
+
+// noteReopened records the shards a balancing round read as reopened.
+func (k *known) noteReopened(ids map[string]bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.reopened = ids
 }
 
 // take records where a taken shard starts and the override the store gave.
@@ -116,7 +131,20 @@ func (k *known) superseded(leases map[string]consumer.LeaseState) {
 // forgot the group holds no lease of a closed shard (a re-seed restores
 // only the leases of shards being read), and its tokens start again from
 // 1, so a take after a wipe does not pass for a reset.
+//
+// A known close of a shard this instance reads now is dropped too: its
+// reader won the shard back at a re-seed from a close a newcomer made on
+// an emptied store from its own `latest`, and closes it itself at its end.
+// So is a known close of a shard the store lists as reopened (the last
+// round's Round.Reopened), whoever holds it: another instance's re-seed
+// won it back from such a close, which this instance may have learned
+// from the store before. Only the store's lists tell that apart from a
+// parent taken again after a wipe under a token no higher than its close's
+// (whose close is written back): the leases look alike. The shard is then
+// not closed in this instance's gate until the store's closed set holds it
+// again, so its children wait for the holder's reader to close it.
 func (co *coordinator) noteClosed(closed map[string]bool, leases map[string]consumer.LeaseState) (merged map[string]bool, missing []string) {
+	readers := co.readersNow()
 	co.known.mu.Lock()
 	defer co.known.mu.Unlock()
 	if co.known.closedSet == nil {
@@ -124,6 +152,10 @@ func (co *coordinator) noteClosed(closed map[string]bool, leases map[string]cons
 	}
 	for id, tok := range co.known.closedSet {
 		if closed[id] {
+			continue
+		}
+		if r := readers[id]; (r != nil && !r.Finished() && !r.Lost()) || co.known.reopened[id] {
+			delete(co.known.closedSet, id)
 			continue
 		}
 		if ls, ok := leases[id]; ok && ls.Token > tok && (operatorFreed(ls) || tok > 0) {
@@ -155,13 +187,39 @@ func operatorFreed(ls consumer.LeaseState) bool {
 
 // writeBackClosed writes closes this instance knows back into a store that
 // lacks them, through a re-seed that carries nothing else (no checkpoint,
-// no lease): the store keeps what it has and adds the closes.
-func (co *coordinator) writeBackClosed(ctx context.Context, missing []string) {
+// no lease): the store keeps what it has and adds the closes it takes. It
+// takes none over a shard a holder won back at its re-seed (reopened) or
+// that it settled otherwise, so the closed set is read back to tell what
+// it kept. It returns the closes the store refused: the caller does not
+// count them closed in this round's gate, and its next round learns why
+// (a reopened shard's close is then dropped).
+func (co *coordinator) writeBackClosed(ctx context.Context, missing []string) (refused []string) {
 	_, err := co.store.Reseed(ctx, consumer.Seed{Owner: co.c.owner, Checkpoints: map[string]consumer.Position{}, Closed: missing})
 	if err != nil {
 		co.log.Warnf("Writing back %d closed shards the checkpoint store lacks failed; retrying at the next balancing round: %v", len(missing), err)
-		return
+		return nil
 	}
-	co.log.Warnf("The checkpoint store lacked the close of %d shards this instance knew closed (%s): another instance re-seeded it without them after it forgot the group. Wrote them back, so no parent is read again after its children",
-		len(missing), strings.Join(missing, ", "))
+	now, err := co.store.ClosedShards(ctx)
+	if err != nil {
+		co.log.Warnf("The checkpoint store lacked the close of %d shards this instance knew closed (%s): another instance re-seeded it without them after it forgot the group. Sent them back; reading back which it kept failed, so the next balancing round checks again: %v",
+			len(missing), strings.Join(missing, ", "), err)
+		return nil
+	}
+	var wrote []string
+	for _, id := range missing {
+		if now[id] {
+			wrote = append(wrote, id)
+		} else {
+			refused = append(refused, id)
+		}
+	}
+	if len(wrote) > 0 {
+		co.log.Warnf("The checkpoint store lacked the close of %d shards this instance knew closed (%s): another instance re-seeded it without them after it forgot the group. Wrote them back, so no parent is read again after its children",
+			len(wrote), strings.Join(wrote, ", "))
+	}
+	if len(refused) > 0 {
+		co.log.Warnf("The checkpoint store refused the close of %d shards this instance knew closed (%s): a holder won them back at its re-seed after the store forgot the group, and its reader reads them on from its own position, or the store settled them otherwise. Not written back; their children wait until the store holds their close",
+			len(refused), strings.Join(refused, ", "))
+	}
+	return refused
 }

@@ -31,6 +31,8 @@ type shardReader interface {
 	MarkLost()
 	Lost() bool
 	Releasing() bool
+	// RaiseDelivered raises the redelivery mark the reader marks against.
+	RaiseDelivered(p consumer.Position)
 	// What the coordinator publishes and re-seeds from.
 	Checkpoint() (consumer.Position, bool)
 	Progress(now time.Time, period time.Duration) (consumer.Progress, bool)

@@ -139,6 +139,11 @@ func (co *coordinator) reseed(ctx context.Context) {
 		byShard[id] = r
 		lapsed[id] = !r.LeaseLive()
 	}
+	// A shard this instance still reads is not closed, whatever it learned:
+	// a close it read from the store may be one a newcomer made from its
+	// own `latest` on an emptied store, which this re-seed takes back
+	// (its reader goes on from its own position and closes it itself).
+	seed.Closed = slices.DeleteFunc(seed.Closed, func(id string) bool { _, reading := byShard[id]; return reading })
 	for id, p := range seed.Checkpoints {
 		if _, reading := byShard[id]; !reading && slices.Contains(seed.Closed, id) {
 			delete(seed.Checkpoints, id)
@@ -154,6 +159,17 @@ func (co *coordinator) reseed(ctx context.Context) {
 	}
 	co.renewal.succeeded(attempt)
 	co.renewal.reseeded(attempt)
+	if res.RecordLost {
+		// This instance's group record lost to an older one: it was made on
+		// an emptied store, and what this instance knows came from there.
+		// The closes it knew are in the store now (this re-seed wrote those
+		// that no holder of the kept record settled otherwise), so the
+		// store's closed set is what counts from here: a close a holder of
+		// the kept record took back is not written back over its reader.
+		co.known.mu.Lock()
+		clear(co.known.closedSet)
+		co.known.mu.Unlock()
+	}
 	found := "had no record of the group"
 	if res.FoundEpoch == res.Epoch {
 		found = "had lost this instance's leases; another instance had restored the group record"
@@ -168,6 +184,12 @@ func (co *coordinator) reseed(ctx context.Context) {
 		r := byShard[l.Shard]
 		if r == nil {
 			continue
+		}
+		if m, ok := res.Delivered[l.Shard]; ok {
+			// Won back from a newcomer (a tie, or a provisional shard), the
+			// reader reads again what the newcomer may have delivered: the
+			// store's mark, which the newcomer raised, marks it.
+			r.RaiseDelivered(m)
 		}
 		if lapsed[l.Shard] {
 			co.renewal.holdBack(l.Shard, time.Now().Add(co.c.cfg.LeasePeriod))

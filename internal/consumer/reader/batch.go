@@ -62,7 +62,7 @@ type part struct {
 func (r *Reader) newDelivery(recs []consumer.Record, behind int64) *delivery {
 	d := &delivery{r: r, verdict: make(chan struct{}, 1)}
 	d.batch = consumer.MakeBatch(r.st.Name, r.shard.ID, recs, behind, d)
-	d.batch.DeliveredBefore = r.start.DeliveredBefore
+	d.batch.DeliveredBefore = r.deliveredBefore()
 	d.whole = part{d: d, batch: &d.batch}
 	d.charge.Set(budget.RecordsCost(recs))
 	return d

@@ -24,7 +24,10 @@ type Reader struct {
 	lease   atomic.Pointer[consumer.Lease]
 	tracker *tracker
 	start   source.Start
-	log     *service.Logger
+	// raisedMark is a redelivery mark learned after the take (a re-seed
+	// that won the shard back from a newcomer), when above start's.
+	raisedMark atomic.Pointer[consumer.Position]
+	log        *service.Logger
 	// openSource opens the record source at the reader's start.
 	openSource func() source.RecordSource
 
@@ -140,6 +143,33 @@ func (r *Reader) LeaseRenewed(l consumer.Lease) {
 	defer r.renewedMu.Unlock()
 	close(r.renewed)
 	r.renewed = make(chan struct{})
+}
+
+// RaiseDelivered raises the redelivery mark the reader's records are
+// marked against (Batch.Redelivered) to p, when p is above it: a re-seed
+// that won the shard back from a newcomer learned how far that newcomer may
+// have delivered it, and the records it reads again up to there are
+// delivered marked.
+func (r *Reader) RaiseDelivered(p consumer.Position) {
+	for {
+		cur := r.raisedMark.Load()
+		if p.IsZero() || (cur != nil && p.Compare(*cur) <= 0) {
+			return
+		}
+		if r.raisedMark.CompareAndSwap(cur, &p) {
+			return
+		}
+	}
+}
+
+// deliveredBefore is the redelivery mark a new delivery is marked against:
+// the take's, or a higher one learned since.
+func (r *Reader) deliveredBefore() consumer.Position {
+	m := r.start.DeliveredBefore
+	if p := r.raisedMark.Load(); p != nil && (m.IsZero() || p.Compare(m) > 0) {
+		m = *p
+	}
+	return m
 }
 
 // nextRenewal returns a channel closed at the next renewal. A waiter takes

@@ -27,10 +27,23 @@ else
   -- lease period and the newcomer wait) for a holder that was paused or
   -- cut off while the store forgot: it wakes within its lease and re-seeds
   -- within a check interval of waking.
+  -- A provisional shard (reseed.lua: its state was written under a group
+  -- record a re-seed replaced) waits alike, as its holder may yet claim it
+  -- back; a take after that settles it.
   local reseeded = tonumber(redis.call('HGET', KEYS[4], 'reseeded')) or 0
   local hold = tonumber(ARGV[6])
-  if not raw and now < reseeded + hold then
+  local prov = raw and provisional(KEYS[4], ARGV[1])
+  if (not raw or prov) and now < reseeded + hold then
     return {0, '', reseeded + hold, 0, now, eid, gstart, '', '', -1, ''}
+  end
+  if prov then
+    local list = redis.call('HGET', KEYS[4], '{{provisionalField}}')
+    list = string.gsub(list, ' ' .. string.gsub(ARGV[1], '%p', '%%%0') .. ' ', ' ', 1)
+    if list == ' ' then
+      redis.call('HDEL', KEYS[4], '{{provisionalField}}')
+    else
+      redis.call('HSET', KEYS[4], '{{provisionalField}}', list)
+    end
   end
   if raw and exp > 0 then quiet = now - exp end
   owner = ARGV[2]

@@ -1,4 +1,4 @@
-local gone, owner, _, tok = known_lease(KEYS[1], ARGV[1], KEYS[5], ARGV[4])
+local gone, owner, _, tok = known_lease(KEYS[1], ARGV[1], KEYS[5], ARGV[4], ARGV[2], ARGV[3])
 if gone then return gone end
 if tok == tonumber(ARGV[3]) and owner == '' and redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then
   -- Written again, so a WAIT after it on this connection covers the close.
@@ -10,4 +10,7 @@ redis.call('HSET', KEYS[2], ARGV[1], 'SHARD_END')
 redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[1], ARGV[1], lease_value('', 0, tok))
 redis.call('HDEL', KEYS[4], ARGV[1])
+-- Read to its end by its owner: a shard won back from a newcomer's close
+-- (reseed.lua) is closed again, and a known close may be written back.
+list_drop(KEYS[5], '{{reopenedField}}', ARGV[1])
 return 1

@@ -1,4 +1,4 @@
-local gone, owner, _, tok = known_lease(KEYS[1], ARGV[1], KEYS[3], ARGV[5])
+local gone, owner, _, tok = known_lease(KEYS[1], ARGV[1], KEYS[3], ARGV[5], ARGV[2], ARGV[3])
 if gone then return gone end
 if owner ~= ARGV[2] or tok ~= tonumber(ARGV[3]) then
   -- The first step of a close run again after its second step released

@@ -75,13 +75,41 @@ local function epoch_ok(key, known)
 end
 
 -- Reads a shard's lease for a mutation that presents the epoch it knows.
+-- Whether shard is provisional (reseed.lua): its state was written under a
+-- group record a re-seed replaced, and a holder of the kept record that
+-- re-seeds wins it back. A lease of such a shard that is not the caller's
+-- is one the store cannot vouch for: a mutation presenting another is
+-- answered FORGOT, so that its caller re-seeds, rather than fenced.
+local function provisional(epoch_key, shard)
+  local list = redis.call('HGET', epoch_key, '{{provisionalField}}')
+  return list and string.find(list, ' ' .. shard .. ' ', 1, true) ~= nil
+end
+
+-- Removes shard from the " a b ... " list in field of the group record at
+-- epoch_key, deleting the field once the list is empty.
+local function list_drop(epoch_key, field, shard)
+  local list = redis.call('HGET', epoch_key, field)
+  if not list then return end
+  list = string.gsub(list, ' ' .. string.gsub(shard, '%p', '%%%0') .. ' ', ' ', 1)
+  if list == ' ' then
+    redis.call('HDEL', epoch_key, field)
+  else
+    redis.call('HSET', epoch_key, field, list)
+  end
+end
+
 -- Returns the FORGOT error reply when the epoch differs or the store does
--- not know the lease at all, else nil and the lease's owner, expiry, token.
-local function known_lease(lease_key, shard, epoch_key, known)
+-- not know the lease at all, or (with owner and token) holds another lease
+-- of a provisional shard, else nil and the lease's owner, expiry, token.
+local function known_lease(lease_key, shard, epoch_key, known, owner, token)
   if not epoch_ok(epoch_key, known) then return forgot(epoch_key) end
   local raw = redis.call('HGET', lease_key, shard)
   if not raw then return forgot(epoch_key) end
-  return nil, parse_lease(raw)
+  local o, e, t = parse_lease(raw)
+  if owner and (o ~= owner or t ~= tonumber(token)) and provisional(epoch_key, shard) then
+    return forgot(epoch_key)
+  end
+  return nil, o, e, t
 end
 
 local function strip_zeros(s)
@@ -141,14 +169,19 @@ local function renew_leases(lease_key, epoch_key, owner, period, known, args, fr
   local now = now_ms()
   local exp = now + tonumber(period)
   local out = {exp, now}
+  local unsure = false
   for i = from, to, 2 do
     local o, _, tok = parse_lease(redis.call('HGET', lease_key, args[i]))
     if o == owner and tok == tonumber(args[i + 1]) then
       redis.call('HSET', lease_key, args[i], lease_value(o, exp, tok))
     else
       table.insert(out, args[i])
+      unsure = unsure or provisional(epoch_key, args[i])
     end
   end
+  -- Another lease of a provisional shard: the caller re-seeds (the leases
+  -- renewed here stay renewed, as they would be by its re-seed).
+  if unsure then return nil end
   return out
 end
 

@@ -10,6 +10,51 @@ end
 -- record it replaced (after a wipe tokens start again at 1), not by its own,
 -- where every take raises the token.
 local won = redis.call('HGET', KEYS[1], 'id') == ARGV[1]
+-- Provisional shards: those whose checkpoint, close or lease a group record
+-- wrote that a re-seed then replaced (a newcomer's, made on the emptied
+-- store). That record's `latest` resolved from its own, later start, so
+-- its positions may lie past records that only a holder of the kept record
+-- knows it has not read, and its closes and releases may be made from
+-- there. They stand until such a holder claims the shard (below), and
+-- never outrank it. The list is " a b ... ": every shard of the replaced
+-- record's state when a re-seed replaces it, and every shard a seed of a
+-- record that lost writes.
+local provList = redis.call('HGET', KEYS[1], '{{provisionalField}}') or ' '
+local prov = {}
+local function addProv(shard)
+  if string.sub(shard, 1, 1) ~= '_' and not prov[shard] then
+    prov[shard] = true
+    provList = provList .. shard .. ' '
+  end
+end
+if won and found ~= '' and found ~= ARGV[1] then
+  provList = ' '
+  for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do addProv(f) end
+  for _, f in ipairs(redis.call('SMEMBERS', KEYS[3])) do addProv(f) end
+  for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do addProv(f) end
+else
+  for f in string.gmatch(provList, '%S+') do prov[f] = true end
+end
+-- A seed of a record that lost writes only into shards the kept record's
+-- holders have not settled: provisional ones, or ones the store knows
+-- nothing of.
+local function unsettled(shard)
+  if won or prov[shard] then return true end
+  return redis.call('HEXISTS', KEYS[2], shard) == 0 and redis.call('HEXISTS', KEYS[4], shard) == 0 and
+    redis.call('SISMEMBER', KEYS[3], shard) == 0
+end
+local function dropProv(shard)
+  if prov[shard] then
+    prov[shard] = nil
+    provList = string.gsub(provList, ' ' .. string.gsub(shard, '%p', '%%%0') .. ' ', ' ', 1)
+  end
+end
+-- Shards a holder of the kept record won back from a provisional state
+-- (below), " a b ... ", until their reader closes them (close.lua): a
+-- close of theirs another instance knows may be the newcomer's, learned
+-- from the store before the holder re-seeded, and is not written back.
+local reopenedList = redis.call('HGET', KEYS[1], '{{reopenedField}}') or ' '
+local function reopened(shard) return string.find(reopenedList, ' ' .. shard .. ' ', 1, true) ~= nil end
 -- Shards pruned as trimmed (prune) are not written back.
 local prunedList = redis.call('HGET', KEYS[1], '{{prunedField}}') or ''
 local function pruned(shard) return string.find(prunedList, ' ' .. shard .. ' ', 1, true) ~= nil end
@@ -44,21 +89,30 @@ local i = 8
 for _ = 1, tonumber(ARGV[5]) do
   seeded[ARGV[i]] = ARGV[i + 1]
   local cur = redis.call('HGET', KEYS[2], ARGV[i])
-  local ok = not pruned(ARGV[i]) and not stale
+  local ok = not pruned(ARGV[i]) and not stale and unsettled(ARGV[i])
   if ok and cur then
     local _, _, _, valid = parse_pos(cur)
     ok = not valid or cmp_pos(ARGV[i + 1], cur) > 0
   end
-  if ok then redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+  if ok then
+    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+    if not won then addProv(ARGV[i]) end
+  end
   i = i + 2
 end
 if ARGV[6] ~= '' then redis.call('HSETNX', KEYS[2], '{{startField}}', ARGV[6]) end
 local nclosed = tonumber(ARGV[i])
 i = i + 1
 for _ = 1, nclosed do
-  if not pruned(ARGV[i]) and not stale then
+  -- A close is not written over a shard a holder won back from a
+  -- provisional close (below), live or lapsed: its reader, or whoever
+  -- takes it after, reads it from the holder's position and closes it at
+  -- its end. A close the kept record's holders knew settles a provisional
+  -- shard.
+  if not pruned(ARGV[i]) and not stale and not reopened(ARGV[i]) and unsettled(ARGV[i]) then
     redis.call('SADD', KEYS[3], ARGV[i])
     redis.call('HSET', KEYS[2], ARGV[i], 'SHARD_END')
+    if won then dropProv(ARGV[i]) else addProv(ARGV[i]) end
   end
   i = i + 1
 end
@@ -94,6 +148,23 @@ for j = i, #ARGV, 2 do
   if stale then
     table.insert(out, ARGV[j])
     out[6] = out[6] + 1
+  elseif won and prov[ARGV[j]] and owner ~= ARGV[3] and not pruned(ARGV[j]) then
+    -- A holder of the kept record claims a provisional shard: whatever the
+    -- replaced record's owners did with it (read on, closed it, released
+    -- it, under any token: theirs started again at 1) came from a position
+    -- its `latest` resolved, so the holder's position (or none, when it
+    -- seeds none) replaces theirs, a close is undone, and the holder reads
+    -- on: a re-read, never a skip.
+    redis.call('HSET', KEYS[4], ARGV[j], lease_value(ARGV[3], exp, want))
+    if redis.call('SREM', KEYS[3], ARGV[j]) == 1 and not reopened(ARGV[j]) then
+      reopenedList = reopenedList .. ARGV[j] .. ' '
+    end
+    if seeded[ARGV[j]] then
+      redis.call('HSET', KEYS[2], ARGV[j], seeded[ARGV[j]])
+    else
+      redis.call('HDEL', KEYS[2], ARGV[j])
+    end
+    dropProv(ARGV[j])
   elseif redis.call('SISMEMBER', KEYS[3], ARGV[j]) == 1 or (raw and owner == '' and tok == want) then
     -- Closed, or released under this very token: the reader is done.
     table.insert(done, ARGV[j])
@@ -101,12 +172,15 @@ for j = i, #ARGV, 2 do
     -- Pruned as trimmed while its holder could not renew: lost.
     table.insert(out, ARGV[j])
     out[6] = out[6] + 1
-  elseif not raw or (owner == ARGV[3] and tok == want) or tok < want or (won and tok == want) then
+  elseif not raw or (owner == ARGV[3] and tok == want) or (won and tok <= want) then
     -- Unknown to the store, the caller's own, or an older token's (the
     -- caller's take fenced it): the newer token wins. An equal one of
     -- another owner was handed out from the record the caller's replaced,
     -- by a newcomer that found the store empty: the holder wins it back.
+    -- A caller whose record lost compares no tokens with the kept
+    -- record's holders: its own started again at 1.
     redis.call('HSET', KEYS[4], ARGV[j], lease_value(ARGV[3], exp, want))
+    if not won then addProv(ARGV[j]) end
     if raw and owner ~= ARGV[3] and owner ~= '' then
       -- The other owner may have committed from a start the caller's reader
       -- is behind: the shard's position is the caller's again (a re-read,
@@ -122,5 +196,11 @@ for j = i, #ARGV, 2 do
     out[6] = out[6] + 1
   end
 end
+if provList == ' ' then
+  redis.call('HDEL', KEYS[1], '{{provisionalField}}')
+else
+  redis.call('HSET', KEYS[1], '{{provisionalField}}', provList)
+end
+if reopenedList ~= ' ' then redis.call('HSET', KEYS[1], '{{reopenedField}}', reopenedList) end
 for _, s in ipairs(done) do table.insert(out, s) end
 return out

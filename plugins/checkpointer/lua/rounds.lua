@@ -21,7 +21,8 @@ for i = 1, #KEYS / 6 do
     if ARGV[3] == '1' then progress = redis.call('HGETALL', KEYS[k + 6]) end
     r[i] = {1, members, redis.call('SMEMBERS', KEYS[k + 2]), all_leases(KEYS[k + 4], now),
       handoff_requests(KEYS[k + 5], KEYS[k + 4], KEYS[k + 1], ARGV[2], ARGV[1], now),
-      tonumber(redis.call('HGET', KEYS[k + 3], '{{reseededField}}') or '0'), progress}
+      tonumber(redis.call('HGET', KEYS[k + 3], '{{reseededField}}') or '0'),
+      redis.call('HGET', KEYS[k + 3], '{{reopenedField}}') or '', progress}
   end
 end
 return r

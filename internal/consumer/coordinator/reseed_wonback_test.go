@@ -1,0 +1,178 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redpanda-data/benthos/v4/public/service"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
+)
+
+// wonBackRig is a coordinator over st that lists a closed parent and knows
+// it closed (under token 1), while the store lacks the close, lists the
+// parent reopened, and another or this instance holds it live: a holder
+// won it back at its re-seed from a close a newcomer made on an emptied
+// store. The coordinator has read a balancing round since, which told it
+// the reopened list.
+func wonBackRig(t *testing.T, st *consumertest.Store, holder string) *coordinator {
+	t.Helper()
+	co := balancingCoordinator(st, "me", nil)
+	co.listed = map[string]consumer.Shard{"p": {ID: "p", Closed: true}}
+	ctx, cancel := context.WithCancel(t.Context())
+	co.runCtx, co.runDone = ctx, make(chan struct{})
+	t.Cleanup(func() { cancel(); close(co.runDone) })
+	co.known.closed("p", 1)
+	st.Mu.Lock()
+	st.LeaseMap["p"] = consumer.Lease{Shard: "p", Owner: holder, Token: 1, ExpiresAt: time.Now().Add(time.Minute)}
+	st.Reopened = map[string]bool{"p": true}
+	st.Mu.Unlock()
+	rd, err := co.readRound(ctx)
+	require.NoError(t, err)
+	co.known.noteReopened(rd.Reopened)
+	return co
+}
+
+// A holder that won a parent back keeps reading it and closes it itself:
+// it neither seeds the close it had learned from the store nor writes it
+// back at its balancing rounds over its own reader.
+//
+// Guards: the holder's re-seed or next round closed the parent again
+// (SHARD_END) while its reader read the records only it knew were unread.
+func TestAHolderDoesNotCloseAShardItWonBack(t *testing.T) {
+	t.Parallel()
+	for _, step := range []string{"re-seed", "round"} {
+		t.Run(step, func(t *testing.T) {
+			t.Parallel()
+			st := consumertest.NewStore(time.Minute)
+			co := wonBackRig(t, st, "me")
+			r := newFakeReader("p", consumer.Lease{Shard: "p", Owner: "me", Token: 1, Deadline: time.Now().Add(time.Hour)})
+			r.acked, r.hasAcked = consumer.Position{Sequence: "150"}, true
+			co.readers["p"] = r
+			if step == "re-seed" {
+				co.reseed(co.runCtx)
+			} else {
+				co.rebalance(co.runCtx)
+			}
+			st.Mu.Lock()
+			defer st.Mu.Unlock()
+			assert.False(t, st.Closed["p"], "the shard this instance reads was closed by its %s", step)
+			assert.NotEqual(t, consumer.Position{ShardEnd: true}, st.Ckpt["p"])
+		})
+	}
+}
+
+// A newcomer whose group record lost at its re-seed forgets the closes it
+// made under it: the store holds them now, and a holder of the kept
+// record that took one back reads the shard. Its next round writes
+// nothing back.
+//
+// Guards: the newcomer wrote its close back at every balancing round over
+// the holder that won the parent back.
+func TestANewcomerWhoseRecordLostDoesNotWriteItsClosesBack(t *testing.T) {
+	t.Parallel()
+	st := consumertest.NewStore(time.Minute)
+	co := wonBackRig(t, st, "holder")
+	st.Mu.Lock()
+	st.RecordLost = true
+	st.Mu.Unlock()
+	co.reseed(co.runCtx)
+	st.Mu.Lock()
+	delete(st.Closed, "p") // the store kept the holder's claim, not the close
+	st.ReseededClosed = nil
+	st.Mu.Unlock()
+
+	co.rebalance(co.runCtx)
+	st.Mu.Lock()
+	defer st.Mu.Unlock()
+	assert.Empty(t, st.ReseededClosed, "the newcomer wrote back a close from the record that lost")
+	assert.False(t, st.Closed["p"])
+}
+
+// markStore answers a re-seed with a redelivery mark for each renewed
+// shard, as the Redis store does after a tie won back from a newcomer.
+type markStore struct {
+	*consumertest.Store
+	marks map[string]consumer.Position
+}
+
+func (s markStore) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
+	res, err := s.Store.Reseed(ctx, seed)
+	res.Delivered = s.marks
+	return res, err
+}
+
+// A reader whose lease a re-seed won back learns the store's redelivery
+// mark: the records it reads again up to where the newcomer delivered are
+// delivered marked.
+//
+// Guards: the holder read on with the mark its own take read, and the
+// records the newcomer had delivered came again unmarked.
+func TestAReseedRaisesTheRedeliveryMarkOfAShardWonBack(t *testing.T) {
+	t.Parallel()
+	st := markStore{Store: consumertest.NewStore(time.Minute), marks: map[string]consumer.Position{"s0": {Sequence: "900"}}}
+	co := &coordinator{c: &Consumer{owner: "me", metrics: consumer.NewMetrics(nil)}, store: st, readers: map[string]shardReader{}}
+	r := newFakeReader("s0", consumer.Lease{Shard: "s0", Owner: "me", Token: 1, Deadline: time.Now().Add(time.Hour)})
+	r.acked, r.hasAcked = consumer.Position{Sequence: "150"}, true
+	co.readers["s0"] = r
+	co.reseed(t.Context())
+	r.raisedMu.Lock()
+	defer r.raisedMu.Unlock()
+	assert.Equal(t, consumer.Position{Sequence: "900"}, r.raised)
+}
+
+// Guards: a third instance kept the won-back parent closed in its gate.
+func TestAThirdInstanceLetsGoOfAParentCloseAHolderWonBack(t *testing.T) {
+	t.Parallel()
+	st := consumertest.NewStore(time.Minute)
+	co := wonBackRig(t, st, "holder")
+	co.listed["c"] = consumer.Shard{ID: "c", Parent: "p"}
+	st.Mu.Lock()
+	leases := map[string]consumer.LeaseState{}
+	for id, l := range st.LeaseMap {
+		leases[id] = consumer.LeaseState{Lease: l, ExpiresIn: time.Until(l.ExpiresAt)}
+	}
+	st.Mu.Unlock()
+	closed, missing := co.noteClosed(map[string]bool{}, leases)
+	assert.Empty(t, missing, "a close written back over the holder reading the parent")
+	assert.NotContains(t, readyShards(co.listed, closed), "c", "a child of a parent the holder reads is ready")
+}
+
+// lateReopenedStore reads no reopened shard: a round read call by call
+// that read the list before a holder's re-seed and the closed set after.
+type lateReopenedStore struct{ *consumertest.Store }
+
+func (lateReopenedStore) ReopenedShards(context.Context) (map[string]bool, error) { return nil, nil }
+
+// A close the store refuses to take back is logged as refused, not as
+// written back, and the parent is not closed in that round's gate: its
+// child is not taken.
+//
+// Guards: the WARN said "Wrote them back" at every round although the
+// store refused, and the round took the child of a parent its holder
+// reads again.
+func TestARefusedWriteBackIsNotLoggedAsWrittenNorGatesOpen(t *testing.T) {
+	t.Parallel()
+	var logs consumertest.SyncBuffer
+	st := consumertest.NewStore(time.Minute)
+	co := wonBackRig(t, st, "holder")
+	co.store = lateReopenedStore{st}
+	co.known.noteReopened(nil)
+	co.log = service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	co.listed["c"] = consumer.Shard{ID: "c", Parent: "p"}
+
+	co.rebalance(co.runCtx)
+	st.Mu.Lock()
+	defer st.Mu.Unlock()
+	assert.False(t, st.Closed["p"], "the fake store took a close over a shard won back")
+	assert.NotContains(t, logs.String(), "Wrote them back")
+	assert.Contains(t, logs.String(), "refused the close of 1 shards this instance knew closed (p)")
+	_, took := co.readers["c"]
+	assert.False(t, took, "the child of a parent its holder reads again was taken")
+	assert.NotEqual(t, "me", st.LeaseMap["c"].Owner)
+}

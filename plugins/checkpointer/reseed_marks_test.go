@@ -1,0 +1,51 @@
+package checkpointer
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// A holder that wins a tie back while the newcomer still runs reads again
+// what the newcomer delivered since the store forgot: its re-seed must tell
+// it how far that was (the store's mark, which the newcomer raised), or it
+// delivers those records again unmarked with the mark its own take read.
+//
+// Guards: the re-seed gave the holder no mark, so its reader marked only up
+// to its pre-wipe mark.
+func TestIntegrationReseedTieTellsTheHolderHowFarTheNewcomerDelivered(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 2, 30*time.Second)
+	holder, newcomer := stores[0], stores[1]
+	ctx := t.Context()
+	_, err := holder.Join(ctx)
+	require.NoError(t, err)
+	held, err := holder.Acquire(ctx, "shard-0", "holder")
+	require.NoError(t, err)
+	_, err = holder.WriteDelivered(ctx, "holder", []DeliveredMark{{Shard: "shard-0", Token: held.Token, Position: consumer.Position{Sequence: "120"}}})
+	require.NoError(t, err)
+	require.NoError(t, holder.Commit(ctx, held.Lease, consumer.Position{Sequence: "100"}))
+
+	c := red.Client()
+	defer c.Close()
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err = newcomer.Join(ctx)
+	require.NoError(t, err)
+	took, err := newcomer.Acquire(ctx, "shard-0", "newcomer")
+	require.NoError(t, err)
+	// The newcomer read from its own record's start and delivered up to 900.
+	_, err = newcomer.WriteDelivered(ctx, "newcomer", []DeliveredMark{{Shard: "shard-0", Token: took.Token, Position: consumer.Position{Sequence: "900"}}})
+	require.NoError(t, err)
+
+	res, err := holder.Reseed(ctx, consumer.Seed{Owner: "holder",
+		Checkpoints: map[string]consumer.Position{"shard-0": {Sequence: "150"}}, Leases: []consumer.Lease{held.Lease}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"shard-0"}, renewedShards(res), "the tie goes to the holder")
+	t.Logf("holder's take read mark %v; re-seed told it %v", held.Delivered, res.Delivered)
+	assert.Equal(t, consumer.Position{Sequence: "900"}, res.Delivered["shard-0"],
+		"the holder reads again up to the newcomer's mark, and must deliver those records marked")
+}
