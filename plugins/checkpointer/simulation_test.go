@@ -48,21 +48,12 @@ import (
 // simKnownDefects lists the known defects the CI slice expects to find
 // rather than fail on, each by the invariant's message it breaks. Remove an
 // entry once its fix is merged: the slice then fails on any recurrence.
-//
-// "re-seed skip": issue 59 item 2, a re-seed after a wipe drops the shard a
-// newcomer closed or released, and the paused holder's position with it:
-// a skip on a shard that a re-seed took for done, or lost to a token taken
-// after the wipe that is newer than the holder's (any other skip, a lost
-// tie among them, is "skip").
-//
-// "won-back marks": a holder that won its shard back by a re-seed reads on
-// with the mark of its own take, so the records the other owner delivered
-// meanwhile come again unmarked (issue 59, the first reading to settle;
-// this simulation confirms it).
-var simKnownDefects = map[string]bool{
-	"re-seed skip":   true,
-	"won-back marks": true,
-}
+// It is empty: the two this simulation found, "re-seed skip" (a re-seed
+// after a wipe dropped the shard a newcomer closed or released, and the
+// paused holder's position with it) and "won-back marks" (a holder that won
+// its shard back read on with its own take's mark), are fixed, and their
+// messages are failures like any other.
+var simKnownDefects = map[string]bool{}
 
 var (
 	simSteps    = flag.Int("sim.steps", 0, "store simulation: average actions per schedule (0: the test's default)")
@@ -903,6 +894,16 @@ func (m *simModel) reseedActor(_ *rapid.T, a *simActor) {
 			h.waitUntil = m.srv.now().Add(m.period())
 		}
 		h.lease = l
+		// As the coordinator raises its reader's mark (Reader.RaiseDelivered):
+		// what another owner delivered while this one was away is marked
+		// when it is read again.
+		if d, ok := res.Delivered[l.Shard]; ok {
+			mark, _ := strconv.Atoi(d.Sequence)
+			if d.ShardEnd {
+				mark = len(m.records[l.Shard])
+			}
+			h.mark = max(h.mark, mark)
+		}
 	}
 	for _, s := range res.Lost {
 		a.drop(s)
