@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
@@ -80,7 +82,19 @@ func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseed
 		args = append(args, l.Shard, l.Token)
 	}
 	sent := time.Now()
-	res, err := reseedScript.Run(ctx, s.c.client, []string{s.keys.Epoch, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Delivered, s.keys.Handoff}, args...).Slice()
+	// What a re-seed writes back (the gate's closes above all) waits for
+	// replicas as a commit or a close does: a failover right after it
+	// would otherwise forget the group again. The script writes the
+	// group record's re-seed time whenever it writes anything, so on Redis
+	// 7.2 and later the WAIT has a write of its own connection to count; a
+	// re-seed that writes nothing (a stale record, nothing to seed) has
+	// nothing of its own to wait for.
+	var res []any
+	err := s.replicated(ctx, "re-seeding the checkpoint store", func(c redis.Scripter) error {
+		var err error
+		res, err = reseedScript.Run(ctx, c, []string{s.keys.Epoch, s.keys.Checkpoints, s.keys.Closed, s.keys.Leases, s.keys.Delivered, s.keys.Handoff}, args...).Slice()
+		return err
+	})
 	if err != nil {
 		return consumer.Reseeded{}, fmt.Errorf("re-seeding the checkpoint store: %w", err)
 	}
