@@ -42,6 +42,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Lint's checks that a field's lint rule cannot express; Benthos' lint
+	// runs after them, and either failing fails the command.
+	extraLints := false
+	if configs, resources, ok := lintArgs(os.Args[1:]); ok {
+		extraLints = lintExtra(os.Stderr, configs, resources)
+	}
 	code, err := service.RunCLIToCode(context.Background(),
 		service.CLIOptSetBinaryName("connect-kinesis"),
 		service.CLIOptSetProductName("connect-kinesis"),
@@ -57,6 +63,9 @@ func main() {
 	// process ended the pipeline: a failure (logged at ERROR), not a
 	// stream that finished, so a supervisor sees it.
 	if code == 0 && input.Refused() != nil {
+		code = 1
+	}
+	if code == 0 && extraLints {
 		code = 1
 	}
 	if code != 0 {
