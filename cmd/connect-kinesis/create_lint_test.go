@@ -145,3 +145,13 @@ func TestLintRefusesADeadLetterNoOutputResourceHas(t *testing.T) {
 	out, ok = lintFile(t, strings.Replace(deadLetterConf, "%s", "dlq", 1))
 	assert.True(t, ok, "a dead letter the file defines lints clean:\n%s", out)
 }
+
+// Guards issue 60 item 11: `start_position: oldest` was refused with "value
+// oldest is not a valid option for this field", without the valid values.
+func TestLintNamesTheValidStartPositions(t *testing.T) {
+	t.Parallel()
+	conf := "input:\n  kinesis:\n    streams: [ orders ]\n    start_position: oldest\n    checkpoint:\n      redis:\n        url: redis://redis.internal:6379\n      group: billing\noutput:\n  drop: {}\n"
+	out, ok := lintFile(t, conf)
+	require.False(t, ok, "%s", out)
+	assert.Contains(t, out, "(4,5) field start_position: oldest is not one of trim_horizon, latest, at_timestamp", "lint lists the valid values at the field:\n%s", out)
+}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -191,4 +193,64 @@ func emptyNode(n *yaml.Node) bool {
 		return len(n.Content) == 0
 	}
 	return false
+}
+
+// lintPosition matches a finding of Benthos' lint at column 1, the column
+// it gives every lint rule's message whatever the field's indentation.
+var lintPosition = regexp.MustCompile(`^(.+?)\((\d+),1\) `)
+
+// fixLintColumns points Benthos' lint findings at the field's own column
+// instead of 1: it replaces os.Stderr, which Benthos' lint writes to, with a
+// pipe whose lines it rewrites onto the real stderr. The returned function
+// restores os.Stderr and waits for the last line.
+func fixLintColumns() (restore func(), err error) {
+	real := os.Stderr
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating the lint output pipe: %w", err)
+	}
+	os.Stderr = w
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		files := map[string][]string{}
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			fmt.Fprintln(real, withColumn(sc.Text(), files))
+		}
+	}()
+	return func() {
+		os.Stderr = real
+		_ = w.Close()
+		<-done
+		_ = r.Close()
+	}, nil
+}
+
+// withColumn rewrites line's column 1 to the column where its line's field
+// starts (after indentation and a list item's dash), reading the file once.
+func withColumn(line string, files map[string][]string) string {
+	m := lintPosition.FindStringSubmatchIndex(line)
+	if m == nil {
+		return line
+	}
+	path, n := line[m[2]:m[3]], 0
+	fmt.Sscan(line[m[4]:m[5]], &n)
+	lines, ok := files[path]
+	if !ok {
+		if raw, err := os.ReadFile(path); err == nil {
+			lines = strings.Split(string(raw), "\n")
+		}
+		files[path] = lines
+	}
+	if n < 1 || n > len(lines) {
+		return line
+	}
+	text := lines[n-1]
+	col := len(text) - len(strings.TrimLeft(text, " -")) + 1
+	if col <= 1 {
+		return line
+	}
+	return fmt.Sprintf("%s(%d,%d) %s", path, n, col, line[m[1]:])
 }

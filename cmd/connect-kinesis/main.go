@@ -44,9 +44,14 @@ func main() {
 	}
 	// Lint's checks that a field's lint rule cannot express; Benthos' lint
 	// runs after them, and either failing fails the command.
-	extraLints := false
+	// Benthos' lint gives every lint rule's finding column 1: its output
+	// is rewritten to point at the field.
+	extraLints, restoreStderr := false, func() {}
 	if configs, resources, ok := lintArgs(os.Args[1:]); ok {
 		extraLints = lintExtra(os.Stderr, configs, resources)
+		if restore, err := fixLintColumns(); err == nil {
+			restoreStderr = restore
+		}
 	}
 	code, err := service.RunCLIToCode(context.Background(),
 		service.CLIOptSetBinaryName("connect-kinesis"),
@@ -56,6 +61,7 @@ func main() {
 		service.CLIOptAddCommand(ops.ConsumersCommand()),
 		service.CLIOptOnLoggerInit(memLimit.log),
 	)
+	restoreStderr()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err.Error())
 	}
