@@ -192,7 +192,7 @@ func openFromFlags(c *cli.Context) (*opened, error) {
 		settings := awsconf.Settings{Region: c.String(flagRegion), Endpoint: c.String(flagEndpoint), Profile: c.String(flagProfile)}
 		awsCfg, err := settings.Load(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("%w; --%s is looked up in Kinesis, because the group's keys name the stream by its ARN and creation time; --%s with the STREAM ID `show --group` prints reads Redis alone", flagError(err), flagStream, flagStreamID)
+			return nil, fmt.Errorf("%w; --%s is looked up in Kinesis, for its ARN, which names the group's keys, and its shards; --%s with the STREAM ID `show --group` prints reads Redis alone", flagError(err), flagStream, flagStreamID)
 		}
 		api := settings.KinesisClient(awsCfg)
 		info, err := describeStream(ctx, api, c.String(flagStream))
