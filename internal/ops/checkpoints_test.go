@@ -343,5 +343,5 @@ func TestShowStreamWithoutRegionSaysWhyAndTheWayAround(t *testing.T) {
 	out, err := runCLI(t.Context(), "show", "--redis-url", "redis://127.0.0.1:1", "--group", "billing", "--stream", "orders", "--region", "us east 1")
 	require.Error(t, err, out)
 	assert.Contains(t, err.Error(), `flag --region: "us east 1" is not an AWS region name`)
-	assert.Contains(t, err.Error(), "--stream is looked up in Kinesis, because the group's keys name the stream by its ARN and creation time; --stream-id with the STREAM ID `show --group` prints reads Redis alone")
+	assert.Contains(t, err.Error(), "--stream is looked up in Kinesis, for its ARN, which names the group's keys, and its shards; --stream-id with the STREAM ID `show --group` prints reads Redis alone")
 }
