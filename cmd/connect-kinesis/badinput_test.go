@@ -105,7 +105,7 @@ func TestBadConfigFailsAtStart(t *testing.T) {
 		// Benthos' linter rejects enum values before the constructor runs;
 		// its message points at the line and quotes the value.
 		{"input unknown start_position", badInputConfig(map[string]string{"start_position": "newest"}),
-			[]string{"newest", "not a valid option"}},
+			[]string{"newest is not one of trim_horizon, latest, at_timestamp"}},
 		{"input at_timestamp without timestamp", badInputConfig(map[string]string{"start_position": "at_timestamp"}),
 			[]string{"start_timestamp", "required", "RFC3339"}},
 		{"input timestamp not RFC3339", badInputConfig(map[string]string{"start_position": "at_timestamp", "start_timestamp": "yesterday"}),
@@ -143,7 +143,7 @@ func TestBadConfigFailsAtStart(t *testing.T) {
 		{"input redis URL unparsable", badInputConfig(map[string]string{"checkpoint": "{ redis: { url: 'redis://:pw@%zz' }, group: g }"}),
 			[]string{"checkpoint.redis", "url"}},
 		{"input redis kind unknown", badInputConfig(map[string]string{"checkpoint": "{ redis: { url: 'redis://127.0.0.1:1', kind: sharded }, group: g }"}),
-			[]string{"sharded", "not a valid option"}},
+			[]string{"sharded is not one of simple, cluster, failover"}},
 		{"input failover without master", badInputConfig(map[string]string{"checkpoint": "{ redis: { url: 'redis://127.0.0.1:1', kind: failover }, group: g }"}),
 			[]string{"checkpoint.redis.master", "failover"}},
 		{"input shard_max_in_flight zero", badInputConfig(map[string]string{"shard_max_in_flight": "0"}),

@@ -91,3 +91,67 @@ func TestCreatedOutputConfigFailsLintUntilItNamesAStream(t *testing.T) {
 	out, ok = lintFile(t, strings.Replace(conf, `stream: ""`, "stream: orders", 1))
 	assert.True(t, ok, "a config naming its stream lints clean:\n%s", out)
 }
+
+// Guards issue 60 item 7: `create kinesis/mapping/stdout` left `mapping: ""`
+// for the user to fill, lint named only the input's three fields, passed the
+// config once they were filled, and the run failed on the empty mapping.
+func TestCreatedConfigLintNamesEveryPlaceholder(t *testing.T) {
+	t.Parallel()
+	conf := run(t, "create", "kinesis/mapping/stdout")
+	filled := strings.NewReplacer(
+		"streams: []", "streams: [ orders ]",
+		`url: ""`, "url: redis://redis.internal:6379",
+		`group: ""`, "group: billing",
+	).Replace(conf)
+	out, ok := lintFile(t, filled)
+	require.False(t, ok, "lint refuses the mapping create left empty:\n%s", out)
+	line := lineOf(t, filled, "- mapping:")
+	assert.Regexp(t, regexp.MustCompile(`\(`+strconv.Itoa(line)+`,7\) `+regexp.QuoteMeta("field mapping: required, and `create` left it empty")), out)
+
+	out, ok = lintFile(t, strings.Replace(filled, `- mapping: ""`, `- mapping: root = this`, 1))
+	assert.True(t, ok, "a filled mapping lints clean:\n%s", out)
+}
+
+// deadLetterConf is a pipeline whose input sends records it gives up on to
+// the output resource labelled label, with one output resource, "dlq".
+const deadLetterConf = `input:
+  kinesis:
+    streams: [ orders ]
+    checkpoint:
+      redis:
+        url: redis://redis.internal:6379
+      group: billing
+    redelivery:
+      max_attempts: 3
+      dead_letter: %s
+output:
+  drop: {}
+output_resources:
+  - label: dlq
+    drop: {}
+`
+
+// Guards issue 60 item 8: a misspelled redelivery.dead_letter passed lint
+// although the file defines its output resources, and at run the input
+// retried the record every second forever.
+func TestLintRefusesADeadLetterNoOutputResourceHas(t *testing.T) {
+	t.Parallel()
+	conf := strings.Replace(deadLetterConf, "%s", "dlg", 1)
+	out, ok := lintFile(t, conf)
+	require.False(t, ok, "lint refuses a dead letter the file does not define:\n%s", out)
+	line := lineOf(t, conf, "dead_letter:")
+	assert.Regexp(t, regexp.MustCompile(`\(`+strconv.Itoa(line)+`,7\) `+regexp.QuoteMeta(`field redelivery.dead_letter: no output resource is labelled "dlg"; this file's output_resources are labelled: dlq`)), out)
+
+	out, ok = lintFile(t, strings.Replace(deadLetterConf, "%s", "dlq", 1))
+	assert.True(t, ok, "a dead letter the file defines lints clean:\n%s", out)
+}
+
+// Guards issue 60 item 11: `start_position: oldest` was refused with "value
+// oldest is not a valid option for this field", without the valid values.
+func TestLintNamesTheValidStartPositions(t *testing.T) {
+	t.Parallel()
+	conf := "input:\n  kinesis:\n    streams: [ orders ]\n    start_position: oldest\n    checkpoint:\n      redis:\n        url: redis://redis.internal:6379\n      group: billing\noutput:\n  drop: {}\n"
+	out, ok := lintFile(t, conf)
+	require.False(t, ok, "%s", out)
+	assert.Contains(t, out, "(4,5) field start_position: oldest is not one of trim_horizon, latest, at_timestamp", "lint lists the valid values at the field:\n%s", out)
+}

@@ -20,10 +20,15 @@ const (
   connect-kinesis create generate//kinesis > ./producer.yaml
   connect-kinesis lint ./config.yaml
   connect-kinesis run ./config.yaml
+  connect-kinesis -c ./config.yaml                the same run, with the global option -c
   connect-kinesis checkpoints show --redis-url redis://localhost:6379 --group my-app --stream orders
 
 A generated config needs its required fields filled (streams, checkpoint.redis.url,
-checkpoint.group for the input; stream, partition_key for the output).`
+checkpoint.group for the input; stream, partition_key for the output).
+
+Global options of a run (hidden from the list below; run --help describes the others):
+  -c, --config FILE    the config to run
+  -r, --resources GLOB extra resource files; also --set, --log.level, --chilled, -e, -t`
 )
 
 // setAppHelp installs the help template with this binary's name and examples.

@@ -42,6 +42,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Lint's checks that a field's lint rule cannot express; Benthos' lint
+	// runs after them, and either failing fails the command.
+	// Benthos' lint gives every lint rule's finding column 1: its output
+	// is rewritten to point at the field.
+	extraLints, restoreStderr := false, func() {}
+	if configs, resources, ok := lintArgs(os.Args[1:]); ok {
+		extraLints = lintExtra(os.Stderr, configs, resources)
+		if restore, err := fixLintColumns(); err == nil {
+			restoreStderr = restore
+		}
+	}
 	code, err := service.RunCLIToCode(context.Background(),
 		service.CLIOptSetBinaryName("connect-kinesis"),
 		service.CLIOptSetProductName("connect-kinesis"),
@@ -50,6 +61,7 @@ func main() {
 		service.CLIOptAddCommand(ops.ConsumersCommand()),
 		service.CLIOptOnLoggerInit(memLimit.log),
 	)
+	restoreStderr()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err.Error())
 	}
@@ -57,6 +69,9 @@ func main() {
 	// process ended the pipeline: a failure (logged at ERROR), not a
 	// stream that finished, so a supervisor sees it.
 	if code == 0 && input.Refused() != nil {
+		code = 1
+	}
+	if code == 0 && extraLints {
 		code = 1
 	}
 	if code != 0 {

@@ -213,7 +213,9 @@ func checkRegion(ctx context.Context, region string) error {
 	if _, err := lookupHost(ctx, host); err != nil {
 		var dnsErr *net.DNSError
 		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
-			return fmt.Errorf("field region: %q has no Kinesis endpoint (%s does not exist); check the region name, e.g. us-east-1", region, host)
+			// The same answer comes from a misspelt region and from a
+			// machine whose DNS resolves no AWS name: name both.
+			return fmt.Errorf("field region: the Kinesis endpoint of %q, %s, does not resolve here: either the region name is wrong (write it like us-east-1), or this machine's DNS cannot resolve AWS names (then set endpoint to a Kinesis it reaches: a VPC endpoint, a proxy or an emulator)", region, host)
 		}
 	}
 	return nil

@@ -159,8 +159,10 @@ func TestBadRegionNamesTheField(t *testing.T) {
 	for name, tc := range map[string]struct {
 		yaml, env, want string
 	}{
-		"unknown region":            {yaml: `{region: eu-west-99, credentials: {id: a, secret: b}}`, want: `field region: "eu-west-99" has no Kinesis endpoint (kinesis.eu-west-99.amazonaws.com does not exist)`},
-		"unknown region from env":   {yaml: `{credentials: {id: a, secret: b}}`, env: "eu-west-99", want: `field region: "eu-west-99" has no Kinesis endpoint`},
+		// Issue 60 item 10: the message named only a wrong region, when a
+		// machine that cannot resolve AWS names gets the same answer.
+		"unknown region":            {yaml: `{region: eu-west-99, credentials: {id: a, secret: b}}`, want: `field region: the Kinesis endpoint of "eu-west-99", kinesis.eu-west-99.amazonaws.com, does not resolve here: either the region name is wrong (write it like us-east-1), or this machine's DNS cannot resolve AWS names (then set endpoint to a Kinesis it reaches: a VPC endpoint, a proxy or an emulator)`},
+		"unknown region from env":   {yaml: `{credentials: {id: a, secret: b}}`, env: "eu-west-99", want: `field region: the Kinesis endpoint of "eu-west-99"`},
 		"not a region from env":     {yaml: `{credentials: {id: a, secret: b}}`, env: "us east 1", want: `field region: "us east 1" is not an AWS region name`},
 		"known region":              {yaml: `{region: us-east-1, credentials: {id: a, secret: b}}`},
 		"custom endpoint, no check": {yaml: `{region: local, endpoint: "http://127.0.0.1:4567", credentials: {id: a, secret: b}}`},

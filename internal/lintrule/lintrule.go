@@ -66,3 +66,22 @@ func Duration(path, example string) string {
 		},
 	)
 }
+
+// Enum is the lint rule of a field at path that takes one of values: Benthos'
+// own check of an enum field says only "value x is not a valid option for
+// this field", so this rule names the values, with hint (may be empty) for a
+// word users bring from elsewhere.
+func Enum(path, hint string, values ...string) string {
+	list := strings.Join(values, ", ")
+	quoted := make([]string, len(values))
+	for i, v := range values {
+		quoted[i] = `"` + v + `"`
+	}
+	if hint != "" {
+		hint = "; " + hint
+	}
+	return Field(Check{
+		When:    `this.type() == "string" && ![` + strings.Join(quoted, ", ") + `].contains(this)`,
+		Message: `"field ` + path + `: %s is not one of ` + list + strings.ReplaceAll(hint, `"`, `\"`) + `".format(this)`,
+	})
+}

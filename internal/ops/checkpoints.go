@@ -72,7 +72,7 @@ func CheckpointsCommand() *cli.Command {
 			{
 				Name:  "reset",
 				Usage: "Move the group to a new start: trim_horizon, latest, at_timestamp=RFC3339 or sequences=FILE",
-				Flags: common(
+				Flags: commonFlags(streamOneOrSet,
 					// The first backtick pair of a usage is the value's placeholder.
 					&cli.StringFlag{Name: flagTo, Usage: "where the group moves (`MODE`): trim_horizon | latest | at_timestamp=<RFC3339> | sequences=<FILE> (JSON: {\"shardId\": \"<seq>[/<sub>]\"|\"SHARD_END\"}, the output of 'show --json', or an export)", Required: true},
 					&cli.BoolFlag{Name: flagYes, Usage: "confirm the reset: it replaces every checkpoint of the group (without --yes it prints what it would change and writes nothing)"},
@@ -177,33 +177,39 @@ func checkpointerConfig(c *cli.Context) (checkpointer.Config, error) {
 }
 
 func openFromFlags(c *cli.Context) (*opened, error) {
+	return openStream(c, c.String(flagStream), c.String(flagStreamID))
+}
+
+// openStream opens the group's checkpoints of one stream, named by stream
+// (its name or ARN, looked up in Kinesis) or by its key identity id.
+func openStream(c *cli.Context, stream, id string) (*opened, error) {
 	ctx := c.Context
 	cfg, err := checkpointerConfig(c)
 	if err != nil {
 		return nil, err
 	}
-	if c.String(flagStream) == "" && c.String(flagStreamID) == "" {
+	if stream == "" && id == "" {
 		return nil, fmt.Errorf("flag --%s: name the stream (its name or ARN)", flagStream)
 	}
 	o := &opened{}
-	if id := c.String(flagStreamID); id != "" {
-		o.stream = streamInfo{ID: id, Name: c.String(flagStream)}
+	if id != "" {
+		o.stream = streamInfo{ID: id, Name: stream}
 	} else {
 		settings := awsconf.Settings{Region: c.String(flagRegion), Endpoint: c.String(flagEndpoint), Profile: c.String(flagProfile)}
 		awsCfg, err := settings.Load(ctx)
 		if err != nil {
-			return nil, flagError(err)
+			return nil, fmt.Errorf("%w; --%s is looked up in Kinesis, for its ARN, which names the group's keys, and its shards; --%s with the STREAM ID `show --group` prints reads Redis alone", flagError(err), flagStream, flagStreamID)
 		}
 		api := settings.KinesisClient(awsCfg)
-		info, err := describeStream(ctx, api, c.String(flagStream))
+		info, err := describeStream(ctx, api, stream)
 		if err != nil {
 			if errors.Is(err, ErrStreamNotFound) {
-				return nil, fmt.Errorf("stream %q not found in region %s (check --stream, --region and --endpoint)", c.String(flagStream), awsCfg.Region)
+				return nil, fmt.Errorf("stream %q not found in region %s (check --stream, --region and --endpoint)", stream, awsCfg.Region)
 			}
 			return nil, err
 		}
 		o.stream, o.listed, o.api = info, true, api
-		o.relist = func(ctx context.Context) (streamInfo, error) { return describeStream(ctx, api, c.String(flagStream)) }
+		o.relist = func(ctx context.Context) (streamInfo, error) { return describeStream(ctx, api, stream) }
 	}
 
 	cp, err := checkpointer.New(ctx, cfg, nil, nil)
@@ -260,6 +266,9 @@ const (
 	streamOne = iota
 	streamOneOrPattern
 	streamAny
+	// streamOneOrSet: one stream, or none for every stream of a set
+	// export given to reset.
+	streamOneOrSet
 )
 
 // commonFlags are the flags every subcommand takes.
@@ -268,6 +277,8 @@ func commonFlags(streamKind int, extra ...cli.Flag) []cli.Flag {
 	switch streamKind {
 	case streamOneOrPattern:
 		stream.Usage = "the stream name or ARN, or a pattern of names with * and ? (every stream of the region that matches and that the source holds)"
+	case streamOneOrSet:
+		stream = &cli.StringFlag{Name: flagStream, Usage: "the stream name or ARN (required, except with --to sequences=FILE of an export of several streams: then every stream of the file, or the one named)"}
 	case streamAny:
 		stream = &cli.StringFlag{Name: flagStream, Usage: "the stream name or ARN, or a pattern of names with * and ? (the group's streams in Redis that match); none: every stream the group has state on"}
 	}

@@ -334,3 +334,14 @@ func TestIntegrationCLIKinesalite(t *testing.T) {
 }
 
 func leaseOf(t consumer.Take, err error) (consumer.Lease, error) { return t.Lease, err }
+
+// Guards issue 60 item 10: `show --stream` without a usable region failed on
+// the region alone, though `show --group` needs none; the error says why a
+// stream name needs Kinesis, and how to name the stream without it.
+func TestShowStreamWithoutRegionSaysWhyAndTheWayAround(t *testing.T) {
+	t.Parallel()
+	out, err := runCLI(t.Context(), "show", "--redis-url", "redis://127.0.0.1:1", "--group", "billing", "--stream", "orders", "--region", "us east 1")
+	require.Error(t, err, out)
+	assert.Contains(t, err.Error(), `flag --region: "us east 1" is not an AWS region name`)
+	assert.Contains(t, err.Error(), "--stream is looked up in Kinesis, for its ARN, which names the group's keys, and its shards; --stream-id with the STREAM ID `show --group` prints reads Redis alone")
+}

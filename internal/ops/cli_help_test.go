@@ -31,6 +31,11 @@ func TestResetHelpNamesTheFlagsPlaceholderAndRequired(t *testing.T) {
 				required = required[:2]
 				assert.NotRegexp(t, `--stream value\s+[^\n]*\(required\)`, out)
 			}
+			if sub == "reset" {
+				// A set export restores every stream of its file.
+				required = required[:2]
+				assert.Regexp(t, `--stream value\s+[^\n]*required, except with --to sequences=FILE of an export of several streams`, out)
+			}
 			for _, flag := range required {
 				assert.Regexp(t, regexp.MustCompile(`--`+flag+` value\s+[^\n]*\(required\)`), out, "--%s says it is required", flag)
 			}

@@ -123,6 +123,12 @@ func runShowGroup(c *cli.Context) error {
 		return enc.Encode(rep)
 	}
 	printGroup(c.App.Writer, rep)
+	// A misspelled group reads as an empty one: say what to check, and
+	// what an empty group otherwise means.
+	if len(rep.Streams) == 0 && rep.ListedAt == nil && rep.Pattern == "" {
+		fmt.Fprintf(c.App.Writer, "this Redis holds nothing of group %s under key prefix %s: check --%s and --%s against the inputs' checkpoint.group and checkpoint.key_prefix, or the group's inputs have not started yet\n",
+			rep.Group, cp.Config().KeyPrefix, flagGroup, flagKeyPrefix)
+	}
 	return nil
 }
 

@@ -115,3 +115,14 @@ func keys[V any](m map[string]V) []string {
 	}
 	return out
 }
+
+// Guards issue 60 item 11: `show --group` with a misspelled group said
+// "0 streams" and nothing else, the same as a group that has not started.
+func TestIntegrationCLIShowUnknownGroupSaysWhatToCheck(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t, testenv.RedisOptions{})
+	out, err := runCLI(t.Context(), "show", "--redis-url", r.URL(), "--group", "bilting")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "group bilting: 0 streams")
+	assert.Contains(t, out, "this Redis holds nothing of group bilting under key prefix kinesis: check --group and --key-prefix against the inputs' checkpoint.group and checkpoint.key_prefix", out)
+}

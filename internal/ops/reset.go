@@ -18,29 +18,119 @@ import (
 
 func runReset(c *cli.Context) error {
 	to := c.String(flagTo)
-	var start *consumer.StartOverride
-	var positions map[string]consumer.Position
-	var starts map[string]consumer.StartOverride
-	var origin fileOrigin
-	var delivered map[string]consumer.Position
 	if file, ok := strings.CutPrefix(to, "sequences="); ok {
+		if set, ok, err := readExportSet(file); err != nil {
+			return fmt.Errorf("flag --%s: %w", flagTo, err)
+		} else if ok {
+			return resetFromSet(c, file, set)
+		}
 		st, err := readSequencesFile(file)
 		if err != nil {
 			return fmt.Errorf("flag --%s: %w", flagTo, err)
 		}
-		positions, start, starts, origin, delivered = st.positions, st.start, st.starts, st.origin, st.delivered
-	} else {
-		so, err := consumer.ParseStartOverride(to)
+		o, err := openFromFlags(c)
 		if err != nil {
-			return fmt.Errorf("flag --%s: %w (or sequences=<FILE>)", flagTo, err)
+			return err
 		}
-		start = &so
+		defer o.cp.Close()
+		if err := resetStream(c, o, st); err != nil {
+			return err
+		}
+		return confirmHint(c, o.cp.Config().Group, "stream "+o.stream.Name)
+	}
+	so, err := consumer.ParseStartOverride(to)
+	if err != nil {
+		return fmt.Errorf("flag --%s: %w (or sequences=<FILE>)", flagTo, err)
 	}
 	o, err := openFromFlags(c)
 	if err != nil {
 		return err
 	}
 	defer o.cp.Close()
+	if err := resetStream(c, o, exportedState{start: &so}); err != nil {
+		return err
+	}
+	return confirmHint(c, o.cp.Config().Group, "stream "+o.stream.Name)
+}
+
+// confirmHint is the error of a reset without --yes: what it would change
+// is printed, nothing written.
+func confirmHint(c *cli.Context, group, what string) error {
+	if c.Bool(flagYes) {
+		return nil
+	}
+	return fmt.Errorf("flag --%s: reset replaces every checkpoint of group %s on %s (what it would change is printed above; nothing was written); pass --%s to confirm",
+		flagYes, group, what, flagYes)
+}
+
+// readExportSet reads path as the document a whole-group or pattern export
+// writes, saying whether it is one.
+func readExportSet(path string) (ExportSet, bool, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return ExportSet{}, false, fmt.Errorf("reading sequences file: %w", err)
+	}
+	var set ExportSet
+	if err := json.Unmarshal(raw, &set); err != nil || set.Format != exportSetFormat {
+		return ExportSet{}, false, nil
+	}
+	return set, true, nil
+}
+
+// resetFromSet restores the streams of a set export: the one --stream
+// names (by name or ARN), or every stream in the file. Each stream is
+// checked and previewed as a reset of one stream is; with --yes each is
+// written in turn, and a failure stops at that stream, naming it.
+func resetFromSet(c *cli.Context, file string, set ExportSet) error {
+	docs := set.Streams
+	if want := c.String(flagStream); want != "" {
+		docs = nil
+		for _, d := range set.Streams {
+			if d.Stream == want || d.StreamID == want {
+				docs = append(docs, d)
+			}
+		}
+		if len(docs) == 0 {
+			var names []string
+			for _, d := range set.Streams {
+				names = append(names, d.Stream)
+			}
+			return fmt.Errorf("flag --%s: %s holds no stream %q; it holds: %s", flagStream, file, want, strings.Join(names, ", "))
+		}
+	}
+	if len(docs) == 0 {
+		return fmt.Errorf("flag --%s: %s holds no stream", flagTo, file)
+	}
+	if c.String(flagStreamID) != "" {
+		return fmt.Errorf("flag --%s: a set export names its streams' ids itself; pick one with --%s", flagStreamID, flagStream)
+	}
+	var names []string
+	for _, d := range docs {
+		st, err := d.state()
+		if err != nil {
+			return fmt.Errorf("flag --%s: %s, stream %s: %w", flagTo, file, d.Stream, err)
+		}
+		st.origin = fileOrigin{streamID: d.StreamID, group: d.Group}
+		// The stream's ARN names it in Kinesis, so the file's checks (its
+		// shards, its positions) run as for one stream.
+		o, err := openStream(c, d.StreamID, "")
+		if err != nil {
+			return fmt.Errorf("stream %s of %s: %w", d.Stream, file, err)
+		}
+		err = resetStream(c, o, st)
+		o.cp.Close()
+		if err != nil {
+			return fmt.Errorf("stream %s of %s: %w", d.Stream, file, err)
+		}
+		names = append(names, d.Stream)
+	}
+	return confirmHint(c, set.Group, fmt.Sprintf("%d streams (%s)", len(names), strings.Join(names, ", ")))
+}
+
+// resetStream resets one opened stream to st, or without --yes prints what
+// it would change.
+func resetStream(c *cli.Context, o *opened, st exportedState) error {
+	positions, start, starts, origin, delivered := st.positions, st.start, st.starts, st.origin, st.delivered
 	w := c.App.Writer
 	if positions != nil {
 		if err := checkOrigin(origin, o.stream.ID, o.cp.Config().Group, c.Bool(flagAllowOtherOrigin)); err != nil {
@@ -65,11 +155,7 @@ func runReset(c *cli.Context) error {
 		}
 	}
 	if !c.Bool(flagYes) {
-		if err := previewReset(c.Context, w, o, start, positions, starts); err != nil {
-			return err
-		}
-		return fmt.Errorf("flag --%s: reset replaces every checkpoint of group %s on stream %s (what it would change is printed above; nothing was written); pass --%s to confirm",
-			flagYes, o.cp.Config().Group, o.stream.Name, flagYes)
+		return previewReset(c.Context, w, o, start, positions, starts)
 	}
 	res, err := o.store.Reset(c.Context, start, positions, starts, c.Bool(flagForce))
 	if err != nil {

@@ -84,6 +84,7 @@ func Fields() []*service.ConfigField {
 					LintRule(lintRedisURL),
 				service.NewStringEnumField(FieldRedisKind, KindSimple, KindCluster, KindFailover).
 					Description("How to reach Redis: `simple` (one server), `cluster` (Redis Cluster) or `failover` (Sentinel; the URL names the sentinels and `master` the monitored master).").
+					LintRule(lintrule.Enum("checkpoint.redis.kind", "", KindSimple, KindCluster, KindFailover)).
 					Default(KindSimple),
 				service.NewStringField(FieldRedisMaster).
 					Description("The Sentinel master name, required with `kind: failover`.").
@@ -128,6 +129,7 @@ func Fields() []*service.ConfigField {
 				Default(DefaultHandoffTimeout.String()).Advanced(),
 			service.NewStringEnumField(FieldBalance, string(consumer.BalanceLoad), string(consumer.BalanceCount)).
 				Description("`load` (the default): the instances even out the bytes per second they read, moving a shard only while the busiest reads over 1.25 times the fair share, then waiting six `rebalance_period`s. Use it when traffic is uneven over the shards. `count`: even out the number of shards. Either way free shards are taken up to the fair share by count. See [tuning](../../tuning.md#leasebalance-input).").
+				LintRule(lintrule.Enum("lease.balance", "", string(consumer.BalanceLoad), string(consumer.BalanceCount))).
 				Default(DefaultBalance).Advanced(),
 			service.NewStringField(FieldInstanceID).
 				Description("Empty (the default): host name, process id and a random suffix. This instance's name in the group, shown as its leases' owner by `checkpoints show` and in logs; e.g. the pod name (`${POD_NAME}`). One process runs under a name at a time: a second one under a running one's name logs an error and exits with status 1; a restart right after a crash waits up to `period`. See [deploy](../../deploy.md#the-instance-id).").

@@ -64,6 +64,7 @@ func Spec() *service.ConfigSpec {
 			Example([]string{"orders", "tenant-*"}),
 		service.NewStringEnumField(fieldStartPosition, consumer.StartTrimHorizon, consumer.StartLatest, consumer.StartAtTimestamp).
 			Description(fmt.Sprintf("`trim_horizon` (the default): a shard without a checkpoint starts at its oldest retained record. `latest`: at the group's first start, less %v (Redis' and Kinesis' clocks may differ); `at_timestamp`: at `start_timestamp`. A shard with a checkpoint always resumes after it; a shard first read later (a child after a reshard) starts at that same group start. See [tuning](../../tuning.md#start_position-input).", consumer.LatestSkewMargin)).
+			LintRule(lintrule.Enum(fieldStartPosition, "the oldest retained record is "+consumer.StartTrimHorizon+", the newest "+consumer.StartLatest, consumer.StartTrimHorizon, consumer.StartLatest, consumer.StartAtTimestamp)).
 			Default(consumer.StartTrimHorizon),
 		service.NewStringField(fieldStartTimestamp).
 			Description("The RFC3339 time to start from with `start_position: at_timestamp`; required with it and only used with it.").

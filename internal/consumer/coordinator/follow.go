@@ -278,9 +278,7 @@ func (c *Consumer) removeStream(ctx context.Context, key string, next Found) {
 		return
 	}
 	var parts []string
-	if len(t.unacked) > 0 {
-		parts = append(parts, fmt.Sprintf("%d records past the committed checkpoints were not acknowledged within lease.handoff_timeout", t.unackedRecords))
-	}
+	parts = append(parts, t.unackedParts(c.cfg.HandoffTimeout)...)
 	if len(t.unreleased) > 0 {
 		parts = append(parts, fmt.Sprintf("%s could not commit the final checkpoint and lapse after lease.period", shardList(t.unreleased)))
 	}

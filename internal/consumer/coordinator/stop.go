@@ -11,6 +11,7 @@ import (
 
 	"github.com/failsafe-go/failsafe-go"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/reader"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
@@ -89,6 +90,8 @@ type stopTally struct {
 	// committed checkpoint; unackedRecords counts those records.
 	unacked        []string
 	unackedRecords int
+	// unackedBy splits them by why the hand-back left them.
+	unackedBy [reader.UnackedEnded + 1]unackedGroup
 	// lost counts the readers whose lease was lost: nothing to hand off.
 	lost int
 }
@@ -222,6 +225,9 @@ func (t *stopTally) add(stream string, r shardReader) {
 	if r.Outcome().Unacked > 0 {
 		t.unacked = append(t.unacked, name)
 		t.unackedRecords += r.Outcome().Unacked
+		g := &t.unackedBy[r.Outcome().UnackedCause]
+		g.shards = append(g.shards, name)
+		g.records += r.Outcome().Unacked
 	}
 }
 
@@ -234,6 +240,10 @@ func (c *Consumer) logStop(tallies []stopTally, took time.Duration) {
 		all.unreleased = append(all.unreleased, t.unreleased...)
 		all.unacked = append(all.unacked, t.unacked...)
 		all.unackedRecords += t.unackedRecords
+		for i := range t.unackedBy {
+			all.unackedBy[i].shards = append(all.unackedBy[i].shards, t.unackedBy[i].shards...)
+			all.unackedBy[i].records += t.unackedBy[i].records
+		}
 	}
 	took = took.Round(time.Millisecond)
 	if len(all.unreleased) == 0 && len(all.unacked) == 0 {
@@ -241,14 +251,41 @@ func (c *Consumer) logStop(tallies []stopTally, took time.Duration) {
 		return
 	}
 	parts := []string{fmt.Sprintf("Stopped reading in %v: committed and released %d of %d shards", took, all.released, all.released+len(all.unreleased))}
-	if len(all.unacked) > 0 {
-		parts = append(parts, fmt.Sprintf("%d records past the committed checkpoints of %s were not acknowledged within lease.handoff_timeout (%v), or come after one that was not: the shards' next owners deliver them again",
-			all.unackedRecords, shardList(all.unacked), c.cfg.HandoffTimeout))
-	}
+	parts = append(parts, all.unackedParts(c.cfg.HandoffTimeout)...)
 	if len(all.unreleased) > 0 {
 		parts = append(parts, fmt.Sprintf("%s could not commit the final checkpoint: their leases lapse after lease.period, and their next owners deliver again the records acked since the last commit", shardList(all.unreleased)))
 	}
 	c.log.Warn(strings.Join(parts, "; "))
+}
+
+// unackedGroup is the shards a hand-back left with records unacknowledged
+// for one cause, and how many records.
+type unackedGroup struct {
+	shards  []string
+	records int
+}
+
+// unackedParts says, one part per cause, which records the hand-backs left
+// past the committed checkpoints and why: a stop that gave up on a nacked
+// batch at once must not say it waited lease.handoff_timeout.
+func (t *stopTally) unackedParts(handoff time.Duration) []string {
+	var parts []string
+	for cause, g := range t.unackedBy {
+		if len(g.shards) == 0 {
+			continue
+		}
+		var why string
+		switch reader.UnackedCause(cause) {
+		case reader.UnackedNacked:
+			why = "were nacked, or come after a nacked record, and a stopping input does not deliver them again"
+		case reader.UnackedEnded:
+			why = "were not acknowledged before the stop's time was up, or come after one that was not"
+		default:
+			why = fmt.Sprintf("were not acknowledged within lease.handoff_timeout (%v), or come after one that was not", handoff)
+		}
+		parts = append(parts, fmt.Sprintf("%d records past the committed checkpoints of %s %s: the shards' next owners deliver them again", g.records, shardList(g.shards), why))
+	}
+	return parts
 }
 
 // shardList names shards (stream/shard), at most ten of them.

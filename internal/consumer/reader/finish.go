@@ -45,7 +45,7 @@ func (r *Reader) closeShard() {
 // unrenewed: it lapses after lease.period and the next owner reads again
 // from the last commit.
 func (r *Reader) handBack() {
-	r.waitAcked(r.st.Config.HandoffTimeout)
+	r.unackedCause = r.waitAcked(r.st.Config.HandoffTimeout)
 	r.unacked = r.tracker.pendingRecords()
 	ctx, bound := r.ctx, time.Duration(0)
 	if !r.st.ShuttingDown() {
@@ -113,22 +113,26 @@ func (r *Reader) retryMutation(ctx context.Context, retry failsafe.Executor[any]
 
 // waitAcked waits until every delivered batch is acked, the timeout passes
 // or the reader ends. Nacked batches waiting for redelivery will not be
-// acked now, so waiting for them is pointless.
-func (r *Reader) waitAcked(timeout time.Duration) {
+// acked now, so waiting for them is pointless. It returns why any records
+// still pending were left, for the stop's line.
+func (r *Reader) waitAcked(timeout time.Duration) UnackedCause {
 	if r.lanes != nil {
-		r.lanes.waitIdle(timeout)
-		return
+		return r.lanes.waitIdle(timeout)
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	for r.tracker.pending() > 0 && !r.hasRedeliver() {
+	for r.tracker.pending() > 0 {
+		if r.hasRedeliver() {
+			return UnackedNacked
+		}
 		select {
 		case <-r.tracker.notify:
 		case <-t.C:
 			r.log.Warnf("Stopped waiting for %d in-flight batches after %v; they may be delivered again", r.tracker.pending(), timeout)
-			return
+			return UnackedTimeout
 		case <-r.ctx.Done():
-			return
+			return UnackedEnded
 		}
 	}
+	return UnackedTimeout
 }

@@ -169,7 +169,7 @@ func (ls *laneSet) run(i int) {
 // waitIdle waits until no lane has a batch in the pipeline (every lane has
 // returned, the reader having stopped fetching), the timeout passes or the
 // reader ends.
-func (ls *laneSet) waitIdle(timeout time.Duration) {
+func (ls *laneSet) waitIdle(timeout time.Duration) UnackedCause {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -177,7 +177,9 @@ func (ls *laneSet) waitIdle(timeout time.Duration) {
 	case <-t.C:
 		ls.r.log.Warnf("Stopped waiting for the lanes' in-flight batches after %v; they may be delivered again", timeout)
 	case <-ls.r.ctx.Done():
+		return UnackedEnded
 	}
+	return UnackedTimeout
 }
 
 // serve has nothing to do: the lanes hand their records over themselves.

@@ -62,6 +62,8 @@ type Reader struct {
 	// done is closed.
 	released bool
 	unacked  int
+	// unackedCause is why the hand-back left them.
+	unackedCause UnackedCause
 
 	// storeRetry and redeliverRetry are built once per reader; the
 	// hand-back's final commit has its own (newFinalRetry, finish.go).

@@ -59,13 +59,30 @@ type Outcome struct {
 	// Released: a hand-back committed and released the lease.
 	Released bool
 	// Unacked is how many records the hand-back left past the committed
-	// checkpoint.
-	Unacked int
+	// checkpoint, and UnackedCause why it did not wait for them.
+	Unacked      int
+	UnackedCause UnackedCause
 }
+
+// UnackedCause says why a hand-back left records unacknowledged: the stop's
+// line must not say it waited lease.handoff_timeout when it did not.
+type UnackedCause int
+
+const (
+	// UnackedTimeout: they were not acknowledged within
+	// lease.handoff_timeout.
+	UnackedTimeout UnackedCause = iota
+	// UnackedNacked: a batch was nacked; a reader that is handing its
+	// shard back does not deliver it again, so waiting could not help.
+	UnackedNacked
+	// UnackedEnded: the reader had to end (the stop's time was up)
+	// before they were acknowledged.
+	UnackedEnded
+)
 
 // Outcome says how the reader ended; valid once Done is closed.
 func (r *Reader) Outcome() Outcome {
-	return Outcome{ClosedShard: r.closedShard, StreamGone: r.streamGone, Released: r.released, Unacked: r.unacked}
+	return Outcome{ClosedShard: r.closedShard, StreamGone: r.streamGone, Released: r.released, Unacked: r.unacked, UnackedCause: r.unackedCause}
 }
 
 // Progress is what the reader publishes of its progress with each
