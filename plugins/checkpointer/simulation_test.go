@@ -80,12 +80,13 @@ type simStats struct {
 	schedules, steps, lateCommits, firstFailAt            atomic.Int64
 	flushes, restarts, pauses, ranTimeouts, notRan, wakes atomic.Int64
 	excusedUnmarked, knownDefects, markedRedeliveries     atomic.Int64
+	staleCommits, staleMarks, staleCloses                 atomic.Int64
 }
 
 func (s *simStats) String() string {
-	return fmt.Sprintf("script calls=%d schedules=%d steps=%d faults: flushall=%d restart_empty=%d pause=%d timeout_after_run=%d never_ran=%d late_commit=%d; marked redeliveries=%d, unmarked redeliveries excused by a wipe=%d; known-defect schedules=%d; first failure at schedule %d",
+	return fmt.Sprintf("script calls=%d schedules=%d steps=%d faults: flushall=%d restart_empty=%d pause=%d timeout_after_run=%d never_ran=%d late_commit=%d stale_commit=%d stale_mark=%d stale_close=%d; marked redeliveries=%d, unmarked redeliveries excused by a wipe=%d; known-defect schedules=%d; first failure at schedule %d",
 		simScriptCalls.Load(), s.schedules.Load(), s.steps.Load(), s.flushes.Load(), s.restarts.Load(), s.pauses.Load(), s.ranTimeouts.Load(), s.notRan.Load(),
-		s.lateCommits.Load(), s.markedRedeliveries.Load(), s.excusedUnmarked.Load(), s.knownDefects.Load(), s.firstFailAt.Load())
+		s.lateCommits.Load(), s.staleCommits.Load(), s.staleMarks.Load(), s.staleCloses.Load(), s.markedRedeliveries.Load(), s.excusedUnmarked.Load(), s.knownDefects.Load(), s.firstFailAt.Load())
 }
 
 // simServer is the Redis the schedules run on, and its clock.
@@ -1137,11 +1138,13 @@ func (m *simModel) staleOn(t *rapid.T, a *simActor, l simLate, what int) {
 	var err error
 	switch what {
 	case 0:
+		m.stats.staleCommits.Add(1)
 		err = a.store.Commit(simCtx, l.lease, seqOf(pos))
 		if ck := m.rawCkpt(shard); !holds(before, a.name, l.lease.Token) && ck != ckBefore && ck == strconv.Itoa(pos) {
 			m.fail(t, "fencing", "%s's stale commit %d of %s landed while the lease read %q (its token %d)", a.name, pos, shard, before, l.lease.Token)
 		}
 	case 1:
+		m.stats.staleMarks.Add(1)
 		_, err = a.store.WriteDelivered(simCtx, a.name, []DeliveredMark{{Shard: shard, Token: l.lease.Token, Position: seqOf(pos + 1)}})
 		if mk := m.rawMark(shard); !holds(before, a.name, l.lease.Token) && mk != markBefore && mk == strconv.Itoa(pos+1) {
 			m.fail(t, "fencing", "%s's stale mark %d of %s landed while the lease read %q (its token %d)", a.name, pos+1, shard, before, l.lease.Token)
@@ -1150,6 +1153,7 @@ func (m *simModel) staleOn(t *rapid.T, a *simActor, l simLate, what int) {
 		if !m.ended[shard] {
 			return
 		}
+		m.stats.staleCloses.Add(1)
 		err = a.store.CloseShard(simCtx, l.lease)
 		if !wasClosed && m.rawClosed(shard) && !holds(before, a.name, l.lease.Token) {
 			m.fail(t, "fencing", "%s's stale close of %s landed while the lease read %q (its token %d)", a.name, shard, before, l.lease.Token)
@@ -1405,7 +1409,7 @@ func simWeighted(t *rapid.T, actions map[string]func(*rapid.T)) map[string]func(
 // commit loop was mid-flight): the others ran rounds meanwhile, so the
 // shard is another's, or free. Fenced, neither may land.
 func (m *simModel) storyWokenHolder(t *rapid.T) {
-	a, shard := m.pickHeld(t)
+	a, shard := m.holding(t)
 	tenths := rapid.IntRange(11, 30).Draw(t, "pause, tenths of a period")
 	others := rapid.Bool().Draw(t, "the others run rounds meanwhile")
 	closeIt := rapid.Bool().Draw(t, "close (else commit)")
@@ -1437,7 +1441,7 @@ func (m *simModel) storyWokenHolder(t *rapid.T) {
 // the reader delivers on and commits further, then the held commit lands.
 // The checkpoint must not move back.
 func (m *simModel) storyCommitsReorder(t *rapid.T) {
-	a, shard := m.pickHeld(t)
+	a, shard := m.holding(t)
 	n := rapid.IntRange(1, 4).Draw(t, "records")
 	if a == nil {
 		return
@@ -1460,6 +1464,36 @@ func (m *simModel) storyCommitsReorder(t *rapid.T) {
 	m.lateCommit(t)
 }
 
+// holding draws an actor that is not paused and a shard it holds, as a
+// story's start: an actor that holds none joins (waiting as Join says),
+// re-seeds when the store forgot, and takes the shard drawn, when the gate
+// and the store let it. It returns nil when they do not.
+func (m *simModel) holding(t *rapid.T) (*simActor, string) {
+	a := m.pick(t)
+	shard := rapid.SampledFrom(simShards).Draw(t, "shard to hold")
+	if a == nil {
+		return nil, ""
+	}
+	if len(a.held) > 0 {
+		ss := slices.Sorted(maps.Keys(a.held))
+		return a, ss[rapid.IntRange(0, len(ss)-1).Draw(t, "held shard")]
+	}
+	if !a.joined {
+		m.joinActor(a)
+		m.check(t)
+	}
+	if m.srv.now().Before(a.notBefore) {
+		m.srv.advance(a.notBefore.Sub(m.srv.now()))
+	}
+	m.reseedActor(t, a)
+	m.takeShard(t, a, shard)
+	m.check(t)
+	if a.held[shard] == nil {
+		return nil, ""
+	}
+	return a, shard
+}
+
 // produce1 writes n records to a shard that takes writes.
 func (m *simModel) produce1(shard string, n int) {
 	if !m.listed(shard) || m.ended[shard] {
@@ -1477,7 +1511,7 @@ func (m *simModel) produce1(shard string, n int) {
 // must give it its shard back, its position with it, or its records are
 // skipped.
 func (m *simModel) storyWipeUnderPause(t *rapid.T) {
-	a, shard := m.pickHeld(t)
+	a, shard := m.holding(t)
 	restart := rapid.Bool().Draw(t, "restart empty (else FLUSHALL)")
 	tenths := rapid.IntRange(11, 40).Draw(t, "pause, tenths of a period")
 	if a == nil {
