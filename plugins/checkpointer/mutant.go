@@ -25,7 +25,11 @@ var luaMutants = map[string]struct{ script, from, to string }{
 	"commit-forwards": {"commit", "if ok and cmp_pos(ARGV[4], cur) <= 0 then", "if false then"},
 	// The tie rule: an equal token of another owner, handed out from the
 	// group record a re-seed replaced, stays with that owner.
-	"reseed-tie": {"reseed", "or (won and tok == want)", ""},
+	"reseed-tie": {"reseed", "or (won and tok <= want)", "or (won and tok < want)"},
+	// The holder's claim after a wipe: a holder of the kept group record no
+	// longer wins back a shard a newcomer took, read or closed under the
+	// record its re-seed replaced.
+	"reseed-claim": {"reseed", "elseif won and prov[ARGV[j]] and owner ~= ARGV[3] and not pruned(ARGV[j]) then", "elseif false then"},
 	// The redelivery mark's fencing: any instance raises the mark.
 	"mark-fencing": {"delivered", "if not held(leases[j], ARGV[i + 1]) then", "if false then"},
 	// The close's fencing: a close by an instance that lost the lease lands.
