@@ -928,6 +928,11 @@ func (m *simModel) reseedActor(_ *rapid.T, a *simActor) {
 		if (!renewed[l.Shard] && !lost) || (lost && newer[l.Shard]) {
 			m.doneAtReseed[l.Shard] = true
 		}
+		if !renewed[l.Shard] && !lost {
+			// Done: its reader finishes and gives the lease up, as the
+			// coordinator's does, rather than renewing it for ever.
+			a.drop(l.Shard)
+		}
 	}
 }
 
