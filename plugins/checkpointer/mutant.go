@@ -25,7 +25,15 @@ var luaMutants = map[string]struct{ script, from, to string }{
 	"commit-forwards": {"commit", "if ok and cmp_pos(ARGV[4], cur) <= 0 then", "if false then"},
 	// The tie rule: an equal token of another owner, handed out from the
 	// group record a re-seed replaced, stays with that owner.
-	"reseed-tie": {"reseed", "or (won and tok == want)", ""},
+	"reseed-tie": {"reseed", "or (won and tok <= want)", "or (won and tok < want)"},
+	// The holder's claim after a wipe: a holder of the kept group record no
+	// longer wins back a shard a newcomer took, read or closed under the
+	// record its re-seed replaced.
+	"reseed-claim": {"reseed", "elseif won and prov[ARGV[j]] and owner ~= ARGV[3] and not pruned(ARGV[j]) then", "elseif false then"},
+	// Both: the two guards cover each other (a newcomer's token after a
+	// wipe starts again at 1, so the tie rule wins back most provisional
+	// shards too), and each alone survives the simulation.
+	"reseed-tie-claim": {"reseed", "elseif won and prov[ARGV[j]] and owner ~= ARGV[3] and not pruned(ARGV[j]) then", "elseif false then"},
 	// The redelivery mark's fencing: any instance raises the mark.
 	"mark-fencing": {"delivered", "if not held(leases[j], ARGV[i + 1]) then", "if false then"},
 	// The close's fencing: a close by an instance that lost the lease lands.
@@ -40,5 +48,13 @@ func mutate(name, src string) string {
 	if !strings.Contains(src, m.from) {
 		panic(fmt.Sprintf("mutant %s: %q not found in %s.lua", os.Getenv(MutantEnv), m.from, name))
 	}
-	return strings.Replace(src, m.from, m.to, 1)
+	src = strings.Replace(src, m.from, m.to, 1)
+	if os.Getenv(MutantEnv) == "reseed-tie-claim" {
+		t := luaMutants["reseed-tie"]
+		if !strings.Contains(src, t.from) {
+			panic(fmt.Sprintf("mutant reseed-tie-claim: %q not found in reseed.lua", t.from))
+		}
+		src = strings.Replace(src, t.from, t.to, 1)
+	}
+	return src
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"pgregory.net/rapid"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
@@ -89,12 +90,13 @@ type simStats struct {
 	schedules, steps, lateCommits, firstFailAt            atomic.Int64
 	flushes, restarts, pauses, ranTimeouts, notRan, wakes atomic.Int64
 	excusedUnmarked, knownDefects, markedRedeliveries     atomic.Int64
+	staleCommits, staleMarks, staleCloses                 atomic.Int64
 }
 
 func (s *simStats) String() string {
-	return fmt.Sprintf("script calls=%d schedules=%d steps=%d faults: flushall=%d restart_empty=%d pause=%d timeout_after_run=%d never_ran=%d late_commit=%d; marked redeliveries=%d, unmarked redeliveries excused by a wipe=%d; known-defect schedules=%d; first failure at schedule %d",
+	return fmt.Sprintf("script calls=%d schedules=%d steps=%d faults: flushall=%d restart_empty=%d pause=%d timeout_after_run=%d never_ran=%d late_commit=%d stale_commit=%d stale_mark=%d stale_close=%d; marked redeliveries=%d, unmarked redeliveries excused by a wipe=%d; known-defect schedules=%d; first failure at schedule %d",
 		simScriptCalls.Load(), s.schedules.Load(), s.steps.Load(), s.flushes.Load(), s.restarts.Load(), s.pauses.Load(), s.ranTimeouts.Load(), s.notRan.Load(),
-		s.lateCommits.Load(), s.markedRedeliveries.Load(), s.excusedUnmarked.Load(), s.knownDefects.Load(), s.firstFailAt.Load())
+		s.lateCommits.Load(), s.staleCommits.Load(), s.staleMarks.Load(), s.staleCloses.Load(), s.markedRedeliveries.Load(), s.excusedUnmarked.Load(), s.knownDefects.Load(), s.firstFailAt.Load())
 }
 
 // simServer is the Redis the schedules run on, and its clock.
@@ -159,9 +161,13 @@ func (s *miniServer) restartEmpty(t *rapid.T) {
 }
 
 // client connects through an in-memory pipe: no port, no TCP stack.
+// Maintenance notifications are off: with them on, go-redis resolves the
+// address's host name in DNS for every new client, which took nine tenths
+// of the simulation's time.
 func (s *miniServer) client(h *simHook) redis.UniversalClient {
 	c := redis.NewClient(&redis.Options{
-		Addr: "sim",
+		Addr:                     "sim",
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 		Dialer: func(context.Context, string, string) (net.Conn, error) {
 			a, b := net.Pipe()
 			s.m.Server().ServeConn(b)
@@ -936,6 +942,11 @@ func (m *simModel) reseedActor(_ *rapid.T, a *simActor) {
 		if (!renewed[l.Shard] && !lost) || (lost && newer[l.Shard]) {
 			m.doneAtReseed[l.Shard] = true
 		}
+		if !renewed[l.Shard] && !lost {
+			// Done: its reader finishes and gives the lease up, as the
+			// coordinator's does, rather than renewing it for ever.
+			a.drop(l.Shard)
+		}
 	}
 	if res.RecordLost {
 		for _, l := range seed.Leases {
@@ -1135,6 +1146,12 @@ func (m *simModel) staleCall(t *rapid.T) {
 	if a.held[l.lease.Shard] != nil && a.held[l.lease.Shard].lease.Token == l.lease.Token {
 		return // still held: not stale
 	}
+	m.staleOn(t, a, l, what)
+}
+
+// staleOn sends a commit (0), mark (1) or close (2) with a lease the actor
+// may no longer hold: unless it still holds it, it must change nothing.
+func (m *simModel) staleOn(t *rapid.T, a *simActor, l simLate, what int) {
 	// The position presented is past the stored one, so that a call that
 	// lands shows: fenced, none may.
 	shard, pos := l.lease.Shard, max(l.pos, 1)
@@ -1145,11 +1162,13 @@ func (m *simModel) staleCall(t *rapid.T) {
 	var err error
 	switch what {
 	case 0:
+		m.stats.staleCommits.Add(1)
 		err = a.store.Commit(simCtx, l.lease, seqOf(pos))
 		if ck := m.rawCkpt(shard); !holds(before, a.name, l.lease.Token) && ck != ckBefore && ck == strconv.Itoa(pos) {
 			m.fail(t, "fencing", "%s's stale commit %d of %s landed while the lease read %q (its token %d)", a.name, pos, shard, before, l.lease.Token)
 		}
 	case 1:
+		m.stats.staleMarks.Add(1)
 		_, err = a.store.WriteDelivered(simCtx, a.name, []DeliveredMark{{Shard: shard, Token: l.lease.Token, Position: seqOf(pos + 1)}})
 		if mk := m.rawMark(shard); !holds(before, a.name, l.lease.Token) && mk != markBefore && mk == strconv.Itoa(pos+1) {
 			m.fail(t, "fencing", "%s's stale mark %d of %s landed while the lease read %q (its token %d)", a.name, pos+1, shard, before, l.lease.Token)
@@ -1158,6 +1177,7 @@ func (m *simModel) staleCall(t *rapid.T) {
 		if !m.ended[shard] {
 			return
 		}
+		m.stats.staleCloses.Add(1)
 		err = a.store.CloseShard(simCtx, l.lease)
 		if !wasClosed && m.rawClosed(shard) && !holds(before, a.name, l.lease.Token) {
 			m.fail(t, "fencing", "%s's stale close of %s landed while the lease read %q (its token %d)", a.name, shard, before, l.lease.Token)
@@ -1362,8 +1382,7 @@ func runSimulation(t *testing.T, srv simServer, stats *simStats, checks, steps i
 				panic(r)
 			}
 		}()
-		actions := simActions(m)
-		rt.Repeat(actions)
+		rt.Repeat(simWeighted(rt, simActions(m)))
 		m.settle(rt)
 	})
 }
@@ -1380,9 +1399,169 @@ func simActions(m *simModel) map[string]func(*rapid.T) {
 		"13_fault_stale_call": m.staleCall, "14_fault_timeout": m.timeout, "15_reseed": m.reseed,
 		"16_renew": m.renew, "17_close": m.closeShard, "18_join": m.join,
 		"19_handoff_request": m.requestHandoff, "20_handoff_answer": m.answerHandoffs,
-		"21_prune_or_discovery": m.misc,
-		"":                      m.check,
+		"21_prune_or_discovery":     m.misc,
+		"22_story_woken_holder":     m.storyWokenHolder,
+		"23_story_commits_reorder":  m.storyCommitsReorder,
+		"24_story_wipe_under_pause": m.storyWipeUnderPause,
+		"":                          m.check,
 	}
+}
+
+// simWeighted draws the schedule's own weight for every action (0 to 3;
+// check keeps its place) and returns the action set with each action listed
+// that many times, its copies spread over the sorted order. A schedule so
+// is dense in a few kinds of step (stale calls, wipes, reshards) and reaches
+// interleavings that a uniform draw over 24 actions reaches too rarely; the
+// weights are drawn first, so a failing schedule shrinks them too.
+func simWeighted(t *rapid.T, actions map[string]func(*rapid.T)) map[string]func(*rapid.T) {
+	out := map[string]func(*rapid.T){}
+	for _, name := range slices.Sorted(maps.Keys(actions)) {
+		if name == "" {
+			out[""] = actions[""]
+			continue
+		}
+		w := rapid.IntRange(0, 3).Draw(t, "weight of "+name)
+		for i := range w {
+			out[fmt.Sprintf("%d_%s", i, name)] = actions[name]
+		}
+	}
+	if len(out) == 1 {
+		out["0_01_round"] = actions["01_round"]
+	}
+	return out
+}
+
+// Story: a holder paused past its lease wakes and, before any renewal tells
+// it of the loss, sends a commit or a close with the lease it held (its
+// commit loop was mid-flight): the others ran rounds meanwhile, so the
+// shard is another's, or free. Fenced, neither may land.
+func (m *simModel) storyWokenHolder(t *rapid.T) {
+	a, shard := m.holding(t)
+	tenths := rapid.IntRange(11, 30).Draw(t, "pause, tenths of a period")
+	others := rapid.Bool().Draw(t, "the others run rounds meanwhile")
+	closeIt := rapid.Bool().Draw(t, "close (else commit)")
+	if a == nil {
+		return
+	}
+	h := a.held[shard]
+	a.paused = true
+	m.stats.pauses.Add(1)
+	m.logf("story: %s, holding %s token %d, pauses", a.name, shard, h.lease.Token)
+	m.srv.advance(time.Duration(tenths) * m.period() / 10)
+	if others {
+		m.rounds(t)
+	}
+	a.paused = false
+	m.stats.wakes.Add(1)
+	what := 0
+	if closeIt && (shard == "p1" || shard == "p2") {
+		m.reshard(t)
+		what = 2
+	}
+	if holds(m.rawLease(shard), a.name, h.lease.Token) {
+		return // no one took it: still its own, not stale
+	}
+	m.staleOn(t, a, simLate{lease: h.lease, pos: h.pos}, what)
+}
+
+// Story: commits that arrive out of order: a commit is held by the network,
+// the reader delivers on and commits further, then the held commit lands.
+// The checkpoint must not move back.
+func (m *simModel) storyCommitsReorder(t *rapid.T) {
+	a, shard := m.holding(t)
+	n := rapid.IntRange(1, 4).Draw(t, "records")
+	if a == nil {
+		return
+	}
+	h := a.held[shard]
+	m.produce1(shard, n)
+	m.deliverShard(t, a, shard, n)
+	if h.pos == 0 || a.held[shard] != h {
+		return
+	}
+	m.logf("story: %s's commit %s %d is held by the network", a.name, shard, h.pos)
+	late := simLate{lease: h.lease, pos: h.pos}
+	m.stats.lateCommits.Add(1)
+	m.check(t)
+	m.produce1(shard, n)
+	m.deliverShard(t, a, shard, n)
+	m.commitShard(t, a, shard)
+	m.check(t)
+	a.late = &late
+	m.lateCommit(t)
+}
+
+// holding draws an actor that is not paused and a shard it holds, as a
+// story's start: an actor that holds none joins (waiting as Join says),
+// re-seeds when the store forgot, and takes the shard drawn, when the gate
+// and the store let it. It returns nil when they do not.
+func (m *simModel) holding(t *rapid.T) (*simActor, string) {
+	a := m.pick(t)
+	shard := rapid.SampledFrom(simShards).Draw(t, "shard to hold")
+	if a == nil {
+		return nil, ""
+	}
+	if len(a.held) > 0 {
+		ss := slices.Sorted(maps.Keys(a.held))
+		return a, ss[rapid.IntRange(0, len(ss)-1).Draw(t, "held shard")]
+	}
+	if !a.joined {
+		m.joinActor(a)
+		m.check(t)
+	}
+	if m.srv.now().Before(a.notBefore) {
+		m.srv.advance(a.notBefore.Sub(m.srv.now()))
+	}
+	m.reseedActor(t, a)
+	m.takeShard(t, a, shard)
+	m.check(t)
+	if a.held[shard] == nil {
+		return nil, ""
+	}
+	return a, shard
+}
+
+// produce1 writes n records to a shard that takes writes.
+func (m *simModel) produce1(shard string, n int) {
+	if !m.listed(shard) || m.ended[shard] {
+		return
+	}
+	for range n {
+		m.records[shard] = append(m.records[shard], &simRecord{written: m.srv.now()})
+	}
+	m.logf("write %s records up to %d", shard, len(m.records[shard]))
+}
+
+// Story: the store forgets while a holder is paused; the others wait out
+// the store's hold, take its shards (equal tokens, counted from an empty
+// store) and read on; then the holder wakes and re-seeds: the tie rule
+// must give it its shard back, its position with it, or its records are
+// skipped.
+func (m *simModel) storyWipeUnderPause(t *rapid.T) {
+	a, shard := m.holding(t)
+	restart := rapid.Bool().Draw(t, "restart empty (else FLUSHALL)")
+	tenths := rapid.IntRange(11, 40).Draw(t, "pause, tenths of a period")
+	if a == nil {
+		return
+	}
+	m.logf("story: %s, holding %s, pauses across a wipe", a.name, shard)
+	m.produce1(shard, 2)
+	a.paused = true
+	m.stats.pauses.Add(1)
+	if restart {
+		m.restartEmpty(t)
+	} else {
+		m.flushAll(t)
+	}
+	m.check(t)
+	for range tenths / 5 {
+		m.srv.advance(m.period() / 2)
+		m.produce1(shard, 1)
+		m.rounds(t)
+	}
+	a.paused = false
+	m.stats.wakes.Add(1)
+	m.logf("story: %s wakes", a.name)
 }
 
 // misc is a prune or a discovery round.
