@@ -24,7 +24,10 @@ func TestReadersEndingWithARefusedBatchDrainTheBudget(t *testing.T) {
 	api.Add(shard, &consumertest.KinesisShard{Records: 200})
 	cfg := testConfig()
 	cfg.MaxBufferedBytes = 64 << 20
-	c, err := New(cfg, api, func(string) consumer.Store { return consumertest.NewStore(time.Minute) }, nil, nil)
+	// The store's leases last cfg.LeasePeriod: a lost reader's lease lapses
+	// soon, and the shard is taken again (a live lease is never taken, not
+	// even under the taker's own id).
+	c, err := New(cfg, api, func(string) consumer.Store { return consumertest.NewStore(cfg.LeasePeriod) }, nil, nil)
 	require.NoError(t, err)
 	require.NoError(t, c.Start(t.Context()))
 
