@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -91,6 +92,9 @@ func (c *Checkpointer) runInstance(ctx context.Context, id, nonce, mode string) 
 // recent, and keeps the claim until Release. It returns an error wrapping
 // ErrInstanceIDInUse, naming the id, when another process runs under it.
 func (c *Checkpointer) ClaimInstance(ctx context.Context, id string) (*InstanceClaim, error) {
+	if err := c.checkInstancePermissions(ctx); err != nil {
+		return nil, fmt.Errorf("claiming instance id %s in group %s: %w", id, c.cfg.Group, err)
+	}
 	period := c.cfg.LeasePeriod
 	nonce := newEpochID()
 	var first claimAnswer
@@ -193,4 +197,21 @@ func (ic *InstanceClaim) Release(ctx context.Context) error {
 		}
 	})
 	return err
+}
+
+// checkInstancePermissions tries the commands of the instance scripts on
+// scratch keys beside the group's instances hash, so that a Redis user
+// without one fails the input's connection naming what it lacks, as the
+// stream keys' check does, rather than with a refused script.
+func (c *Checkpointer) checkInstancePermissions(ctx context.Context) error {
+	base := c.cfg.KeyPrefix + ":{" + c.cfg.Group + "}:permission-check:"
+	refused, err := permissionsScript.Run(ctx, c.client, []string{base + "hash", base + "set", base + "zset"},
+		toAnys(scriptCommands([]string{"instance", "leave_instance"}))...).StringSlice()
+	if err != nil {
+		return fmt.Errorf("checking the Redis user's permissions: %w", err)
+	}
+	if len(refused) > 0 {
+		return &PermissionError{Command: strings.Join(refused, ", "), Reply: fmt.Errorf("checked at the start, on %s*", base)}
+	}
+	return nil
 }
