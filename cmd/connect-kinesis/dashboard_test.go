@@ -16,7 +16,7 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/metricsdoc"
 )
 
-// dashboardFile is the Grafana dashboard docs/deploy.md tells users to
+// dashboardFile is the Grafana dashboard docs/operating.md tells users to
 // import.
 const dashboardFile = "../../config/dashboards/kinesis.json"
 
@@ -189,7 +189,7 @@ func documentedMetrics() map[string][]string {
 // it parses, each panel and query variable uses the datasource variable,
 // ids are unique, every query's metrics are ones the plugins emit (so a
 // renamed metric fails here) and its `by` labels are theirs, every metric
-// the plugins emit has a panel, and docs/deploy.md describes every row.
+// the plugins emit has a panel, and docs/operating.md describes every row.
 func TestDashboardModel(t *testing.T) {
 	t.Parallel()
 	d := loadDashboard(t)
@@ -270,11 +270,11 @@ func TestDashboardModel(t *testing.T) {
 		assert.True(t, used[m.PrometheusName()], "metric %s has no panel", m.PrometheusName())
 	}
 
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy.md"))
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operating.md"))
 	require.NoError(t, err)
 	require.NotEmpty(t, d.rows())
 	for _, row := range d.rows() {
-		assert.True(t, strings.Contains(string(doc), "**"+row+"**"), "docs/deploy.md describes the row %q (in bold)", row)
+		assert.True(t, strings.Contains(string(doc), "**"+row+"**"), "docs/operating.md describes the row %q (in bold)", row)
 	}
 }
 
