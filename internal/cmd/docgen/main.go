@@ -1,6 +1,8 @@
 // Command docgen writes docs/components/<kind>/<name>.md for every plugin of
 // this project from its ConfigSpec, or with -check fails when the committed
 // pages differ from what the specs say (so `make test` catches stale docs).
+// With -check-words it also fails when a hand-written guide under docs/ is
+// over maxPageWords words.
 //
 // It renders ConfigView.TemplateData() with its own template because
 // ConfigView.RenderDocs() panics in Benthos v4.60.0.
@@ -64,11 +66,35 @@ func longFields(kind, name string, data service.TemplateDataPlugin) []string {
 func main() {
 	out := flag.String("out", "docs/components", "folder to write pages into")
 	check := flag.Bool("check", false, "compare with the pages on disk instead of writing; exit 1 when any differs")
+	checkWords := flag.Bool("check-words", false, fmt.Sprintf("also fail when a hand-written page under docs/ holds over %d words", maxPageWords))
 	flag.Parse()
 	if err := run(*out, *check); err != nil {
 		fmt.Fprintln(os.Stderr, "docgen:", err)
 		os.Exit(1)
 	}
+	if !*checkWords {
+		return
+	}
+	if err := checkWordCounts(); err != nil {
+		fmt.Fprintln(os.Stderr, "docgen:", err)
+		os.Exit(1)
+	}
+}
+
+// checkWordCounts fails when longPages names any page of the repository.
+func checkWordCounts() error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	long, err := longPages(root)
+	if err != nil {
+		return fmt.Errorf("counting the docs' words: %w", err)
+	}
+	if len(long) > 0 {
+		return fmt.Errorf("guides over %d words:\n  %s", maxPageWords, strings.Join(long, "\n  "))
+	}
+	return nil
 }
 
 func run(out string, check bool) error {

@@ -261,3 +261,39 @@ func testNames(root string) (map[string]bool, error) {
 	})
 	return names, err
 }
+
+// maxPageWords is the most words (as `wc -w` counts them) a hand-written
+// guide under docs/ may hold: past it a reader no longer finds the rule
+// they came for, and measured detail belongs in docs/data/.
+const maxPageWords = 4000
+
+// longPages names every hand-written page under root's docs/ over
+// maxPageWords, with its count. The data pages (docs/data/) and the pages
+// docgen writes (docs/components/, docs/troubleshooting.md) are left out:
+// the first hold figures by design and the second are sized by the specs
+// and the code.
+func longPages(root string) ([]string, error) {
+	docs := filepath.Join(root, "docs")
+	skip := []string{filepath.Join(docs, "data"), filepath.Join(docs, "components")}
+	var long []string
+	err := filepath.WalkDir(docs, func(p string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && slices.Contains(skip, p):
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(p, ".md") || p == filepath.Join(docs, "troubleshooting.md"):
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if n := len(strings.Fields(string(b))); n > maxPageWords {
+			rel, _ := filepath.Rel(root, p)
+			long = append(long, fmt.Sprintf("%s: %d words (the most is %d: move measured detail to docs/data/)", filepath.ToSlash(rel), n, maxPageWords))
+		}
+		return nil
+	})
+	return long, err
+}
