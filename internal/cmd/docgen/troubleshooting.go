@@ -110,6 +110,8 @@ var troubles = []trouble{
 	{"internal/ops/import.go", "%s is not a shard the stream lists", "An imported or reset checkpoint names a shard the stream does not list (trimmed?).", "Nothing if it was trimmed; else check the source file or stream."},
 	{"internal/ops/import.go", "%s", "A warning about the import's source (e.g. state it cannot carry over).", "Read it before confirming with `--yes`."},
 	{"", "--%s is deprecated for import", "A deprecated flag of `checkpoints import`.", "Pass the flags the message names."},
+	// The input: a record that blocks its shard (said at most once a minute per shard).
+	{"", "Record %s of stream %s, shard %s has failed %d times on its own", "The pipeline failed this record 5 times while others passed; the shard waits for it. `kinesis_input_millis_behind_latest` shows its age.", "Fix the record's cause, or set `redelivery.dead_letter` and `max_attempts` ([poison-records.md](poison-records.md))."},
 }
 
 // matchTroubles pairs each message with its entry and returns what does
