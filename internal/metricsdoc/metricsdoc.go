@@ -55,7 +55,7 @@ var Input = []Metric{
 	{Name: "kinesis_input_bytes_total", Type: Counter, Labels: []string{"stream"}, Unit: "bytes",
 		Help: "Bytes of record data delivered to the pipeline."},
 	{Name: "kinesis_input_millis_behind_latest", Type: Gauge, Labels: []string{"stream", "shard"}, Unit: "milliseconds",
-		Help: "How far the last GetRecords response of a shard was behind the tip of the stream (Kinesis' MillisBehindLatest). 0 is caught up. Set by the instance reading the shard; when the shard leaves an instance (hand-off, lost lease, shard end) that instance's series drops to 0, so max by (stream, shard) over the instances is the shard's lag. An instance killed without a stop leaves its last value until Prometheus marks its series stale."},
+		Help: "How far the last GetRecords response of a shard was behind the tip of the stream (Kinesis' MillisBehindLatest). 0 is caught up. While a record the pipeline failed waits to be processed, it is at least that record's age by its arrival in Kinesis, and grows while the shard waits (a poison record without a dead letter). Set by the instance reading the shard; when the shard leaves an instance (hand-off, lost lease, shard end) that instance's series drops to 0, so max by (stream, shard) over the instances is the shard's lag. An instance killed without a stop leaves its last value until Prometheus marks its series stale."},
 	{Name: "kinesis_input_shards_owned", Type: Gauge, Labels: []string{"stream"}, Unit: "shards",
 		Help: "Shards this instance holds a lease on and reads."},
 	{Name: "kinesis_input_shards_unowned", Type: Gauge, Labels: []string{"stream"}, Unit: "shards",
