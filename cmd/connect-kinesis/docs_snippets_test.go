@@ -164,3 +164,32 @@ func replaceComponent(block string, line, col int, comp, standIn string) (string
 	out, err := yaml.Marshal(&doc)
 	return string(out), err
 }
+
+// Guards a README that does not say what the binary holds: every input
+// and output `list` prints is named in README.md's "What the binary
+// includes", and the section names none it lacks.
+func TestReadmeListsTheBinarysInputsAndOutputs(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(b), "## What the binary includes\n")
+	require.True(t, ok, "README.md has the section")
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, kind := range []string{"inputs", "outputs"} {
+		out, err := exec.CommandContext(t.Context(), binary, "list", kind).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		m := regexp.MustCompile(`(?m)^- ` + kind + `: (.*(?:\n  .*)*)`).FindStringSubmatch(section)
+		require.NotNil(t, m, "the section lists the %s", kind)
+		var listed []string
+		for _, c := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(m[1], -1) {
+			listed = append(listed, c[1])
+		}
+		var have []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if c, ok := strings.CutPrefix(strings.TrimSpace(l), "- "); ok {
+				have = append(have, c)
+			}
+		}
+		assert.ElementsMatch(t, have, listed, "README.md's %s are the binary's", kind)
+	}
+}
