@@ -33,8 +33,8 @@ const (
 	// MetricShardsWaitingForBuffer counts the shards that wait for room in
 	// the budget before they fetch again.
 	MetricShardsWaitingForBuffer = "kinesis_input_shards_waiting_for_buffer"
-	// MetricRedelivered counts records handed to the pipeline again after
-	// a nack.
+	// MetricRedelivered counts the records handed to the pipeline marked
+	// kinesis_redelivered, by cause (RedeliveredNack, RedeliveredMark).
 	MetricRedelivered = "kinesis_input_redelivered_total"
 	// MetricDeadLettered counts records written to the dead letter, by
 	// reason (DeadLetterMaxAttempts, DeadLetterMaxRecordAge).
@@ -56,9 +56,9 @@ type Metrics struct {
 	Buffered, Budget, Waiting                       *service.MetricGauge
 	// Streams is the number of streams read (no label).
 	Streams *service.MetricGauge
-	// Redelivered and DeadLetterErrors are by stream and shard,
-	// DeadLettered by stream, shard and reason; RedeliveryOldest by stream
-	// and shard.
+	// Redelivered is by stream, shard and cause; DeadLetterErrors by
+	// stream and shard, DeadLettered by stream, shard and reason;
+	// RedeliveryOldest by stream and shard.
 	Redelivered, DeadLettered, DeadLetterErrors *service.MetricCounter
 	RedeliveryOldest                            *service.MetricGauge
 }
@@ -81,7 +81,7 @@ func NewMetrics(m *service.Metrics) *Metrics {
 		Waiting:   m.NewGauge(MetricShardsWaitingForBuffer),
 		Streams:   m.NewGauge(MetricStreams),
 
-		Redelivered:      m.NewCounter(MetricRedelivered, "stream", "shard"),
+		Redelivered:      m.NewCounter(MetricRedelivered, "stream", "shard", "cause"),
 		DeadLettered:     m.NewCounter(MetricDeadLettered, "stream", "shard", "reason"),
 		DeadLetterErrors: m.NewCounter(MetricDeadLetterErrors, "stream", "shard"),
 		RedeliveryOldest: m.NewGauge(MetricRedeliveryOldest, "stream", "shard"),

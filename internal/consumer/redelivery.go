@@ -120,11 +120,30 @@ func (b *Batch) AckRecords(errs []error) {
 // first position (kinesis_redelivered). A KPL aggregate read whole begins
 // at its first user record, so a mark inside it marks it: part of it was
 // delivered.
-func (b *Batch) Redelivered(i int) bool {
+func (b *Batch) Redelivered(i int) bool { return b.RedeliveryCause(i) != "" }
+
+// The causes of kinesis_redelivered, as kinesis_input_redelivered_total
+// labels them.
+const (
+	// RedeliveredNack: this instance delivers the record again after the
+	// pipeline failed it.
+	RedeliveredNack = "nack"
+	// RedeliveredMark: an earlier owner of the shard (before a crash, a
+	// lost lease or a hand-off), or this instance before its store forgot
+	// the group, stored a redelivery mark at or past the record.
+	RedeliveredMark = "mark"
+)
+
+// RedeliveryCause is why record i is marked redelivered (RedeliveredNack,
+// RedeliveredMark), or "" when it is not: Redelivered says the same.
+func (b *Batch) RedeliveryCause(i int) string {
 	if b.Attempt(i) > 1 {
-		return true
+		return RedeliveredNack
 	}
-	return !b.DeliveredBefore.IsZero() && firstPosition(&b.Records[i]).Compare(b.DeliveredBefore) <= 0
+	if !b.DeliveredBefore.IsZero() && firstPosition(&b.Records[i]).Compare(b.DeliveredBefore) <= 0 {
+		return RedeliveredMark
+	}
+	return ""
 }
 
 // firstPosition is where record r begins: "<seq>/<subseq>" for a user

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
@@ -111,10 +113,21 @@ func markAcrossOwners(t *testing.T, emu *testenv.Kinesis, red *testenv.Redis, ma
 	}
 
 	b := &markLog{}
-	startStream(t, yaml, func(_ context.Context, mb service.MessageBatch) error {
+	// B's metrics go to the test exporter: kinesis_input_redelivered_total
+	// must count what B marked.
+	sb := service.NewStreamBuilder()
+	require.NoError(t, sb.SetLoggerYAML("level: warn"))
+	require.NoError(t, sb.SetMetricsYAML("consumer_test_gauges: {}"))
+	require.NoError(t, sb.AddInputYAML(yaml))
+	require.NoError(t, sb.AddBatchConsumerFunc(func(_ context.Context, mb service.MessageBatch) error {
 		b.add(mb)
 		return nil
-	})
+	}))
+	s, err := sb.Build()
+	require.NoError(t, err)
+	rsB := &runningStream{stream: s, done: make(chan error, 1)}
+	go func() { rsB.done <- s.Run(context.Background()) }()
+	t.Cleanup(func() { rsB.stop(t) })
 	require.Eventually(t, func() bool { return len(b.snapshot()) >= n }, 60*time.Second, 100*time.Millisecond)
 	marked, unmarked := 0, 0
 	for _, d := range b.snapshot() {
@@ -130,4 +143,11 @@ func markAcrossOwners(t *testing.T, emu *testenv.Kinesis, red *testenv.Redis, ma
 	if mark {
 		assert.Equal(t, len(gotA), marked)
 	}
+	// Guards the defect "kinesis_redelivered and kinesis_input_redelivered_total
+	// count different things": the metric counted only redeliveries after
+	// a nack, so B's marked deliveries after the takeover were not counted.
+	counted := consumertest.Gauges.Sum(consumer.MetricRedelivered+"{", ","+stream+",", ","+consumer.RedeliveredMark+"}")
+	t.Logf("%s{cause=mark} of B: %d (series %v)", consumer.MetricRedelivered, counted, consumertest.Gauges.Keys(consumer.MetricRedelivered))
+	assert.EqualValues(t, marked, counted, "B's metric counts every delivery it marked")
+	assert.Zero(t, consumertest.Gauges.Sum(consumer.MetricRedelivered+"{", ","+stream+",", ","+consumer.RedeliveredNack+"}"), "B failed nothing")
 }

@@ -110,6 +110,8 @@ var troubles = []trouble{
 	{"internal/ops/import.go", "%s is not a shard the stream lists", "A checkpoint names a shard not listed (trimmed?).", "Nothing if trimmed; else check the source."},
 	{"internal/ops/import.go", "%s", "A warning about the import's source.", "Read it before `--yes`."},
 	{"", "--%s is deprecated for import", "A deprecated flag.", "Pass the flags it names."},
+	// The input: a record that blocks its shard (said at most once a minute per shard).
+	{"", "Record %s of stream %s, shard %s has failed %d times on its own", "The pipeline failed this record 5 times while others passed; the shard waits for it. `kinesis_input_millis_behind_latest` shows its age.", "Fix the record's cause, or set `redelivery.dead_letter` and `max_attempts` ([poison-records.md](poison-records.md))."},
 }
 
 // matchTroubles pairs each message with its entry and returns what does

@@ -85,6 +85,40 @@ func (e *Exporter) Get(key string) (int64, bool) {
 	return v, ok
 }
 
+// Sum is the sum of every value whose key begins with prefix and holds
+// each of parts.
+func (e *Exporter) Sum(prefix string, parts ...string) int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var n int64
+next:
+	for k, v := range e.gauges {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		for _, p := range parts {
+			if !strings.Contains(k, p) {
+				continue next
+			}
+		}
+		n += v
+	}
+	return n
+}
+
+// Keys are the keys that begin with prefix, for a failure's message.
+func (e *Exporter) Keys(prefix string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var keys []string
+	for k := range e.gauges {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
 // Metrics reports to Gauges.
 func Metrics(t testing.TB) *service.Metrics {
 	t.Helper()

@@ -93,6 +93,7 @@ func (p *part) AckRecords(errs []error) { p.d.settle(p, verdict{errs: errs}) }
 func (p *part) Admit() bool {
 	r := p.d.r
 	if !r.lost.Load() && r.LeaseLive() {
+		r.countRedelivered(p.batch)
 		return true
 	}
 	p.d.settle(p, verdict{bounced: true})
@@ -162,4 +163,29 @@ func (d *delivery) finish() {
 	}
 	r.budget.Release(&d.charge)
 	r.isolationEnded(d)
+}
+
+// countRedelivered counts the records of b that reach the pipeline marked
+// kinesis_redelivered, by cause: counted where the batch is admitted, so
+// the metric and the metadata count the same deliveries (a batch Admit
+// refuses reaches nobody).
+func (r *Reader) countRedelivered(b *consumer.Batch) {
+	if b.Attempts == nil && b.DeliveredBefore.IsZero() {
+		return
+	}
+	var nack, mark int64
+	for i := range b.Records {
+		switch b.RedeliveryCause(i) {
+		case consumer.RedeliveredNack:
+			nack++
+		case consumer.RedeliveredMark:
+			mark++
+		}
+	}
+	if nack > 0 {
+		r.st.Metrics.Redelivered.Incr(nack, r.st.Name, r.shard.ID, consumer.RedeliveredNack)
+	}
+	if mark > 0 {
+		r.st.Metrics.Redelivered.Incr(mark, r.st.Name, r.shard.ID, consumer.RedeliveredMark)
+	}
 }

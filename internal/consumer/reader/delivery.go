@@ -194,6 +194,10 @@ func (r *Reader) convert(in []types.Record) []consumer.Record {
 // a warning past lag_warn_threshold, an error past 90% of the retention.
 func (r *Reader) lag(behind int64) {
 	st := r.st
+	r.srcBehind.Store(behind)
+	// A record that keeps failing holds the shard back by its own age,
+	// whatever the answers behind it say (gauge.go).
+	behind = max(behind, r.blockedMillis())
 	r.progress.observeLag(behind)
 	st.Metrics.Behind.Set(behind, st.Name, r.shard.ID)
 	lag := time.Duration(behind) * time.Millisecond

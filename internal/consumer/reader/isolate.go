@@ -2,6 +2,7 @@ package reader
 
 import (
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
@@ -215,6 +216,9 @@ func (d *delivery) apply(p *part, v verdict) outcome {
 				iso.dead = append(iso.dead, deadEntry{i: i, reason: consumer.DeadLetterMaxAttempts})
 				continue
 			}
+			if charged {
+				d.warnBlocked(i)
+			}
 			again = append(again, i)
 		}
 		resolved = len(again) == 0
@@ -281,6 +285,9 @@ func (d *delivery) markDone(is []int) {
 		if len(ids) > 0 {
 			d.r.tracker.ackAll(ids)
 		}
+		if i := slices.Index(iso.done, false); i >= 0 {
+			d.r.isolationProgress(d, d.records()[i].Arrival)
+		}
 		return
 	}
 	before := iso.prefix
@@ -291,6 +298,7 @@ func (d *delivery) markDone(is []int) {
 		d.r.tracker.ack(d.id)
 		return
 	}
+	d.r.isolationProgress(d, d.records()[iso.prefix].Arrival)
 	moved := iso.prefix > before
 	var pos consumer.Position
 	if moved {

@@ -73,10 +73,17 @@ type Reader struct {
 	redeliverMu sync.Mutex
 	redeliver   []*delivery
 	// isolating are the batches sent again in parts, with their first
-	// delivery's time (gauge.go); oldestEnded says the reader ended and
-	// its gauge is 0 for good. Under redeliverMu.
-	isolating   map[*delivery]time.Time
+	// delivery's time and the arrival of their oldest record not done
+	// (gauge.go); oldestEnded says the reader ended and its gauges are 0
+	// for good. Under redeliverMu.
+	isolating   map[*delivery]isolated
 	oldestEnded bool
+	// srcBehind is the MillisBehindLatest of the source's last answer;
+	// the lag gauge reports it unless a waiting record is older.
+	srcBehind atomic.Int64
+	// lastBlockedWarn is when the reader last warned that a record
+	// blocks the shard (UnixNano; blocked.go).
+	lastBlockedWarn atomic.Int64
 
 	commitMu     sync.Mutex
 	committedGen uint64

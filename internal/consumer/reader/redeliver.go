@@ -123,8 +123,6 @@ func (r *Reader) follow(send, wait context.Context, d *delivery) bool {
 				}
 				if first {
 					r.countDelivered(p.batch.Records)
-				} else {
-					r.st.Metrics.Redelivered.Incr(int64(len(p.batch.Records)), r.st.Name, r.shard.ID)
 				}
 				select {
 				case <-d.verdict:

@@ -90,7 +90,7 @@ func TestIsolationFindsOnePoisonRecordInABatchOf500(t *testing.T) {
 	assert.Equal(t, h.shard, dead[0].Shard)
 	assert.WithinDuration(t, time.Now(), dead[0].At, 10*time.Second)
 	require.Eventually(t, func() bool { return h.checkpoint(t) == consumertest.SeqOf(h.shard, n) }, 10*time.Second, 10*time.Millisecond)
-	assert.EqualValues(t, redelivered, h.metric(consumer.MetricRedelivered))
+	assert.EqualValues(t, redelivered, h.metric(consumer.MetricRedelivered, consumer.RedeliveredNack))
 	assert.EqualValues(t, 1, h.metric(consumer.MetricDeadLettered, consumer.DeadLetterMaxAttempts))
 	assert.Zero(t, h.metric(consumer.MetricRedeliveryOldest), "nothing waits any more")
 }
@@ -129,7 +129,7 @@ func TestNamedFailuresAreTheOnlyRecordsSentAgain(t *testing.T) {
 			assert.Equal(t, 3, last.Attempt(0))
 			last.Ack(nil)
 			assert.Equal(t, consumertest.SeqOf(shard, 10), h.checkpointEventually(t, consumertest.SeqOf(shard, 10)))
-			assert.EqualValues(t, 3, h.metric(consumer.MetricRedelivered))
+			assert.EqualValues(t, 3, h.metric(consumer.MetricRedelivered, consumer.RedeliveredNack))
 		})
 	}
 }
