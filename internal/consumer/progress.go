@@ -10,7 +10,8 @@ import (
 // costs one store call per instance per renewal.
 type Progress struct {
 	// LagMillis is the MillisBehindLatest of the shard's latest GetRecords
-	// answer.
+	// answer, or the age of a failed record the shard waits for when that
+	// is larger (kinesis_input_millis_behind_latest).
 	LagMillis int64
 	// LastDelivered is when the reader last handed a batch to the pipeline
 	// (zero if it has not yet).

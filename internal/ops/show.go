@@ -45,7 +45,8 @@ type ShardRow struct {
 	// Unowned marks a ready shard no live lease covers: nobody reads it.
 	Unowned bool `json:"unowned,omitempty"`
 	// LagMillis and LastDelivered are what the shard's owner last
-	// published with a lease renewal: MillisBehindLatest and when it last
+	// published with a lease renewal: MillisBehindLatest (or the age of a
+	// failed record the shard waits for, when larger) and when it last
 	// delivered a batch (by that instance's clock).
 	LagMillis     *int64     `json:"lag_millis,omitempty"`
 	LastDelivered *time.Time `json:"last_delivered_at,omitempty"`
