@@ -116,15 +116,13 @@ func Spec() *service.ConfigSpec {
 		Categories("Services").
 		Summary("Reads Kinesis Data Streams with Redis checkpoints, in per-shard order, across resharding and across instances.").
 		Description(`
-Each batch is the records of one GetRecords response of one shard. A shard's checkpoint only moves to the highest record acknowledged together with every record before it, so nothing is skipped: not on a crash, a nack, a lost lease, a reshard, throttling or an expired iterator. After a crash at most the records since the last commit (`+"`checkpoint.commit_period`"+`) are delivered again; a graceful shutdown or a hand-off commits first.
+Each batch is one GetRecords response of one shard. A shard's checkpoint moves only to the highest record acknowledged together with every record before it, so nothing is skipped; after a crash at most the records since the last commit (`+"`checkpoint.commit_period`"+`) are delivered again. A child shard is read only once its parents are read to their end and committed, so a partition key stays in order across reshards. Instances with the same `+"`checkpoint.group`"+` share the shards and take over a dead instance's after about `+"`lease.period + lease.rebalance_period`"+`.
 
-A child shard is read only once every parent is read to its end, acknowledged and committed, so records of one partition key stay in order across splits and merges.
-
-Instances with the same `+"`checkpoint.group`"+` share the shards: each takes free shards up to its fair share (shards ready to read divided by live instances, rounded up, counted over every stream the instances read, so many small streams spread as one large one would), and asks a busier instance to hand shards over gracefully: busier by bytes/s with `+"`lease.balance: load`"+` (the default), so hot shards spread over the instances, or by shard count with `+"`count`"+`. A dead instance's shards are taken over after about `+"`lease.period + lease.rebalance_period`"+`.
+New here? Start with [getting started](../../getting-started.md). Then: [running in production](../../deploy.md), [the checkpointer](../../checkpointer.md), [poison records](../../poison-records.md), [tuning](../../tuning.md), [enhanced fan-out](../../enhanced-fan-out.md) and [migrating](../../migrating.md).
 
 ### Metadata
 
-`+"`kinesis_stream`, `kinesis_shard`, `kinesis_partition_key`, `kinesis_sequence_number`, `kinesis_sub_sequence_number` (aggregated records only), `kinesis_arrival_timestamp` (RFC3339Nano), `kinesis_millis_behind_latest`, `kinesis_delivery_attempt` (`1` on a record's first delivery by this instance, `n` on its n-th after failures) and `kinesis_redelivered` (`true` whenever the group may have handed the record to the pipeline before: after a failure, and after a crash, a lost lease, a hand-off or a Redis that forgot, up to the last record any earlier owner stored as delivered; absent otherwise). A downstream that must not apply a record twice only has to check the records marked `true`: see docs/poison-records.md.").
+`+"`kinesis_stream`, `kinesis_shard`, `kinesis_partition_key`, `kinesis_sequence_number`, `kinesis_sub_sequence_number` (aggregated records only), `kinesis_arrival_timestamp` (RFC3339Nano), `kinesis_millis_behind_latest`, `kinesis_delivery_attempt` (`1` on a record's first delivery by this instance) and `kinesis_redelivered` (`true` whenever the group may have handed the record over before; absent otherwise): a downstream that must not apply a record twice checks only those, see [the redelivery mark](../../poison-records.md#the-redelivery-mark).").
 		Fields(fields...).
 		LintRule(lintRule()).
 		Example("Read a stream", "Reads `orders` from the oldest record and resumes from Redis checkpoints.", `
