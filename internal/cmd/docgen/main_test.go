@@ -161,3 +161,21 @@ func TestDocsWordCheckFailsATooLargeTotal(t *testing.T) {
 		"  docs/b.md: 3900\n"+
 		"  docs/sub/d.md: 3500", err.Error())
 }
+
+// Guards rows that quote the same words for two messages with different
+// causes (with 8-word quotes, "Kinesis did not find the shard though it is
+// still listed" starts two messages): the quote grows until it tells them
+// apart, while messages of one entry still share their short quote.
+func TestTroubleshootingQuotesTellMessagesApart(t *testing.T) {
+	msgs := []logMessage{
+		{Level: "WARN", Text: "Kinesis did not find the shard though it is still listed, and the stream was recreated"},
+		{Level: "WARN", Text: "Kinesis did not find the shard though it is still listed; trying again in %v"},
+		{Level: "WARN", Text: "Could not commit the final checkpoint %s of shard %s at the stop: %v"},
+		{Level: "WARN", Text: "Could not commit the final checkpoint %s of shard %s at the hand-off: %v"},
+	}
+	byMsg := map[int]int{0: 0, 1: 1, 2: 2, 3: 2}
+	assert.Equal(t, "Kinesis did not find the shard though it is still listed, …", quote(msgs, byMsg, 0))
+	assert.Equal(t, "Kinesis did not find the shard though it is still listed; …", quote(msgs, byMsg, 1))
+	assert.Equal(t, "Could not commit the final checkpoint %s of …", quote(msgs, byMsg, 2))
+	assert.Equal(t, quote(msgs, byMsg, 2), quote(msgs, byMsg, 3))
+}
