@@ -69,17 +69,17 @@ func Fields() []*service.ConfigField {
 			LintRule(lintrule.Duration(FieldDiscoveryInterval, DefaultDiscoveryInterval.String())).
 			Default(DefaultDiscoveryInterval.String()).Advanced(),
 		service.NewStringEnumField(FieldNewStreamStart, NewStreamTrimHorizon, NewStreamLatest, NewStreamAsStart).
-			Description("`trim_horizon` (the default): a stream a pattern finds after the group's first listing is read from its first record. `latest`: from when the group first takes one of its shards; `start_position`: as `start_position` says. Streams of the first listing, and streams named without a pattern, use `start_position`. See [tuning](../../tuning.md#new_stream_start_position-input).").
+			Description("`trim_horizon` (the default): a stream a pattern finds after the group's first listing is read from its first record. `latest`: from when the group first takes one of its shards; `start_position`: as that says. See [tuning](../../tuning.md#new_stream_start_position-input).").
 			Default(NewStreamTrimHorizon).Advanced(),
 		service.NewDurationField(FieldDeletedRetention).
-			Description("How long the checkpoints of a stream that was deleted or stopped matching are kept in Redis after the group released it. A stream that matches again within this time resumes from them; one deleted and created again under the same name starts at `new_stream_start_position`. See [architecture](../../architecture.md#streams-found-at-runtime).").
+			Description("How long the checkpoints of a stream deleted or no longer matching are kept, so it resumes if it matches again; a stream recreated under the same name starts anew. See [architecture](../../architecture.md#streams-found-at-runtime).").
 			LintRule(lintrule.Duration(FieldDeletedRetention, DefaultDeletedRetention.String())).
 			Default(DefaultDeletedRetention.String()).Advanced(),
 	}
 }
 
 // StreamsDescription is the description of the input's `streams` field.
-const StreamsDescription = "The streams to read, by name, by ARN, or by a pattern of names with `*` and `?` (e.g. `tenant-*`). A name and the ARN of one stream share checkpoints. Streams matching a pattern are found every `stream_discovery_interval`. See [tuning](../../tuning.md#streams-input)."
+const StreamsDescription = "The streams to read, by name, by ARN, or by a pattern with `*` and `?`. A name and the ARN of one stream share checkpoints. See [tuning](../../tuning.md#streams-input)."
 
 // ConfigFromParsed reads the discovery fields next to the given entries of
 // `streams` (the input reads that field itself).

@@ -92,7 +92,7 @@ func Fields() []*service.ConfigField {
 				service.NewTLSToggledField(FieldRedisTLS).
 					Description("Custom TLS settings. When disabled, a `rediss://` URL still uses TLS with the system's roots."),
 				service.NewIntField(FieldMinReplicasToAck).
-					Description("-1 (the default): automatic, 1 with `kind: failover` or `cluster` when the master has a connected replica, else 0. How many replicas must acknowledge (Redis `WAIT`) each commit and shard close, so a failover cannot move a checkpoint back. See [tuning](../../tuning.md#checkpointredismin_replicas_to_ack-input).").
+					Description("-1 (the default): automatic, 1 with `kind: failover` or `cluster` when the master has a connected replica, else 0. How many replicas must acknowledge (`WAIT`) each commit. See [tuning](../../tuning.md#checkpointredismin_replicas_to_ack-input).").
 					// A default rather than an optional field with an example:
 					// `create` writes an optional field's first example, and a
 					// written 1 made every commit against a Redis without
@@ -104,7 +104,7 @@ func Fields() []*service.ConfigField {
 					Default(DefaultReplicaAckTimeout.String()).Advanced(),
 			).Description("Where checkpoints and leases are kept."),
 			service.NewStringField(FieldGroup).
-				Description("The name of the consuming application. Instances with the same group share the shards and checkpoints; another group reads independently. Required, e.g. `orders-to-s3`, with no default, so two applications never share checkpoints by accident. See [checkpointer](../../checkpointer.md).").
+				Description("The consuming application's name, e.g. `orders-to-s3`: instances of one group share shards and checkpoints. Required, so two applications never share checkpoints by accident. See [checkpointer](../../checkpointer.md).").
 				LintRule(lintGroup),
 			service.NewStringField(FieldKeyPrefix).
 				Description("The prefix of every Redis key, e.g. `kinesis:{group:stream}:ckpt`.").
@@ -124,7 +124,7 @@ func Fields() []*service.ConfigField {
 				LintRule(lintrule.Duration(fieldPathRebalance, DefaultRebalancePeriod.String())).
 				Default(DefaultRebalancePeriod.String()).Advanced(),
 			service.NewDurationField(FieldHandoffTimeout).
-				Description("10s (the default): how long an instance handing a shard over (asked for it, or stopping) waits for in-flight messages to be acknowledged before it commits what was acknowledged and releases the lease anyway. See [tuning](../../tuning.md#leasehandoff_timeout-input).").
+				Description("10s (the default): how long an instance handing a shard over waits for in-flight messages to be acknowledged before it commits and releases the lease anyway. See [tuning](../../tuning.md#leasehandoff_timeout-input).").
 				LintRule(lintrule.Duration(fieldPathHandoffTimout, DefaultHandoffTimeout.String())).
 				Default(DefaultHandoffTimeout.String()).Advanced(),
 			service.NewStringEnumField(FieldBalance, string(consumer.BalanceLoad), string(consumer.BalanceCount)).

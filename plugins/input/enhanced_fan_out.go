@@ -12,7 +12,7 @@ import (
 func enhancedFanOutField() *service.ConfigField {
 	return service.NewObjectField(fieldEnhancedFanOut,
 		service.NewBoolField(fieldEFOEnabled).
-			Description("Read every shard with SubscribeToShard (enhanced fan-out, over HTTP/2) instead of GetRecords polling. Each consumer gets its own 2 MiB/s per shard, at a charge. See [enhanced fan-out](../../enhanced-fan-out.md).").
+			Description("Read with SubscribeToShard instead of GetRecords polling: 2 MiB/s per shard for this consumer, at a charge. See [enhanced fan-out](../../enhanced-fan-out.md).").
 			Default(false),
 		service.NewStringField(fieldEFOConsumerName).
 			Description("The stream consumer to read through. Empty uses `checkpoint.group`. Registered if missing and never deregistered: see [the stream consumer](../../enhanced-fan-out.md#the-stream-consumer).").
@@ -20,7 +20,7 @@ func enhancedFanOutField() *service.ConfigField {
 		service.NewStringField(fieldEFOConsumerARN).
 			Description("The ARN of an existing stream consumer to read through, in place of `consumer_name` (one stream only).").
 			Default("").Advanced(),
-	).Description("Enhanced fan-out: a dedicated read throughput per shard for this application, pushed with about 70 ms latency. Checkpoints, ordering across reshards, leases and metadata are the same as with polling.")
+	).Description("Enhanced fan-out: dedicated read throughput per shard; checkpoints, order, leases and metadata as with polling.")
 }
 
 // enhancedFanOutFromParsed reads the `enhanced_fan_out` group; the consumer

@@ -63,7 +63,7 @@ func Spec() *service.ConfigSpec {
 			Example([]string{"arn:aws:kinesis:us-east-1:123456789012:stream/orders"}).
 			Example([]string{"orders", "tenant-*"}),
 		service.NewStringEnumField(fieldStartPosition, consumer.StartTrimHorizon, consumer.StartLatest, consumer.StartAtTimestamp).
-			Description(fmt.Sprintf("`trim_horizon` (the default): a shard without a checkpoint starts at its oldest retained record. `latest`: at the group's first start, less %v (Redis' and Kinesis' clocks may differ); `at_timestamp`: at `start_timestamp`. A shard with a checkpoint always resumes after it. See [tuning](../../tuning.md#start_position-input).", consumer.LatestSkewMargin)).
+			Description(fmt.Sprintf("`trim_horizon` (the default): a shard without a checkpoint starts at its oldest record. `latest`: at the group's first start, less %v; `at_timestamp`: at `start_timestamp`. A checkpoint always wins. See [tuning](../../tuning.md#start_position-input).", consumer.LatestSkewMargin)).
 			LintRule(lintrule.Enum(fieldStartPosition, "the oldest retained record is "+consumer.StartTrimHorizon+", the newest "+consumer.StartLatest, consumer.StartTrimHorizon, consumer.StartLatest, consumer.StartAtTimestamp)).
 			Default(consumer.StartTrimHorizon),
 		service.NewStringField(fieldStartTimestamp).
@@ -76,13 +76,13 @@ func Spec() *service.ConfigSpec {
 	fields = append(fields, checkpointer.Fields()...)
 	fields = append(fields,
 		service.NewIntField(fieldShardMaxInFlight).
-			Description("1 (the default): a shard's next batch is handed over only once the previous one is acknowledged, so each partition key is processed and written in order. More raises throughput but gives up that order; checkpoints stay correct. To keep key order, use `shard_parallelism` instead. See [tuning](../../tuning.md#shard_max_in_flight-input).").
+			Description("1 (the default): a shard's next batch waits for the previous one's acknowledgement, so each partition key stays in order. More gives up that order; use `shard_parallelism` instead. See [tuning](../../tuning.md#shard_max_in_flight-input).").
 			Default(1).Advanced(),
 		service.NewIntField(fieldShardParallelism).
-			Description(fmt.Sprintf("1 (the default): a shard is one lane. Above 1 (up to %d), a shard's records are spread over this many lanes by partition key, each key in order; for a pipeline slower than a shard. Needs `shard_max_in_flight: 1`. See [tuning](../../tuning.md#shard_parallelism-input).", consumer.MaxShardParallelism)).
+			Description(fmt.Sprintf("1 (the default): a shard is one lane. Up to %d lanes by partition key, each key in order, for a pipeline slower than a shard. Needs `shard_max_in_flight: 1`. See [tuning](../../tuning.md#shard_parallelism-input).", consumer.MaxShardParallelism)).
 			Default(1).Advanced(),
 		service.NewIntField(fieldLimit).
-			Description(fmt.Sprintf("The most records one GetRecords call returns (1..%d), and the most messages in one batch. A response de-aggregated into more records is handed over in several batches.", kinesisx.MaxGetRecordsLimit)).
+			Description(fmt.Sprintf("The most records one GetRecords call returns (1..%d), and the most messages in one batch.", kinesisx.MaxGetRecordsLimit)).
 			Default(kinesisx.MaxGetRecordsLimit).Advanced(),
 		service.NewDurationField(fieldPollInterval).
 			Description(fmt.Sprintf("The shortest time between two GetRecords calls of one shard. At least %v, so a shard is never read more than %d times per second (its Kinesis limit, shared by every consumer of the stream).", kinesisx.MinPollInterval, kinesisx.MaxGetRecordsPerSecond)).
@@ -97,7 +97,7 @@ func Spec() *service.ConfigSpec {
 			LintRule(lintrule.Duration(fieldDiscoveryInterval, "10s")).
 			Default("10s").Advanced(),
 		service.NewBoolField(fieldDeaggregate).
-			Description("`true` (the default): KPL aggregated records are split into their user records, and a stray copy outside its shard's hash key range is dropped, as KCL does. `false`: an aggregate is one message. See [tuning](../../tuning.md#deaggregate-input).").
+			Description("`true` (the default): KPL aggregated records are split into user records, dropping stray copies as KCL does. `false`: an aggregate is one message. See [tuning](../../tuning.md#deaggregate-input).").
 			Default(true).Advanced(),
 		service.NewDurationField(fieldLagWarnThreshold).
 			Description("Log a warning when a shard is further behind than this. `0s` uses half the stream's retention period. An error is logged past 90% of the retention period, when records are about to expire unread.").
@@ -109,7 +109,7 @@ func Spec() *service.ConfigSpec {
 	fields = append(fields, enhancedFanOutField())
 	fields = append(fields, awsconf.Fields()...)
 	fields = append(fields, service.NewBoolField(fieldAutoReplayNacks).
-		Description("Accepted for compatibility with other Benthos inputs: either value replays. A nacked batch is always delivered again before anything later of its shard. See [tuning](../../tuning.md#auto_replay_nacks-input).").
+		Description("Accepted for compatibility: either value replays a nacked batch before anything later of its shard. See [tuning](../../tuning.md#auto_replay_nacks-input).").
 		Default(true))
 	return service.NewConfigSpec().
 		Stable().

@@ -65,25 +65,25 @@ const (
 func redeliveryField() *service.ConfigField {
 	return service.NewObjectField(fieldRedelivery,
 		service.NewIntField(fieldMaxAttempts).
-			Description("0 (the default): a failing record is retried forever and its shard waits, as a record is never skipped. Otherwise, how many times a record may fail on its own before it goes to `dead_letter`; a downstream outage counts against no record. See [poison records](../../poison-records.md).").
+			Description("0 (the default): a failing record is retried forever and its shard waits. Otherwise, how many times a record may fail on its own before it goes to `dead_letter`. See [poison records](../../poison-records.md).").
 			LintRule(lintrule.Field(lintrule.Check{
 				When:    `this.type() == "number" && this < 0`,
 				Message: `"field ` + pathMaxAttempts + `: %v must be 0 (retry forever) or more".format(this)`,
 			})).
 			Default(0),
 		service.NewStringField(fieldMaxRecordAge).
-			Description("A record older than this (by its arrival time in Kinesis) when it would be delivered again is written to `dead_letter` instead, during an outage too. Empty (the default): no age limit. See [poison records](../../poison-records.md#the-policy).").
+			Description("Empty (the default): no age limit. Else a record older than this when it would be delivered again goes to `dead_letter`, during an outage too. See [poison records](../../poison-records.md#the-policy).").
 			LintRule(lintMaxRecordAge).
 			Example("24h").
 			Default(""),
 		service.NewBoolField(fieldIsolate).
-			Description("When the pipeline fails a batch without saying which messages failed , split it in halves until the failing records are found. See [poison records](../../poison-records.md#isolating).").
+			Description("When the pipeline fails a batch without saying which messages failed, split it in halves until the failing records are found. See [poison records](../../poison-records.md#isolating).").
 			Default(true),
 		service.NewStringField(fieldDeadLetter).
 			Description("The label of an output resource that records past `max_attempts` or `max_record_age` are written to, with their metadata and the reason. A record is done only once this write is acknowledged. See [poison records](../../poison-records.md#the-dead-letter).").
 			Default(""),
 		service.NewBoolField(fieldMark).
-			Description("Store how far each shard may be delivered before delivering it (about 50 ms added), so a later owner marks what it reads again with `kinesis_redelivered: true`. `false`: only this instance's redeliveries are marked. See [poison records](../../poison-records.md#the-redelivery-mark).").
+			Description("Store how far each shard was delivered (about 50 ms added), so a later owner marks records read again with `kinesis_redelivered: true`. See [poison records](../../poison-records.md#the-redelivery-mark).").
 			Default(true),
 	).Description("What happens to a record the pipeline keeps failing, and how redeliveries are marked.").Advanced()
 }
