@@ -142,7 +142,7 @@ docs:
 	$(GO) run ./internal/cmd/docgen
 
 docs-check:
-	$(GO) run ./internal/cmd/docgen -check
+	$(GO) run ./internal/cmd/docgen -check -check-words
 
 lint-examples: build
 	$(BIN) lint config/examples/*.yaml

@@ -6,7 +6,6 @@ import (
 
 	"github.com/redpanda-data/benthos/v4/public/service"
 
-	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 	"github.com/connect-kinesis/connect-kinesis/internal/lintrule"
 )
 
@@ -62,25 +61,25 @@ type Config struct {
 func Fields() []*service.ConfigField {
 	return []*service.ConfigField{
 		service.NewStringMapField(FieldStreamTags).
-			Description("Tags a stream found by a pattern of `streams` must carry, every one with this value (ListTagsForStream). A stream whose tags stop matching is released as a deleted one is. Streams named without a pattern are read whatever their tags.").
+			Description("Tags a stream found by a pattern of `streams` must carry, every one with this value (ListTagsForStream). Streams named without a pattern are read whatever their tags.").
 			Example(map[string]any{"team": "payments", "env": "prod"}).
 			Default(map[string]any{}).Advanced(),
 		service.NewDurationField(FieldDiscoveryInterval).
-			Description(fmt.Sprintf("How often the streams matching the patterns of `streams` are listed (ListStreams, then ListTagsForStream with `stream_tags`). One instance of the group lists per interval, whatever the number of instances, and writes what it found to Redis for the others, so the account's limit of %d ListStreams calls per second holds; if it dies, another lists after one interval. At least %v. A stream created now is read within about two intervals.", kinesisx.MaxListStreamsPerSecond, MinDiscoveryInterval)).
+			Description(fmt.Sprintf("How often the streams matching the patterns of `streams` are listed. One instance of the group lists per interval and shares the result through Redis. At least %v; a new stream is read within about two intervals. See [architecture](../../architecture.md#streams-found-at-runtime).", MinDiscoveryInterval)).
 			LintRule(lintrule.Duration(FieldDiscoveryInterval, DefaultDiscoveryInterval.String())).
 			Default(DefaultDiscoveryInterval.String()).Advanced(),
 		service.NewStringEnumField(FieldNewStreamStart, NewStreamTrimHorizon, NewStreamLatest, NewStreamAsStart).
-			Description("`trim_horizon` (the default): a stream a pattern finds after the group's first listing is read from its first record. `latest`: from when the group first takes one of its shards; `start_position`: as `start_position` says. Streams of the first listing, and streams named without a pattern, use `start_position`. Decided once per stream and kept in Redis. See [tuning](../../tuning.md#new_stream_start_position-input).").
+			Description("`trim_horizon` (the default): a stream a pattern finds after the group's first listing is read from its first record. `latest`: from when the group first takes one of its shards; `start_position`: as that says. See [tuning](../../tuning.md#new_stream_start_position-input).").
 			Default(NewStreamTrimHorizon).Advanced(),
 		service.NewDurationField(FieldDeletedRetention).
-			Description("How long the checkpoints of a stream that was deleted or stopped matching are kept in Redis after the group released it. A stream that matches again within this time resumes from its checkpoints; after it the keys are deleted. A stream deleted and created again under the same name is a new stream, whatever this says: it starts at `new_stream_start_position`, never from the deleted stream's checkpoints.").
+			Description("How long the checkpoints of a stream deleted or no longer matching are kept, so it resumes if it matches again; a stream recreated under the same name starts anew. See [architecture](../../architecture.md#streams-found-at-runtime).").
 			LintRule(lintrule.Duration(FieldDeletedRetention, DefaultDeletedRetention.String())).
 			Default(DefaultDeletedRetention.String()).Advanced(),
 	}
 }
 
 // StreamsDescription is the description of the input's `streams` field.
-const StreamsDescription = "The streams to read, by name, by ARN, or by a pattern of names with `*` and `?` (e.g. `tenant-*`). A name and the ARN of one stream share checkpoints. Streams matching a pattern (or `stream_tags`) are found every `stream_discovery_interval`; a stream deleted or no longer matching is released, and its checkpoints are kept for `deleted_stream_retention`. See [tuning](../../tuning.md#streams-input)."
+const StreamsDescription = "The streams to read, by name, by ARN, or by a pattern with `*` and `?`. A name and the ARN of one stream share checkpoints. See [tuning](../../tuning.md#streams-input)."
 
 // ConfigFromParsed reads the discovery fields next to the given entries of
 // `streams` (the input reads that field itself).

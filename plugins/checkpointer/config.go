@@ -80,7 +80,7 @@ func Fields() []*service.ConfigField {
 				// fails at start. The URL field's own scrubber hides a URL
 				// that holds a password.
 				service.NewURLField(FieldRedisURL).
-					Description("The Redis URL, e.g. `redis://localhost:6379`, or `rediss://user:${REDIS_PASSWORD}@redis.internal:6380/0` for TLS. Required: `lint` refuses it empty. Credentials go in the URL; the input never logs it, but `echo` prints a password in the query as it is. For `cluster` and `failover`, name further nodes with `addr` query parameters: `redis://host1:6379?addr=host2:6379`. See [tuning](../../tuning.md#checkpointredisurl-input).").
+					Description("The Redis URL, e.g. `redis://localhost:6379`, or `rediss://user:${REDIS_PASSWORD}@redis.internal:6380/0` for TLS. Required. Credentials go in the URL (`echo` prints a password in the query as it is). See [tuning](../../tuning.md#checkpointredisurl-input).").
 					LintRule(lintRedisURL),
 				service.NewStringEnumField(FieldRedisKind, KindSimple, KindCluster, KindFailover).
 					Description("How to reach Redis: `simple` (one server), `cluster` (Redis Cluster) or `failover` (Sentinel; the URL names the sentinels and `master` the monitored master).").
@@ -92,7 +92,7 @@ func Fields() []*service.ConfigField {
 				service.NewTLSToggledField(FieldRedisTLS).
 					Description("Custom TLS settings. When disabled, a `rediss://` URL still uses TLS with the system's roots."),
 				service.NewIntField(FieldMinReplicasToAck).
-					Description("-1 (the default): automatic, 1 with `kind: failover` or `cluster` when the master has a connected replica, else 0. How many replicas must acknowledge (Redis `WAIT`) each checkpoint commit and shard close, so that a failover cannot move a checkpoint back or lose a closed shard. 0 never waits; a write not acknowledged within `replica_ack_timeout` is retried. See [tuning](../../tuning.md#checkpointredismin_replicas_to_ack-input).").
+					Description("-1 (the default): automatic, 1 with `kind: failover` or `cluster` when the master has a connected replica, else 0. How many replicas must acknowledge (`WAIT`) each commit. See [tuning](../../tuning.md#checkpointredismin_replicas_to_ack-input).").
 					// A default rather than an optional field with an example:
 					// `create` writes an optional field's first example, and a
 					// written 1 made every commit against a Redis without
@@ -104,7 +104,7 @@ func Fields() []*service.ConfigField {
 					Default(DefaultReplicaAckTimeout.String()).Advanced(),
 			).Description("Where checkpoints and leases are kept."),
 			service.NewStringField(FieldGroup).
-				Description("The name of the consuming application. Instances with the same group share the stream's shards and its checkpoints; a different group reads the stream independently from its own checkpoints. Required, e.g. `orders-to-s3`: there is no default, and `create` writes it empty (`lint` refuses it so), so that two applications never share checkpoints by accident.").
+				Description("The consuming application's name, e.g. `orders-to-s3`: instances of one group share shards and checkpoints. Required, so two applications never share checkpoints by accident. See [checkpointer](../../checkpointer.md).").
 				LintRule(lintGroup),
 			service.NewStringField(FieldKeyPrefix).
 				Description("The prefix of every Redis key, e.g. `kinesis:{group:stream}:ckpt`.").
@@ -124,15 +124,15 @@ func Fields() []*service.ConfigField {
 				LintRule(lintrule.Duration(fieldPathRebalance, DefaultRebalancePeriod.String())).
 				Default(DefaultRebalancePeriod.String()).Advanced(),
 			service.NewDurationField(FieldHandoffTimeout).
-				Description("10s (the default): how long an instance handing a shard over (asked for it, or stopping) waits for in-flight messages to be acknowledged before it commits what was acknowledged and releases the lease anyway. A final commit that never lands is given up with an error, and the lease lapses after `period`. See [tuning](../../tuning.md#leasehandoff_timeout-input).").
+				Description("10s (the default): how long an instance handing a shard over waits for in-flight messages to be acknowledged before it commits and releases the lease anyway. See [tuning](../../tuning.md#leasehandoff_timeout-input).").
 				LintRule(lintrule.Duration(fieldPathHandoffTimout, DefaultHandoffTimeout.String())).
 				Default(DefaultHandoffTimeout.String()).Advanced(),
 			service.NewStringEnumField(FieldBalance, string(consumer.BalanceLoad), string(consumer.BalanceCount)).
-				Description("`load` (the default): the instances even out the bytes per second they read, moving a shard only while the busiest reads over 1.25 times the fair share, then waiting six `rebalance_period`s. Use it when traffic is uneven over the shards. `count`: even out the number of shards. Either way free shards are taken up to the fair share by count. See [tuning](../../tuning.md#leasebalance-input).").
+				Description("`load` (the default): the instances even out the bytes per second they read, so hot shards spread out. `count`: even out the number of shards. See [tuning](../../tuning.md#leasebalance-input).").
 				LintRule(lintrule.Enum("lease.balance", "", string(consumer.BalanceLoad), string(consumer.BalanceCount))).
 				Default(DefaultBalance).Advanced(),
 			service.NewStringField(FieldInstanceID).
-				Description("Empty (the default): host name, process id and a random suffix. This instance's name in the group, shown as its leases' owner by `checkpoints show` and in logs; e.g. the pod name (`${POD_NAME}`). One process runs under a name at a time: a second one under a running one's name logs an error and exits with status 1; a restart right after a crash waits up to `period`. See [deploy](../../deploy.md#the-instance-id).").
+				Description("Empty (the default): host name, process id and a random suffix. This instance's name in the group (leases' owner, logs), e.g. `${POD_NAME}`. A second process under a running one's name exits with status 1. See [deploy](../../deploy.md#the-instance-id).").
 				Example("${POD_NAME}").
 				LintRule(lintInstanceID).
 				Default("").Advanced(),

@@ -60,7 +60,7 @@ func mibText(n int64) string { return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
 
 func maxBufferedBytesField() *service.ConfigField {
 	return service.NewAnyField(fieldMaxBufferedBytes).
-		Description("Unset (the default): a quarter of the process's memory limit (`GOMEMLIMIT`, else the container's), at most 256 MiB; 256 MiB with no limit. The most bytes of records the input holds at once, all streams and shards together, from the call that fetches them until their acknowledgement; above it shards wait their turn. A size (`256MiB`) or a number of bytes; `0` removes the bound. The process needs about twice this plus 60 MiB. See [tuning](../../tuning.md#sizing-memory-max_buffered_bytes).").
+		Description("Unset (the default): a quarter of the memory limit, at most 256 MiB. The most bytes of records the input holds until acknowledged; `0` removes the bound. The process needs about twice this plus 60 MiB. See [tuning](../../tuning.md#sizing-memory-max_buffered_bytes).").
 		LintRule(lintByteSize).
 		Optional().Advanced()
 }

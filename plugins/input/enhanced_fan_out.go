@@ -12,15 +12,15 @@ import (
 func enhancedFanOutField() *service.ConfigField {
 	return service.NewObjectField(fieldEnhancedFanOut,
 		service.NewBoolField(fieldEFOEnabled).
-			Description("Read every shard with SubscribeToShard (enhanced fan-out, over HTTP/2) instead of GetRecords polling. Each stream consumer gets its own 2 MiB/s per shard, pushed as records arrive, rather than sharing 2 MiB/s and 5 reads/s per shard with every polling application. Kinesis charges for it per consumer-shard hour and per GiB.").
+			Description("Read with SubscribeToShard instead of GetRecords polling: 2 MiB/s per shard for this consumer, at a charge. See [enhanced fan-out](../../enhanced-fan-out.md).").
 			Default(false),
 		service.NewStringField(fieldEFOConsumerName).
-			Description("The stream consumer to read through. It is registered when the stream has none of that name and reused when it has (every instance of a group shares it). Empty uses `checkpoint.group`. The input never deregisters a consumer: when the application is retired, remove it with `connect-kinesis consumers deregister --stream <stream> --name <name>`.").
+			Description("The stream consumer to read through. Empty uses `checkpoint.group`. Registered if missing and never deregistered: see [the stream consumer](../../enhanced-fan-out.md#the-stream-consumer).").
 			Default(""),
 		service.NewStringField(fieldEFOConsumerARN).
 			Description("The ARN of an existing stream consumer to read through, in place of `consumer_name` (one stream only).").
 			Default("").Advanced(),
-	).Description("Enhanced fan-out: a dedicated read throughput per shard for this application, pushed with about 70 ms latency. Checkpoints, ordering across reshards, leases and metadata are the same as with polling.")
+	).Description("Enhanced fan-out: dedicated read throughput per shard; checkpoints, order, leases and metadata as with polling.")
 }
 
 // enhancedFanOutFromParsed reads the `enhanced_fan_out` group; the consumer

@@ -63,7 +63,7 @@ func Spec() *service.ConfigSpec {
 			Example([]string{"arn:aws:kinesis:us-east-1:123456789012:stream/orders"}).
 			Example([]string{"orders", "tenant-*"}),
 		service.NewStringEnumField(fieldStartPosition, consumer.StartTrimHorizon, consumer.StartLatest, consumer.StartAtTimestamp).
-			Description(fmt.Sprintf("`trim_horizon` (the default): a shard without a checkpoint starts at its oldest retained record. `latest`: at the group's first start, less %v (Redis' and Kinesis' clocks may differ); `at_timestamp`: at `start_timestamp`. A shard with a checkpoint always resumes after it; a shard first read later (a child after a reshard) starts at that same group start. See [tuning](../../tuning.md#start_position-input).", consumer.LatestSkewMargin)).
+			Description(fmt.Sprintf("`trim_horizon` (the default): a shard without a checkpoint starts at its oldest record. `latest`: at the group's first start, less %v; `at_timestamp`: at `start_timestamp`. A checkpoint always wins. See [tuning](../../tuning.md#start_position-input).", consumer.LatestSkewMargin)).
 			LintRule(lintrule.Enum(fieldStartPosition, "the oldest retained record is "+consumer.StartTrimHorizon+", the newest "+consumer.StartLatest, consumer.StartTrimHorizon, consumer.StartLatest, consumer.StartAtTimestamp)).
 			Default(consumer.StartTrimHorizon),
 		service.NewStringField(fieldStartTimestamp).
@@ -76,13 +76,13 @@ func Spec() *service.ConfigSpec {
 	fields = append(fields, checkpointer.Fields()...)
 	fields = append(fields,
 		service.NewIntField(fieldShardMaxInFlight).
-			Description("1 (the default): a shard's next batch is handed over only once the previous one is acknowledged, so each partition key is processed and written in order. More raises throughput but gives up that order (pipeline threads or an output's `max_in_flight` may finish a later batch first); checkpoints stay correct either way. For parallelism that keeps each key in order, use `shard_parallelism`. See [tuning](../../tuning.md#shard_max_in_flight-input).").
+			Description("1 (the default): a shard's next batch waits for the previous one's acknowledgement, so each partition key stays in order. More gives up that order; use `shard_parallelism` instead. See [tuning](../../tuning.md#shard_max_in_flight-input).").
 			Default(1).Advanced(),
 		service.NewIntField(fieldShardParallelism).
-			Description(fmt.Sprintf("1 (the default): a shard is one lane. Above 1 (up to %d), a shard's records are spread over this many lanes by partition key; each lane waits for its batch's acknowledgement, so every key stays in order while the lanes run at once. Use it when the pipeline, not Kinesis, is a shard's bottleneck. Needs `shard_max_in_flight: 1`. See [tuning](../../tuning.md#shard_parallelism-input).", consumer.MaxShardParallelism)).
+			Description(fmt.Sprintf("1 (the default): a shard is one lane. Up to %d lanes by partition key, each key in order, for a pipeline slower than a shard. Needs `shard_max_in_flight: 1`. See [tuning](../../tuning.md#shard_parallelism-input).", consumer.MaxShardParallelism)).
 			Default(1).Advanced(),
 		service.NewIntField(fieldLimit).
-			Description(fmt.Sprintf("The most records one GetRecords call returns (1..%d), and the most messages in one batch. A batch is one GetRecords response; when `deaggregate` splits KPL aggregates into more user records than this, the response is handed over in several batches of at most this many.", kinesisx.MaxGetRecordsLimit)).
+			Description(fmt.Sprintf("The most records one GetRecords call returns (1..%d), and the most messages in one batch.", kinesisx.MaxGetRecordsLimit)).
 			Default(kinesisx.MaxGetRecordsLimit).Advanced(),
 		service.NewDurationField(fieldPollInterval).
 			Description(fmt.Sprintf("The shortest time between two GetRecords calls of one shard. At least %v, so a shard is never read more than %d times per second (its Kinesis limit, shared by every consumer of the stream).", kinesisx.MinPollInterval, kinesisx.MaxGetRecordsPerSecond)).
@@ -97,7 +97,7 @@ func Spec() *service.ConfigSpec {
 			LintRule(lintrule.Duration(fieldDiscoveryInterval, "10s")).
 			Default("10s").Advanced(),
 		service.NewBoolField(fieldDeaggregate).
-			Description("`true` (the default): KPL aggregated records are split into their user records, checked against their MD5; a checkpoint can then point inside an aggregate, and a stray copy outside its shard's hash key range is dropped, as KCL does, and counted in `kinesis_input_records_dropped_total`. `false`: an aggregate is one message. See [tuning](../../tuning.md#deaggregate-input).").
+			Description("`true` (the default): KPL aggregated records are split into user records, dropping stray copies as KCL does. `false`: an aggregate is one message. See [tuning](../../tuning.md#deaggregate-input).").
 			Default(true).Advanced(),
 		service.NewDurationField(fieldLagWarnThreshold).
 			Description("Log a warning when a shard is further behind than this. `0s` uses half the stream's retention period. An error is logged past 90% of the retention period, when records are about to expire unread.").
@@ -109,22 +109,20 @@ func Spec() *service.ConfigSpec {
 	fields = append(fields, enhancedFanOutField())
 	fields = append(fields, awsconf.Fields()...)
 	fields = append(fields, service.NewBoolField(fieldAutoReplayNacks).
-		Description("Accepted for compatibility with other Benthos inputs: either value replays. A nacked batch is always delivered again, with backoff, before anything later of its shard; `redelivery` says when a record that keeps failing goes to a dead letter instead. Messages delivered again carry `kinesis_redelivered: true`. See [tuning](../../tuning.md#auto_replay_nacks-input).").
+		Description("Accepted for compatibility: either value replays a nacked batch before anything later of its shard. See [tuning](../../tuning.md#auto_replay_nacks-input).").
 		Default(true))
 	return service.NewConfigSpec().
 		Stable().
 		Categories("Services").
 		Summary("Reads Kinesis Data Streams with Redis checkpoints, in per-shard order, across resharding and across instances.").
 		Description(`
-Each batch is the records of one GetRecords response of one shard. A shard's checkpoint only moves to the highest record acknowledged together with every record before it, so nothing is skipped: not on a crash, a nack, a lost lease, a reshard, throttling or an expired iterator. After a crash at most the records since the last commit (`+"`checkpoint.commit_period`"+`) are delivered again; a graceful shutdown or a hand-off commits first.
+Each batch is one GetRecords response of one shard. A shard's checkpoint moves only to the highest record acknowledged together with every record before it, so nothing is skipped; after a crash at most the records since the last commit (`+"`checkpoint.commit_period`"+`) are delivered again. A child shard is read only once its parents are read to their end and committed, so a partition key stays in order across reshards. Instances with the same `+"`checkpoint.group`"+` share the shards and take over a dead instance's after about `+"`lease.period + lease.rebalance_period`"+`.
 
-A child shard is read only once every parent is read to its end, acknowledged and committed, so records of one partition key stay in order across splits and merges.
-
-Instances with the same `+"`checkpoint.group`"+` share the shards: each takes free shards up to its fair share (shards ready to read divided by live instances, rounded up, counted over every stream the instances read, so many small streams spread as one large one would), and asks a busier instance to hand shards over gracefully: busier by bytes/s with `+"`lease.balance: load`"+` (the default), so hot shards spread over the instances, or by shard count with `+"`count`"+`. A dead instance's shards are taken over after about `+"`lease.period + lease.rebalance_period`"+`.
+New here? Start with [getting started](../../getting-started.md). Then: [running in production](../../deploy.md), [the checkpointer](../../checkpointer.md), [poison records](../../poison-records.md), [tuning](../../tuning.md), [enhanced fan-out](../../enhanced-fan-out.md) and [migrating](../../migrating.md).
 
 ### Metadata
 
-`+"`kinesis_stream`, `kinesis_shard`, `kinesis_partition_key`, `kinesis_sequence_number`, `kinesis_sub_sequence_number` (aggregated records only), `kinesis_arrival_timestamp` (RFC3339Nano), `kinesis_millis_behind_latest`, `kinesis_delivery_attempt` (`1` on a record's first delivery by this instance, `n` on its n-th after failures) and `kinesis_redelivered` (`true` whenever the group may have handed the record to the pipeline before: after a failure, and after a crash, a lost lease, a hand-off or a Redis that forgot, up to the last record any earlier owner stored as delivered; absent otherwise). A downstream that must not apply a record twice only has to check the records marked `true`: see docs/poison-records.md.").
+`+"`kinesis_stream`, `kinesis_shard`, `kinesis_partition_key`, `kinesis_sequence_number`, `kinesis_sub_sequence_number` (aggregated records only), `kinesis_arrival_timestamp` (RFC3339Nano), `kinesis_millis_behind_latest`, `kinesis_delivery_attempt` (`1` on a record's first delivery by this instance) and `kinesis_redelivered` (`true` whenever the group may have handed the record over before; absent otherwise): a downstream that must not apply a record twice checks only those, see [the redelivery mark](../../poison-records.md#the-redelivery-mark).").
 		Fields(fields...).
 		LintRule(lintRule()).
 		Example("Read a stream", "Reads `orders` from the oldest record and resumes from Redis checkpoints.", `

@@ -65,25 +65,25 @@ const (
 func redeliveryField() *service.ConfigField {
 	return service.NewObjectField(fieldRedelivery,
 		service.NewIntField(fieldMaxAttempts).
-			Description("0 (the default): a failing record is retried forever and its shard waits, as a record is never skipped. Otherwise, how many times a record may fail on its own before it goes to `dead_letter`: the output failed it while taking others of its delivery, or it failed alone while the output was seen up. A downstream outage counts against no record; only `max_record_age` dead-letters during one. See [poison records](../../poison-records.md).").
+			Description("0 (the default): a failing record is retried forever and its shard waits. Otherwise, how many times a record may fail on its own before it goes to `dead_letter`. See [poison records](../../poison-records.md).").
 			LintRule(lintrule.Field(lintrule.Check{
 				When:    `this.type() == "number" && this < 0`,
 				Message: `"field ` + pathMaxAttempts + `: %v must be 0 (retry forever) or more".format(this)`,
 			})).
 			Default(0),
 		service.NewStringField(fieldMaxRecordAge).
-			Description("A record older than this (by its arrival time in Kinesis) when it would be delivered again is written to `dead_letter` instead, during a downstream outage too (as AWS Lambda's `MaximumRecordAgeInSeconds`). A record's first delivery is never refused for its age. Empty: no age limit.").
+			Description("Empty (the default): no age limit. Else a record older than this when it would be delivered again goes to `dead_letter`, during an outage too. See [poison records](../../poison-records.md#the-policy).").
 			LintRule(lintMaxRecordAge).
 			Example("24h").
 			Default(""),
 		service.NewBoolField(fieldIsolate).
-			Description("When the pipeline fails a batch without saying which messages failed (an output with a `batching` policy, or one that returns a plain error), split it in halves and deliver those, until the failing records are found; one poison record then costs about log2(batch size) extra deliveries of the others.").
+			Description("When the pipeline fails a batch without saying which messages failed, split it in halves until the failing records are found. See [poison records](../../poison-records.md#isolating).").
 			Default(true),
 		service.NewStringField(fieldDeadLetter).
-			Description("The label of an output resource that records past `max_attempts` or `max_record_age` are written to: the record as read from Kinesis, with its metadata and `kinesis_failed_attempts`, `kinesis_last_error`, `kinesis_dead_letter_reason` and `kinesis_dead_lettered_at`. A record counts as done only once this write is acknowledged; while it fails, the shard waits.").
+			Description("The label of an output resource that records past `max_attempts` or `max_record_age` are written to, with their metadata and the reason. A record is done only once this write is acknowledged. See [poison records](../../poison-records.md#the-dead-letter).").
 			Default(""),
 		service.NewBoolField(fieldMark).
-			Description("Store how far each shard may be delivered before delivering it (one Redis call per stream every 100 ms while records flow; fetched records wait for it, about 50 ms on average), so that a later owner of the shard marks what it reads again with `kinesis_redelivered: true`, after a crash, a lost lease, a hand-off or a Redis that forgot. With `false`, only this instance's deliveries after a failure are marked.").
+			Description("Store how far each shard was delivered (about 50 ms added), so a later owner marks records read again with `kinesis_redelivered: true`. See [poison records](../../poison-records.md#the-redelivery-mark).").
 			Default(true),
 	).Description("What happens to a record the pipeline keeps failing, and how redeliveries are marked.").Advanced()
 }

@@ -2,7 +2,8 @@
 // this project from its ConfigSpec, or with -check fails when the committed
 // pages differ from what the specs say (so `make test` catches stale docs).
 // With -check-words it also fails when a hand-written guide under docs/ is
-// over maxPageWords words.
+// over maxPageWords words, or when README.md and docs/ (without docs/data/)
+// hold over maxTotalWords words together.
 //
 // It renders ConfigView.TemplateData() with its own template because
 // ConfigView.RenderDocs() panics in Benthos v4.60.0.
@@ -66,7 +67,7 @@ func longFields(kind, name string, data service.TemplateDataPlugin) []string {
 func main() {
 	out := flag.String("out", "docs/components", "folder to write pages into")
 	check := flag.Bool("check", false, "compare with the pages on disk instead of writing; exit 1 when any differs")
-	checkWords := flag.Bool("check-words", false, fmt.Sprintf("also fail when a hand-written page under docs/ holds over %d words", maxPageWords))
+	checkWords := flag.Bool("check-words", false, fmt.Sprintf("also fail when a hand-written page under docs/ holds over %d words, or README.md and docs/ over %d together", maxPageWords, maxTotalWords))
 	flag.Parse()
 	if err := run(*out, *check); err != nil {
 		fmt.Fprintln(os.Stderr, "docgen:", err)
@@ -81,7 +82,8 @@ func main() {
 	}
 }
 
-// checkWordCounts fails when longPages names any page of the repository.
+// checkWordCounts fails when longPages names any page of the repository, or
+// when the docs as a whole are over maxTotalWords.
 func checkWordCounts() error {
 	root, err := repoRoot()
 	if err != nil {
@@ -94,7 +96,7 @@ func checkWordCounts() error {
 	if len(long) > 0 {
 		return fmt.Errorf("guides over %d words:\n  %s", maxPageWords, strings.Join(long, "\n  "))
 	}
-	return nil
+	return checkTotalWords(root, maxTotalWords)
 }
 
 func run(out string, check bool) error {

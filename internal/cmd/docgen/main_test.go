@@ -128,3 +128,54 @@ func TestDocsWordCheckFailsALongPage(t *testing.T) {
 		"docs/sub/deep.md: 4007 words (the most is 4000: move measured detail to docs/data/)",
 	}, long)
 }
+
+// Guards docs that grow past what a reader can take in as a whole (issue 62:
+// 37,400 words against a budget of 35,000): the total check counts README.md
+// and every page under docs/ except docs/data/, generated pages included, and
+// names the total and the five longest pages.
+func TestDocsWordCheckFailsATooLargeTotal(t *testing.T) {
+	root := t.TempDir()
+	write := func(p string, words int) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, p), []byte("# Title\n\n"+strings.Repeat("word ", words-2)+"\n"), 0o644))
+	}
+	write("README.md", 5000)
+	write("docs/a.md", 3000)
+	write("docs/b.md", 3900)
+	write("docs/c.md", 100)
+	write("docs/sub/d.md", 3500)
+	write("docs/components/inputs/kinesis.md", 9000)
+	write("docs/troubleshooting.md", 10000)
+	write("docs/notes.txt", 50000)
+	write("docs/data/evidence.md", 50000)
+
+	require.NoError(t, checkTotalWords(root, 34500), "a total at the limit passes")
+
+	write("docs/c.md", 601)
+	err := checkTotalWords(root, 35000)
+	require.Error(t, err)
+	assert.Equal(t, "README.md and docs/ (without docs/data/) hold 35001 words; the most is 35000. Longest pages:\n"+
+		"  docs/troubleshooting.md: 10000\n"+
+		"  docs/components/inputs/kinesis.md: 9000\n"+
+		"  README.md: 5000\n"+
+		"  docs/b.md: 3900\n"+
+		"  docs/sub/d.md: 3500", err.Error())
+}
+
+// Guards rows that quote the same words for two messages with different
+// causes (with 8-word quotes, "Kinesis did not find the shard though it is
+// still listed" starts two messages): the quote grows until it tells them
+// apart, while messages of one entry still share their short quote.
+func TestTroubleshootingQuotesTellMessagesApart(t *testing.T) {
+	msgs := []logMessage{
+		{Level: "WARN", Text: "Kinesis did not find the shard though it is still listed, and the stream was recreated"},
+		{Level: "WARN", Text: "Kinesis did not find the shard though it is still listed; trying again in %v"},
+		{Level: "WARN", Text: "Could not commit the final checkpoint %s of shard %s at the stop: %v"},
+		{Level: "WARN", Text: "Could not commit the final checkpoint %s of shard %s at the hand-off: %v"},
+	}
+	byMsg := map[int]int{0: 0, 1: 1, 2: 2, 3: 2}
+	assert.Equal(t, "Kinesis did not find the shard though it is still listed, …", quote(msgs, byMsg, 0))
+	assert.Equal(t, "Kinesis did not find the shard though it is still listed; …", quote(msgs, byMsg, 1))
+	assert.Equal(t, "Could not commit the final checkpoint %s of …", quote(msgs, byMsg, 2))
+	assert.Equal(t, quote(msgs, byMsg, 2), quote(msgs, byMsg, 3))
+}

@@ -297,3 +297,61 @@ func longPages(root string) ([]string, error) {
 	})
 	return long, err
 }
+
+// maxTotalWords is the most words README.md and the pages under docs/
+// (without docs/data/) may hold together, generated pages included: the docs
+// a user reads, about a long evening's reading. Measured detail goes to
+// docs/data/, which is left out.
+const maxTotalWords = 35000
+
+// checkTotalWords fails when README.md and docs/**/*.md under root, without
+// docs/data/, hold over max words together, naming the total and the five
+// longest pages so the writer knows where to cut.
+func checkTotalWords(root string, max int) error {
+	type page struct {
+		path  string
+		words int
+	}
+	var pages []page
+	count := func(p string) error {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		pages = append(pages, page{filepath.ToSlash(rel), len(strings.Fields(string(b)))})
+		return nil
+	}
+	if err := count(filepath.Join(root, "README.md")); err != nil {
+		return fmt.Errorf("counting the docs' words: %w", err)
+	}
+	docs := filepath.Join(root, "docs")
+	err := filepath.WalkDir(docs, func(p string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && p == filepath.Join(docs, "data"):
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(p, ".md"):
+			return nil
+		}
+		return count(p)
+	})
+	if err != nil {
+		return fmt.Errorf("counting the docs' words: %w", err)
+	}
+	total := 0
+	for _, p := range pages {
+		total += p.words
+	}
+	if total <= max {
+		return nil
+	}
+	slices.SortStableFunc(pages, func(a, b page) int { return b.words - a.words })
+	var longest []string
+	for _, p := range pages[:min(5, len(pages))] {
+		longest = append(longest, fmt.Sprintf("%s: %d", p.path, p.words))
+	}
+	return fmt.Errorf("README.md and docs/ (without docs/data/) hold %d words; the most is %d. Longest pages:\n  %s",
+		total, max, strings.Join(longest, "\n  "))
+}

@@ -20,89 +20,89 @@ type trouble struct {
 // so the page cannot drift from the code.
 var troubles = []trouble{
 	// The input: budget.
-	{"", "The input's byte budget (max_buffered_bytes %d) has held shards back", "The pipeline acks slower than the input reads: shards waited past `lag_warn_threshold` for room.", "Speed up the pipeline or output; make `batching` flush by `period`; or raise the budget with the memory limit ([sizing memory](tuning.md#sizing-memory-max_buffered_bytes))."},
-	{"", "The input's byte budget (max_buffered_bytes %d) has let no shard in", "No room for a minute: held messages are not acked (a `batching` without `period`, a stuck output).", "Make every `batching` flush by `period`; check the output. The message names the shards holding the room."},
-	{"internal/consumer/budget/watch.go", "(composed in Watch)", "Shards wait for room held by Kinesis calls that have not answered: Kinesis is slow, not the pipeline.", "Check Kinesis latency and `kinesis_input_throttled_total`; a larger budget would not help."},
-	{"", "The input's byte budget held %d bytes once no reader held anything", "A defect: room held with no reader to give it back. The input took it back.", "Nothing is lost; report it with the surrounding log lines."},
+	{"", "The input's byte budget (max_buffered_bytes %d) has held shards back", "The pipeline acks slower than the input reads.", "Speed up the pipeline ([sizing memory](tuning.md#sizing-memory-max_buffered_bytes))."},
+	{"", "The input's byte budget (max_buffered_bytes %d) has let no shard in", "Held messages are not acked.", "Give every `batching` a `period`; check the output."},
+	{"internal/consumer/budget/watch.go", "(composed in Watch)", "Room is held by Kinesis calls that have not answered.", "Check Kinesis latency and throttling."},
+	{"", "The input's byte budget held %d bytes once no reader held anything", "A defect; the input took the room back.", "Nothing is lost; report it."},
 	// The input: leases and balancing.
-	{"", "Not reading: %v", "Another running process of the group has this `lease.instance_id`. The binary exits 1 so no shard is read twice.", "Give each copy its own id (e.g. `${POD_NAME}`) or leave it empty ([deploy.md](deploy.md#the-instance-id))."},
-	{"", "Reading hand-off requests failed", "Redis did not answer a balancing read.", "Transient. Repeating: check Redis."},
-	{"", "Reading the balancing round's state failed", "Redis did not answer a balancing read.", "Transient. Repeating: check Redis."},
-	{"", "Stopping the shard's reader: its parent", "A parent is listed but not closed; the child waits so per-key order holds.", "Nothing: the parent is read first ([reshards](operating.md#what-happens-on-a-reshard))."},
-	{"", "Lease fenced:", "`checkpoints reset` or `import` replaced the checkpoints, or the stream was recreated.", "Expected: the shard is taken again from its new position."},
-	{"", "Lease missing from the store", "The lease key is gone: pruned while this instance could not renew, or `checkpoints delete`.", "If nobody deleted the group, check Redis eviction (use `noeviction`)."},
-	{"", "Lease no longer ours in the store (it expired", "A renewal came too late (a pause, a slow Redis); another took the lease.", "Check process pauses and Redis latency; keep `lease.period` well above them."},
+	{"", "Not reading: %v", "Another running process has this `lease.instance_id`; this one exits 1.", "Give each copy its own id ([deploy.md](deploy.md#the-instance-id))."},
+	{"", "Reading hand-off requests failed", "Redis did not answer a balancing read.", "Repeating: check Redis."},
+	{"", "Reading the balancing round's state failed", "Redis did not answer a balancing read.", "Repeating: check Redis."},
+	{"", "Stopping the shard's reader: its parent", "A parent is not closed yet.", "Nothing: the parent is read first ([reshards](operating.md#what-happens-on-a-reshard))."},
+	{"", "Lease fenced:", "Checkpoints were reset or imported, or the stream recreated.", "Nothing: the shard is taken again."},
+	{"", "Lease missing from the store", "The lease key was pruned or deleted.", "Check Redis eviction (use `noeviction`)."},
+	{"", "Lease no longer ours in the store (it expired", "A renewal came too late; another took the lease.", "Check pauses and Redis latency."},
 	{"", "Lease no longer ours in the store (reading who holds it failed", "The lease changed and Redis did not say to whom.", "Check Redis and process pauses."},
-	{"", "Lease taken by instance", "Another instance took the lease: a pause here, or a hand-off.", "Normal in a failover. Repeating: check pauses and Redis latency."},
-	{"", "Lease taken by another instance while the checkpoint store was re-seeded", "Redis forgot the group; another instance took the shard meanwhile.", "Nothing. Find why Redis lost its data."},
-	{"", "Heartbeat failed", "A renewal or heartbeat did not reach Redis.", "Transient. Repeating: check Redis (`kinesis_checkpoint_errors_total`)."},
-	{"", "Requesting hand-off of shard", "A balancing request did not reach Redis.", "Transient. Repeating: check Redis."},
-	{"", "Acquiring the lease failed", "Taking a free lease failed at Redis.", "Transient. Repeating: check Redis and its ACL user ([deploy.md](deploy.md#redis-acl-users))."},
-	{"", "%s failed; retrying", "A renewal or release failed at Redis.", "Transient. Repeating: check Redis."},
-	{"", "%s failed for %v; %d of %d shard readers are past", "Renewals failed past the leases' local deadline: those shards pause reading so no two instances read one.", "Restore Redis; reading resumes at the next renewal. `KinesisCheckpointErrors` fires meanwhile."},
-	{"", "Reading shard loads failed", "Shard loads could not be read; this round balances by count.", "Transient. Repeating: check Redis."},
+	{"", "Lease taken by instance", "A pause here, or a hand-off.", "Repeating: check pauses and Redis latency."},
+	{"", "Lease taken by another instance while the checkpoint store was re-seeded", "Redis forgot the group.", "Find why Redis lost its data."},
+	{"", "Heartbeat failed", "A renewal or heartbeat did not reach Redis.", "Repeating: check Redis."},
+	{"", "Requesting hand-off of shard", "A balancing request did not reach Redis.", "Repeating: check Redis."},
+	{"", "Acquiring the lease failed", "Taking a free lease failed at Redis.", "Repeating: check Redis and its ACL user ([deploy.md](deploy.md#redis-acl-users))."},
+	{"", "%s failed; retrying", "A renewal or release failed at Redis.", "Repeating: check Redis."},
+	{"", "%s failed for %v; %d of %d shard readers are past", "Renewals failed past the leases' deadline.", "Restore Redis; reading resumes at the next renewal."},
+	{"", "Reading shard loads failed", "Shard loads could not be read; this round balances by count.", "Repeating: check Redis."},
 	{"", "Pruning %d shards", "Removing trimmed shards' state failed at Redis.", "Transient: retried after the next listing."},
-	{"", "The lease's local deadline passed", "The process did not run for a while (a pause, CPU starvation).", "Give the container CPU; check swap and GC. Reading resumes once a renewal confirms the lease."},
-	{"", "Not delivering until a renewal confirms the lease", "The lease's local deadline passed (a pause, a slow Redis).", "Give the container CPU; check Redis. Delivery resumes after a renewal."},
+	{"", "The lease's local deadline passed", "The process paused (CPU starvation, swap, GC).", "Give the container CPU."},
+	{"", "Not delivering until a renewal confirms the lease", "The lease's local deadline passed.", "Give the container CPU; check Redis."},
 	// The input: the store and the stream.
-	{"", "No stream matches %s", "No stream matches `streams`: a typo, or the wrong region, endpoint or credentials. `/ready` still answers 200.", "Fix `streams`, `region` or credentials. Repeated every 10 minutes."},
-	{"", "The checkpoint store is a master with %d connected replica(s)", "`kind: simple` with replicas: no commit or shard close waits for a replica, so a failover can lose a close.", "Set `kind` to `failover` or `cluster`, or `min_replicas_to_ack: 1` ([deploy.md](deploy.md))."},
-	{"", "The checkpoint store lacked the close of", "Redis forgot the group and was re-seeded without some closed shards; they were written back.", "Nothing. Find why Redis lost its data ([checkpointer.md](checkpointer.md#a-store-that-forgets))."},
-	{"", "The checkpoint store refused the close of %d shards this instance knew closed", "After Redis forgot the group, a paused holder won those shards back; their children wait.", "Nothing. Find why Redis lost its data ([checkpointer.md](checkpointer.md#a-store-that-forgets))."},
+	{"", "No stream matches %s", "A typo, or the wrong region or credentials.", "Fix `streams`, `region` or credentials."},
+	{"", "The checkpoint store is a master with %d connected replica(s)", "`kind: simple` with replicas: a failover can lose a shard close.", "Set `kind: failover` or `cluster` ([deploy.md](deploy.md))."},
+	{"", "The checkpoint store lacked the close of", "Redis forgot closed shards; they were written back.", "Find why Redis lost its data ([checkpointer.md](checkpointer.md#a-store-that-forgets))."},
+	{"", "The checkpoint store refused the close of %d shards this instance knew closed", "After Redis forgot the group, a paused holder won them back.", "Find why Redis lost its data ([checkpointer.md](checkpointer.md#a-store-that-forgets))."},
 	{"", "Writing back %d closed shards", "The write-back of closed shards failed at Redis.", "Retried next round; check Redis."},
-	{"", "The checkpoint store forgot this group's state", "Redis restarted empty, was flushed or replaced; this instance re-seeded it.", "Give Redis AOF or replicas. Records may come again, marked `kinesis_redelivered` ([checkpointer.md](checkpointer.md#a-store-that-forgets))."},
-	{"", "%d re-seeded leases had passed their local deadline", "This instance could not renew (Redis unreachable, or the process paused) before the store forgot; another may hold those shards.", "Nothing: the readers wait a lease period, then go on if nobody took the shards."},
+	{"", "The checkpoint store forgot this group's state", "Redis restarted empty or was flushed; this instance re-seeded it.", "Give Redis AOF or replicas ([checkpointer.md](checkpointer.md#a-store-that-forgets))."},
+	{"", "%d re-seeded leases had passed their local deadline", "This instance could not renew before the store forgot.", "Nothing: the readers wait a lease period."},
 	{"", "Writing back how far %d shards were delivered after the store was re-seeded failed", "Redelivery marks could not be written after a re-seed.", "Retried next round; check Redis."},
-	{"", "Storing how far %d shards were delivered failed", "Redelivery marks could not be written; readers wait so nothing goes out unmarked.", "Check Redis; retried."},
-	{"", "The stream does not exist (deleted?)", "The stream was deleted, or the name or region is wrong.", "Check `streams`, `region` and IAM. A recreated stream is read as new."},
+	{"", "Storing how far %d shards were delivered failed", "Redelivery marks could not be written; readers wait.", "Check Redis; retried."},
+	{"", "The stream does not exist (deleted?)", "The stream was deleted, or misnamed.", "Check `streams`, `region` and IAM."},
 	{"", "Listing shards failed", "ListShards failed (throttling, network, IAM).", "Transient. Repeating: check `kinesis:ListShards` and throttling."},
-	{"", "The stream was deleted and created again", "Its creation time changed; old checkpoints do not apply.", "Nothing: they were cleared; shards start at the group's start."},
+	{"", "The stream was deleted and created again", "Its creation time changed.", "Nothing: old checkpoints were cleared."},
 	{"", "Checking whether the stream was recreated failed", "DescribeStreamSummary failed.", "Transient; check `kinesis:DescribeStreamSummary`."},
 	{"", "Describing the stream again after it was missing failed", "DescribeStreamSummary failed.", "Transient; check `kinesis:DescribeStreamSummary`."},
 	{"", "Kinesis did not find the shard though it is still listed, and the stream's creation time changed", "The stream was recreated.", "Nothing: the new stream's shards are taken."},
 	{"", "Kinesis did not find the shard though it is still listed;", "Kinesis' listing lags its shards.", "Transient: retried."},
-	{"", "The shard is no longer listed (trimmed", "The shard expired before it was read to its end: records were lost.", "Keep lag below the retention (`KinesisInputLagNearRetention`)."},
-	{"", "Shard %s cannot be read: Kinesis has no record at its checkpoint", "The checkpoint is another stream's (a wrong import, a recreated stream).", "`checkpoints reset`, or import from the right source ([checkpointer.md](checkpointer.md#moving-from-redpanda-connect-or-the-kcl-import))."},
+	{"", "The shard is no longer listed (trimmed", "The shard expired unread: records were lost.", "Keep lag below the retention (`KinesisInputLagNearRetention`)."},
+	{"", "Shard %s cannot be read: Kinesis has no record at its checkpoint", "The checkpoint is another stream's.", "`checkpoints reset`, or import from the right source ([checkpointer.md](checkpointer.md#moving-from-redpanda-connect-or-the-kcl-import))."},
 	// The input: reading.
 	{"", "Reading the shard failed", "GetRecords or GetShardIterator failed.", "Transient. Repeating: check IAM and `kinesis_input_throttled_total`."},
 	{"", "Subscribing to the shard failed", "SubscribeToShard failed.", "Transient. Repeating: check `kinesis:SubscribeToShard` and the consumer ([enhanced-fan-out.md](enhanced-fan-out.md))."},
 	{"", "Another subscription of this consumer has held the shard", "A previous owner's subscription holds the shard (up to five minutes).", "Nothing: it subscribes again."},
 	{"", "Subscription failed; subscribing again", "A subscription ended with an error.", "Transient: it resumes after the last record."},
-	{"", "Subscriptions of the shard keep ending with ResourceNotFound", "Subscriptions end with ResourceNotFound past `backoff.max_elapsed_time`, though subscribing succeeds.", "Nothing is skipped. If it persists, check the consumer (`connect-kinesis consumers`)."},
+	{"", "Subscriptions of the shard keep ending with ResourceNotFound", "Subscriptions keep ending with ResourceNotFound.", "Check the consumer (`connect-kinesis consumers`)."},
 	{"", "The stream consumer %s was gone", "The fan-out consumer was deregistered, or the stream recreated.", "Nothing; remove leftovers with `connect-kinesis consumers`."},
-	{"", "Record %s looks KPL-aggregated but does not decode", "A record has the KPL magic bytes but a bad MD5.", "Nothing: delivered as is. Check the producer if it repeats."},
-	{"", "Shard %s is %v behind, past 90%%", "Records are about to expire unread.", "Scale out or speed up the pipeline now; raise the retention."},
+	{"", "Record %s looks KPL-aggregated but does not decode", "A record has the KPL magic bytes but a bad MD5.", "Nothing: delivered as is."},
+	{"", "Shard %s is %v behind, past 90%%", "Records are about to expire unread.", "Scale out or speed up the pipeline now."},
 	{"", "Shard %s is %v behind latest", "The reader is behind `lag_warn_threshold`.", "Add instances or speed up the pipeline ([operating.md](operating.md#what-to-do-on-each-alert))."},
-	{"", "Committing checkpoint %s failed", "A checkpoint write failed.", "Transient. Repeating: check Redis."},
+	{"", "Committing checkpoint %s failed", "A checkpoint write failed.", "Repeating: check Redis."},
 	{"", "Closing the shard failed", "A finished shard's close failed; its children wait.", "Retried; check Redis."},
 	{"", "Closing the shard is not acknowledged by a replica yet", "No replica acknowledged within `replica_ack_timeout`.", "Check the replicas' link; retried."},
-	{"", "Could not commit the final checkpoint %s before the reader had to stop", "A stopping reader's final commit failed.", "Its next owner reads acked records again; check Redis."},
-	{"", "Could not commit the final checkpoint %s of the hand-off", "A hand-off's final commit missed `lease.handoff_timeout`.", "Its next owner reads acked records again; check Redis."},
+	{"", "Could not commit the final checkpoint %s before the reader had to stop", "A stopping reader's final commit failed.", "Acked records come again; check Redis."},
+	{"", "Could not commit the final checkpoint %s of the hand-off", "A hand-off's final commit missed `lease.handoff_timeout`.", "Acked records come again; check Redis."},
 	{"", "Releasing the lease failed", "A release failed at Redis.", "Nothing: it expires after `lease.period`."},
-	{"", "Stopped waiting for %d in-flight batches", "The pipeline did not ack within `lease.handoff_timeout`.", "They may come again; fix a slow output or raise the timeout."},
-	{"", "Stopped waiting for the lanes' in-flight batches", "The lanes' batches were not acked within `lease.handoff_timeout`.", "They may come again; fix a slow output or raise the timeout."},
-	{"internal/consumer/coordinator/stop.go", "(composed in logStop)", "A stop's summary: shards whose final commit or write-back missed the stop.", "Their records may come again; check Redis and the output."},
-	{"", "Could not write back how far this instance delivered", "Redelivery marks missed the stop.", "If Redis also forgot the group, records come again unmarked; check Redis."},
+	{"", "Stopped waiting for %d in-flight batches", "The pipeline did not ack within `lease.handoff_timeout`.", "Fix a slow output or raise the timeout."},
+	{"", "Stopped waiting for the lanes' in-flight batches", "The lanes' batches were not acked within `lease.handoff_timeout`.", "Fix a slow output or raise the timeout."},
+	{"internal/consumer/coordinator/stop.go", "(composed in logStop)", "Shards whose final commit missed the stop.", "Records may come again; check Redis."},
+	{"", "Could not write back how far this instance delivered", "Redelivery marks missed the stop.", "Check Redis."},
 	{"", "Writing %d records to the dead letter failed", "The `redelivery.dead_letter` output failed.", "Fix it; the shard waits, nothing is skipped ([poison-records.md](poison-records.md))."},
-	{"", "Record %s%s of shard %s (stream %s) written to the dead letter", "A record used up its `redelivery` attempts or age.", "Inspect it; replay it once fixed ([poison-records.md](poison-records.md))."},
+	{"", "Record %s%s of shard %s (stream %s) written to the dead letter", "A record used up its `redelivery` attempts or age.", "Inspect and replay it ([poison-records.md](poison-records.md))."},
 	{"", "Finding the streams matching %s failed", "ListStreams or ListTagsForStream failed.", "Transient; check IAM."},
 	{"", "Starting to read a stream found by %s failed", "A found stream could not be started.", "Retried after the next listing."},
 	// The checkpointer.
 	{"", "Redis refused a command for lack of permission", "The ACL user lacks a command.", "Grant the named command ([deploy.md](deploy.md#redis-acl-users))."},
-	{"", "Gave the lease back", "A take found an unparseable checkpoint, start override or shard start.", "`checkpoints export`, fix the named value, `checkpoints reset --to sequences=<file>`."},
+	{"", "Gave the lease back", "A stored value did not parse.", "`checkpoints export`, fix the named value, `checkpoints reset --to sequences=<file>`."},
 	{"", "Giving back the lease of a take that could not be completed failed", "The release after a failed take failed.", "Nothing: it expires after `lease.period`."},
 	// The AWS SDK.
 	{"internal/awsconf/sdklog.go", "(composed in Logf)", "The AWS SDK's own warning.", "Usually nothing."},
 	// The output.
-	{"", "%s gave %d of a batch's %d messages the key \"null\"", "`partition_key` was empty: those messages go to one shard.", "Give every message a key, or a default with `.or(...)`."},
+	{"", "%s gave %d of a batch's %d messages the key \"null\"", "`partition_key` was empty.", "Give every message a key, or a default with `.or(...)`."},
 	{"", "Batches numbered %d to %d by the output's batching never reached it", "A processor or `switch` dropped numbered batches.", "Nothing: later batches go on."},
 	{"", "Writing ordered batches one at a time", "The `batching` policy cannot carry the numbering (e.g. it splits batches).", "Expected; see `ordered_batches_in_flight`."},
 	{"", "Refreshing the shard map, keeping the previous one", "ListShards failed.", "Transient; check `kinesis:ListShards`."},
 	{"", "Refreshing the shard map after a record landed on an unexpected shard", "The map was stale after a reshard, and ListShards failed.", "Transient; check `kinesis:ListShards`."},
-	{"internal/producer/retry.go", "(composed in onRetry)", "Kinesis refused records (throttling, internal errors); logged at most every 10 s.", "Sustained: add shards, spread keys, or enable `aggregation`."},
+	{"internal/producer/retry.go", "(composed in onRetry)", "Kinesis refused records (throttling).", "Sustained: add shards, spread keys, or enable `aggregation`."},
 	{"", "Retrying records Kinesis refused", "Kinesis refused records; they are sent again.", "Sustained: add shards, spread keys, or enable `aggregation`."},
 	{"", "Kinesis refused records until the retry budget ran out", "Refused until `max_retries` or `backoff.max_elapsed_time`.", "The messages failed: add capacity; the pipeline replays them."},
-	{"", "Records failed for good", "Records too large, with a bad key, or refused to the end.", "The error names each message's reason ([operating.md](operating.md#what-to-do-on-each-alert))."},
+	{"", "Records failed for good", "Records too large, badly keyed, or refused.", "The error names each message's reason ([operating.md](operating.md#what-to-do-on-each-alert))."},
 	// The metrics exporter.
 	{"", "Metric not exported: a metric of this name", "Two metrics share a name with different labels or types.", "Rename one."},
 	{"", "Metric not exported: %v", "The Prometheus registry refused a metric.", "Rename it as the message says."},
@@ -144,9 +144,35 @@ func matchTroubles(msgs []logMessage) (byMsg map[int]int, problems []string) {
 	return byMsg, problems
 }
 
-// messageWords is how much of a message its row quotes: enough to find
-// it in a log and tell it from its neighbours.
-const messageWords = 12
+// messageWords is how much of a message its row quotes at least: enough to
+// find it in a log. quote adds words until no other message starts alike.
+const messageWords = 8
+
+// quote is the first words of msgs[i]: messageWords of them, or more while
+// a message with another entry (byMsg) starts with the same words, so rows
+// with different causes never quote the same words. Messages of one entry
+// that start alike still share a row.
+func quote(msgs []logMessage, byMsg map[int]int, i int) string {
+	f := strings.Fields(msgs[i].Text)
+	n := min(messageWords, len(f))
+	for ; n < len(f); n++ {
+		prefix := strings.Join(f[:n], " ")
+		clash := false
+		for j, m := range msgs {
+			if k, ok := byMsg[j]; (!ok || k != byMsg[i]) && strings.HasPrefix(strings.Join(strings.Fields(m.Text), " "), prefix) {
+				clash = true
+				break
+			}
+		}
+		if !clash {
+			break
+		}
+	}
+	if n < len(f) {
+		return strings.Join(f[:n], " ") + " …"
+	}
+	return strings.Join(f, " ")
+}
 
 // troubleshootingPage renders docs/troubleshooting.md.
 func troubleshootingPage(msgs []logMessage) ([]byte, []string) {
@@ -161,13 +187,9 @@ func troubleshootingPage(msgs []logMessage) ([]byte, []string) {
 
 <!-- Generated by internal/cmd/docgen from the code and internal/cmd/docgen/troubleshooting.go; do not edit. -->
 
-For whoever reads the logs of connect-kinesis. Every WARN and ERROR the
-` + "`kinesis`" + ` input, the ` + "`kinesis`" + ` output, the Redis checkpointer and the
-metrics exporter can log, and every warning the ` + "`checkpoints`" + ` CLI prints,
-with its cause and what to do. Each row quotes the first words of a message
-taken from the code (` + "`%s`, `%d`, `%v`" + ` stand for the values logged), so ` + "`make docs-check`" + ` fails
-when one is added without an entry here. What to do on each alert:
-[operating.md](operating.md#what-to-do-on-each-alert).
+For whoever reads the logs: every WARN and ERROR connect-kinesis can log,
+with its cause and what to do. Rows quote a message's first words (` + "`%s`, `%d`, `%v`" + `
+stand for values). Alerts: [operating.md](operating.md#what-to-do-on-each-alert).
 
 `)
 	section, last := "", ""
@@ -183,10 +205,7 @@ when one is added without an entry here. What to do on each alert:
 		}
 		// The message's first words find it in a log; the rest is in the
 		// code. Two messages that start alike and share an entry are one row.
-		text := m.Text
-		if f := strings.Fields(text); len(f) > messageWords {
-			text = strings.Join(f[:messageWords], " ") + " …"
-		}
+		text := quote(msgs, byMsg, i)
 		row := fmt.Sprintf("| %s | `%s` | %s | %s |\n", m.Level, cell(strings.ReplaceAll(text, "`", "'")), cell(troubles[j].Cause), cell(troubles[j].Fix))
 		if row != last {
 			b.WriteString(row)
