@@ -301,7 +301,7 @@ func (m *monitor) behindPoison() {
 		// judged has its window now.
 		what := windowOf(windows, f)
 		if what == "" && behindPoison(f, m.all) {
-			what = "behind a poison record"
+			what = behindPoisonKind
 			// The end's table (Check) judges duplicates by windows:
 			// this explanation is one, for this first delivery.
 			m.explained = append(m.explained, Window{What: what, Inst: f.Inst, Shards: map[string]bool{f.Shard: true}, From: f.At, To: f.At})

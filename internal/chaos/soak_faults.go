@@ -103,7 +103,7 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 		s.stopInstance(name, syscall.SIGKILL)
 		s.mu.Lock()
 		s.kills = append(s.kills, Kill{Inst: in.name, At: now, Shards: owned})
-		s.windows = append(s.windows, Window{What: "kill " + in.name, Inst: in.name, From: now.Add(-killWindow(s.plan)), To: now})
+		s.windows = append(s.windows, Window{What: "kill " + in.name, Kind: "kill", Inst: in.name, From: now.Add(-killWindow(s.plan)), To: now})
 		s.mu.Unlock()
 		s.note("kill %s (SIGKILL; held %v), start again in %v", in.name, owned, e.dur.Round(100*time.Millisecond))
 	case ClassTerm:
@@ -129,7 +129,7 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 		// delivered since its last commit is read again, and a batch it had
 		// in hand may still reach its output after SIGCONT.
 		s.mu.Lock()
-		s.windows = append(s.windows, Window{What: "pause " + in.name, From: now.Add(-killWindow(s.plan)), To: time.Now().Add(s.plan.LeasePeriod)})
+		s.windows = append(s.windows, Window{What: "pause " + in.name, Kind: "pause", From: now.Add(-killWindow(s.plan)), To: time.Now().Add(s.plan.LeasePeriod)})
 		s.mu.Unlock()
 		s.note("resume %s (SIGCONT)", in.name)
 		sleepCtx(ctx, s.plan.LeasePeriod)
@@ -150,7 +150,7 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 		// Past its lease the instance's shards were taken, as after a
 		// pause; its renewals and commits arrive late and are fenced.
 		s.mu.Lock()
-		s.windows = append(s.windows, Window{What: "redis-cut " + in.name, From: now.Add(-killWindow(s.plan)), To: time.Now().Add(s.plan.LeasePeriod)})
+		s.windows = append(s.windows, Window{What: "redis-cut " + in.name, Kind: "redis-cut", From: now.Add(-killWindow(s.plan)), To: time.Now().Add(s.plan.LeasePeriod)})
 		s.mu.Unlock()
 		s.note("%s reaches Redis again (the held bytes delivered)", in.name)
 		sleepCtx(ctx, s.plan.LeasePeriod)

@@ -65,8 +65,15 @@ func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
 	}
 	s.note("redis back (%s)", e.class)
 	s.withholdEnd(held)
+	// A FLUSHALL is a wipe and nothing else: every shard a live instance
+	// held is written back by its holder, so its window allows no
+	// duplicate; the shards it could not write back get windows of their
+	// own below. The other classes keep Redis from the instances for a
+	// while (redis-empty past the lease before it comes back empty): each
+	// holder's deliveries since its last commit may come again.
 	s.mu.Lock()
-	s.windows = append(s.windows, Window{What: e.class, From: from.Add(-2 * s.plan.CommitPeriod), To: time.Now().Add(s.plan.LeasePeriod)})
+	s.windows = append(s.windows, Window{What: e.class, Kind: e.class, NoDups: e.class == ClassRedisFlush,
+		From: from.Add(-2 * s.plan.CommitPeriod), To: time.Now().Add(s.plan.LeasePeriod)})
 	s.mu.Unlock()
 	if !wipe {
 		return nil
@@ -74,9 +81,9 @@ func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
 	// soak_wipe.go: the shards no live, running instance held at the wipe,
 	// then those whose holder stopped, was paused or was cut off from
 	// Redis from the wipe's start to a lease after it.
-	s.widenForWipe(e.class+" of shards no live instance held", from, unheldShards(holders, live))
+	s.widenForWipe(e.class+" of shards no live instance held", e.class+", no live holder (start position)", from, unheldShards(holders, live))
 	sleepCtx(ctx, s.plan.LeasePeriod)
-	s.widenForWipe(e.class+" of shards whose holder stopped or was out of reach after it", from, lostHolders(holders, live, s.liveUnpausedPids(), s.outSince(from)))
+	s.widenForWipe(e.class+" of shards whose holder stopped or was out of reach after it", e.class+", holder lost after it (start position)", from, lostHolders(holders, live, s.liveUnpausedPids(), s.outSince(from)))
 	return nil
 }
 
