@@ -40,11 +40,13 @@ func (w Window) kind() string { return cmp.Or(w.Kind, w.What) }
 
 // tallyWindows judges each duplicate against the windows that hold its
 // first delivery, in time order. Each (window, record) pair allows one
-// duplicate; the first window holding the record with its allowance unused
-// explains it. A duplicate with every holding window's allowance spent is
-// counted, and breached, in the first window holding it that allows any,
-// else in the first holding it. Duplicates no window holds are left to the
-// caller (outside every window). The windows come back in their order.
+// duplicate; the narrowest window holding the record with its allowance
+// unused explains it, the most specific fault (a kill's few seconds before
+// a nacking output's whole run). A duplicate with every holding window's
+// allowance spent is counted, and breached, in the narrowest window
+// holding it that allows any, else in the narrowest holding it. Duplicates
+// no window holds are left to the caller (outside every window). The
+// windows come back in their order.
 func tallyWindows(windows []Window, first map[[2]string]Delivery, dups []Delivery) []WindowTally {
 	out := make([]WindowTally, len(windows))
 	for i, w := range windows {
@@ -57,6 +59,13 @@ func tallyWindows(windows []Window, first map[[2]string]Delivery, dups []Deliver
 			}
 		}
 	}
+	narrowest := make([]int, len(windows))
+	for i := range narrowest {
+		narrowest[i] = i
+	}
+	slices.SortStableFunc(narrowest, func(a, b int) int {
+		return cmp.Compare(windows[a].To.Sub(windows[a].From), windows[b].To.Sub(windows[b].From))
+	})
 	type use struct {
 		w  int
 		id [2]string
@@ -69,7 +78,8 @@ func tallyWindows(windows []Window, first map[[2]string]Delivery, dups []Deliver
 			continue
 		}
 		explained, fallback := -1, -1
-		for i, w := range windows {
+		for _, i := range narrowest {
+			w := windows[i]
 			if !w.Holds(f) {
 				continue
 			}

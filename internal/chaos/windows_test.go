@@ -106,3 +106,18 @@ func TestCheckWindowsJudgeEachDuplicateAgainstItsOwnWindow(t *testing.T) {
 		assert.Contains(t, table, "redis-flush, no live holder  2        2           1/4 (first at t=0s)")
 	})
 }
+
+// TestCheckWindowsExplainADuplicateByTheNarrowestWindow guards the
+// attribution: a duplicate of a record that a nacking output's window
+// (the whole run) and a kill's window both hold is the kill's, so the
+// per-kind table says which faults made the duplicates.
+func TestCheckWindowsExplainADuplicateByTheNarrowestWindow(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	perKey, stream, ds := windowsRun(t0)
+	nacks := Window{What: "nacks of a1", Kind: "nacks", Inst: "a1", From: t0, To: t0.Add(time.Hour)}
+	kill := Window{What: "kill a1", Kind: "kill", Inst: "a1", From: t0, To: t0.Add(2 * time.Millisecond)}
+	ds = append(ds, again(ds[0], "c1", t0.Add(time.Second)))
+	tab := Check(perKey, stream, ds, []Window{nacks, kill}, nil, nil)
+	assert.Zero(t, tab.Windows[0].Dups, "not the nacking output's")
+	assert.Equal(t, 1, tab.Windows[1].Dups, "the kill's")
+}
