@@ -38,7 +38,7 @@ func TestCheck(t *testing.T) {
 		assert.Equal(t, 1, tab.OutputDups)
 		assert.Equal(t, 6, tab.DeliveredUnique)
 		assert.Equal(t, 1, tab.Duplicates)
-		assert.Equal(t, []WindowTally{{What: "kill a1", Kind: "kill a1", From: at(0), To: at(150), Bound: 2, Dups: 1}}, tab.Windows)
+		assert.Equal(t, []WindowTally{{What: "kill a1", Kind: "kill a1", From: at(0), To: at(150), At: at(0), Bound: 2, Dups: 1}}, tab.Windows)
 		assert.Equal(t, 2850*time.Millisecond, tab.MaxFailoverGap)
 		assert.Zero(t, tab.UnmarkedDups)
 	})

@@ -26,6 +26,9 @@ import (
 type WindowTally struct {
 	What, Kind string
 	From, To   time.Time
+	// At is when the window's fault began to count: the wipe's start for
+	// a wipe's window over every delivery so far (Window.After), else From.
+	At time.Time
 	// Bound is how many duplicates the window allows: its first
 	// deliveries, each once; 0 for a NoDups window.
 	Bound int
@@ -50,7 +53,7 @@ func (w Window) kind() string { return cmp.Or(w.Kind, w.What) }
 func tallyWindows(windows []Window, first map[[2]string]Delivery, dups []Delivery) []WindowTally {
 	out := make([]WindowTally, len(windows))
 	for i, w := range windows {
-		out[i] = WindowTally{What: w.What, Kind: w.kind(), From: w.From, To: w.To}
+		out[i] = WindowTally{What: w.What, Kind: w.kind(), From: w.From, To: w.To, At: cmp.Or(w.After, w.From)}
 	}
 	for _, f := range first {
 		for i, w := range windows {
@@ -149,13 +152,14 @@ func byKind(ts []WindowTally) []kindTally {
 
 // WindowsTable renders one line per window kind: how many windows, their
 // duplicates, the largest window's duplicates against its bound, and how
-// many windows went over their bound. at renders a window's start.
+// many windows went over their bound. at renders when a window began
+// (WindowTally.At).
 func WindowsTable(ts []WindowTally, at func(time.Time) string) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "  window kind\twindows\tduplicates\tlargest (duplicates/bound)\tbreaches")
 	for _, k := range byKind(ts) {
-		fmt.Fprintf(w, "  %s\t%d\t%d\t%d/%d (%s at %s)\t%d\n", k.kind, k.windows, k.dups, k.largest.Dups, k.largest.Bound, k.largest.What, at(k.largest.From), k.breaches)
+		fmt.Fprintf(w, "  %s\t%d\t%d\t%d/%d (%s at %s)\t%d\n", k.kind, k.windows, k.dups, k.largest.Dups, k.largest.Bound, k.largest.What, at(k.largest.At), k.breaches)
 	}
 	_ = w.Flush()
 	return b.String()
@@ -170,7 +174,7 @@ func WindowLines(ts []WindowTally, at func(time.Time) string) []string {
 		if t.Dups == 0 || (t.Kind == behindPoisonKind && t.Over == 0) {
 			continue
 		}
-		line := fmt.Sprintf("%s %s: %d duplicates, bound %d", at(t.From), t.What, t.Dups, t.Bound)
+		line := fmt.Sprintf("%s %s: %d duplicates, bound %d", at(t.At), t.What, t.Dups, t.Bound)
 		if t.Over > 0 {
 			line += fmt.Sprintf(", %d OVER", t.Over)
 		}

@@ -69,8 +69,8 @@ func TestCheckWindowsJudgeEachDuplicateAgainstItsOwnWindow(t *testing.T) {
 		v := Verdict{Table: tab}
 		assert.True(t, v.Pass(), v.Line())
 		require.Len(t, tab.Windows, 2)
-		assert.Equal(t, WindowTally{What: "kill a1", Kind: "kill", From: kill.From, To: kill.To, Bound: 2, Dups: 2}, tab.Windows[0])
-		assert.Equal(t, WindowTally{What: "redis-flush", Kind: "redis-flush", From: flush.From, To: flush.To}, tab.Windows[1], "the kill explains them, not the flush")
+		assert.Equal(t, WindowTally{What: "kill a1", Kind: "kill", From: kill.From, To: kill.To, At: kill.From, Bound: 2, Dups: 2}, tab.Windows[0])
+		assert.Equal(t, WindowTally{What: "redis-flush", Kind: "redis-flush", From: flush.From, To: flush.To, At: flush.From}, tab.Windows[1], "the kill explains them, not the flush")
 	})
 
 	t.Run("a duplicate under a flush with a live holder fails", func(t *testing.T) {
@@ -91,7 +91,7 @@ func TestCheckWindowsJudgeEachDuplicateAgainstItsOwnWindow(t *testing.T) {
 		ds = append(ds, again(ds[0], "c1", t0.Add(time.Second)), again(ds[0], "c2", t0.Add(2*time.Second)))
 		tab := Check(perKey, stream, ds, []Window{kill, flush}, nil, nil)
 		assert.Equal(t, 1, tab.WindowBreaches, tab.String())
-		assert.Equal(t, WindowTally{What: "kill a1", Kind: "kill", From: kill.From, To: kill.To, Bound: 2, Dups: 2, Over: 1}, tab.Windows[0])
+		assert.Equal(t, WindowTally{What: "kill a1", Kind: "kill", From: kill.From, To: kill.To, At: kill.From, Bound: 2, Dups: 2, Over: 1}, tab.Windows[0])
 	})
 
 	t.Run("two wipes each allow the record once", func(t *testing.T) {
