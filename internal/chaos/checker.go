@@ -6,6 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
 // Record is one record as it sits in the stream, read from the emulator
@@ -43,11 +45,23 @@ type Window struct {
 	// while its shards' holders were live (each writes back where it is).
 	// A duplicate only such a window holds is its breach.
 	NoDups bool
+	// Since, when set, holds for the shards it names only the deliveries
+	// past its position: the group's checkpoint of each shard a killed
+	// instance held, read just before the kill. What the instance
+	// delivered up to its last commit is never read again.
+	Since map[string]consumer.Position
 }
 
 // Holds says whether first delivery d falls in the window.
 func (w Window) Holds(d Delivery) bool {
-	return (w.Inst == "" || w.Inst == d.Inst) && (w.Shards == nil || w.Shards[d.Shard]) && !d.At.Before(w.From) && !d.At.After(w.To)
+	if (w.Inst != "" && w.Inst != d.Inst) || (w.Shards != nil && !w.Shards[d.Shard]) || d.At.Before(w.From) || d.At.After(w.To) {
+		return false
+	}
+	if cp, ok := w.Since[d.Shard]; ok {
+		p, err := consumer.ParsePosition(d.Seq)
+		return err == nil && positionBefore(cp, p)
+	}
+	return true
 }
 
 // Kill is a SIGKILL of an incarnation, with the shards it owned then.

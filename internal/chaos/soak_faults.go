@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/faultproxy"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
@@ -100,10 +101,11 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 	now := time.Now()
 	switch e.class {
 	case ClassKill:
+		since, read := s.checkpointsOf(ctx, owned)
 		s.stopInstance(name, syscall.SIGKILL)
 		s.mu.Lock()
 		s.kills = append(s.kills, Kill{Inst: in.name, At: now, Shards: owned})
-		s.windows = append(s.windows, Window{What: "kill " + in.name, Kind: "kill", Inst: in.name, From: now.Add(-killWindow(s.plan)), To: now})
+		s.windows = append(s.windows, killedWindow(s.plan, s.start, now, in.name, owned, since, read))
 		s.mu.Unlock()
 		s.note("kill %s (SIGKILL; held %v), start again in %v", in.name, owned, e.dur.Round(100*time.Millisecond))
 	case ClassTerm:
@@ -158,6 +160,62 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 	}
 	sleepCtx(ctx, e.dur)
 	return s.startInstance(name)
+}
+
+// killedWindow is the window of a kill of inst at now: what inst delivered
+// since its last commit plus what it had in flight, the design's bound.
+// With the shards it held (owned) and their checkpoints read just before
+// the kill (since, read), that is every delivery of those shards by inst
+// past its shard's checkpoint; a shard with no checkpoint is read again
+// from its start position, so every delivery of it. Without them (Redis
+// out of reach, or no lease read), the deliveries of inst in the
+// killWindow before now stand for it.
+func killedWindow(p Plan, start, now time.Time, inst string, owned []string, since map[string]consumer.Position, read bool) Window {
+	w := Window{What: "kill " + inst, Kind: "kill", Inst: inst, From: now.Add(-killWindow(p)), To: now}
+	if !read || len(owned) == 0 {
+		return w
+	}
+	w.From, w.Shards, w.Since = start, map[string]bool{}, map[string]consumer.Position{}
+	for _, id := range owned {
+		w.Shards[id] = true
+		if cp, ok := since[id]; ok {
+			w.Since[id] = cp
+		}
+	}
+	return w
+}
+
+// checkpointsOf reads the group's checkpoints of the shards in ids
+// ("label/shard"); read is false when a stream's could not be read.
+func (s *soak) checkpointsOf(ctx context.Context, ids []string) (map[string]consumer.Position, bool) {
+	want := map[string]bool{}
+	for _, id := range ids {
+		label, _, _ := strings.Cut(id, "/")
+		want[label] = true
+	}
+	out := map[string]consumer.Position{}
+	for _, st := range s.liveStreams() {
+		if !want[st.label] {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		cps, err := st.store.Checkpoints(cctx)
+		cancel()
+		if err != nil {
+			return nil, false
+		}
+		delete(want, st.label)
+		if st.dyn {
+			// A name created again may still hold its deleted
+			// incarnation's checkpoints (soak_checkpoints.go): its
+			// shards are held whole.
+			continue
+		}
+		for shard, p := range cps {
+			out[st.label+"/"+shard] = p
+		}
+	}
+	return out, len(want) == 0
 }
 
 // ownedBy lists the shards in's process holds a live lease of.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
 // windowsRun is a synthetic event log: key k0's records 1..4 on shard s0,
@@ -120,4 +122,35 @@ func TestCheckWindowsExplainADuplicateByTheNarrowestWindow(t *testing.T) {
 	tab := Check(perKey, stream, ds, []Window{nacks, kill}, nil, nil)
 	assert.Zero(t, tab.Windows[0].Dups, "not the nacking output's")
 	assert.Equal(t, 1, tab.Windows[1].Dups, "the kill's")
+}
+
+// TestSoakKillWindowHoldsWhatWasDeliveredSinceTheLastCommit guards the
+// kill's bound: with the checkpoints read before the kill, the window
+// holds the killed instance's deliveries of its shards past their
+// checkpoint (and all of a shard never committed), so a record at or
+// before the checkpoint read again is outside every window; without them
+// it falls back to the time before the kill.
+func TestSoakKillWindowHoldsWhatWasDeliveredSinceTheLastCommit(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := soakPlan
+	kill := t0.Add(time.Minute)
+	perKey, stream, ds := windowsRun(t0)
+	since := map[string]consumer.Position{"s0": {Sequence: "2"}}
+	w := killedWindow(p, t0, kill, "a1", []string{"s0", "s9"}, since, true)
+	assert.False(t, w.Holds(ds[2]), "k0/2 is at the checkpoint")
+	assert.True(t, w.Holds(ds[4]), "k0/3 is past it")
+	assert.False(t, w.Holds(ds[5]), "s1 is not a1's")
+	assert.True(t, w.Holds(Delivery{Shard: "s9", Seq: "1", Inst: "a1", At: t0}), "a shard never committed is held whole")
+
+	ds = append(ds, again(ds[4], "c1", kill.Add(time.Second)), again(ds[6], "c1", kill.Add(time.Second)))
+	tab := Check(perKey, stream, ds, []Window{w}, nil, nil)
+	assert.True(t, tab.OK(), tab.String())
+	assert.Equal(t, 2, tab.Windows[0].Bound, "k0/3 and k0/4, delivered since the commit")
+
+	ds = append(ds, again(ds[2], "c1", kill.Add(time.Second)))
+	tab = Check(perKey, stream, ds, []Window{w}, nil, nil)
+	assert.Equal(t, 1, tab.DupsOutsideWindows, "k0/2 was committed: read again, it is no kill's doing")
+
+	fallback := killedWindow(p, t0, kill, "a1", []string{"s0"}, nil, false)
+	assert.Equal(t, Window{What: "kill a1", Kind: "kill", Inst: "a1", From: kill.Add(-killWindow(p)), To: kill}, fallback)
 }
