@@ -50,6 +50,9 @@ type Window struct {
 	// instance held, read just before the kill. What the instance
 	// delivered up to its last commit is never read again.
 	Since map[string]consumer.Position
+	// At is when the window's fault struck, for the report, when From is
+	// not (a kill's window with Since reaches back to the soak's start).
+	At time.Time
 }
 
 // Holds says whether first delivery d falls in the window.

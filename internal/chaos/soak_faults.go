@@ -175,7 +175,7 @@ func killedWindow(p Plan, start, now time.Time, inst string, owned []string, sin
 	if !read || len(owned) == 0 {
 		return w
 	}
-	w.From, w.Shards, w.Since = start, map[string]bool{}, map[string]consumer.Position{}
+	w.From, w.At, w.Shards, w.Since = start, now, map[string]bool{}, map[string]consumer.Position{}
 	for _, id := range owned {
 		w.Shards[id] = true
 		if cp, ok := since[id]; ok {

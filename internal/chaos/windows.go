@@ -26,8 +26,9 @@ import (
 type WindowTally struct {
 	What, Kind string
 	From, To   time.Time
-	// At is when the window's fault began to count: the wipe's start for
-	// a wipe's window over every delivery so far (Window.After), else From.
+	// At is when the window's fault struck: Window.At, else the wipe's
+	// start for a wipe's window over every delivery so far (Window.After),
+	// else From.
 	At time.Time
 	// Bound is how many duplicates the window allows: its first
 	// deliveries, each once; 0 for a NoDups window.
@@ -53,7 +54,7 @@ func (w Window) kind() string { return cmp.Or(w.Kind, w.What) }
 func tallyWindows(windows []Window, first map[[2]string]Delivery, dups []Delivery) []WindowTally {
 	out := make([]WindowTally, len(windows))
 	for i, w := range windows {
-		out[i] = WindowTally{What: w.What, Kind: w.kind(), From: w.From, To: w.To, At: cmp.Or(w.After, w.From)}
+		out[i] = WindowTally{What: w.What, Kind: w.kind(), From: w.From, To: w.To, At: cmp.Or(w.At, w.After, w.From)}
 	}
 	for _, f := range first {
 		for i, w := range windows {

@@ -146,6 +146,7 @@ func TestSoakKillWindowHoldsWhatWasDeliveredSinceTheLastCommit(t *testing.T) {
 	tab := Check(perKey, stream, ds, []Window{w}, nil, nil)
 	assert.True(t, tab.OK(), tab.String())
 	assert.Equal(t, 2, tab.Windows[0].Bound, "k0/3 and k0/4, delivered since the commit")
+	assert.Equal(t, kill, tab.Windows[0].At, "reported at the kill, not at the start its window reaches back to")
 
 	ds = append(ds, again(ds[2], "c1", kill.Add(time.Second)))
 	tab = Check(perKey, stream, ds, []Window{w}, nil, nil)
