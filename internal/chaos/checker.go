@@ -41,8 +41,9 @@ type Window struct {
 	// Kind names the window's class in the per-kind table ("kill",
 	// "redis-flush, no live holder"); "" is What.
 	Kind string
-	// NoDups says the design allows the window no duplicate: a FLUSHALL
-	// while its shards' holders were live (each writes back where it is).
+	// NoDups says the design allows the window no duplicate: a wipe of
+	// Redis (FLUSHALL, or back empty) while its shards' holders were live
+	// (each writes back where it is).
 	// A duplicate only such a window holds is its breach.
 	NoDups bool
 	// Since, when set, holds for the shards it names only the deliveries

@@ -65,14 +65,15 @@ func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
 	}
 	s.note("redis back (%s)", e.class)
 	s.withholdEnd(held)
-	// A FLUSHALL is a wipe and nothing else: every shard a live instance
-	// held is written back by its holder, so its window allows no
-	// duplicate; the shards it could not write back get windows of their
-	// own below. The other classes keep Redis from the instances for a
-	// while (redis-empty past the lease before it comes back empty): each
-	// holder's deliveries since its last commit may come again.
+	// A wipe (FLUSHALL, or Redis back empty after an outage past the
+	// lease) allows no duplicate of a shard a live instance held: the
+	// holder writes back where it is, and stopped delivering when its
+	// lease's local deadline passed; the shards no live holder could write
+	// back get windows of their own below. A restart that keeps the data,
+	// a pause or a stall lets leases lapse: each holder's deliveries since
+	// its last commit may come again.
 	s.mu.Lock()
-	s.windows = append(s.windows, Window{What: e.class, Kind: e.class, NoDups: e.class == ClassRedisFlush,
+	s.windows = append(s.windows, Window{What: e.class, Kind: e.class, NoDups: wipe,
 		From: from.Add(-2 * s.plan.CommitPeriod), To: time.Now().Add(s.plan.LeasePeriod)})
 	s.mu.Unlock()
 	if !wipe {

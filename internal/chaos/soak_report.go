@@ -152,7 +152,7 @@ func (s *soak) report(v *Verdict) {
 		fmt.Fprintln(out, "  "+l)
 	}
 	fmt.Fprint(out, v.Table.String())
-	fmt.Fprintf(out, "duplicates per fault window, each against its own bound (each record the window holds once; none for a FLUSHALL under live holders):\n")
+	fmt.Fprintf(out, "duplicates per fault window, each against its own bound (each record the window holds once; none for a wipe under live holders):\n")
 	fmt.Fprint(out, WindowsTable(v.Table.Windows, s.at))
 	for _, l := range WindowLines(v.Table.Windows, s.at) {
 		fmt.Fprintln(out, "  "+l)
