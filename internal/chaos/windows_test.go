@@ -155,3 +155,35 @@ func TestSoakKillWindowHoldsWhatWasDeliveredSinceTheLastCommit(t *testing.T) {
 	fallback := killedWindow(p, t0, kill, "a1", []string{"s0"}, nil, false)
 	assert.Equal(t, Window{What: "kill a1", Kind: "kill", Inst: "a1", From: kill.Add(-killWindow(p)), To: kill}, fallback)
 }
+
+// TestCheckAFlushUnderALiveNackingHolderAllowsNoReadAgain guards the
+// nacking output's window, which lasts the whole run and holds every first
+// delivery of its instance: a duplicate a FLUSHALL under a live holder
+// made (the holder read its shard again from the start, every record once,
+// a fresh read: attempt 1) found room there and the verdict passed. A
+// nacked batch is sent again by the same reader, counted as a further
+// attempt; only such a duplicate is the nacks' doing.
+func TestCheckAFlushUnderALiveNackingHolderAllowsNoReadAgain(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	nacks := Window{What: "nacks of b1", Kind: "nacks", Inst: "b1", From: t0, To: t0.Add(time.Hour)}
+	flush := Window{What: "redis-flush", Kind: "redis-flush", NoDups: true, From: t0, To: t0.Add(time.Minute)}
+
+	t.Run("the live holder reads its shard again after the flush", func(t *testing.T) {
+		perKey, stream, ds := windowsRun(t0)
+		for _, i := range []int{1, 3, 5, 7} { // s1's records, b1's
+			d := again(ds[i], "b1", t0.Add(time.Second))
+			d.Attempt = "1"
+			ds = append(ds, d)
+		}
+		tab := Check(perKey, stream, ds, []Window{nacks, flush}, nil, nil)
+		assert.False(t, tab.OK(), "a wipe under a live holder allows no duplicate: %s", tab.String())
+	})
+
+	t.Run("a nacked batch sent again by its reader is the nacks' doing", func(t *testing.T) {
+		perKey, stream, ds := windowsRun(t0)
+		ds = append(ds, again(ds[1], "b1", t0.Add(time.Second)))
+		tab := Check(perKey, stream, ds, []Window{nacks, flush}, nil, nil)
+		assert.True(t, tab.OK(), tab.String())
+		assert.Equal(t, 1, tab.Windows[0].Dups)
+	})
+}
