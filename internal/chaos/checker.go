@@ -54,6 +54,24 @@ type Window struct {
 	// At is when the window's fault struck, for the report, when From is
 	// not (a kill's window with Since reaches back to the soak's start).
 	At time.Time
+	// Resent says the window explains a duplicate its own instance (Inst)
+	// delivered only when that instance's reader sent the record again
+	// (kinesis_delivery_attempt above 1): a nacking output's window, which
+	// lasts the whole run, explains a nacked batch sent again, not a read
+	// of the shard again (after a FLUSHALL under that live holder, it
+	// would hide every such duplicate). Another instance's duplicate is
+	// explained as before: a nacked batch past the checkpoint goes to the
+	// shard's next owner.
+	Resent bool
+}
+
+// explains says whether the window may explain duplicate d of a record
+// whose first delivery it holds.
+func (w Window) explains(d Delivery) bool {
+	if !w.Resent || d.Inst != w.Inst || d.Attempt == "" {
+		return true
+	}
+	return d.Attempt != "1"
 }
 
 // Holds says whether first delivery d falls in the window.

@@ -87,7 +87,7 @@ func tallyWindows(windows []Window, first map[[2]string]Delivery, dups []Deliver
 			if !w.Holds(f) {
 				continue
 			}
-			if !w.NoDups && !used[use{i, id}] {
+			if !w.NoDups && !used[use{i, id}] && w.explains(d) {
 				explained = i
 				break
 			}

@@ -165,7 +165,7 @@ func TestSoakKillWindowHoldsWhatWasDeliveredSinceTheLastCommit(t *testing.T) {
 // attempt; only such a duplicate is the nacks' doing.
 func TestCheckAFlushUnderALiveNackingHolderAllowsNoReadAgain(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	nacks := Window{What: "nacks of b1", Kind: "nacks", Inst: "b1", From: t0, To: t0.Add(time.Hour)}
+	nacks := Window{What: "nacks of b1", Kind: "nacks", Inst: "b1", Resent: true, From: t0, To: t0.Add(time.Hour)}
 	flush := Window{What: "redis-flush", Kind: "redis-flush", NoDups: true, From: t0, To: t0.Add(time.Minute)}
 
 	t.Run("the live holder reads its shard again after the flush", func(t *testing.T) {
