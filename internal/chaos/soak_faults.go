@@ -131,7 +131,7 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 		// delivered since its last commit is read again, and a batch it had
 		// in hand may still reach its output after SIGCONT.
 		s.mu.Lock()
-		s.windows = append(s.windows, Window{What: "pause " + in.name, Kind: "pause", From: now.Add(-killWindow(s.plan)), To: time.Now().Add(s.plan.LeasePeriod)})
+		s.windows = append(s.windows, faultWindow(s.plan, "pause "+in.name, "pause", now, time.Now(), nil))
 		s.mu.Unlock()
 		s.note("resume %s (SIGCONT)", in.name)
 		sleepCtx(ctx, s.plan.LeasePeriod)
@@ -152,7 +152,7 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 		// Past its lease the instance's shards were taken, as after a
 		// pause; its renewals and commits arrive late and are fenced.
 		s.mu.Lock()
-		s.windows = append(s.windows, Window{What: "redis-cut " + in.name, Kind: "redis-cut", From: now.Add(-killWindow(s.plan)), To: time.Now().Add(s.plan.LeasePeriod)})
+		s.windows = append(s.windows, faultWindow(s.plan, "redis-cut "+in.name, "redis-cut", now, time.Now(), nil))
 		s.mu.Unlock()
 		s.note("%s reaches Redis again (the held bytes delivered)", in.name)
 		sleepCtx(ctx, s.plan.LeasePeriod)
@@ -160,6 +160,14 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 	}
 	sleepCtx(ctx, e.dur)
 	return s.startInstance(name)
+}
+
+// faultWindow is the window of a pause or a Redis cut-off of an instance
+// from at until back: its deliveries since its last commit (a lease
+// before at) are read again by its shards' next owners, and a batch it had
+// in hand may still reach its output once back (a lease after it).
+func faultWindow(p Plan, what, kind string, at, back time.Time, owned []string) Window {
+	return Window{What: what, Kind: kind, From: at.Add(-killWindow(p)), To: back.Add(p.LeasePeriod)}
 }
 
 // killedWindow is the window of a kill of inst at now: what inst delivered

@@ -187,3 +187,28 @@ func TestCheckAFlushUnderALiveNackingHolderAllowsNoReadAgain(t *testing.T) {
 		assert.Equal(t, 1, tab.Windows[0].Dups)
 	})
 }
+
+// TestSoakPauseWindowHoldsOnlyThePausedInstancesShards guards the pause
+// and Redis-cut windows, which held every first delivery of every
+// instance from a lease before the fault to a lease after it: a live
+// instance that was neither paused nor cut off delivering its own shard's
+// records twice meanwhile found room there and the verdict passed. A pause
+// (or a cut) reads again only the shards the instance held.
+func TestSoakPauseWindowHoldsOnlyThePausedInstancesShards(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, kind := range []string{"pause", "redis-cut"} {
+		t.Run(kind, func(t *testing.T) {
+			perKey, stream, ds := windowsRun(t0)
+			w := faultWindow(soakPlan, kind+" a1", kind, t0.Add(time.Millisecond), t0.Add(10*time.Second), []string{"s0"})
+			// a1 was paused holding s0: its k0/3 comes again from c1.
+			ds = append(ds, again(ds[4], "c1", t0.Add(5*time.Second)))
+			tab := Check(perKey, stream, ds, []Window{w}, nil, nil)
+			require.True(t, tab.OK(), tab.String())
+
+			// b1, live and never paused, delivers its s1's k1/3 twice.
+			ds = append(ds, again(ds[5], "b1", t0.Add(5*time.Second)))
+			tab = Check(perKey, stream, ds, []Window{w}, nil, nil)
+			assert.False(t, tab.OK(), "a shard the paused instance did not hold is read again by nobody: %s", tab.String())
+		})
+	}
+}
