@@ -97,15 +97,21 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 	}()
 	s.faultBegin("")
 	defer s.faultEnd("")
-	owned := s.ownedBy(ctx, in)
+	owned, complete := s.ownedBy(ctx, in)
+	// A window names the shards held only when every stream's leases were
+	// read: a stream missed would leave its shards out of every window.
+	scope := owned
+	if !complete {
+		scope = nil
+	}
 	now := time.Now()
 	switch e.class {
 	case ClassKill:
-		since, read := s.checkpointsOf(ctx, owned)
+		since, read := s.checkpointsOf(ctx, scope)
 		s.stopInstance(name, syscall.SIGKILL)
 		s.mu.Lock()
 		s.kills = append(s.kills, Kill{Inst: in.name, At: now, Shards: owned})
-		s.windows = append(s.windows, killedWindow(s.plan, s.start, now, in.name, owned, since, read))
+		s.windows = append(s.windows, killedWindow(s.plan, s.start, now, in.name, scope, since, read))
 		s.mu.Unlock()
 		s.note("kill %s (SIGKILL; held %v), start again in %v", in.name, owned, e.dur.Round(100*time.Millisecond))
 	case ClassTerm:
@@ -131,7 +137,7 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 		// delivered since its last commit is read again, and a batch it had
 		// in hand may still reach its output after SIGCONT.
 		s.mu.Lock()
-		s.windows = append(s.windows, faultWindow(s.plan, "pause "+in.name, "pause", now, time.Now(), nil))
+		s.windows = append(s.windows, faultWindow(s.plan, "pause "+in.name, "pause", now, time.Now(), scope))
 		s.mu.Unlock()
 		s.note("resume %s (SIGCONT)", in.name)
 		sleepCtx(ctx, s.plan.LeasePeriod)
@@ -152,7 +158,7 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 		// Past its lease the instance's shards were taken, as after a
 		// pause; its renewals and commits arrive late and are fenced.
 		s.mu.Lock()
-		s.windows = append(s.windows, faultWindow(s.plan, "redis-cut "+in.name, "redis-cut", now, time.Now(), nil))
+		s.windows = append(s.windows, faultWindow(s.plan, "redis-cut "+in.name, "redis-cut", now, time.Now(), scope))
 		s.mu.Unlock()
 		s.note("%s reaches Redis again (the held bytes delivered)", in.name)
 		sleepCtx(ctx, s.plan.LeasePeriod)
@@ -165,9 +171,19 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 // faultWindow is the window of a pause or a Redis cut-off of an instance
 // from at until back: its deliveries since its last commit (a lease
 // before at) are read again by its shards' next owners, and a batch it had
-// in hand may still reach its output once back (a lease after it).
+// in hand may still reach its output once back (a lease after it). Only
+// the shards it held (owned) are read again; the first delivery of a
+// duplicate may be either's, so the window names no instance. Without
+// them (the leases could not be read) every shard stands for them.
 func faultWindow(p Plan, what, kind string, at, back time.Time, owned []string) Window {
-	return Window{What: what, Kind: kind, From: at.Add(-killWindow(p)), To: back.Add(p.LeasePeriod)}
+	w := Window{What: what, Kind: kind, From: at.Add(-killWindow(p)), To: back.Add(p.LeasePeriod)}
+	if len(owned) > 0 {
+		w.Shards = map[string]bool{}
+		for _, id := range owned {
+			w.Shards[id] = true
+		}
+	}
+	return w
 }
 
 // killedWindow is the window of a kill of inst at now: what inst delivered
@@ -226,15 +242,17 @@ func (s *soak) checkpointsOf(ctx context.Context, ids []string) (map[string]cons
 	return out, len(want) == 0
 }
 
-// ownedBy lists the shards in's process holds a live lease of.
-func (s *soak) ownedBy(ctx context.Context, in *incarnation) []string {
+// ownedBy lists the shards in's process holds a live lease of; complete
+// is false when a stream's leases could not be read.
+func (s *soak) ownedBy(ctx context.Context, in *incarnation) (owned []string, complete bool) {
 	pid := "-" + strconv.Itoa(in.cmd.Process.Pid) + "-"
-	var owned []string
+	complete = true
 	for _, st := range s.liveStreams() {
 		lctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		leases, err := st.store.Leases(lctx)
 		cancel()
 		if err != nil {
+			complete = false
 			continue // Redis may be paused
 		}
 		for shard, l := range leases {
@@ -243,7 +261,7 @@ func (s *soak) ownedBy(ctx context.Context, in *incarnation) []string {
 			}
 		}
 	}
-	return owned
+	return owned, complete
 }
 
 // scopedStreams are the streams the deny and reshard classes act on.
