@@ -134,6 +134,12 @@ type Table struct {
 	// of them that were not poison: a record given up that the pipeline
 	// would have taken.
 	Poison, DeadLettered, DeadLetteredGood int
+	// HeldBehindPoison are stream records never delivered because their
+	// shard waits at a poison record whose failures its holder could not
+	// charge, nothing else of its input being processed after it
+	// (heldBehindPoison): uncommitted, not lost, and an excuse on the
+	// verdict line.
+	HeldBehindPoison int
 	// DeadLetterAttempts are the fewest and most deliveries
 	// (kinesis_delivery_attempt) a record had when it was dead-lettered.
 	DeadLetterAttempts [2]int
@@ -326,15 +332,40 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 	}
 	t.DeliveredUnique = len(first)
 	t.Duplicates = len(dups)
+	held, heldKC := map[rid]bool{}, map[kc]bool{}
+	byShard, shardOrder := map[string][]Record{}, []string{}
+	for _, r := range stream {
+		if byShard[r.Shard] == nil {
+			shardOrder = append(shardOrder, r.Shard)
+		}
+		byShard[r.Shard] = append(byShard[r.Shard], r)
+	}
+	for _, shard := range shardOrder {
+		recs := byShard[shard]
+		i, ok := heldBehindPoison(recs,
+			func(seq string) bool { _, d := first[rid{shard, seq}]; return d || dead.has(shard, seq) },
+			func(seq string) (Delivery, bool) { d, ok := first[rid{shard, seq}]; return d, ok },
+			deliveries)
+		if !ok {
+			continue
+		}
+		for _, r := range recs[i:] {
+			if _, d := first[rid{shard, r.Seq}]; !d && !dead.has(shard, r.Seq) && !held[rid{shard, r.Seq}] {
+				held[rid{shard, r.Seq}], heldKC[kc{r.K, r.C}] = true, true
+				t.HeldBehindPoison++
+			}
+		}
+		problem("held, not lost: shard %s waits at poison record %s/%d (seq %s) that its holder could not charge, nothing else of its input processed after it; %d records behind it uncommitted", shard, recs[i].K, recs[i].C, recs[i].Seq, len(recs)-i)
+	}
 	for id := range streamIDs {
-		if _, ok := first[id]; !ok && !dead.has(id.shard, id.seq) {
+		if _, ok := first[id]; !ok && !dead.has(id.shard, id.seq) && !held[id] {
 			t.InputLost++
 			problem("input lost record %s of shard %s", id.seq, id.shard)
 		}
 	}
 	for k, n := range perKey {
 		for c := 1; c <= n; c++ {
-			if !firstKC[kc{k, c}] && !dead.hasMessage(k, c) && inStream[kc{k, c}] > 0 {
+			if !firstKC[kc{k, c}] && !dead.hasMessage(k, c) && inStream[kc{k, c}] > 0 && !heldKC[kc{k, c}] {
 				t.EndToEndLost++
 			}
 		}

@@ -24,6 +24,10 @@ type Verdict struct {
 	OrderByNacks int
 	Regressions  int // checkpoints that moved backwards
 	Liveness     int // shards left unread past the bound
+	// LivenessBehindPoison are shards left unread past the bound at a
+	// poison record their holder could not charge (heldBehindPoison): the
+	// documented limit, not a breach.
+	LivenessBehindPoison int
 	// BudgetWaits are the instances' warnings that a shard waited for the
 	// byte budget past budgetWaitBound, or that the budget stalled.
 	BudgetWaits int
@@ -104,8 +108,8 @@ func (v Verdict) excuses() string {
 			behindPoison += w.Dups
 		}
 	}
-	return fmt.Sprintf("excused_unmarked_after_wipe=%d excused_unmarked_stamped_late=%d excused_order_after_nacks=%d excused_budget_waits=%d excused_budget_waits_on_kinesis=%d excused_dups_behind_poison=%d",
-		v.Table.Marks.Excused, v.Table.Marks.Reordered, max(v.OrderByNacks, v.Table.OrderByNacks), v.BudgetWaitsExcused, v.BudgetWaitsOnKinesis, behindPoison)
+	return fmt.Sprintf("excused_unmarked_after_wipe=%d excused_unmarked_stamped_late=%d excused_order_after_nacks=%d excused_budget_waits=%d excused_budget_waits_on_kinesis=%d excused_dups_behind_poison=%d excused_held_behind_uncharged_poison=%d excused_liveness_behind_uncharged_poison=%d",
+		v.Table.Marks.Excused, v.Table.Marks.Reordered, max(v.OrderByNacks, v.Table.OrderByNacks), v.BudgetWaitsExcused, v.BudgetWaitsOnKinesis, behindPoison, v.Table.HeldBehindPoison, v.LivenessBehindPoison)
 }
 
 // at renders a time as its offset from the soak's start.
