@@ -38,7 +38,7 @@ func TestCheck(t *testing.T) {
 		assert.Equal(t, 1, tab.OutputDups)
 		assert.Equal(t, 6, tab.DeliveredUnique)
 		assert.Equal(t, 1, tab.Duplicates)
-		assert.Equal(t, 2, tab.DuplicateBound)
+		assert.Equal(t, []WindowTally{{What: "kill a1", Kind: "kill a1", From: at(0), To: at(150), At: at(0), Bound: 2, Dups: 1}}, tab.Windows)
 		assert.Equal(t, 2850*time.Millisecond, tab.MaxFailoverGap)
 		assert.Zero(t, tab.UnmarkedDups)
 	})
@@ -120,7 +120,7 @@ func TestParseDeliveriesSkipsTornLastLine(t *testing.T) {
 }
 
 // A record first delivered before two wipes may come again after each:
-// the bound allows one more delivery per window that holds its first one.
+// each window that holds its first one allows one more delivery.
 func TestCheckBoundCountsEachWindowThatHoldsAFirstDelivery(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
@@ -142,10 +142,11 @@ func TestCheckBoundCountsEachWindowThatHoldsAFirstDelivery(t *testing.T) {
 	}
 	tab := Check(map[string]int{"k0": 2}, stream, ds, []Window{wipe("redis-empty", 500), wipe("redis-flush", 1500)}, nil, nil)
 	assert.Equal(t, 4, tab.Duplicates)
-	assert.Equal(t, 4, tab.DuplicateBound, "two windows hold each first delivery")
+	assert.Equal(t, 2, tab.Windows[0].Bound, "each window holds both first deliveries")
+	assert.Equal(t, 2, tab.Windows[1].Dups, "the second wipe explains the third deliveries")
 	assert.True(t, tab.OK(), tab.String())
 
 	tab = Check(map[string]int{"k0": 2}, stream, ds, []Window{wipe("redis-empty", 500)}, nil, nil)
-	assert.Equal(t, 2, tab.DuplicateBound, "one window: each first delivery once")
+	assert.Equal(t, 2, tab.Windows[0].Over, "one window: each first delivery once")
 	assert.False(t, tab.OK(), "a third delivery that no second fault explains is over the bound")
 }

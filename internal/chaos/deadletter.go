@@ -7,6 +7,10 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
+// behindPoisonKind names the explanation, and the window of one first
+// delivery, of a duplicate behind a poison record (behindPoison).
+const behindPoisonKind = "behind a poison record"
+
 // deadLetters are the records the inputs wrote to their dead letter
 // (redelivery.dead_letter): given up, not delivered.
 type deadLetters struct {
@@ -110,7 +114,7 @@ func poisonWindows(all []Delivery) []Window {
 	var out []Window
 	for id := range again {
 		if f := first[id]; behindPoison(f, all) {
-			out = append(out, Window{What: "behind a poison record", Inst: f.Inst, Shards: map[string]bool{f.Shard: true}, From: f.At, To: f.At})
+			out = append(out, Window{What: behindPoisonKind, Inst: f.Inst, Shards: map[string]bool{f.Shard: true}, From: f.At, To: f.At})
 		}
 	}
 	return out

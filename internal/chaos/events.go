@@ -46,7 +46,7 @@ func (r *runner) killRandom(ctx context.Context) error {
 	// What it delivered since its last commit (a commit period, plus a
 	// batch in flight and a commit round trip) is delivered again. The slack
 	// covers commits delayed by a starved CPU or a Redis outage.
-	r.windows = append(r.windows, Window{What: "kill " + in.name, Inst: in.name, From: now.Add(-killWindow(r.plan)), To: now})
+	r.windows = append(r.windows, Window{What: "kill " + in.name, Kind: "kill", Inst: in.name, From: now.Add(-killWindow(r.plan)), To: now})
 	r.mu.Unlock()
 	r.logf("chaos: killed %s (owned %v)", in.name, owned)
 	select {

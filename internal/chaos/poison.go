@@ -64,3 +64,32 @@ output_resources:
           root.dead_letter_reason = @kinesis_dead_letter_reason.or("unknown")
 `, indent(inner, 10), deadLetterLabel, dlq, indent(mapping, 10))
 }
+
+// heldBehindPoison is the index in recs (one shard's records in stream
+// order) of the poison record the shard waits behind, and true, when the
+// documented limit "A poison record where nothing else flows" holds it:
+// the first record neither delivered nor dead-lettered (done) is poison,
+// and the instance that first delivered the record before it delivered
+// nothing after that (all: every delivery), so no record of its input was
+// processed after the poison record's first failure and none of its
+// failures was charged. The records from it on are not lost: uncommitted,
+// they wait for the shard's next owner.
+func heldBehindPoison(recs []Record, done func(seq string) bool, first func(seq string) (Delivery, bool), all []Delivery) (int, bool) {
+	i := 0
+	for i < len(recs) && done(recs[i].Seq) {
+		i++
+	}
+	if i == 0 || i == len(recs) || !recs[i].Poison {
+		return 0, false
+	}
+	prev, ok := first(recs[i-1].Seq)
+	if !ok {
+		return 0, false
+	}
+	for _, d := range all {
+		if d.Inst == prev.Inst && d.At.After(prev.At) {
+			return 0, false
+		}
+	}
+	return i, true
+}

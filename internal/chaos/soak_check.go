@@ -301,7 +301,7 @@ func (m *monitor) behindPoison() {
 		// judged has its window now.
 		what := windowOf(windows, f)
 		if what == "" && behindPoison(f, m.all) {
-			what = "behind a poison record"
+			what = behindPoisonKind
 			// The end's table (Check) judges duplicates by windows:
 			// this explanation is one, for this first delivery.
 			m.explained = append(m.explained, Window{What: what, Inst: f.Inst, Shards: map[string]bool{f.Shard: true}, From: f.At, To: f.At})
@@ -386,6 +386,13 @@ func (m *monitor) liveness(now time.Time) {
 		}
 		if now.Sub(from) > livenessBound && !m.moving(id, now) {
 			m.breached[id] = true
+			// From the record before the first not done: heldBehindPoison
+			// judges by its first delivery.
+			if _, held := heldBehindPoison(ss.recs[max(ss.next-1, 0):], func(seq string) bool { return m.done(id, seq) },
+				func(seq string) (Delivery, bool) { d, ok := m.first[[2]string{id, seq}]; return d, ok }, m.all); held {
+				m.v.LivenessBehindPoison++
+				continue
+			}
 			m.v.Liveness++
 			r := ss.recs[ss.next]
 			m.fail("liveness", "%s: record %s (%s/%d), in the stream since %s, not delivered %v after %s",

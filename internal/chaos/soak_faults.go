@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/faultproxy"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
@@ -96,14 +97,21 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 	}()
 	s.faultBegin("")
 	defer s.faultEnd("")
-	owned := s.ownedBy(ctx, in)
+	owned, complete := s.ownedBy(ctx, in)
+	// A window names the shards held only when every stream's leases were
+	// read: a stream missed would leave its shards out of every window.
+	scope := owned
+	if !complete {
+		scope = nil
+	}
 	now := time.Now()
 	switch e.class {
 	case ClassKill:
+		since, read := s.checkpointsOf(ctx, scope)
 		s.stopInstance(name, syscall.SIGKILL)
 		s.mu.Lock()
 		s.kills = append(s.kills, Kill{Inst: in.name, At: now, Shards: owned})
-		s.windows = append(s.windows, Window{What: "kill " + in.name, Inst: in.name, From: now.Add(-killWindow(s.plan)), To: now})
+		s.windows = append(s.windows, killedWindow(s.plan, s.start, now, in.name, scope, since, read))
 		s.mu.Unlock()
 		s.note("kill %s (SIGKILL; held %v), start again in %v", in.name, owned, e.dur.Round(100*time.Millisecond))
 	case ClassTerm:
@@ -129,7 +137,7 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 		// delivered since its last commit is read again, and a batch it had
 		// in hand may still reach its output after SIGCONT.
 		s.mu.Lock()
-		s.windows = append(s.windows, Window{What: "pause " + in.name, From: now.Add(-killWindow(s.plan)), To: time.Now().Add(s.plan.LeasePeriod)})
+		s.windows = append(s.windows, faultWindow(s.plan, "pause "+in.name, "pause", now, time.Now(), scope))
 		s.mu.Unlock()
 		s.note("resume %s (SIGCONT)", in.name)
 		sleepCtx(ctx, s.plan.LeasePeriod)
@@ -150,7 +158,7 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 		// Past its lease the instance's shards were taken, as after a
 		// pause; its renewals and commits arrive late and are fenced.
 		s.mu.Lock()
-		s.windows = append(s.windows, Window{What: "redis-cut " + in.name, From: now.Add(-killWindow(s.plan)), To: time.Now().Add(s.plan.LeasePeriod)})
+		s.windows = append(s.windows, faultWindow(s.plan, "redis-cut "+in.name, "redis-cut", now, time.Now(), scope))
 		s.mu.Unlock()
 		s.note("%s reaches Redis again (the held bytes delivered)", in.name)
 		sleepCtx(ctx, s.plan.LeasePeriod)
@@ -160,15 +168,91 @@ func (s *soak) instanceFault(ctx context.Context, e soakEvent) error {
 	return s.startInstance(name)
 }
 
-// ownedBy lists the shards in's process holds a live lease of.
-func (s *soak) ownedBy(ctx context.Context, in *incarnation) []string {
+// faultWindow is the window of a pause or a Redis cut-off of an instance
+// from at until back: its deliveries since its last commit (a lease
+// before at) are read again by its shards' next owners, and a batch it had
+// in hand may still reach its output once back (a lease after it). Only
+// the shards it held (owned) are read again; the first delivery of a
+// duplicate may be either's, so the window names no instance. Without
+// them (the leases could not be read) every shard stands for them.
+func faultWindow(p Plan, what, kind string, at, back time.Time, owned []string) Window {
+	w := Window{What: what, Kind: kind, From: at.Add(-killWindow(p)), To: back.Add(p.LeasePeriod)}
+	if len(owned) > 0 {
+		w.Shards = map[string]bool{}
+		for _, id := range owned {
+			w.Shards[id] = true
+		}
+	}
+	return w
+}
+
+// killedWindow is the window of a kill of inst at now: what inst delivered
+// since its last commit plus what it had in flight, the design's bound.
+// With the shards it held (owned) and their checkpoints read just before
+// the kill (since, read), that is every delivery of those shards by inst
+// past its shard's checkpoint; a shard with no checkpoint is read again
+// from its start position, so every delivery of it. Without them (Redis
+// out of reach, or no lease read), the deliveries of inst in the
+// killWindow before now stand for it.
+func killedWindow(p Plan, start, now time.Time, inst string, owned []string, since map[string]consumer.Position, read bool) Window {
+	w := Window{What: "kill " + inst, Kind: "kill", Inst: inst, From: now.Add(-killWindow(p)), To: now}
+	if !read || len(owned) == 0 {
+		return w
+	}
+	w.From, w.At, w.Shards, w.Since = start, now, map[string]bool{}, map[string]consumer.Position{}
+	for _, id := range owned {
+		w.Shards[id] = true
+		if cp, ok := since[id]; ok {
+			w.Since[id] = cp
+		}
+	}
+	return w
+}
+
+// checkpointsOf reads the group's checkpoints of the shards in ids
+// ("label/shard"); read is false when a stream's could not be read.
+func (s *soak) checkpointsOf(ctx context.Context, ids []string) (map[string]consumer.Position, bool) {
+	want := map[string]bool{}
+	for _, id := range ids {
+		label, _, _ := strings.Cut(id, "/")
+		want[label] = true
+	}
+	out := map[string]consumer.Position{}
+	for _, st := range s.liveStreams() {
+		if !want[st.label] {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		cps, err := st.store.Checkpoints(cctx)
+		cancel()
+		if err != nil {
+			return nil, false
+		}
+		delete(want, st.label)
+		if st.dyn {
+			// A name created again may still hold its deleted
+			// incarnation's checkpoints (soak_checkpoints.go): its
+			// shards are held whole.
+			continue
+		}
+		for shard, p := range cps {
+			out[st.label+"/"+shard] = p
+		}
+	}
+	return out, len(want) == 0
+}
+
+// ownedBy lists the shards in's process holds a live lease of; complete
+// is false when a stream's leases could not be read.
+func (s *soak) ownedBy(ctx context.Context, in *incarnation) (owned []string, complete bool) {
 	pid := "-" + strconv.Itoa(in.cmd.Process.Pid) + "-"
-	var owned []string
+	complete = true
 	for _, st := range s.liveStreams() {
 		lctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		leases, err := st.store.Leases(lctx)
 		cancel()
 		if err != nil {
+			complete = false
 			continue // Redis may be paused
 		}
 		for shard, l := range leases {
@@ -177,7 +261,7 @@ func (s *soak) ownedBy(ctx context.Context, in *incarnation) []string {
 			}
 		}
 	}
-	return owned
+	return owned, complete
 }
 
 // scopedStreams are the streams the deny and reshard classes act on.

@@ -178,7 +178,7 @@ func (s *soak) startInstance(name string) error {
 		// wrote of it before the nack is written twice: its messages
 		// reach the file again, and a key's later message may reach it
 		// before the nacked one.
-		s.windows = append(s.windows, Window{What: "nacks of " + inc, Inst: inc, From: time.Now(), To: time.Now().Add(100 * 365 * 24 * time.Hour)})
+		s.windows = append(s.windows, Window{What: "nacks of " + inc, Kind: "nacks", Inst: inc, Resent: true, From: time.Now(), To: time.Now().Add(100 * 365 * 24 * time.Hour)})
 		s.nackers[inc] = true
 	}
 	s.mu.Unlock()

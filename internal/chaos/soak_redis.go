@@ -65,8 +65,16 @@ func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
 	}
 	s.note("redis back (%s)", e.class)
 	s.withholdEnd(held)
+	// A wipe (FLUSHALL, or Redis back empty after an outage past the
+	// lease) allows no duplicate of a shard a live instance held: the
+	// holder writes back where it is, and stopped delivering when its
+	// lease's local deadline passed; the shards no live holder could write
+	// back get windows of their own below. A restart that keeps the data,
+	// a pause or a stall lets leases lapse: each holder's deliveries since
+	// its last commit may come again.
 	s.mu.Lock()
-	s.windows = append(s.windows, Window{What: e.class, From: from.Add(-2 * s.plan.CommitPeriod), To: time.Now().Add(s.plan.LeasePeriod)})
+	s.windows = append(s.windows, Window{What: e.class, Kind: e.class, NoDups: wipe,
+		From: from.Add(-2 * s.plan.CommitPeriod), To: time.Now().Add(s.plan.LeasePeriod)})
 	s.mu.Unlock()
 	if !wipe {
 		return nil
@@ -74,9 +82,9 @@ func (s *soak) redisFault(ctx context.Context, e soakEvent) error {
 	// soak_wipe.go: the shards no live, running instance held at the wipe,
 	// then those whose holder stopped, was paused or was cut off from
 	// Redis from the wipe's start to a lease after it.
-	s.widenForWipe(e.class+" of shards no live instance held", from, unheldShards(holders, live))
+	s.widenForWipe(e.class+" of shards no live instance held", e.class+", no live holder (start position)", from, unheldShards(holders, live))
 	sleepCtx(ctx, s.plan.LeasePeriod)
-	s.widenForWipe(e.class+" of shards whose holder stopped or was out of reach after it", from, lostHolders(holders, live, s.liveUnpausedPids(), s.outSince(from)))
+	s.widenForWipe(e.class+" of shards whose holder stopped or was out of reach after it", e.class+", holder lost after it (start position)", from, lostHolders(holders, live, s.liveUnpausedPids(), s.outSince(from)))
 	return nil
 }
 

@@ -270,7 +270,7 @@ func recreatedWindow(st *soakStream, began, active time.Time, lease time.Duratio
 	for i := range st.shards {
 		shards[fmt.Sprintf("%s/shardId-%012d", st.label, i)] = true
 	}
-	return Window{What: "recreated " + st.label, Shards: shards, From: began, To: active.Add(2*dynDiscoveryInterval + lease)}
+	return Window{What: "recreated " + st.label, Kind: "recreated stream", Shards: shards, From: began, To: active.Add(2*dynDiscoveryInterval + lease)}
 }
 
 // shadowPatience is how long a deletion waits for the shadow's read of the

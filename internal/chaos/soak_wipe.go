@@ -173,13 +173,16 @@ func (s *soak) outSince(t time.Time) map[int]bool {
 }
 
 // widenForWipe adds the window over every delivery before now of shards,
-// for deliveries again from began, the wipe's start, and notes it.
-func (s *soak) widenForWipe(what string, began time.Time, shards map[string]bool) {
+// for deliveries again from began, the wipe's start, and notes it; kind
+// names it in the per-kind table. The store's start position rule reads
+// such a shard again from the group's start, so the window holds every
+// delivery of it so far.
+func (s *soak) widenForWipe(what, kind string, began time.Time, shards map[string]bool) {
 	if len(shards) == 0 {
 		return
 	}
 	s.mu.Lock()
-	s.windows = append(s.windows, Window{What: what, Shards: shards, From: s.start, To: time.Now().Add(s.plan.LeasePeriod), Unmarked: true, After: began})
+	s.windows = append(s.windows, Window{What: what, Kind: kind, Shards: shards, From: s.start, To: time.Now().Add(s.plan.LeasePeriod), Unmarked: true, After: began})
 	s.mu.Unlock()
 	ids := make([]string, 0, len(shards))
 	for id := range shards {
