@@ -208,6 +208,11 @@ func (c *Checkpointer) checkInstancePermissions(ctx context.Context) error {
 	refused, err := permissionsScript.Run(ctx, c.client, []string{base + "hash", base + "set", base + "zset"},
 		toAnys(scriptCommands([]string{"instance", "leave_instance"}))...).StringSlice()
 	if err != nil {
+		var pe *PermissionError
+		if errors.As(err, &pe) && pe.Key {
+			return fmt.Errorf("checking the Redis user's permissions on the group's instances hash %s: the user's key patterns do not cover it; add the key pattern ~%s to the user (%s): %w",
+				c.InstancesKey(), discoveryKeyPattern(c.cfg.KeyPrefix, c.cfg.Group), aclDocs, err)
+		}
 		return fmt.Errorf("checking the Redis user's permissions: %w", err)
 	}
 	if len(refused) > 0 {
