@@ -172,7 +172,7 @@ test: deps vet fmt-check docs-check lint-examples alerts-check suite-norace simu
 # shrink it.
 SIM_PKG     := ./plugins/checkpointer/
 SIM_RUN     := -count=1 -run '^TestSimulateStore$$' -v $(SIM_PKG) -args -rapid.nofailfile
-SIM_MUTANTS := commit-fencing commit-forwards reseed-tie reseed-claim reseed-tie-claim mark-fencing close-fencing gate-parents
+SIM_MUTANTS := commit-fencing commit-forwards reseed-tie reseed-claim reseed-tie-claim reseed-lost-record-skip mark-fencing close-fencing gate-parents
 .PHONY: simulate simulate-ci simulate-mutants
 simulate:
 	$(GO) test -timeout 0 $(SIM_RUN) $(if $(FIND),-sim.find='$(FIND)',-sim.strict) $(if $(SEED),-sim.seed=$(SEED)) $(if $(STEPS),-sim.steps=$(STEPS)) \

@@ -24,7 +24,10 @@ import (
 //     put for a lease period, its process died (a restart right after a
 //     crash, a pod rescheduled under its name) and this one takes the id
 //     over. A process that stopped gracefully gave its id up (Release),
-//     so its restart claims at once;
+//     so its restart claims at once; but a claim that saw the id beating
+//     and then finds it gone waits until that beat would have lapsed, as
+//     Redis forgetting (restarted empty, flushed) under a running process
+//     looks the same, and that process beats again before then;
 //   - a beat that finds the id claimed by another nonce beating within a
 //     lease period means this process stopped beating for a lease period
 //     (paused, cut off) and a new process took the id over: this one must
@@ -43,7 +46,8 @@ import (
 var ErrInstanceIDInUse = errors.New("instance id in use by another process")
 
 // instanceScript: KEYS instances; ARGV id, nonce, periodMillis, mode
-// ("claim" or "keep"). Returns {1, nonce, beat, now} when the caller holds
+// ("claim" or "keep"), the other process's beat a claim saw (0: none).
+// Returns {1, nonce, beat, now} when the caller holds
 // the id, else {0, holderNonce, holderBeat, now}.
 var instanceScript = newScript("instance")
 
@@ -76,8 +80,8 @@ type claimAnswer struct {
 	beat, now int64
 }
 
-func (c *Checkpointer) runInstance(ctx context.Context, id, nonce, mode string) (claimAnswer, error) {
-	res, err := instanceScript.Run(ctx, c.client, []string{c.InstancesKey()}, id, nonce, c.cfg.LeasePeriod.Milliseconds(), mode).Slice()
+func (c *Checkpointer) runInstance(ctx context.Context, id, nonce, mode string, seenBeat int64) (claimAnswer, error) {
+	res, err := instanceScript.Run(ctx, c.client, []string{c.InstancesKey()}, id, nonce, c.cfg.LeasePeriod.Milliseconds(), mode, seenBeat).Slice()
 	if err != nil {
 		return claimAnswer{}, err
 	}
@@ -100,7 +104,7 @@ func (c *Checkpointer) ClaimInstance(ctx context.Context, id string) (*InstanceC
 	var first claimAnswer
 	waited := time.Now()
 	for {
-		a, err := c.runInstance(ctx, id, nonce, "claim")
+		a, err := c.runInstance(ctx, id, nonce, "claim", first.beat)
 		if err != nil {
 			return nil, fmt.Errorf("claiming instance id %s in group %s: %w", id, c.cfg.Group, err)
 		}
@@ -113,6 +117,9 @@ func (c *Checkpointer) ClaimInstance(ctx context.Context, id string) (*InstanceC
 			return ic, nil
 		}
 		switch {
+		case a.holder == "":
+			// The process seen under the id gave it up, or Redis forgot
+			// it: wait until its beat would have lapsed (instance.lua).
 		case first.holder == "":
 			first = a
 			c.log.Infof("Instance id %s is claimed in group %s by another process that beat %v ago: waiting up to %v for that beat to lapse (a restart after a crash) before taking the id over",
@@ -164,7 +171,7 @@ func (ic *InstanceClaim) keep() {
 		// The beat outlives the Connect that claimed the id (Release ends
 		// it), so each is bounded on its own, as a renewal is.
 		ctx, cancel := context.WithTimeout(context.Background(), period/6)
-		a, err := ic.c.runInstance(ctx, ic.id, ic.nonce, "keep")
+		a, err := ic.c.runInstance(ctx, ic.id, ic.nonce, "keep", 0)
 		cancel()
 		if err != nil {
 			ic.c.log.Debugf("Beating under instance id %s failed; tried again in %v: %v", ic.id, period/3, err)
@@ -208,6 +215,11 @@ func (c *Checkpointer) checkInstancePermissions(ctx context.Context) error {
 	refused, err := permissionsScript.Run(ctx, c.client, []string{base + "hash", base + "set", base + "zset"},
 		toAnys(scriptCommands([]string{"instance", "leave_instance"}))...).StringSlice()
 	if err != nil {
+		var pe *PermissionError
+		if errors.As(err, &pe) && pe.Key {
+			return fmt.Errorf("checking the Redis user's permissions on the group's instances hash %s: the user's key patterns do not cover it; add the key pattern ~%s to the user (%s): %w",
+				c.InstancesKey(), discoveryKeyPattern(c.cfg.KeyPrefix, c.cfg.Group), aclDocs, err)
+		}
 		return fmt.Errorf("checking the Redis user's permissions: %w", err)
 	}
 	if len(refused) > 0 {

@@ -45,7 +45,7 @@ func TestIntegrationInstanceIDIsClaimedPerProcess(t *testing.T) {
 	t.Run("a restart after a crash takes the id over once the dead beat lapsed", func(t *testing.T) {
 		c := ckpt(t)
 		// A process that died: its claim beat once and never again.
-		_, err := c.runInstance(t.Context(), "a", "dead", "claim")
+		_, err := c.runInstance(t.Context(), "a", "dead", "claim", 0)
 		require.NoError(t, err)
 		started := time.Now()
 		again, err := c.ClaimInstance(t.Context(), "a")

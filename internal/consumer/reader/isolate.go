@@ -3,6 +3,7 @@ package reader
 import (
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
@@ -252,9 +253,40 @@ var idRun = regexp.MustCompile(`[0-9a-fA-F]{8,}|[0-9]+`)
 
 // errorKind is an error's text with its numbers and ids blanked, so that
 // one refusal compares equal from one attempt to the next although each
-// answer carries a request id of its own.
+// answer carries a request id of its own. A number from 100 to 599 that
+// stands alone is kept: it is a status code, and an output that answers a
+// refusal with 422 and an outage with 503 gives two errors, not one.
 func errorKind(err error) string {
-	return idRun.ReplaceAllString(err.Error(), "#")
+	text := err.Error()
+	var b strings.Builder
+	last := 0
+	for _, m := range idRun.FindAllStringIndex(text, -1) {
+		if statusCode(text, m[0], m[1]) {
+			continue
+		}
+		b.WriteString(text[last:m[0]])
+		b.WriteByte('#')
+		last = m[1]
+	}
+	b.WriteString(text[last:])
+	return b.String()
+}
+
+// statusCode says text[i:j] is three digits from 100 to 599 with no letter
+// or digit on either side.
+func statusCode(text string, i, j int) bool {
+	if j-i != 3 || text[i] < '1' || text[i] > '5' {
+		return false
+	}
+	for _, c := range text[i:j] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	word := func(c byte) bool {
+		return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	return (i == 0 || !word(text[i-1])) && (j == len(text) || !word(text[j]))
 }
 
 // mergeTodo makes the parts waiting to be sent one.

@@ -1,5 +1,7 @@
 -- KEYS[1]: the group's instances hash, id -> "<nonce>|<lastBeatMillis>".
--- ARGV: id, nonce (this process's), period ms, mode ('claim' or 'keep').
+-- ARGV: id, nonce (this process's), period ms, mode ('claim' or 'keep'),
+-- and for a claim the last beat of another process it saw under the id
+-- (ms, 0 if none).
 -- Records that the process with nonce runs under id now, unless another
 -- process holds the id: one whose last beat is within the period. On a
 -- keep that one claimed the id after this process's beat had lapsed, so
@@ -26,6 +28,15 @@ if cur then
   if nonce ~= ARGV[2] and beat > now - period then
     return {0, nonce or '', beat, now}
   end
+end
+-- The id beat under another process less than a period ago and its entry
+-- is gone: that process gave the id up (a graceful stop), or Redis forgot
+-- it (restarted empty, flushed) while it runs. Which one cannot be told
+-- here, so the claim waits until that beat would have lapsed: a running
+-- process beats again before then, and the claim is refused.
+local seen = tonumber(ARGV[5] or '0') or 0
+if ARGV[4] == 'claim' and not cur and seen > now - period then
+  return {0, '', seen, now}
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. '|' .. now)
 return {1, ARGV[2], now, now}
