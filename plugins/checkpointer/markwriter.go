@@ -171,7 +171,7 @@ func (w *MarkWriter) Run(ctx context.Context) {
 			// Asks were put back after a failed write: try again after
 			// the interval without waiting for a new ask, and make the
 			// retries one an interval.
-			tokens = min(tokens, 0)
+			tokens, filled = min(tokens, 0), time.Now()
 			select {
 			case w.wake <- struct{}{}:
 			default:
