@@ -108,7 +108,7 @@ func serverCPU(tb testing.TB, r *testenv.Redis) float64 {
 // the write calls per second.
 func BenchmarkIntegrationMarkWriter(b *testing.B) {
 	r := testenv.NewRedis(b)
-	for _, n := range []int{16, 256} {
+	for _, n := range []int{4, 16, 256} {
 		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.RedisURL, cfg.Group, cfg.LeasePeriod = r.URL(), fmt.Sprintf("bench-%d", n), time.Hour
