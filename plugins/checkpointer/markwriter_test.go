@@ -2,11 +2,15 @@ package checkpointer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -141,4 +145,126 @@ func TestIntegrationMarkWriterFencedAndRedisAway(t *testing.T) {
 	got, err := s.Delivered(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, pos(t, "20"), got["shard-1"])
+}
+
+// failingScripts fails every script call slowly while failing is set, and
+// records when each script call began and ended.
+type failingScripts struct {
+	slow    time.Duration
+	failing atomic.Bool
+	mu      sync.Mutex
+	calls   [][2]time.Time
+}
+
+func (f *failingScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failingScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name != "evalsha" && name != "eval" {
+			return next(ctx, cmd)
+		}
+		began := time.Now()
+		var err error
+		if f.failing.Load() {
+			time.Sleep(f.slow)
+			err = errors.New("injected failure")
+			cmd.SetErr(err)
+		} else {
+			err = next(ctx, cmd)
+		}
+		f.mu.Lock()
+		f.calls = append(f.calls, [2]time.Time{began, time.Now()})
+		f.mu.Unlock()
+		return err
+	}
+}
+func (f *failingScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// Guards the retry pace after a failed write (issue 59, 4eb7aa3): a write
+// that fails after taking longer than an interval is tried again a whole
+// interval after it failed, not at once from a bucket refilled while the
+// call hung, and no ask is answered while the writes fail.
+func TestIntegrationMarkWriterFailedWriteIsRetriedAnIntervalAfterItFailed(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	s := joinedStore(t, backend{url: r.URL(), kind: KindSimple})
+	l := marked(t, s, "shardId-000000000000", "a").Lease
+	// Loaded once, so that EVALSHA is not answered NOSCRIPT (EVAL follows).
+	_, err := s.WriteDelivered(t.Context(), "a", []DeliveredMark{mark(l, pos(t, "1"))})
+	require.NoError(t, err)
+	const interval = 100 * time.Millisecond
+	hook := &failingScripts{slow: 3 * interval}
+	hook.failing.Store(true)
+	s.c.client.AddHook(hook)
+	w := startMarkWriter(t, s, interval)
+
+	ask := w.Ask(l, pos(t, "2"))
+	select {
+	case err := <-ask:
+		t.Fatalf("answered %v while every write failed", err)
+	case <-time.After(2 * time.Second):
+	}
+	hook.failing.Store(false)
+	select {
+	case err := <-ask:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer once the writes work again")
+	}
+
+	hook.mu.Lock()
+	calls := slices.Clone(hook.calls)
+	hook.mu.Unlock()
+	require.GreaterOrEqual(t, len(calls), 3)
+	for i := 1; i < len(calls); i++ {
+		gap := calls[i][0].Sub(calls[i-1][1])
+		assert.GreaterOrEqual(t, gap, interval-10*time.Millisecond, "call %d began %v after the failed call %d ended", i, gap, i-1)
+	}
+}
+
+// Guards the merging of asks for one shard (issue 59): asks made for the
+// same shard before their write, or while a write that fails is under way,
+// are answered by one write of the highest of them, never by a write of a
+// lower one that leaves a record handed over unmarked.
+func TestIntegrationMarkWriterMergedAsksAreWrittenAtTheirHighest(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	s := joinedStore(t, backend{url: r.URL(), kind: KindSimple})
+	a, b := marked(t, s, "shardId-000000000000", "a").Lease, marked(t, s, "shardId-000000000001", "a").Lease
+	// Loaded once, so that EVALSHA is not answered NOSCRIPT (EVAL follows).
+	_, err := s.WriteDelivered(t.Context(), "a", []DeliveredMark{mark(a, pos(t, "1"))})
+	require.NoError(t, err)
+	const interval = 100 * time.Millisecond
+	hook := &failingScripts{slow: 3 * interval}
+	hook.failing.Store(true)
+	s.c.client.AddHook(hook)
+	w := startMarkWriter(t, s, interval)
+
+	// a's higher ask is in the failing write when its lower one is made;
+	// b's two asks wait together for the next write.
+	answers := []<-chan error{w.Ask(a, pos(t, "9"))}
+	time.Sleep(interval)
+	answers = append(answers, w.Ask(a, pos(t, "5")), w.Ask(b, pos(t, "5")), w.Ask(b, pos(t, "9")))
+	time.Sleep(time.Second)
+	for i, ch := range answers {
+		select {
+		case err := <-ch:
+			t.Fatalf("ask %d answered %v while every write failed", i, err)
+		default:
+		}
+	}
+	hook.failing.Store(false)
+	for i, ch := range answers {
+		select {
+		case err := <-ch:
+			require.NoError(t, err, "ask %d", i)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("ask %d not answered once the writes work again", i)
+		}
+	}
+	got, err := s.Delivered(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, pos(t, "9"), got[a.Shard], "merged with a failed write's higher ask")
+	assert.Equal(t, pos(t, "9"), got[b.Shard], "two asks before a write")
 }
