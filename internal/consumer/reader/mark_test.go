@@ -293,9 +293,8 @@ func TestMarkAskedUnderAReplacedLeaseIsAskedAgainUnderTheNewOne(t *testing.T) {
 			r.LeaseRenewed(l)
 		})
 	}
-	var st *Stream
 	var handed func() int
-	r, st, handed = markedReader(t, ctx, marker)
+	r, _, handed = markedReader(t, ctx, marker)
 	marker.mu.Lock()
 	marker.ok = r.Lease().Token + 1
 	marker.mu.Unlock()
@@ -310,5 +309,4 @@ func TestMarkAskedUnderAReplacedLeaseIsAskedAgainUnderTheNewOne(t *testing.T) {
 	defer marker.mu.Unlock()
 	require.GreaterOrEqual(t, len(marker.asked), 2)
 	assert.Equal(t, marker.asked[0].Token+1, marker.asked[len(marker.asked)-1].Token, "asked again under the new lease")
-	_ = st
 }
