@@ -11,12 +11,14 @@ import "context"
 // Marker stores, for one instance's shards of one stream, how far each may
 // be delivered.
 type Marker interface {
-	// Cover returns nil once a write storing that l's shard may be
-	// delivered up to p succeeded (or an earlier write covered it), an
-	// error wrapping ErrLeaseLost when the lease is fenced (deliver nothing
-	// more under it), or ctx's error. While the store cannot be written it
-	// waits: records no write covers are not delivered.
-	Cover(ctx context.Context, l Lease, p Position) error
+	// Ask starts storing that l's shard may be delivered up to p and
+	// returns the channel its answer comes on: nil once a write storing it
+	// succeeded (or an earlier write covered it), an error wrapping
+	// ErrLeaseLost when the lease is fenced (deliver nothing more under
+	// it). While the store cannot be written no answer comes: records no
+	// write covers are not delivered. The caller waits for the answer
+	// before it hands over a record up to p, and may do other work first.
+	Ask(l Lease, p Position) <-chan error
 	// Forget drops what is known of a shard the instance no longer reads.
 	Forget(shard string)
 	// WriteBack writes again, each only forwards, every mark this instance

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,7 +108,7 @@ func serverCPU(tb testing.TB, r *testenv.Redis) float64 {
 // the write calls per second.
 func BenchmarkIntegrationMarkWriter(b *testing.B) {
 	r := testenv.NewRedis(b)
-	for _, n := range []int{16, 256} {
+	for _, n := range []int{4, 16, 256} {
 		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.RedisURL, cfg.Group, cfg.LeasePeriod = r.URL(), fmt.Sprintf("bench-%d", n), time.Hour
@@ -164,4 +165,95 @@ func BenchmarkIntegrationMarkWriter(b *testing.B) {
 			b.ReportMetric(float64(rt.n.Load())/elapsed.Seconds(), "calls/s")
 		})
 	}
+}
+
+// BenchmarkIntegrationMarkWritersOfManyStreams weighs the mark writes of an
+// instance reading many busy streams, one MarkWriter (one call an interval
+// at most) per stream, which are not batched across streams: 100 streams
+// of 4 shards, each shard's reader asking for a new position after a
+// random pause of up to 200 ms (one poll_interval) and waiting for the
+// write, against 1 stream of 400 shards, whose asks one writer batches. One
+// op is a 3-second session; it reports the write calls per second, the
+// redis-server CPU per second of wall time (server-cpu-%), this process's
+// CPU per second (client-cpu-%, the asking goroutines included) and the
+// mean wait per ask.
+func BenchmarkIntegrationMarkWritersOfManyStreams(b *testing.B) {
+	r := testenv.NewRedis(b)
+	for _, shape := range []struct{ streams, shards int }{{100, 4}, {1, 400}} {
+		b.Run(fmt.Sprintf("streams=%d/shards=%d", shape.streams, shape.shards), func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.RedisURL, cfg.Group, cfg.LeasePeriod = r.URL(), fmt.Sprintf("bench-%d", shape.streams), time.Hour
+			c, err := New(b.Context(), cfg, nil, nil)
+			require.NoError(b, err)
+			b.Cleanup(func() { _ = c.Close() })
+			ctx, cancel := context.WithCancel(b.Context())
+			defer cancel()
+			type asker struct {
+				w *MarkWriter
+				l consumer.Lease
+			}
+			var askers []asker
+			for st := range shape.streams {
+				s := c.Stream(fmt.Sprintf("arn:aws:kinesis:us-east-1:000000000000:stream/bench-%d", st))
+				_, err = s.Join(b.Context())
+				require.NoError(b, err)
+				w := s.NewMarkWriter("a", DefaultMarkInterval)
+				go w.Run(ctx)
+				for i := range shape.shards {
+					t, err := s.Acquire(b.Context(), fmt.Sprintf("shardId-%012d", i), "a")
+					require.NoError(b, err)
+					askers = append(askers, asker{w, t.Lease})
+				}
+			}
+			var rt roundTrips
+			c.client.AddHook(&rt)
+			var (
+				mu      sync.Mutex
+				waits   []time.Duration
+				elapsed time.Duration
+				cpu     time.Duration
+				server  float64
+			)
+			for b.Loop() {
+				server0, cpu0, start := serverCPU(b, r), processCPU(), time.Now()
+				var wg sync.WaitGroup
+				for i, a := range askers {
+					wg.Go(func() {
+						rng := rand.New(rand.NewPCG(uint64(i), uint64(start.UnixNano())))
+						for k := 0; time.Since(start) < 3*time.Second; k++ {
+							time.Sleep(time.Duration(rng.Int64N(int64(200 * time.Millisecond))))
+							asked := time.Now()
+							p := consumer.Position{Sequence: fmt.Sprintf("%d%09d", 4959+i, start.UnixMilli()%1e9*1000+int64(k))}
+							require.NoError(b, a.w.Cover(ctx, a.l, p))
+							mu.Lock()
+							waits = append(waits, time.Since(asked))
+							mu.Unlock()
+						}
+					})
+				}
+				wg.Wait()
+				elapsed += time.Since(start)
+				cpu += processCPU() - cpu0
+				server += serverCPU(b, r) - server0
+			}
+			var sum time.Duration
+			for _, d := range waits {
+				sum += d
+			}
+			b.ReportMetric(float64(rt.n.Load())/elapsed.Seconds(), "calls/s")
+			b.ReportMetric(100*server/elapsed.Seconds(), "server-cpu-%")
+			b.ReportMetric(100*cpu.Seconds()/elapsed.Seconds(), "client-cpu-%")
+			b.ReportMetric(float64(len(waits))/elapsed.Seconds(), "asks/s")
+			b.ReportMetric(float64(sum.Milliseconds())/float64(len(waits)), "wait-ms/ask")
+		})
+	}
+}
+
+// processCPU is the CPU time this process used so far (user and system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -12,14 +12,14 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
-// DefaultMarkInterval is how often a MarkWriter writes: at most 10 calls a
-// second per stream an instance reads, and at most this long (plus the
-// call) before fetched records may be handed over.
+// DefaultMarkInterval paces a MarkWriter: 10 calls a second on average per
+// stream an instance reads (at most markBurst more at once), and at most
+// this long (plus the call) before fetched records may be handed over.
 const DefaultMarkInterval = 100 * time.Millisecond
 
 // MarkWriter gathers the delivered positions an instance's readers ask to
-// store for the shards of one stream, and writes them every interval in one
-// WriteDelivered call for all of them. A reader asks when it has fetched
+// store for the shards of one stream, and writes them in one WriteDelivered
+// call for all of them, one call an interval on average (Run). A reader asks when it has fetched
 // records (Ask) and hands them to the pipeline only once the answer came
 // (Cover waits for it): a write covering them succeeded, so any later owner
 // of the shard marks them if it reads them again. An interval in which no
@@ -126,13 +126,22 @@ func (w *MarkWriter) WriteBack(ctx context.Context) error {
 	return err
 }
 
-// Run writes until ctx ends: at once when something is asked and the last
-// write began at least an interval ago, else when that interval is over, so
-// there is at most one call per interval and an ask waits at most an
-// interval plus the call (under steady asks, half an interval on average;
-// a lone ask, only the call).
+// markBurst is how many calls a MarkWriter may make at once after a
+// quiet spell, above its one call per interval.
+const markBurst = 3
+
+// Run writes until ctx ends, paced by a token bucket: one call per interval
+// on average and up to markBurst at once after a quiet spell, one at a
+// time. An ask goes at once while the bucket holds a call, so a stream
+// whose readers ask less often than once an interval (a few busy shards,
+// each fetching once a poll_interval or slower) waits only for the call,
+// not for the rest of an interval; asks made while a call is under way go
+// together in the next. Under more asks than one an interval the bucket
+// empties and the calls go an interval apart, each for every shard that
+// asked meanwhile: an ask then waits at most an interval plus the call,
+// half an interval on average.
 func (w *MarkWriter) Run(ctx context.Context) {
-	var last time.Time
+	tokens, filled := float64(markBurst), time.Now()
 	t := time.NewTimer(0)
 	<-t.C
 	defer t.Stop()
@@ -142,24 +151,40 @@ func (w *MarkWriter) Run(ctx context.Context) {
 			return
 		case <-w.wake:
 		}
-		if wait := w.interval - time.Since(last); wait > 0 {
-			t.Reset(wait)
+		if !w.asked() {
+			continue // the asks that woke it went with the last call
+		}
+		now := time.Now()
+		tokens = min(markBurst, tokens+float64(now.Sub(filled))/float64(w.interval))
+		filled = now
+		if tokens < 1 {
+			t.Reset(time.Duration((1 - tokens) * float64(w.interval)))
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
+			tokens, filled = 1, time.Now()
 		}
-		last = time.Now()
+		tokens--
 		if w.flush(ctx) {
 			// Asks were put back after a failed write: try again after
-			// the interval without waiting for a new ask.
+			// the interval without waiting for a new ask, and make the
+			// retries one an interval.
+			tokens, filled = min(tokens, 0), time.Now()
 			select {
 			case w.wake <- struct{}{}:
 			default:
 			}
 		}
 	}
+}
+
+// asked reports whether an ask waits for a write.
+func (w *MarkWriter) asked() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.pending) > 0
 }
 
 // flush writes what was asked since the last write, in one call, and

@@ -37,8 +37,12 @@ type writeBackMarker struct {
 	tries, written atomic.Int64
 }
 
-func (m *writeBackMarker) Cover(context.Context, consumer.Lease, consumer.Position) error { return nil }
-func (m *writeBackMarker) Forget(string)                                                  {}
+func (m *writeBackMarker) Ask(consumer.Lease, consumer.Position) <-chan error {
+	ch := make(chan error, 1)
+	ch <- nil
+	return ch
+}
+func (m *writeBackMarker) Forget(string) {}
 func (m *writeBackMarker) WriteBack(ctx context.Context) error {
 	m.tries.Add(1)
 	if err := ctx.Err(); err != nil {

@@ -4,15 +4,44 @@ import (
 	"context"
 	"errors"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
-// cover stores the redelivery mark past recs before they go to the
-// pipeline (docs/poison-records.md): once the store holds it, any later
-// owner of the shard that reads them again, after a crash, a lost lease or
-// a hand-off, delivers them marked. The marker writes every instance's
-// asks of the stream together, once an interval, so the wait is at most
-// an interval plus the call. False when ctx ends first.
+// askMark starts storing the redelivery mark past an answer's records as
+// soon as the answer is in (docs/poison-records.md), so that the write runs
+// while the reader converts the answer and charges its budget, not after:
+// cover then waits for it before anything goes to the pipeline. The mark
+// asked is the answer's last record, whole: at or past the last user
+// record the reader delivers of it (a whole record is past its
+// sub-records). A mark past what is delivered (a last record dropped as
+// another hash range's) only marks a record no owner delivers, which the
+// promise allows. Nil when nothing is marked.
+func (r *Reader) askMark(raw []types.Record) *markAsk {
+	if r.st.Marker == nil || len(raw) == 0 {
+		return nil
+	}
+	p := consumer.Position{Sequence: aws.ToString(raw[len(raw)-1].SequenceNumber)}
+	l := *r.lease.Load()
+	return &markAsk{pos: p, token: l.Token, answer: r.st.Marker.Ask(l, p)}
+}
+
+// markAsk is a write of the redelivery mark under way.
+type markAsk struct {
+	pos    consumer.Position
+	token  int64
+	answer <-chan error
+}
+
+// cover waits until the redelivery mark past recs is stored, before they
+// go to the pipeline (docs/poison-records.md): once the store holds it, any
+// later owner of the shard that reads them again, after a crash, a lost
+// lease or a hand-off, delivers them marked. The marker writes every
+// instance's asks of the stream together, so the wait is at most an
+// interval plus the call. asked is the write askMark started for them, if
+// any. False when ctx ends first.
 //
 // A fenced write does not end the reader by itself: the lease may be
 // named by another owner only for a moment, as when a store came back
@@ -21,15 +50,29 @@ import (
 // nothing and waits for its coordinator: the next renewal either confirms
 // the lease (ask again, under the lease it confirmed) or finds it lost
 // and ends the reader.
-func (r *Reader) cover(ctx context.Context, recs []consumer.Record) bool {
+func (r *Reader) cover(ctx context.Context, recs []consumer.Record, asked *markAsk) bool {
 	if r.st.Marker == nil || len(recs) == 0 {
 		return true
 	}
 	pos := recs[len(recs)-1].Position()
+	if asked != nil && (pos.Compare(asked.pos) > 0 || asked.token != r.lease.Load().Token) {
+		asked = nil // not past these records, or under a lease replaced since: ask again
+	}
 	logged := false
 	for {
 		renewal := r.nextRenewal()
-		err := r.st.Marker.Cover(ctx, *r.lease.Load(), pos)
+		var answer <-chan error
+		if asked != nil {
+			answer, asked = asked.answer, nil
+		} else {
+			answer = r.st.Marker.Ask(*r.lease.Load(), pos)
+		}
+		var err error
+		select {
+		case err = <-answer:
+		case <-ctx.Done():
+			return false
+		}
 		switch {
 		case err == nil:
 			if logged {

@@ -313,9 +313,10 @@ func (r *Reader) read() bool {
 			continue
 		}
 		r.lag(sb.MillisBehindLatest)
+		asked := r.askMark(sb.Records)
 		recs := r.convert(sb.Records)
 		r.budget.Settle(recs, sb.Records, sb.MillisBehindLatest)
-		if !r.cover(ctx, recs) {
+		if !r.cover(ctx, recs, asked) {
 			return false
 		}
 		out.put(recs, sb.MillisBehindLatest)

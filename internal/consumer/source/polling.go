@@ -50,6 +50,11 @@ type pollingSource struct {
 	room Room
 	// stallAfter is getRecordsStall (a test's shorter bound).
 	stallAfter time.Duration
+	// callLimit is the most records a call asks for now: limit, or less
+	// after a call stalled (shrinkAfterStall), and answered is how many
+	// calls were answered since it last changed.
+	callLimit int32
+	answered  int
 
 	exec failsafe.Executor[*kinesis.GetRecordsOutput]
 	warn warnPacer
@@ -76,6 +81,7 @@ func newPollingSource(p Params) *pollingSource {
 		from:       p.From,
 		room:       p.Room,
 		stallAfter: getRecordsStall,
+		callLimit:  int32(cfg.Limit),
 		// The first call waits as the take said, so the shard's calls
 		// stay poll_interval apart across a change of reader.
 		nextAt: p.From.NotBefore,
@@ -164,7 +170,8 @@ func (s *pollingSource) fetch(ctx context.Context) (*kinesis.GetRecordsOutput, e
 	if err := s.room.Reserve(ctx); err != nil {
 		return nil, roomError{err}
 	}
-	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(s.iter), Limit: aws.Int32(min(s.limit, s.room.CallLimit()))}
+	limit := min(s.callLimit, s.room.CallLimit())
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(s.iter), Limit: aws.Int32(limit)}
 	_, in.StreamARN = kinesisx.StreamRef(s.stream)
 	// Each attempt is bounded: an answer that never comes (a half-open
 	// connection) must not stall the shard, and the HTTP client has no
@@ -186,12 +193,46 @@ func (s *pollingSource) fetch(ctx context.Context) (*kinesis.GetRecordsOutput, e
 	if err != nil {
 		s.room.GiveBack()
 	}
+	s.adjustLimit(limit, err)
 	if kinesisx.IsExpiredIterator(err) {
 		s.onExpired()
 		s.iter = ""
 		s.log.Debug("Shard iterator expired; renewing it after the last delivered record")
 	}
 	return out, err
+}
+
+// minStalledLimit is the fewest records a call asks for after stalls, and
+// growAfter how many answered calls in a row let the limit double again.
+const (
+	minStalledLimit = 100
+	growAfter       = 10
+)
+
+// adjustLimit sets how many records the next call asks for, after a call
+// that asked for limit ended with err. A call given up by the stall guard
+// is sent again at half its limit (down to minStalledLimit): an emulator
+// or a loaded service may take longer than the stall bound to gather a
+// large answer before its first byte, and sent again at the same limit
+// the call would stall forever. After growAfter answers in a row the limit
+// doubles, up to `limit`, so a passing slowness costs throughput only for
+// a while.
+func (s *pollingSource) adjustLimit(limit int32, err error) {
+	switch {
+	case errors.Is(err, kinesisx.ErrStalled):
+		next := max(min(s.limit, minStalledLimit), limit/2)
+		if next < s.callLimit {
+			s.log.Debugf("GetRecords of shard %s at limit %d gave no answer within %v; asking for %d records next", s.shard, limit, s.stallAfter, next)
+			s.callLimit = next
+		}
+		s.answered = 0
+	case err == nil && s.callLimit < s.limit:
+		s.answered++
+		if s.answered >= growAfter {
+			s.callLimit, s.answered = min(s.limit, 2*s.callLimit), 0
+			s.log.Debugf("GetRecords of shard %s answered %d calls in a row; asking for up to %d records again", s.shard, growAfter, s.callLimit)
+		}
+	}
 }
 
 // iterator gets an iterator at s.from.
