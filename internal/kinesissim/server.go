@@ -30,6 +30,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,7 +191,10 @@ func (s *Server) create(name string, shards int, mode string, tags map[string]st
 	if _, ok := old.byName[name]; ok {
 		return nil, apiError{code: codeResourceInUse, msg: fmt.Sprintf("Stream %s under account %s already exists.", name, s.opts.AccountID)}
 	}
-	st := newStream(name, s.arn(name), s.gen.Add(1), shards, time.Now(), s.seq.Load()+1)
+	// The shards' starting sequence number takes a counter value of its
+	// own, so it is never a record's (of this stream or another): a
+	// GetShardIterator at it is at the shard's start, and only there.
+	st := newStream(name, s.arn(name), s.gen.Add(1), shards, time.Now(), s.seq.Add(1))
 	st.mode, st.tags = mode, tags
 	next := &catalog{byName: make(map[string]*stream, len(old.byName)+1), byGen: make(map[uint64]*stream, len(old.byGen)+1)}
 	for k, v := range old.byName {
@@ -345,12 +349,14 @@ func (a *answer) header() {
 	h["Content-Type"] = []string{"application/x-amz-json-1.1"}
 }
 
-// raw sends a JSON body written by hand.
+// raw sends a JSON body written by hand. A failed write is the client's
+// connection gone: there is no one left to answer.
 func (a *answer) raw(b []byte) error {
 	a.header()
+	a.w.Header()["Content-Length"] = []string{strconv.Itoa(len(b))}
 	a.w.WriteHeader(http.StatusOK)
-	_, err := a.w.Write(b)
-	return err
+	_, _ = a.w.Write(b)
+	return nil
 }
 
 // json sends v encoded.

@@ -51,6 +51,11 @@ func newStream(name, arn string, gen uint64, shards int, created time.Time, star
 	// i*floor(2^128/n) and the last one ends at 2^128-1.
 	size := new(big.Int).Lsh(big.NewInt(1), 128)
 	size.Quo(size, big.NewInt(int64(shards)))
+	if shards == 1 {
+		// 2^128 has no room in two words; only shard 0's start (0) is
+		// ever computed from it.
+		size.Sub(size, big.NewInt(1))
+	}
 	st.sizeHi, st.sizeLo = words(size)
 	return st
 }
