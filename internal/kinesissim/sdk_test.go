@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/stretchr/testify/assert"
@@ -21,14 +21,7 @@ import (
 )
 
 // start runs a simulator for the test and returns it with a client built
-// the way the connector builds its own (awsconf), but with the SDK's
-// standard retries of network errors: the SDK closes a request's body as
-// soon as the answer arrives, and when a server answers before Go's
-// transport has finished its write (this one answers in microseconds), the
-// transport closes the connection under the answer ("use of closed network
-// connection"), about one first request in 50 on a new connection. The
-// connector retries such errors itself; a test's own calls must not fail
-// on them.
+// the way the connector builds its own (awsconf: no SDK retries).
 func start(t testing.TB) (*Server, *kinesis.Client) {
 	t.Helper()
 	s, err := Start(t.Context(), Options{})
@@ -37,12 +30,34 @@ func start(t testing.TB) (*Server, *kinesis.Client) {
 	settings := awsconf.Settings{Region: testenv.Region, Endpoint: s.Endpoint(), ID: testenv.AccessKey, Secret: testenv.SecretKey}
 	cfg, err := settings.Load(t.Context())
 	require.NoError(t, err)
-	c := kinesis.New(settings.KinesisClient(cfg).Options(), func(o *kinesis.Options) { o.Retryer = retry.NewStandard() })
-	// The first call opens the connection the test's calls reuse, so the
-	// calls the test counts are not retried.
-	_, err = c.ListStreams(t.Context(), &kinesis.ListStreamsInput{})
+	return s, settings.KinesisClient(cfg)
+}
+
+// TestFirstRequestOnANewConnectionIsNotCutUnderItsAnswer guards the answer
+// to a connection's first request arriving before the SDK's transport has
+// finished writing it: the SDK then closes the connection under the answer
+// ("use of closed network connection") after the server acted on the
+// request, and a retried PutRecords writes its records twice.
+func TestFirstRequestOnANewConnectionIsNotCutUnderItsAnswer(t *testing.T) {
+	s, _ := start(t)
+	require.NoError(t, s.CreateStream("fresh", 7))
+	var entries []types.PutRecordsRequestEntry
+	for i := range 300 {
+		entries = append(entries, types.PutRecordsRequestEntry{PartitionKey: aws.String("key-" + strconv.Itoa(i)), Data: []byte("x")})
+	}
+	settings := awsconf.Settings{Region: testenv.Region, Endpoint: s.Endpoint(), ID: testenv.AccessKey, Secret: testenv.SecretKey}
+	cfg, err := settings.Load(t.Context())
 	require.NoError(t, err)
-	return s, c
+	var failed []error
+	for range 300 {
+		// A client of its own is a connection of its own.
+		cfg.HTTPClient = awshttp.NewBuildableClient()
+		_, err := settings.KinesisClient(cfg).PutRecords(t.Context(), &kinesis.PutRecordsInput{StreamName: aws.String("fresh"), Records: entries})
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	assert.Empty(t, failed)
 }
 
 // TestCreatedStreamIsActiveWithEvenHashRanges guards a stream that is not
@@ -285,7 +300,6 @@ func TestListStreamsPagesThroughEveryStream(t *testing.T) {
 		require.NoError(t, s.CreateStream(name, 1))
 		want[name] = true
 	}
-	before := s.Calls()["ListStreams"]
 	listed, err := kinesisx.ListAllStreams(t.Context(), c)
 	require.NoError(t, err)
 	got := map[string]bool{}
@@ -296,7 +310,7 @@ func TestListStreamsPagesThroughEveryStream(t *testing.T) {
 		assert.False(t, l.Created.IsZero())
 	}
 	assert.Equal(t, want, got)
-	assert.Equal(t, int64(3), s.Calls()["ListStreams"]-before, "pages of 100")
+	assert.Equal(t, int64(3), s.Calls()["ListStreams"], "pages of 100")
 
 	_, err = c.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String("tagged"), ShardCount: aws.Int32(1), Tags: map[string]string{"team": "a", "env": "b"}})
 	require.NoError(t, err)
