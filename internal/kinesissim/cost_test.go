@@ -19,6 +19,8 @@ import (
 // TestTwentyThousandEmptyShardsCostLittleMemory guards a per-shard cost
 // that would make the simulator, not the connector, what a run of 20,000
 // shards measures: an empty shard must cost a lock and a slice header.
+//
+// It is not parallel: the heap it measures must hold nothing else growing.
 func TestTwentyThousandEmptyShardsCostLittleMemory(t *testing.T) {
 	s, err := Start(t.Context(), Options{})
 	require.NoError(t, err)

@@ -29,6 +29,7 @@ import (
 // exactly once, each key's records in the order they were written, each
 // shard's in sequence order.
 func TestIntegrationInputReadsKeyedLoadOnceInKeyOrder(t *testing.T) {
+	t.Parallel()
 	const (
 		shards  = 8
 		keys    = 64

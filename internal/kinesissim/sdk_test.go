@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,6 +41,7 @@ func start(t testing.TB) (*Server, *kinesis.Client) {
 // ("use of closed network connection") after the server acted on the
 // request, and a retried PutRecords writes its records twice.
 func TestFirstRequestOnANewConnectionIsNotCutUnderItsAnswer(t *testing.T) {
+	t.Parallel()
 	s, _ := start(t)
 	require.NoError(t, s.CreateStream("fresh", 7))
 	var entries []types.PutRecordsRequestEntry
@@ -64,6 +67,7 @@ func TestFirstRequestOnANewConnectionIsNotCutUnderItsAnswer(t *testing.T) {
 // ACTIVE at once, or whose shards split the hash key space otherwise than
 // the service does (floor(2^128/n) wide, the last ending at 2^128-1).
 func TestCreatedStreamIsActiveWithEvenHashRanges(t *testing.T) {
+	t.Parallel()
 	s, c := start(t)
 	_, err := c.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String("three"), ShardCount: aws.Int32(3)})
 	require.NoError(t, err)
@@ -103,6 +107,7 @@ func TestCreatedStreamIsActiveWithEvenHashRanges(t *testing.T) {
 // explicit hash key), which would break per-key order across reshards and
 // any balance a run measures.
 func TestPutRecordsGoToTheShardOfTheKeysMD5(t *testing.T) {
+	t.Parallel()
 	s, c := start(t)
 	require.NoError(t, s.CreateStream("keys", 7))
 	shards, err := kinesisx.ListAllShards(t.Context(), c, "keys")
@@ -156,6 +161,7 @@ func TestPutRecordsGoToTheShardOfTheKeysMD5(t *testing.T) {
 // grow as integers (the consumer compares them so), and iterator types
 // that start at the wrong record.
 func TestGetRecordsReadsEachShardInOrderByEveryIteratorType(t *testing.T) {
+	t.Parallel()
 	s, c := start(t)
 	require.NoError(t, s.CreateStream("order", 2))
 	before := time.Now().Add(-time.Second)
@@ -250,6 +256,7 @@ func TestGetRecordsReadsEachShardInOrderByEveryIteratorType(t *testing.T) {
 // stream must be NotFound (Fatal), an expired iterator ExpiredIterator, a
 // sequence number of another stream an unknown sequence.
 func TestErrorsAreClassifiedAsTheServicesAre(t *testing.T) {
+	t.Parallel()
 	s, c := start(t)
 	require.NoError(t, s.CreateStream("errs", 1))
 	require.NoError(t, s.CreateStream("other", 1))
@@ -293,6 +300,7 @@ func TestErrorsAreClassifiedAsTheServicesAre(t *testing.T) {
 // loses streams between pages: inputs following a stream pattern would
 // never read them.
 func TestListStreamsPagesThroughEveryStream(t *testing.T) {
+	t.Parallel()
 	s, c := start(t)
 	want := map[string]bool{}
 	for i := range 250 {
@@ -325,6 +333,7 @@ func TestListStreamsPagesThroughEveryStream(t *testing.T) {
 // or repeats shards across pages at the account's default shard limit,
 // or whose ranges leave a hash key to no shard.
 func TestListShardsPagesThrough20000Shards(t *testing.T) {
+	t.Parallel()
 	s, c := start(t)
 	require.NoError(t, s.CreateStream("big", 20000))
 	shards, err := kinesisx.ListAllShards(t.Context(), c, "big")
@@ -362,4 +371,97 @@ func requireCode(t *testing.T, err error, code string) {
 	t.Helper()
 	require.Error(t, err)
 	assert.Equal(t, code, kinesisx.ErrorCode(err), "%v", err)
+}
+
+// TestConcurrentWritersAndReadersSeeOneOrderPerShard guards the records of
+// a shard seen in different orders by different readers, or a reader
+// missing a record written while it read: writers and readers run at once,
+// and every reader must read each shard's records in the one order of
+// their sequence numbers, each writer's in the order it wrote them.
+func TestConcurrentWritersAndReadersSeeOneOrderPerShard(t *testing.T) {
+	t.Parallel()
+	const (
+		writers   = 8
+		perWriter = 100
+		readers   = 4
+	)
+	s, c := start(t)
+	require.NoError(t, s.CreateStream("busy", 2))
+	var wg, writing sync.WaitGroup
+	written := make(chan struct{})
+	for w := range writers {
+		writing.Go(func() {
+			for n := range perWriter {
+				_, err := c.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamName: aws.String("busy"), PartitionKey: aws.String("w" + strconv.Itoa(w)), Data: fmt.Appendf(nil, "w%d:%d", w, n)})
+				assert.NoError(t, err)
+			}
+		})
+	}
+	go func() { writing.Wait(); close(written) }()
+	reads := make([][]string, readers) // "shard seq data" in read order
+	for r := range readers {
+		wg.Go(func() {
+			for sh := range 2 {
+				it, err := c.GetShardIterator(t.Context(), &kinesis.GetShardIteratorInput{StreamName: aws.String("busy"), ShardId: aws.String(shardID(sh)), ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+				if !assert.NoError(t, err) {
+					return
+				}
+				iter := it.ShardIterator
+				for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+					var allWritten bool
+					select {
+					case <-written:
+						allWritten = true
+					default:
+					}
+					out, err := c.GetRecords(t.Context(), &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(7)}, kinesisx.WithRecordsCodec)
+					if !assert.NoError(t, err) {
+						return
+					}
+					for _, rec := range out.Records {
+						reads[r] = append(reads[r], fmt.Sprintf("%d %s %s", sh, aws.ToString(rec.SequenceNumber), rec.Data))
+					}
+					iter = out.NextShardIterator
+					if allWritten && len(out.Records) == 0 {
+						break // this shard is read to its end
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for r := 1; r < readers; r++ {
+		if i := firstDifference(reads[0], reads[r]); i >= 0 {
+			t.Errorf("reader %d saw another order: %d records against %d, from record %d on", r, len(reads[r]), len(reads[0]), i)
+		}
+	}
+	require.Len(t, reads[0], writers*perWriter)
+	next := map[string]int{}
+	last := map[string]string{}
+	for _, line := range reads[0] {
+		var sh, seq, data string
+		sh, rest, _ := strings.Cut(line, " ")
+		seq, data, _ = strings.Cut(rest, " ")
+		if prev, ok := last[sh]; ok {
+			assert.Less(t, prev, seq, "shard %s: sequence numbers grow (one width, so as strings)", sh)
+		}
+		last[sh] = seq
+		w, n, _ := strings.Cut(data, ":")
+		i, _ := strconv.Atoi(n)
+		assert.Equal(t, next[w], i, "writer %s", w)
+		next[w] = i + 1
+	}
+}
+
+// firstDifference returns the first index where a and b differ, or -1.
+func firstDifference(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	return -1
 }
