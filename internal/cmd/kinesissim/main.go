@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"sort"
@@ -69,29 +70,34 @@ func (f *patternFlags) Set(v string) error {
 }
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "kinesissim:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// run serves until ctx ends, then prints the calls served to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		opts     kinesissim.Options
 		streams  streamFlags
 		patterns patternFlags
 	)
-	flag.StringVar(&opts.Addr, "addr", "127.0.0.1:0", "address to listen on (port 0: a free one)")
-	flag.StringVar(&opts.Region, "region", "us-east-1", "region named in stream ARNs")
-	flag.StringVar(&opts.AccountID, "account", "000000000000", "account ID named in stream ARNs")
-	flag.Var(&streams, "stream", "a stream to create, name=shards (repeatable)")
-	flag.Var(&patterns, "pattern-streams", "streams to create, prefix:count:shards, named prefix0..prefix<count-1> (repeatable)")
-	flag.Parse()
-	if flag.NArg() > 0 {
-		return errors.New("unexpected arguments: " + strings.Join(flag.Args(), " "))
+	fs := flag.NewFlagSet("kinesissim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&opts.Addr, "addr", "127.0.0.1:0", "address to listen on (port 0: a free one)")
+	fs.StringVar(&opts.Region, "region", "us-east-1", "region named in stream ARNs")
+	fs.StringVar(&opts.AccountID, "account", "000000000000", "account ID named in stream ARNs")
+	fs.Var(&streams, "stream", "a stream to create, name=shards (repeatable)")
+	fs.Var(&patterns, "pattern-streams", "streams to create, prefix:count:shards, named prefix0..prefix<count-1> (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	if fs.NArg() > 0 {
+		return errors.New("unexpected arguments: " + strings.Join(fs.Args(), " "))
+	}
 	srv, err := kinesissim.Start(ctx, opts)
 	if err != nil {
 		return err
@@ -105,7 +111,7 @@ func run() error {
 			return fmt.Errorf("creating stream %s: %w", s.name, err)
 		}
 	}
-	fmt.Printf("kinesissim listening on %s\n", srv.Endpoint())
+	fmt.Fprintf(stdout, "kinesissim listening on %s\n", srv.Endpoint())
 	<-ctx.Done()
 	calls := srv.Calls()
 	ops := make([]string, 0, len(calls))
@@ -114,7 +120,7 @@ func run() error {
 	}
 	sort.Strings(ops)
 	for _, op := range ops {
-		fmt.Fprintf(os.Stderr, "%s %d\n", op, calls[op])
+		fmt.Fprintf(stderr, "%s %d\n", op, calls[op])
 	}
 	return srv.Close()
 }
