@@ -49,11 +49,13 @@ func getRecordsRequest(b *testing.B, s *Server) []byte {
 
 // BenchmarkGetRecordsEmptyShard is the server's own cost of a GetRecords
 // on an empty shard: the handler from its request to its answer, without
-// the network or HTTP parsing. Run with -cpu 1 for one core's rate.
+// the network or HTTP parsing, and without the wait before each answer.
+// Run with -cpu 1 for one core's rate.
 func BenchmarkGetRecordsEmptyShard(b *testing.B) {
 	s, err := Start(b.Context(), Options{})
 	require.NoError(b, err)
 	defer s.Close()
+	s.answerDelay.Store(0)
 	body := getRecordsRequest(b, s)
 	b.ReportAllocs()
 	defer reportCPU(b)()
@@ -73,14 +75,17 @@ func BenchmarkGetRecordsEmptyShard(b *testing.B) {
 
 // BenchmarkGetRecordsEmptyShardHTTP is a GetRecords on an empty shard
 // over loopback HTTP/1.1 with keep-alive, client and server in this
-// process: with -cpu 1 both share the core, so the rate is a lower bound
-// of what one core serves.
+// process, 64 calls in flight: with -cpu 1 both share the core, so the
+// rate is a lower bound of what one core serves.
 func BenchmarkGetRecordsEmptyShardHTTP(b *testing.B) {
 	s, err := Start(b.Context(), Options{})
 	require.NoError(b, err)
 	defer s.Close()
 	body := getRecordsRequest(b, s)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	// Many readers poll at once, as instances reading thousands of shards
+	// do; each call waits out the answer delay.
+	b.SetParallelism(64)
 	b.ReportAllocs()
 	defer reportCPU(b)()
 	b.RunParallel(func(pb *testing.PB) {
