@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -166,6 +167,9 @@ func (s Settings) LoadLogged(ctx context.Context, log *service.Logger) (aws.Conf
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("loading AWS config: %w", err)
 	}
+	// Wrapped after loading: the loader adds AWS_CA_BUNDLE to the
+	// transport only of the SDK's own client type.
+	cfg.HTTPClient = readOnlyBodies{cfg.HTTPClient}
 	if cfg.Region == "" {
 		return aws.Config{}, kinesisx.MarkPermanent(errors.New("field region: no region is set here or in the default chain; set `region` (e.g. us-east-1) or AWS_REGION"))
 	}
@@ -255,3 +259,25 @@ func httpClient() *awshttp.BuildableClient {
 			t.IdleConnTimeout = idleConnTimeout
 		})
 }
+
+// readOnlyBodies gives the transport each request's body as a plain reader.
+// The SDK closes a request's body as soon as the answer's headers arrive,
+// and from then on the body answers WriteTo with io.EOF. Go's transport
+// reads a body once more after its Content-Length (through WriteTo when
+// the body has it), and when the answer came first it takes that io.EOF
+// for a failed write and closes the connection under the answer being
+// read: the call fails with "use of closed network connection" after the
+// service acted on it, and a retried PutRecords writes its records twice.
+// A server answering within microseconds meets that window every few
+// calls; through Read, a closed body ends with io.EOF, which is no error.
+type readOnlyBodies struct{ client aws.HTTPClient }
+
+func (c readOnlyBodies) Do(req *http.Request) (*http.Response, error) {
+	if req.Body != nil && req.Body != http.NoBody {
+		req.Body = readOnlyBody{req.Body}
+	}
+	return c.client.Do(req)
+}
+
+// readOnlyBody hides every method of a body but Read and Close.
+type readOnlyBody struct{ io.ReadCloser }
