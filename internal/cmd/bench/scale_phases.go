@@ -139,9 +139,14 @@ var errWatchTimeout = fmt.Errorf("timed out")
 // startFigures is one start of the group, times since the first process
 // started.
 type startFigures struct {
-	streams, total          int
-	lastStart               time.Duration
-	allOwned, balanced      time.Duration
+	streams, total     int
+	lastStart          time.Duration
+	allOwned, balanced time.Duration
+	// ownedForGood is when every shard was owned for the last time before
+	// balance: a take, a hand-off or an expiry may leave a shard unowned
+	// after the first moment all were.
+	ownedForGood            time.Duration
+	ownedDrops              int // readings with a shard unowned after all had been owned
 	takes                   int64
 	counts                  []int
 	redisScripts, redisCmds int64 // on the masters, from the first start to balanced
@@ -196,8 +201,14 @@ func (e *scaleEnv) startGroup(ctx context.Context, label, streamsYAML, group str
 			return false, err
 		}
 		fig.takes, fig.counts = v.takes, v.counts(e.procs)
-		if fig.allOwned == 0 && v.owned() == total {
-			fig.allOwned = since
+		switch {
+		case v.owned() < total && fig.allOwned != 0:
+			fig.ownedForGood = 0
+			fig.ownedDrops++
+		case v.owned() == total && fig.allOwned == 0:
+			fig.allOwned, fig.ownedForGood = since, since
+		case v.owned() == total && fig.ownedForGood == 0:
+			fig.ownedForGood = since
 		}
 		if started == len(e.procs) && v.balanced(e.procs, total) {
 			fig.balanced = since

@@ -38,9 +38,16 @@ func printScaleTable(f scaleFlags, kin scaleKinesis, t *scaleTable) {
 	lease, rebalance, handoff := checkpointer.DefaultLeasePeriod, checkpointer.DefaultRebalancePeriod, checkpointer.DefaultHandoffTimeout
 
 	startRows := func(phase string, s *startFigures) {
-		add(phase, "every shard owned", fmt.Sprintf("%s after the first start, %s after the last", sec(s.allOwned), sec(s.allOwned-s.lastStart)),
+		last := func(d time.Duration) string {
+			if d < s.lastStart {
+				return sec(s.lastStart-d) + " before the last start"
+			}
+			return sec(d-s.lastStart) + " after the last start"
+		}
+		add(phase, "every shard owned", fmt.Sprintf("first %s after the first start (%s); for good from %s (%d readings with a shard unowned in between)",
+			sec(s.allOwned), last(s.allOwned), last(s.ownedForGood), s.ownedDrops),
 			"≤ 30 s after the last start", "—")
-		add(phase, "balanced (each within one of its share)", fmt.Sprintf("%s after the first start, %s after the last; shards per process %s", sec(s.balanced), sec(s.balanced-s.lastStart), spanInts(s.counts)),
+		add(phase, "balanced (each within one of its share)", fmt.Sprintf("%s after the first start, %s; shards per process %s", sec(s.balanced), last(s.balanced), spanInts(s.counts)),
 			"≤ 60 s after the last start", "—")
 		add(phase, "lease takes per shard", fmt.Sprintf("%.2f (%d takes; %d script calls, %d commands on the masters until balanced)", float64(s.takes)/float64(s.total), s.takes, s.redisScripts, s.redisCmds),
 			"—", fmt.Sprintf("2 writes per shard (created, assigned): %d writes", 2*s.total))
