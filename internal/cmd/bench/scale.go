@@ -69,7 +69,7 @@ func runScale(ctx context.Context, args []string) error {
 	fs.DurationVar(&f.idle, "idle", time.Minute, "idle window of the one stream, over which CPU, Redis and Kinesis calls are measured")
 	fs.DurationVar(&f.multiIdle, "multi-idle", 30*time.Second, "idle window of the many streams (0: skip it)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "longest wait for every shard owned and balanced, and for the keyed load's delivery")
-	fs.DurationVar(&f.stepTimeout, "step-timeout", 3*time.Minute, "longest wait for the group to balance again after one restart of the rolling restart")
+	fs.DurationVar(&f.stepTimeout, "step-timeout", time.Minute, "longest wait, per restart of the rolling restart, for the group to be balanced by count again (lease.balance load evens bytes, not counts, so it may not be)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -115,7 +115,8 @@ type rollingFigures struct {
 	longestUnowned                time.Duration
 	longestShard                  string
 	steps, stepsLate, stopsForced int
-	longestStep                   time.Duration
+	neverBack                     int // steps whose process owned nothing, or a shard stayed unowned, until -step-timeout
+	longestBack, longestStep      time.Duration
 	delivered                     bool
 }
 
@@ -183,17 +184,31 @@ func (e *scaleEnv) rolling(ctx context.Context, stores map[string]*checkpointer.
 		if err := p.start(); err != nil {
 			return nil, err
 		}
-		err := watch(ctx, stores, e.procs, time.Now(), f.stepTimeout, func(v leaseView, _ time.Duration) (bool, error) {
-			return v.balanced(e.procs, total), nil
+		// Back: every shard owned and the restarted process owning some;
+		// the step then waits, up to -step-timeout, for the group to be
+		// balanced by count, which lease.balance load need not reach.
+		var back time.Duration
+		var counts []int
+		err := watch(ctx, stores, e.procs, t0, f.stepTimeout, func(v leaseView, since time.Duration) (bool, error) {
+			counts = v.counts(e.procs)
+			if back == 0 && v.owned() == total && v.counts([]*scaleProc{p})[0] > 0 {
+				back = since
+			}
+			return back != 0 && v.balanced(e.procs, total), nil
 		})
 		if errors.Is(err, errWatchTimeout) {
 			fig.stepsLate++
 		} else if err != nil {
 			return nil, err
 		}
+		if back == 0 {
+			fig.neverBack++
+		}
 		fig.steps++
+		fig.longestBack = max(fig.longestBack, back)
 		fig.longestStep = max(fig.longestStep, time.Since(t0))
-		fmt.Fprintf(os.Stderr, "bench scale: rolling restart: %s back after %v\n", p.name, time.Since(t0).Round(100*time.Millisecond))
+		fmt.Fprintf(os.Stderr, "bench scale: rolling restart: %s back after %v, step ended after %v, shards per process %v\n",
+			p.name, back.Round(100*time.Millisecond), time.Since(t0).Round(100*time.Millisecond), counts)
 	}
 	stopLoad()
 	stopWatch()
