@@ -1,5 +1,3 @@
-//go:build kinesissim
-
 package main
 
 import (
