@@ -167,9 +167,6 @@ func (s Settings) LoadLogged(ctx context.Context, log *service.Logger) (aws.Conf
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("loading AWS config: %w", err)
 	}
-	// Wrapped after loading: the loader adds AWS_CA_BUNDLE to the
-	// transport only of the SDK's own client type.
-	cfg.HTTPClient = readOnlyBodies{cfg.HTTPClient}
 	if cfg.Region == "" {
 		return aws.Config{}, kinesisx.MarkPermanent(errors.New("field region: no region is set here or in the default chain; set `region` (e.g. us-east-1) or AWS_REGION"))
 	}
@@ -228,11 +225,17 @@ func checkRegion(ctx context.Context, region string) error {
 // KinesisClient builds a Kinesis client for cfg, aimed at the settings'
 // endpoint when one is set. The endpoint applies to Kinesis only, so STS
 // (assume-role) still reaches AWS.
+//
+// The request bodies are wrapped (readOnlyBodies) here, in an option, and
+// not in cfg: options run after the client has resolved its HTTP client,
+// and the SDK adds AWS_CA_BUNDLE and the AWS_DEFAULTS_MODE timeouts only to
+// its own client type, so a wrapper seen earlier would make it skip them.
 func (s Settings) KinesisClient(cfg aws.Config) *kinesis.Client {
 	return kinesis.NewFromConfig(cfg, func(o *kinesis.Options) {
 		if s.Endpoint != "" {
 			o.BaseEndpoint = aws.String(s.Endpoint)
 		}
+		o.HTTPClient = readOnlyBodies{o.HTTPClient}
 	})
 }
 
