@@ -53,8 +53,10 @@ type shardFilter struct {
 	Timestamp epochTime `json:"Timestamp"`
 }
 
-// Shard listings: ListShards pages hold 1,000 shards unless MaxResults says
-// otherwise, up to 10,000; its NextToken lasts 300 s, as the service's.
+// Shard listings: MaxResults may be 1 to 10,000, but a ListShards page holds
+// at most 1,000 shards whatever it says, as the service's API reference
+// states (a larger page would make a listing take fewer calls than the
+// service's); its NextToken lasts 300 s, as the service's.
 const (
 	listShardsDefault = 1000
 	listShardsMax     = 10000
@@ -78,7 +80,7 @@ func (s *Server) listShards(body []byte, a *answer) error {
 		if *in.MaxResults < 1 || *in.MaxResults > listShardsMax {
 			return apiError{code: codeInvalidArgument, msg: fmt.Sprintf("MaxResults %d is not in [1, %d].", *in.MaxResults, listShardsMax)}
 		}
-		limit = *in.MaxResults
+		limit = min(*in.MaxResults, listShardsDefault)
 	}
 	var (
 		st    *stream
