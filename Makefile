@@ -199,8 +199,10 @@ simulate-mutants:
 demo: deps-redis deps-emulators build
 	$(GO) run ./internal/cmd/demo -bin $(BIN)
 
+# BENCH_ARGS are passed to each part, e.g. a small scale run:
+# make bench PART=scale BENCH_ARGS='-shards 400 -procs 4 -streams 4'
 bench: deps-redis deps-emulators
-	@for part in $(or $(PART),output ordered input lanes); do $(GO) run ./internal/cmd/bench $$part || exit 1; done
+	@for part in $(or $(PART),output ordered input lanes); do $(GO) run ./internal/cmd/bench $$part $(BENCH_ARGS) || exit 1; done
 
 chaos: deps-redis deps-emulators build
 	$(GO) run ./internal/cmd/chaos -bin $(BIN)

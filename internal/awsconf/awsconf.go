@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -224,11 +225,17 @@ func checkRegion(ctx context.Context, region string) error {
 // KinesisClient builds a Kinesis client for cfg, aimed at the settings'
 // endpoint when one is set. The endpoint applies to Kinesis only, so STS
 // (assume-role) still reaches AWS.
+//
+// The request bodies are wrapped (readOnlyBodies) here, in an option, and
+// not in cfg: options run after the client has resolved its HTTP client,
+// and the SDK adds AWS_CA_BUNDLE and the AWS_DEFAULTS_MODE timeouts only to
+// its own client type, so a wrapper seen earlier would make it skip them.
 func (s Settings) KinesisClient(cfg aws.Config) *kinesis.Client {
 	return kinesis.NewFromConfig(cfg, func(o *kinesis.Options) {
 		if s.Endpoint != "" {
 			o.BaseEndpoint = aws.String(s.Endpoint)
 		}
+		o.HTTPClient = readOnlyBodies{o.HTTPClient}
 	})
 }
 
@@ -255,3 +262,25 @@ func httpClient() *awshttp.BuildableClient {
 			t.IdleConnTimeout = idleConnTimeout
 		})
 }
+
+// readOnlyBodies gives the transport each request's body as a plain reader.
+// The SDK closes a request's body as soon as the answer's headers arrive,
+// and from then on the body answers WriteTo with io.EOF. Go's transport
+// reads a body once more after its Content-Length (through WriteTo when
+// the body has it), and when the answer came first it takes that io.EOF
+// for a failed write and closes the connection under the answer being
+// read: the call fails with "use of closed network connection" after the
+// service acted on it, and a retried PutRecords writes its records twice.
+// A server answering within microseconds meets that window every few
+// calls; through Read, a closed body ends with io.EOF, which is no error.
+type readOnlyBodies struct{ client aws.HTTPClient }
+
+func (c readOnlyBodies) Do(req *http.Request) (*http.Response, error) {
+	if req.Body != nil && req.Body != http.NoBody {
+		req.Body = readOnlyBody{req.Body}
+	}
+	return c.client.Do(req)
+}
+
+// readOnlyBody hides every method of a body but Read and Close.
+type readOnlyBody struct{ io.ReadCloser }

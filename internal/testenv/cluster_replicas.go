@@ -15,13 +15,29 @@ import (
 // them; ReplicaOf finds a master's replica.
 func NewRedisClusterWithReplicas(tb testing.TB) *RedisCluster {
 	tb.Helper()
-	c, err := startRedisClusterWithReplicas(tb.Context())
+	c, err := StartRedisClusterWithReplicas(tb.Context())
 	Require(tb, "starting a Redis Cluster with replicas", err)
 	tb.Cleanup(c.Close)
 	return c
 }
 
-func startRedisClusterWithReplicas(ctx context.Context) (*RedisCluster, error) {
+// StartRedisClusterSeeds starts a Redis Cluster of three masters and three
+// replicas on loopback and returns the six nodes' host:port, which any of
+// them seeds a cluster client with, and the func that stops every node and
+// removes their folders. Outside a test (a bench) it is the whole interface;
+// a test that needs the nodes themselves uses NewRedisClusterWithReplicas.
+func StartRedisClusterSeeds(ctx context.Context) (seeds []string, stop func(), err error) {
+	c, err := StartRedisClusterWithReplicas(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.Addrs(), c.Close, nil
+}
+
+// StartRedisClusterWithReplicas starts a Redis Cluster of three masters,
+// each with one replica, and waits until every master sees its replica
+// online. Close stops it.
+func StartRedisClusterWithReplicas(ctx context.Context) (*RedisCluster, error) {
 	if _, err := lookPath("redis-cli"); err != nil {
 		return nil, err
 	}

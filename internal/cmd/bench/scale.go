@@ -7,8 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"maps"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -16,56 +14,71 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/redis/go-redis/v9"
-
-	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
-	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
 
 func init() {
 	parts["scale"] = part{
-		summary: "thousands of shards over several input processes (the real binary) sharing one group: time to balance, idle cost, Redis per shard, a keyed load delivered in full",
+		summary: "issue 61's scale table: one stream of many shards and many streams found by a pattern, read by many processes of the real binary on a Redis Cluster; start, idle minute, failover, rolling restart, and KCL 3.x's lease table as a model",
 		run:     runScale,
 	}
 }
 
 type scaleFlags struct {
-	shards, procs, perShard int
-	bin, idlePoll           string
-	settle, idle, timeout   time.Duration
-	countCalls              bool
+	shards, procs            int
+	streams, streamShards    int
+	kill                     int
+	loadPercent              float64
+	bin, idlePoll, kinesisBE string
+	redisKind, balance       string
+	spread, settle, idle     time.Duration
+	multiIdle, loadEvery     time.Duration
+	timeout, stepTimeout     time.Duration
 }
 
 const (
-	scaleStream = "bench-scale"
-	scaleGroup  = "scale"
+	scaleStream      = "bench-scale"
+	scaleGroup       = "scale"
+	scaleMultiPrefix = "bench-scale-m-"
+	scaleMultiGroup  = "scale-multi"
 )
 
 func runScale(ctx context.Context, args []string) error {
 	var f scaleFlags
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
-	fs.IntVar(&f.shards, "shards", 2000, "shards of the stream")
-	fs.IntVar(&f.procs, "procs", 4, "input processes sharing the group")
-	fs.IntVar(&f.perShard, "per-shard", 10, "records written to each shard by the keyed load")
+	fs.IntVar(&f.shards, "shards", 10000, "shards of the one stream")
+	fs.IntVar(&f.procs, "procs", 20, "input processes (the real binary) sharing the group")
+	fs.IntVar(&f.streams, "streams", 100, "streams found by a pattern in the second start (0: skip it)")
+	fs.IntVar(&f.streamShards, "stream-shards", 100, "shards of each of those streams")
+	fs.IntVar(&f.kill, "kill", 2, "processes SIGKILLed in the failover (0: skip it)")
+	fs.Float64Var(&f.loadPercent, "load-percent", 5, "percent of the one stream's shards under the keyed load of the rolling restart (0: skip the rolling restart)")
+	fs.DurationVar(&f.loadEvery, "load-every", time.Second, "the keyed load writes one record to each loaded shard this often")
 	fs.StringVar(&f.bin, "bin", "", "connect-kinesis binary to run (default: build ./cmd/connect-kinesis into a temporary directory)")
-	fs.DurationVar(&f.settle, "settle", 15*time.Second, "wait after balancing before the idle window")
-	fs.DurationVar(&f.idle, "idle", time.Minute, "idle window over which CPU, Redis and Kinesis calls are measured")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "longest wait for balancing, and for the keyed load's delivery")
+	fs.StringVar(&f.kinesisBE, "kinesis", "kinesalite", "the Kinesis the inputs read: "+backendNames())
+	fs.StringVar(&f.redisKind, "redis", "cluster", "the checkpoint store: cluster (3 masters, 3 replicas) or single")
+	fs.StringVar(&f.balance, "balance", "", "lease.balance of the inputs (empty: the input's default)")
 	fs.StringVar(&f.idlePoll, "idle-poll-interval", "5s", "idle_poll_interval of the inputs; at the input's default (1s) 2,000 idle shards saturate kinesalite on a 2-core machine")
-	fs.BoolVar(&f.countCalls, "count-calls", true, "put a counting proxy (in this process) between the inputs and kinesalite, to count their calls by operation")
+	fs.DurationVar(&f.spread, "spread", 10*time.Second, "the processes are started evenly over this long")
+	fs.DurationVar(&f.settle, "settle", 15*time.Second, "wait after balancing before the idle window")
+	fs.DurationVar(&f.idle, "idle", time.Minute, "idle window of the one stream, over which CPU, Redis and Kinesis calls are measured")
+	fs.DurationVar(&f.multiIdle, "multi-idle", 30*time.Second, "idle window of the many streams (0: skip it)")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "longest wait for every shard owned and balanced, and for the keyed load's delivery")
+	fs.DurationVar(&f.stepTimeout, "step-timeout", time.Minute, "longest wait, per restart of the rolling restart, for the group to be balanced by count again (lease.balance load evens bytes, not counts, so it may not be)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if f.procs < 1 || f.shards < f.procs || f.kill >= f.procs {
+		return fmt.Errorf("want 0 <= -kill < -procs <= -shards (have %d, %d, %d)", f.kill, f.procs, f.shards)
+	}
+	startBE, ok := scaleBackends[f.kinesisBE]
+	if !ok {
+		return fmt.Errorf("-kinesis %q: want one of %s", f.kinesisBE, backendNames())
 	}
 	dir, err := os.MkdirTemp("", "bench-scale-")
 	if err != nil {
@@ -78,99 +91,31 @@ func runScale(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-
-	env, err := startEnv(ctx, envOptions{shardLimit: f.shards + 100, redis: true})
+	kin, err := startBE(ctx, f.shards+f.streams*f.streamShards+100)
 	if err != nil {
 		return err
 	}
-	defer env.Close()
-	emu, red := env.emu, env.red
-	rc := red.Client()
-	defer rc.Close()
-	fmt.Fprintf(os.Stderr, "bench scale: creating a stream of %d shards...\n", f.shards)
-	// The inputs key their checkpoints by the stream's ARN (kinesalite
-	// makes one up), so the bench reads the same keys through it.
-	streamID, err := emu.CreateStream(ctx, scaleStream, f.shards)
+	defer kin.Close()
+	red, err := startScaleRedis(ctx, f.redisKind)
 	if err != nil {
 		return err
 	}
-	endpoint := emu.Endpoint
-	var calls *callCounter
-	if f.countCalls {
-		calls, err = newCallCounter(emu.Endpoint)
-		if err != nil {
-			return err
-		}
-		defer calls.Close()
-		endpoint = calls.URL
+	defer red.Close()
+
+	env := &scaleEnv{f: f, dir: dir, kin: kin, red: red}
+	defer env.stopAll()
+	var t scaleTable
+	if err := env.oneStream(ctx, &t); err != nil {
+		return err
 	}
-
-	ckCfg := checkpointer.DefaultConfig()
-	ckCfg.Group = scaleGroup
-	store := checkpointer.NewFromClient(rc, ckCfg, nil, nil).Stream(streamID)
-
-	// Start every process at once, as a deployment of a new group does.
-	statsStart := commandStats(ctx, rc)
-	start := time.Now()
-	procs := make([]*scaleProc, f.procs)
-	for i := range procs {
-		if procs[i], err = startScaleProc(dir, f.bin, i, endpoint, red.URL(), f.idlePoll); err != nil {
+	if f.streams > 0 {
+		if err := env.manyStreams(ctx, &t); err != nil {
 			return err
 		}
 	}
-	defer func() {
-		var wg sync.WaitGroup
-		for _, p := range procs {
-			if p != nil {
-				wg.Go(func() { p.stop(30 * time.Second) })
-			}
-		}
-		wg.Wait()
-	}()
-	fmt.Fprintf(os.Stderr, "bench scale: %d processes started; waiting for every shard to be owned and balanced...\n", f.procs)
-	bal, err := waitBalanced(ctx, rc, store, procs, f, start, statsStart)
-	if err != nil {
-		return err
-	}
-	statsBalanced := commandStats(ctx, rc)
-
-	fmt.Fprintf(os.Stderr, "bench scale: balanced; settling %v, then measuring %v idle...\n", f.settle, f.idle)
-	if err := sleepCtx(ctx, f.settle); err != nil {
-		return err
-	}
-	if err := checkAlive(procs); err != nil {
-		return err
-	}
-	idle, err := measureIdle(ctx, rc, emu, red, calls, procs, f.idle)
-	if err != nil {
-		return err
-	}
-	leases, err := store.Leases(ctx)
-	if err != nil {
-		return err
-	}
-	for _, p := range procs {
-		p.shards = 0
-	}
-	for _, ls := range leases {
-		if !ls.Expired {
-			for _, p := range procs {
-				if p.owner == ls.Owner {
-					p.shards++
-				}
-			}
-		}
-	}
-
-	fmt.Fprintf(os.Stderr, "bench scale: keyed load, %d records per shard...\n", f.perShard)
-	load, err := keyedLoad(ctx, emu, procs, f)
-	if err != nil {
-		return err
-	}
-
-	printScale(f, bal, statsStart, statsBalanced, idle, procs, load)
-	if load.unique != load.written {
-		return fmt.Errorf("the keyed load was not delivered in full: %d of %d records", load.unique, load.written)
+	printScaleTable(f, kin, &t)
+	if t.rolling != nil && (t.rolling.lost > 0 || t.rolling.orderBroken > 0) {
+		return fmt.Errorf("the rolling restart lost %d records and broke per-key order %d times", t.rolling.lost, t.rolling.orderBroken)
 	}
 	return nil
 }
@@ -200,18 +145,21 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// scaleProc is one input process: kinesis (defaults) -> a file of lines.
+// scaleProc is one input process: kinesis -> a file of lines. Each start
+// (the first and every restart) writes a file of its own, so the order of a
+// key's records can be checked within what one process delivered.
 type scaleProc struct {
 	name, owner string
-	out, log    string
+	conf, log   string
+	dir, bin    string
+	outs        []string // one per start, the current last
 	cmd         *exec.Cmd
 	done        chan struct{}
-	shards      int
 }
 
 // scaleYAML is an input process: every record's data becomes a line of
 // its output file. The instance id is set so the bench can tell the
-// processes' leases apart.
+// processes' leases apart; it is kept across restarts, as a pod's name is.
 const scaleYAML = `
 http: { enabled: false }
 logger: { level: warn, format: logfmt }
@@ -221,52 +169,67 @@ input:
     region: %s
     endpoint: %s
     credentials: { id: %s, secret: %s }
+    idle_poll_interval: %s
     checkpoint:
-      redis: { url: '%s' }
+      redis: { url: '%s', kind: %s }
       group: %s
-    lease: { instance_id: %s }%s
+    lease: { instance_id: %s%s }
 output:
   file:
-    path: %s
+    path: ${OUT_FILE}
     codec: lines
 `
 
-func startScaleProc(dir, bin string, i int, endpoint, redisURL, idlePoll string) (*scaleProc, error) {
+// newScaleProc writes process i's config; start runs it.
+func newScaleProc(dir, bin string, i int, stream, group, endpoint string, red *scaleRedis, f scaleFlags) (*scaleProc, error) {
 	p := &scaleProc{
-		name:  fmt.Sprintf("input-%d", i+1),
-		owner: fmt.Sprintf("bench-scale-%d", i+1),
-		out:   filepath.Join(dir, fmt.Sprintf("out-%d.txt", i+1)),
-		log:   filepath.Join(dir, fmt.Sprintf("input-%d.log", i+1)),
-		done:  make(chan struct{}),
+		name:  fmt.Sprintf("%s-%d", group, i+1),
+		owner: fmt.Sprintf("bench-%s-%d", group, i+1),
+		dir:   dir,
+		bin:   bin,
 	}
-	conf := filepath.Join(dir, p.name+".yaml")
-	extra := ""
-	if idlePoll != "" {
-		extra = "\n    idle_poll_interval: " + idlePoll
+	p.conf = filepath.Join(dir, p.name+".yaml")
+	p.log = filepath.Join(dir, p.name+".log")
+	balance := ""
+	if f.balance != "" {
+		balance = ", balance: " + f.balance
 	}
-	yaml := fmt.Sprintf(scaleYAML, scaleStream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey,
-		redisURL, scaleGroup, p.owner, extra, p.out)
-	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
+	yaml := fmt.Sprintf(scaleYAML, stream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, f.idlePoll,
+		red.url, red.kind, group, p.owner, balance)
+	if err := os.WriteFile(p.conf, []byte(yaml), 0o600); err != nil {
 		return nil, err
 	}
-	logf, err := os.Create(p.log)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	p.cmd = exec.Command(bin, "-c", conf)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.done)
-	}()
 	return p, nil
 }
 
+// start runs the process with a fresh output file.
+func (p *scaleProc) start() error {
+	out := filepath.Join(p.dir, fmt.Sprintf("%s.out-%d", p.name, len(p.outs)+1))
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(p.bin, "-c", p.conf)
+	cmd.Env = append(os.Environ(), "OUT_FILE="+out)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", p.bin, err)
+	}
+	p.outs = append(p.outs, out)
+	p.cmd, p.done = cmd, make(chan struct{})
+	done := p.done
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	return nil
+}
+
 func (p *scaleProc) exited() bool {
+	if p.cmd == nil {
+		return true
+	}
 	select {
 	case <-p.done:
 		return true
@@ -276,18 +239,29 @@ func (p *scaleProc) exited() bool {
 }
 
 // stop ends the process gracefully (it commits and releases), killing it
-// after grace.
-func (p *scaleProc) stop(grace time.Duration) {
+// after grace; it says whether the process ended within grace.
+func (p *scaleProc) stop(grace time.Duration) bool {
 	if p.exited() {
-		return
+		return true
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
+		return true
 	case <-time.After(grace):
 		_ = p.cmd.Process.Kill()
 		<-p.done
+		return false
 	}
+}
+
+// kill ends the process with SIGKILL and waits for it.
+func (p *scaleProc) kill() {
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
 }
 
 func (p *scaleProc) logTail() string {
@@ -305,236 +279,6 @@ func checkAlive(procs []*scaleProc) error {
 		}
 	}
 	return nil
-}
-
-// balance is when the group reached each state, since the processes
-// started.
-type balance struct {
-	allOwned, balanced time.Duration
-	counts             []int
-	takes              int64 // the fencing tokens' sum: every acquisition adds one
-	polls              int   // the bench's own Leases calls (one script call each)
-	// Until every shard was first owned: the takes so far, the script
-	// calls of the inputs and the bench's polls.
-	takesOwned, scriptsOwned int64
-	pollsOwned               int
-}
-
-// waitBalanced polls the leases until every shard has a live lease and
-// every process holds its fair share (floor or ceil of shards / procs).
-func waitBalanced(ctx context.Context, rc *redis.Client, store *checkpointer.Store, procs []*scaleProc, f scaleFlags, start time.Time, statsStart map[string]int64) (balance, error) {
-	var b balance
-	deadline := time.After(f.timeout)
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	lastReport := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return b, ctx.Err()
-		case <-deadline:
-			return b, fmt.Errorf("not balanced after %v: shards per process %v", f.timeout, b.counts)
-		case <-tick.C:
-		}
-		if err := checkAlive(procs); err != nil {
-			return b, err
-		}
-		leases, err := store.Leases(ctx)
-		b.polls++
-		if err != nil {
-			return b, err
-		}
-		now := time.Since(start)
-		byOwner := map[string]int{}
-		owned := 0
-		b.takes = 0
-		for _, ls := range leases {
-			b.takes += ls.Token
-			if !ls.Expired {
-				byOwner[ls.Owner]++
-				owned++
-			}
-		}
-		b.counts = b.counts[:0]
-		for _, p := range procs {
-			b.counts = append(b.counts, byOwner[p.owner])
-		}
-		if owned == f.shards && b.allOwned == 0 {
-			b.allOwned = now
-			st := commandStats(ctx, rc)
-			b.takesOwned, b.pollsOwned = b.takes, b.polls
-			b.scriptsOwned = st["evalsha"] - statsStart["evalsha"] + st["eval"] - statsStart["eval"]
-		}
-		floor := f.shards / f.procs
-		ceil := (f.shards + f.procs - 1) / f.procs
-		if owned == f.shards && slices.Min(b.counts) >= floor && slices.Max(b.counts) <= ceil {
-			b.balanced = now
-			return b, nil
-		}
-		if time.Since(lastReport) > 10*time.Second {
-			fmt.Fprintf(os.Stderr, "bench scale: t=%v owned %d of %d, per process %v\n", now.Round(time.Second), owned, f.shards, b.counts)
-			lastReport = time.Now()
-		}
-	}
-}
-
-// idleFigures is what the group cost over the idle window.
-type idleFigures struct {
-	window                  time.Duration
-	procCPU                 []time.Duration
-	procRSS                 []uint64
-	kinesaliteCPU, redisCPU time.Duration
-	benchCPU                time.Duration
-	redisTotal              int64            // total_commands_processed, Lua-internal commands included
-	stats                   map[string]int64 // per command, the bench's INFO calls left out
-	calls                   map[string]int64 // Kinesis calls by operation, when counted
-}
-
-func measureIdle(ctx context.Context, rc *redis.Client, emu *testenv.Kinesis, red *testenv.Redis, calls *callCounter, procs []*scaleProc, window time.Duration) (idleFigures, error) {
-	pids := []int{emu.Process().PID(), red.Process().PID()}
-	for _, p := range procs {
-		pids = append(pids, p.cmd.Process.Pid)
-	}
-	cpu := func() ([]time.Duration, error) {
-		out := make([]time.Duration, len(pids))
-		for i, pid := range pids {
-			var err error
-			if out[i], err = procCPU(pid); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
-	cpu0, err := cpu()
-	if err != nil {
-		return idleFigures{}, err
-	}
-	bench0 := cpuTime()
-	total0, err := redisCommands(ctx, rc)
-	if err != nil {
-		return idleFigures{}, err
-	}
-	stats0 := commandStats(ctx, rc)
-	var calls0 map[string]int64
-	if calls != nil {
-		calls0 = calls.snapshot()
-	}
-	start := time.Now()
-	if err := sleepCtx(ctx, window); err != nil {
-		return idleFigures{}, err
-	}
-	var calls1 map[string]int64
-	if calls != nil {
-		calls1 = calls.snapshot()
-	}
-	stats1 := commandStats(ctx, rc)
-	total1, err := redisCommands(ctx, rc)
-	if err != nil {
-		return idleFigures{}, err
-	}
-	elapsed := time.Since(start)
-	cpu1, err := cpu()
-	if err != nil {
-		return idleFigures{}, err
-	}
-	fig := idleFigures{
-		window:        elapsed,
-		kinesaliteCPU: cpu1[0] - cpu0[0],
-		redisCPU:      cpu1[1] - cpu0[1],
-		benchCPU:      cpuTime() - bench0,
-		// The four INFO calls of the measurement count themselves.
-		redisTotal: total1 - total0 - 3,
-		stats:      map[string]int64{},
-		calls:      map[string]int64{},
-	}
-	for name, n := range stats1 {
-		if d := n - stats0[name]; d > 0 && name != "info" {
-			fig.stats[name] = d
-		}
-	}
-	for op, n := range calls1 {
-		fig.calls[op] = n - calls0[op]
-	}
-	for i, p := range procs {
-		fig.procCPU = append(fig.procCPU, cpu1[i+2]-cpu0[i+2])
-		rss, err := procRSS(p.cmd.Process.Pid)
-		if err != nil {
-			return idleFigures{}, err
-		}
-		fig.procRSS = append(fig.procRSS, rss)
-	}
-	return fig, nil
-}
-
-// loadFigures is the keyed load's outcome.
-type loadFigures struct {
-	written, unique, duplicates int
-	perProc                     []int
-	put, delivered              time.Duration
-}
-
-// keyedLoad writes perShard records to every shard (an explicit hash key
-// at each shard's start, a partition key per shard) and waits until the
-// processes' output files hold every one of them.
-func keyedLoad(ctx context.Context, emu *testenv.Kinesis, procs []*scaleProc, f scaleFlags) (loadFigures, error) {
-	c := emu.Client()
-	shards, err := kinesisx.ListAllShards(ctx, c, scaleStream)
-	if err != nil {
-		return loadFigures{}, err
-	}
-	var entries []types.PutRecordsRequestEntry
-	for si, s := range shards {
-		hash, ok := new(big.Int).SetString(aws.ToString(s.HashKeyRange.StartingHashKey), 10)
-		if !ok {
-			return loadFigures{}, fmt.Errorf("shard %s: malformed starting hash key", aws.ToString(s.ShardId))
-		}
-		for j := range f.perShard {
-			entries = append(entries, types.PutRecordsRequestEntry{
-				Data:            fmt.Appendf(nil, "r-%07d", len(entries)),
-				PartitionKey:    aws.String(fmt.Sprintf("key-%d-%d", si, j)),
-				ExplicitHashKey: aws.String(hash.String()),
-			})
-		}
-	}
-	start := time.Now()
-	for len(entries) > 0 {
-		n := min(len(entries), kinesisx.MaxPutRecordsCount)
-		out, err := c.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(scaleStream), Records: entries[:n]})
-		if err != nil {
-			return loadFigures{}, fmt.Errorf("writing the keyed load: %w", err)
-		}
-		if aws.ToInt32(out.FailedRecordCount) > 0 {
-			return loadFigures{}, fmt.Errorf("writing the keyed load: %d records refused", aws.ToInt32(out.FailedRecordCount))
-		}
-		entries = entries[n:]
-	}
-	fig := loadFigures{written: len(shards) * f.perShard, put: time.Since(start)}
-	deadline := time.Now().Add(f.timeout)
-	for {
-		seen := map[string]int{}
-		fig.perProc = fig.perProc[:0]
-		for _, p := range procs {
-			n, err := countLines(p.out, seen)
-			if err != nil {
-				return fig, err
-			}
-			fig.perProc = append(fig.perProc, n)
-		}
-		fig.unique, fig.duplicates = len(seen), 0
-		for _, n := range seen {
-			fig.duplicates += n - 1
-		}
-		if fig.unique >= fig.written || time.Now().After(deadline) {
-			fig.delivered = time.Since(start)
-			return fig, nil
-		}
-		if err := checkAlive(procs); err != nil {
-			return fig, err
-		}
-		if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
-			return fig, err
-		}
-	}
 }
 
 // countLines adds the complete lines of the file at path to seen and
@@ -560,61 +304,6 @@ func countLines(path string, seen map[string]int) (int, error) {
 		n++
 	}
 	return n, sc.Err()
-}
-
-func printScale(f scaleFlags, bal balance, statsStart, statsBalanced map[string]int64, idle idleFigures, procs []*scaleProc, load loadFigures) {
-	settings := "input defaults"
-	if f.idlePoll != "" {
-		settings = "input defaults but idle_poll_interval " + f.idlePoll
-	}
-	fmt.Printf("scale: %d shards, %d input processes (connect-kinesis binary, %s) in one group on one Redis, kinesalite\n", f.shards, f.procs, settings)
-	fmt.Println()
-	fmt.Printf("every shard owned after            %v\n", bal.allOwned.Round(10*time.Millisecond))
-	fmt.Printf("balanced (%d..%d each) after        %v   shards per process %v\n",
-		f.shards/f.procs, (f.shards+f.procs-1)/f.procs, bal.balanced.Round(10*time.Millisecond), bal.counts)
-	owning := bal.scriptsOwned - int64(bal.pollsOwned)
-	fmt.Printf("Redis until every shard was owned   %d script calls for %d takes = %.2f per take (heartbeats, member and lease reads included)\n",
-		owning, bal.takesOwned, float64(owning)/float64(bal.takesOwned))
-	scripts := statsBalanced["evalsha"] - statsStart["evalsha"] + statsBalanced["eval"] - statsStart["eval"] - int64(bal.polls)
-	fmt.Printf("Redis until balanced                %d script calls for %d takes (hand-offs: requests, releases, renewals included)\n",
-		scripts, bal.takes)
-	fmt.Println()
-	perMin := time.Minute.Seconds() / idle.window.Seconds()
-	fmt.Printf("idle, measured over %v after %v settling:\n", idle.window.Round(100*time.Millisecond), f.settle)
-	fmt.Printf("%-14s %10s %10s %8s\n", "process", "CPU cores", "RSS MiB", "shards")
-	for i, p := range procs {
-		fmt.Printf("%-14s %10.3f %10.1f %8d\n", p.name, idle.procCPU[i].Seconds()/idle.window.Seconds(), mib(idle.procRSS[i]), p.shards)
-	}
-	fmt.Printf("%-14s %10.3f\n", "kinesalite", idle.kinesaliteCPU.Seconds()/idle.window.Seconds())
-	fmt.Printf("%-14s %10.3f\n", "redis-server", idle.redisCPU.Seconds()/idle.window.Seconds())
-	if len(idle.calls) > 0 {
-		fmt.Printf("%-14s %10.3f   (the bench itself: the counting proxy)\n", "bench", idle.benchCPU.Seconds()/idle.window.Seconds())
-	}
-	fmt.Println()
-	rt := idle.stats["evalsha"] + idle.stats["eval"]
-	fmt.Printf("Redis, idle: %.0f round trips/min (script calls) = %.1f per shard per minute; %.0f commands/min with those run inside scripts = %.1f per shard per minute\n",
-		float64(rt)*perMin, float64(rt)*perMin/float64(f.shards),
-		float64(idle.redisTotal)*perMin, float64(idle.redisTotal)*perMin/float64(f.shards))
-	var parts []string
-	for _, name := range slices.Sorted(maps.Keys(idle.stats)) {
-		parts = append(parts, fmt.Sprintf("%s %.0f", name, float64(idle.stats[name])*perMin))
-	}
-	fmt.Printf("  per minute by command: %s\n", strings.Join(parts, ", "))
-	if len(idle.calls) > 0 {
-		parts = parts[:0]
-		for _, op := range slices.Sorted(maps.Keys(idle.calls)) {
-			parts = append(parts, fmt.Sprintf("%s %.1f/s", op, float64(idle.calls[op])/idle.window.Seconds()))
-		}
-		get := float64(idle.calls["GetRecords"]) / idle.window.Seconds()
-		fmt.Printf("Kinesis calls, idle: %s (GetRecords %.2f per shard per second)\n", strings.Join(parts, ", "), get/float64(f.shards))
-	}
-	fmt.Println()
-	verdict := "delivered in full"
-	if load.unique != load.written {
-		verdict = "NOT delivered in full"
-	}
-	fmt.Printf("keyed load: %d records (%d per shard, explicit hash keys) written in %v; %d unique read back across the processes %v after the first write (%d duplicates; per process %v): %s\n",
-		load.written, f.perShard, load.put.Round(10*time.Millisecond), load.unique, load.delivered.Round(100*time.Millisecond), load.duplicates, load.perProc, verdict)
 }
 
 // callCounter is a reverse proxy in front of the emulator that counts
