@@ -159,9 +159,14 @@ end
 -- body of renew_all.lua, and of renew_streams.lua once per stream.
 local function renew_leases(lease_key, epoch_key, owner, period, known, args, from, to)
   if not epoch_ok(epoch_key, known) then return nil end
+  -- Each lease is read once, here, and its value kept for the renewal
+  -- below: an idle group's cost is mostly renewals, so a lease costs one
+  -- read and one write per renewal.
   local pruned
+  local values = {}
   for i = from, to, 2 do
-    if redis.call('HEXISTS', lease_key, args[i]) == 0 then
+    values[i] = redis.call('HGET', lease_key, args[i])
+    if not values[i] then
       pruned = pruned or redis.call('HGET', epoch_key, '{{prunedField}}') or ''
       if not string.find(pruned, ' ' .. args[i] .. ' ', 1, true) then return nil end
     end
@@ -171,7 +176,7 @@ local function renew_leases(lease_key, epoch_key, owner, period, known, args, fr
   local out = {exp, now}
   local unsure = false
   for i = from, to, 2 do
-    local o, _, tok = parse_lease(redis.call('HGET', lease_key, args[i]))
+    local o, _, tok = parse_lease(values[i])
     if o == owner and tok == tonumber(args[i + 1]) then
       redis.call('HSET', lease_key, args[i], lease_value(o, exp, tok))
     else
