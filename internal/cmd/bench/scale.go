@@ -40,6 +40,9 @@ type scaleFlags struct {
 	spread, settle, idle     time.Duration
 	multiIdle, loadEvery     time.Duration
 	timeout, stepTimeout     time.Duration
+	// cpuProfile, when set, is the file for a CPU profile of the first
+	// process over the one stream's idle window, from its pprof endpoint.
+	cpuProfile string
 }
 
 const (
@@ -70,6 +73,7 @@ func runScale(ctx context.Context, args []string) error {
 	fs.DurationVar(&f.multiIdle, "multi-idle", 30*time.Second, "idle window of the many streams (0: skip it)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "longest wait for every shard owned and balanced, and for the keyed load's delivery")
 	fs.DurationVar(&f.stepTimeout, "step-timeout", time.Minute, "longest wait, per restart of the rolling restart, for the group to be balanced by count again (lease.balance load evens bytes, not counts, so it may not be)")
+	fs.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of the first process over the one stream's idle window to this file (its http server's pprof endpoint, on a free loopback port)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -150,6 +154,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // key's records can be checked within what one process delivered.
 type scaleProc struct {
 	name, owner string
+	debugPort   int // the http server's port, with pprof; 0: no server
 	conf, log   string
 	dir, bin    string
 	outs        []string // one per start, the current last
@@ -161,7 +166,7 @@ type scaleProc struct {
 // its output file. The instance id is set so the bench can tell the
 // processes' leases apart; it is kept across restarts, as a pod's name is.
 const scaleYAML = `
-http: { enabled: false }
+http: %s
 logger: { level: warn, format: logfmt }
 input:
   kinesis:
@@ -194,7 +199,16 @@ func newScaleProc(dir, bin string, i int, stream, group, endpoint string, red *s
 	if f.balance != "" {
 		balance = ", balance: " + f.balance
 	}
-	yaml := fmt.Sprintf(scaleYAML, stream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, f.idlePoll,
+	httpConf := "{ enabled: false }"
+	if i == 0 && f.cpuProfile != "" && group == scaleGroup {
+		port, err := testenv.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		p.debugPort = port
+		httpConf = fmt.Sprintf("{ enabled: true, address: '127.0.0.1:%d', debug_endpoints: true }", port)
+	}
+	yaml := fmt.Sprintf(scaleYAML, httpConf, stream, testenv.Region, endpoint, testenv.AccessKey, testenv.SecretKey, f.idlePoll,
 		red.url, red.kind, group, p.owner, balance)
 	if err := os.WriteFile(p.conf, []byte(yaml), 0o600); err != nil {
 		return nil, err

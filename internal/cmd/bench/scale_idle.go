@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -141,8 +143,12 @@ func (e *scaleEnv) measureIdle(ctx context.Context, stores map[string]*checkpoin
 	}
 	calls0 := e.kin.Calls()
 	start := time.Now()
+	profiled := e.profileCPU(ctx, window)
 	if err := sleepCtx(ctx, window); err != nil {
 		return nil, err
+	}
+	if err := <-profiled; err != nil {
+		fmt.Fprintf(os.Stderr, "bench scale: CPU profile: %v\n", err)
 	}
 	calls1 := e.kin.Calls()
 	red1, err := e.red.stats(ctx)
@@ -178,4 +184,24 @@ func (e *scaleEnv) measureIdle(ctx context.Context, stores map[string]*checkpoin
 		fig.procRSS = append(fig.procRSS, rss)
 	}
 	return fig, nil
+}
+
+// profileCPU fetches, over window, a CPU profile of the first process
+// when it serves pprof (-cpu-profile), into the flag's file; the channel
+// gives the outcome (at once when there is nothing to profile).
+func (e *scaleEnv) profileCPU(ctx context.Context, window time.Duration) <-chan error {
+	out := make(chan error, 1)
+	if e.f.cpuProfile == "" || len(e.procs) == 0 || e.procs[0].debugPort == 0 {
+		out <- nil
+		return out
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", e.procs[0].debugPort, int(window.Seconds()))
+	go func() {
+		b, err := httpGet(ctx, url)
+		if err == nil {
+			err = os.WriteFile(e.f.cpuProfile, b, 0o600)
+		}
+		out <- err
+	}()
+	return out
 }
