@@ -64,8 +64,8 @@ const (
 
 // csimStats counts what the schedules of one run did.
 type csimStats struct {
-	schedules, steps, deliveries, redeliveries atomic.Int64
-	faults                                     sync.Map // kind -> *atomic.Int64
+	schedules, steps, deliveries, redeliveries, firstFailAt atomic.Int64
+	faults                                                  sync.Map // kind -> *atomic.Int64
 }
 
 func (s *csimStats) fault(kind string) {
@@ -80,8 +80,8 @@ func (s *csimStats) String() string {
 			parts = append(parts, fmt.Sprintf("%s=%d", k, v.(*atomic.Int64).Load()))
 		}
 	}
-	return fmt.Sprintf("schedules=%d steps=%d deliveries=%d marked redeliveries=%d; steps by kind: %s",
-		s.schedules.Load(), s.steps.Load(), s.deliveries.Load(), s.redeliveries.Load(), strings.Join(parts, " "))
+	return fmt.Sprintf("schedules=%d steps=%d deliveries=%d marked redeliveries=%d; steps by kind: %s; first failure at schedule %d",
+		s.schedules.Load(), s.steps.Load(), s.deliveries.Load(), s.redeliveries.Load(), strings.Join(parts, " "), s.firstFailAt.Load())
 }
 
 // csimKinds are the schedule's step kinds; rapid favours (and shrinks
@@ -140,8 +140,9 @@ type csim struct {
 	mu sync.Mutex
 	// marks is the redelivery mark per shard (the MarkingStore's).
 	marks map[string]consumer.Position
-	// delivered counts each record's deliveries, by "<shard>/<i>".
-	delivered map[string]int
+	// delivered counts each record's deliveries, by "<shard>/<i>"; acked
+	// its acks.
+	delivered, acked map[string]int
 	// shards are the stream's shards in order of creation; open the ones
 	// that take writes.
 	shards []string
@@ -277,11 +278,13 @@ func (i *csimInst) pipeline(ctx context.Context) {
 		i.sim.onDelivery(i, b)
 		switch csimOut(i.out.Load()) {
 		case outAck:
+			i.sim.onAck(b)
 			b.Ack(nil)
 		case outSlow:
 			go func() {
 				select {
 				case <-time.After(time.Duration(i.slow.Load())):
+					i.sim.onAck(b)
 					b.Ack(nil)
 				case <-ctx.Done():
 				}
@@ -299,6 +302,16 @@ func csimRecord(r consumer.Record) (shard string, n int) {
 	shard, num, _ := strings.Cut(string(r.Data), "/")
 	n, _ = strconv.Atoi(num)
 	return shard, n
+}
+
+// onAck notes a batch's records processed, right before its ack.
+func (s *csim) onAck(b *consumer.Batch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range b.Records {
+		shard, n := csimRecord(r)
+		s.acked[fmt.Sprintf("%s/%d", shard, n)]++
+	}
 }
 
 // onDelivery checks a batch as the pipeline receives it.
@@ -330,8 +343,8 @@ func (s *csim) onDelivery(in *csimInst, b *consumer.Batch) {
 	s.api.Mu.Unlock()
 	for _, p := range parents {
 		for j := 1; j <= recs[p]; j++ {
-			if s.delivered[fmt.Sprintf("%s/%d", p, j)] == 0 {
-				s.failLocked("order: %s delivered %s before record %d of its parent %s", in.id, b.Shard, j, p)
+			if s.acked[fmt.Sprintf("%s/%d", p, j)] == 0 {
+				s.failLocked("order: %s delivered %s before record %d of its parent %s was processed", in.id, b.Shard, j, p)
 			}
 		}
 	}
@@ -417,8 +430,8 @@ func (s *csimStore) Commit(ctx context.Context, l consumer.Lease, p consumer.Pos
 		n, _ := strconv.Atoi(p.Sequence)
 		sim.mu.Lock()
 		for j := 1; j <= n%1000000; j++ {
-			if sim.delivered[fmt.Sprintf("%s/%d", l.Shard, j)] == 0 {
-				sim.failLocked("skip: %s committed %s at %s, past record %d that no one delivered", l.Owner, l.Shard, p.Sequence, j)
+			if sim.acked[fmt.Sprintf("%s/%d", l.Shard, j)] == 0 {
+				sim.failLocked("skip: %s committed %s at %s, past record %d that no output processed", l.Owner, l.Shard, p.Sequence, j)
 				break
 			}
 		}
@@ -441,8 +454,8 @@ func (s *csimStore) CloseShard(ctx context.Context, l consumer.Lease) error {
 		sim.api.Mu.Unlock()
 		sim.mu.Lock()
 		for j := 1; j <= n; j++ {
-			if sim.delivered[fmt.Sprintf("%s/%d", l.Shard, j)] == 0 {
-				sim.failLocked("skip: %s closed %s past record %d that no one delivered", l.Owner, l.Shard, j)
+			if sim.acked[fmt.Sprintf("%s/%d", l.Shard, j)] == 0 {
+				sim.failLocked("skip: %s closed %s past record %d that no output processed", l.Owner, l.Shard, j)
 				break
 			}
 		}
@@ -833,7 +846,7 @@ func (s *csim) run(ctx context.Context, steps []csimStep) string {
 		}
 	}
 	if missing != "" && s.failed == "" {
-		s.fail("delivery: %s never delivered with every fault lifted (after 300s)", missing)
+		s.fail("delivery: %s never processed with every fault lifted (after 300s)", missing)
 	}
 	for _, in := range s.inst {
 		if in != nil && (in.state == "running" || in.state == "paused") {
@@ -891,13 +904,13 @@ func bubbleGoroutines() string {
 	return strings.Join(left, "\n\n")
 }
 
-// undelivered names the first record of total that no one delivered.
+// undelivered names the first record of total that no output processed.
 func (s *csim) undelivered(total map[string]int) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range s.shards {
 		for j := 1; j <= total[id]; j++ {
-			if s.delivered[fmt.Sprintf("%s/%d", id, j)] == 0 {
+			if s.acked[fmt.Sprintf("%s/%d", id, j)] == 0 {
 				return fmt.Sprintf("%s/%d", id, j)
 			}
 		}
@@ -922,11 +935,12 @@ func runConsumerSimulation(t *testing.T, stats *csimStats, checks, steps int, se
 		var log []string
 		synctest.Test(t, func(st *testing.T) {
 			s := &csim{stats: stats, api: consumertest.NewKinesis(), store: consumertest.NewStore(csimPeriod),
-				marks: map[string]consumer.Position{}, delivered: map[string]int{}, open: map[string]bool{}, keys: keys, t0: time.Now()}
+				marks: map[string]consumer.Position{}, delivered: map[string]int{}, acked: map[string]int{}, open: map[string]bool{}, keys: keys, t0: time.Now()}
 			failed = s.run(st.Context(), sched)
 			log = s.log
 		})
 		if failed != "" {
+			stats.firstFailAt.CompareAndSwap(0, stats.schedules.Load())
 			lines := make([]string, len(sched))
 			for i, st := range sched {
 				lines[i] = st.String()
