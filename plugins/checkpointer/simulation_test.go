@@ -1624,7 +1624,7 @@ func TestSimulateStore(t *testing.T) {
 	defer func() {
 		el := time.Since(start)
 		if t.Failed() {
-			t.Logf("replay: make simulate SEED=%d SCHEDULES=%d STEPS=%d", seed+uint64(batches), checks, steps)
+			t.Logf("replay: make simulate LAYER=store SEED=%d SCHEDULES=%d STEPS=%d", seed+uint64(batches), checks, steps)
 		}
 		t.Logf("store simulation: seed=%d batches=%d %s; %.1f schedules/s (%v)", seed, batches, stats, float64(stats.schedules.Load())/el.Seconds(), el.Round(time.Millisecond))
 	}()

@@ -127,6 +127,10 @@ const (
 	outSlow
 	outNack
 	outStuck
+	// outNames fails every other record of a batch by name
+	// (Batch.AckRecords) and processes the rest.
+	outNames
+	csimOutputs
 )
 
 // csim is one schedule's world.
@@ -291,6 +295,15 @@ func (i *csimInst) pipeline(ctx context.Context) {
 			}()
 		case outNack:
 			b.Ack(errors.New("the output refused the batch"))
+		case outNames:
+			errs := make([]error, len(b.Records))
+			for k := range errs {
+				if k%2 == 1 {
+					errs[k] = fmt.Errorf("record %d refused by the output", k)
+				}
+			}
+			i.sim.onAckRecords(b, errs)
+			b.AckRecords(errs)
 		case outStuck:
 			// Never answered: the batch is in flight until the
 			// instance stops.
@@ -311,6 +324,19 @@ func (s *csim) onAck(b *consumer.Batch) {
 	for _, r := range b.Records {
 		shard, n := csimRecord(r)
 		s.acked[fmt.Sprintf("%s/%d", shard, n)]++
+	}
+}
+
+// onAckRecords notes the records of a batch that errs names no failure
+// for processed.
+func (s *csim) onAckRecords(b *consumer.Batch, errs []error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, r := range b.Records {
+		if errs[k] == nil {
+			shard, n := csimRecord(r)
+			s.acked[fmt.Sprintf("%s/%d", shard, n)]++
+		}
 	}
 }
 
@@ -675,8 +701,8 @@ func (s *csim) step(ctx context.Context, st csimStep) {
 		}
 	case "output":
 		if running {
-			in.out.Store(int32(st.N % 4))
-			if csimOut(st.N%4) == outStuck {
+			in.out.Store(int32(st.N % int(csimOutputs)))
+			if csimOut(st.N%int(csimOutputs)) == outStuck {
 				in.stuck.Store(true)
 			}
 			in.slow.Store(int64(st.D))
@@ -978,7 +1004,7 @@ func TestSimulateConsumer(t *testing.T) {
 	defer func() {
 		el := time.Since(start)
 		if t.Failed() {
-			t.Logf("replay: make simulate-consumer SEED=%d SCHEDULES=%d STEPS=%d", seed+uint64(batches), checks, steps)
+			t.Logf("replay: make simulate LAYER=consumer SEED=%d SCHEDULES=%d STEPS=%d", seed+uint64(batches), checks, steps)
 		}
 		t.Logf("consumer simulation: seed=%d batches=%d %s; %.1f schedules/s (%v)", seed, batches, stats, float64(stats.schedules.Load())/el.Seconds(), el.Round(time.Millisecond))
 	}()
