@@ -187,13 +187,24 @@ simulate:
 	  $(if $(SCHEDULES),-sim.schedules=$(SCHEDULES),-sim.duration=$(or $(DURATION),10m)) | grep -v '\[rapid\] draw')
 
 # The CI slice, without the race detector (`make unit` runs a few dozen
-# schedules of each layer under it), from a fixed seed so that CI is
+# schedules of each layer under it), from fixed seeds so that CI is
 # reproducible (make simulate explores from the clock): 10,000 store
-# schedules and 1,000 consumer schedules; each layer prints schedules per
-# second.
+# schedules, split over SIM_PROCS processes (the machine's cores) with
+# seeds SEED, SEED+1, ..., and 1,000 consumer schedules beside them. Each
+# process prints its schedules per second, and on a failure the command
+# that replays it alone.
+SIM_PROCS ?= $(shell nproc 2>/dev/null || echo 2)
 simulate-ci:
-	set -o pipefail; $(GO) test -timeout 10m $(SIM_RUN) -sim.schedules=$(or $(SCHEDULES),10000) -sim.seed=$(or $(SEED),1) | grep -v '\[rapid\] draw'
-	set -o pipefail; $(GO) test -timeout 10m $(CSIM_RUN) -sim.schedules=$(or $(CSCHEDULES),1000) -sim.seed=$(or $(SEED),1) | grep -v '\[rapid\] draw'
+	@set -o pipefail; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	$(GO) test -c -o "$$dir/store.test" $(SIM_PKG) && $(GO) test -c -o "$$dir/consumer.test" $(CSIM_PKG) || exit 1; \
+	procs=$(SIM_PROCS); total=$(or $(SCHEDULES),10000); seed=$(or $(SEED),1); \
+	for i in $$(seq 0 $$((procs - 1))); do \
+	  n=$$(( total / procs + (i < total % procs ? 1 : 0) )); \
+	  (cd $(SIM_PKG) && "$$dir/store.test" -test.run '^TestSimulateStore$$' -test.v -test.count=1 -test.timeout 10m -rapid.nofailfile -sim.schedules=$$n -sim.seed=$$((seed + i)) 2>&1 | grep -v '\[rapid\] draw' > "$$dir/store.$$i.out"; echo $$? > "$$dir/store.$$i.rc") & \
+	done; \
+	(cd $(CSIM_PKG) && "$$dir/consumer.test" -test.run '^TestSimulateConsumer$$' -test.v -test.count=1 -test.timeout 10m -rapid.nofailfile -sim.schedules=$(or $(CSCHEDULES),1000) -sim.seed=$$seed 2>&1 | grep -v '\[rapid\] draw' > "$$dir/consumer.out"; echo $$? > "$$dir/consumer.rc") & \
+	wait; status=0; \
+	for f in "$$dir"/store.*.out "$$dir"/consumer.out; do cat "$$f"; [ "$$(cat "$${f%.out}.rc")" = 0 ] || status=1; done; exit $$status
 
 # Each guard of SIM_MUTANTS switched off in turn (the `mutant` build tag:
 # plugins/checkpointer/mutant.go, and mutant.go of internal/consumer's
