@@ -196,6 +196,20 @@ type csimInst struct {
 	pipeDone chan struct{}
 }
 
+// getState and setState read and write state under the simulation's lock:
+// a pause's wake-up writes it from a timer's goroutine.
+func (i *csimInst) getState() string {
+	i.sim.mu.Lock()
+	defer i.sim.mu.Unlock()
+	return i.state
+}
+
+func (i *csimInst) setState(st string) {
+	i.sim.mu.Lock()
+	defer i.sim.mu.Unlock()
+	i.state = st
+}
+
 var errKilled = errors.New("the instance was killed")
 
 // gate holds a call while the instance is paused and fails it once the
@@ -644,7 +658,7 @@ func (s *csim) stopInst(in *csimInst, within time.Duration) error {
 	err := in.c.Close(ctx)
 	in.pipeStop()
 	<-in.pipeDone
-	in.state = "stopped"
+	in.setState("stopped")
 	return err
 }
 
@@ -658,7 +672,7 @@ func (s *csim) killInst(in *csimInst) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = in.c.Close(ctx)
-	in.state = "dead"
+	in.setState("dead")
 }
 
 func (s *csim) wakeInst(in *csimInst) {
@@ -682,7 +696,7 @@ func (s *csim) step(ctx context.Context, st csimStep) {
 	s.stats.steps.Add(1)
 	s.stats.fault(st.Kind)
 	in := s.inst[st.Inst]
-	running := in != nil && (in.state == "running" || in.state == "paused")
+	running := in != nil && (in.getState() == "running" || in.getState() == "paused")
 	open := s.openShards()
 	shard := ""
 	if len(open) > 0 {
@@ -733,7 +747,7 @@ func (s *csim) step(ctx context.Context, st csimStep) {
 			s.killInst(in)
 		}
 	case "pause":
-		if in != nil && in.state == "running" {
+		if in != nil && in.getState() == "running" {
 			s.mu.Lock()
 			in.wake = make(chan struct{})
 			in.state = "paused"
@@ -743,7 +757,7 @@ func (s *csim) step(ctx context.Context, st csimStep) {
 			time.AfterFunc(d, func() { s.wakeInst(in) })
 		}
 	case "stop":
-		if in != nil && in.state == "running" {
+		if in != nil && in.getState() == "running" {
 			stuck := in.stuck.Load()
 			err := s.stopInst(in, 3*csimPeriod)
 			if err == nil && !stuck {
@@ -812,7 +826,7 @@ func (s *csim) run(ctx context.Context, steps []csimStep) string {
 	// ends and the failure is reported (and shrunk).
 	defer func() {
 		for _, in := range s.inst {
-			if in != nil && in.c != nil && (in.state == "running" || in.state == "paused") {
+			if in != nil && in.c != nil && (in.getState() == "running" || in.getState() == "paused") {
 				s.killInst(in)
 			}
 		}
@@ -841,7 +855,7 @@ func (s *csim) run(ctx context.Context, steps []csimStep) string {
 	s.api.Mu.Unlock()
 	anyRunning := false
 	for _, in := range s.inst {
-		if in == nil || in.state == "dead" || in.state == "stopped" {
+		if in == nil || in.getState() == "dead" || in.getState() == "stopped" {
 			continue
 		}
 		s.wakeInst(in)
@@ -853,7 +867,7 @@ func (s *csim) run(ctx context.Context, steps []csimStep) string {
 	// Stuck batches stay stuck until their instance stops: a reader waits
 	// for them, so a stuck instance is stopped and started again.
 	for k, in := range s.inst {
-		if in == nil || in.state != "running" {
+		if in == nil || in.getState() != "running" {
 			continue
 		}
 		if in.stuck.Load() {
@@ -875,7 +889,7 @@ func (s *csim) run(ctx context.Context, steps []csimStep) string {
 		s.fail("delivery: %s never processed with every fault lifted (after 300s)", missing)
 	}
 	for _, in := range s.inst {
-		if in != nil && (in.state == "running" || in.state == "paused") {
+		if in != nil && (in.getState() == "running" || in.getState() == "paused") {
 			if err := s.stopInst(in, 3*csimPeriod); err == nil {
 				s.checkReleased(in)
 			}
