@@ -989,6 +989,12 @@ func (m *simModel) reseedActor(_ *rapid.T, a *simActor) {
 		for _, l := range seed.Leases {
 			m.reseededUnderLostRecord[l.Shard] = true
 		}
+		// As the coordinator does (coordinator/reseed.go): the closes an
+		// instance whose record lost knew came from the emptied store, and
+		// those the kept record's holders did not settle are in the store
+		// now. A seed that kept them would write back, after a later wipe,
+		// a newcomer's close over a shard a holder won back from it.
+		clear(a.closed)
 	}
 }
 
