@@ -33,7 +33,14 @@ import (
 // that is slow, nacks, or is stuck. rapid draws the whole schedule first
 // (so a failure shrinks to its shortest schedule) and the schedule then
 // runs in a synctest bubble, where time moves only when every goroutine
-// waits, so a seed replays the same story.
+// waits, so a seed replays the same schedule at the same virtual times.
+// It does not replay the same interleaving: goroutines runnable at one
+// virtual instant run in the Go scheduler's order, a select picks at random
+// among its ready cases, and map iteration order is random, so two runs of
+// one seed can differ in what happens within an instant (which reader's
+// fetch comes first, how many records a batch carries, how many are
+// redelivered): the shrunk schedule is the same, the counts may not be, and
+// a failure found may need a few replays of its seed to recur.
 //
 // Checked at every delivery: fencing (the deliverer holds the shard's live
 // lease), per-key order (every earlier record of the key, and every record
