@@ -161,39 +161,66 @@ suite-norace: deps-redis deps-emulators
 
 test: deps vet fmt-check docs-check lint-examples alerts-check suite-norace simulate-ci unit
 
-# The deterministic simulation of the store protocol (docs/reliability.md,
-# "The simulation"): plugins/checkpointer's Store and its Lua scripts on an
-# in-process Redis with a simulated clock, several instances, faults at
-# every step. make simulate [SEED=n] [DURATION=d | SCHEDULES=n] [STEPS=n]
-# runs batches of schedules for DURATION (default 10m), each batch with its
-# own seed; a failure prints the shortest schedule found and the command
-# that replays it (on the same build). Known defects (simKnownDefects) fail
+# The deterministic simulation (docs/reliability.md, "The simulation"), at
+# two layers. The store protocol: plugins/checkpointer's Store and its Lua
+# scripts on an in-process Redis with a simulated clock, several instances,
+# faults at every step. The consumer: several real Consumers (coordinator,
+# readers, sources, byte budget) on the in-memory Kinesis and store, in
+# testing/synctest's virtual time, under composed fault schedules.
+# make simulate [LAYER=store|consumer] [SEED=n] [DURATION=d | SCHEDULES=n]
+# [STEPS=n] runs batches of schedules of each layer (both unless LAYER) for
+# DURATION (default 10m each), each batch with its own seed; a failure
+# prints the shortest schedule found and the command that replays it (on
+# the same build). Known defects of the store layer (simKnownDefects) fail
 # here too; FIND='<kind>' fails on that known defect only, to find and
 # shrink it.
 SIM_PKG     := ./plugins/checkpointer/
 SIM_RUN     := -count=1 -run '^TestSimulateStore$$' -v $(SIM_PKG) -args -rapid.nofailfile
-SIM_MUTANTS := commit-fencing commit-forwards reseed-tie reseed-claim reseed-tie-claim reseed-lost-record-skip mark-fencing close-fencing gate-parents
+CSIM_PKG    := ./internal/consumer/coordinator/
+CSIM_RUN    := -count=1 -run '^TestSimulateConsumer$$' -v $(CSIM_PKG) -args -rapid.nofailfile
+SIM_MUTANTS := commit-fencing commit-forwards reseed-tie reseed-claim reseed-tie-claim reseed-lost-record-skip mark-fencing close-fencing gate-parents tracker-contiguity budget-close
 .PHONY: simulate simulate-ci simulate-mutants
 simulate:
-	$(GO) test -timeout 0 $(SIM_RUN) $(if $(FIND),-sim.find='$(FIND)',-sim.strict) $(if $(SEED),-sim.seed=$(SEED)) $(if $(STEPS),-sim.steps=$(STEPS)) \
-	  $(if $(SCHEDULES),-sim.schedules=$(SCHEDULES),-sim.duration=$(or $(DURATION),10m))
+	$(if $(filter consumer,$(LAYER)),,$(GO) test -timeout 0 $(SIM_RUN) $(if $(FIND),-sim.find='$(FIND)',-sim.strict) $(if $(SEED),-sim.seed=$(SEED)) $(if $(STEPS),-sim.steps=$(STEPS)) \
+	  $(if $(SCHEDULES),-sim.schedules=$(SCHEDULES),-sim.duration=$(or $(DURATION),10m)))
+	$(if $(filter store,$(LAYER)),,set -o pipefail; $(GO) test -timeout 0 $(CSIM_RUN) $(if $(SEED),-sim.seed=$(SEED)) $(if $(STEPS),-sim.steps=$(STEPS)) \
+	  $(if $(SCHEDULES),-sim.schedules=$(SCHEDULES),-sim.duration=$(or $(DURATION),10m)) | grep -v '\[rapid\] draw')
 
-# The CI slice, without the race detector (`make unit` runs 40 schedules
-# under it), from a fixed seed so that CI is reproducible (make simulate
-# explores from the clock): it prints schedules per second.
+# The CI slice, without the race detector (`make unit` runs a few dozen
+# schedules of each layer under it), from fixed seeds so that CI is
+# reproducible (make simulate explores from the clock): 10,000 store
+# schedules, split over SIM_PROCS processes (the machine's cores) with
+# seeds SEED, SEED+1, ..., and 1,000 consumer schedules beside them. Each
+# process prints its schedules per second, and on a failure the command
+# that replays it alone.
+SIM_PROCS ?= $(shell nproc 2>/dev/null || echo 2)
 simulate-ci:
-	set -o pipefail; $(GO) test -timeout 10m $(SIM_RUN) -sim.schedules=$(or $(SCHEDULES),1000) -sim.seed=$(or $(SEED),1) | grep -v '\[rapid\] draw'
+	@set -o pipefail; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	$(GO) test -c -o "$$dir/store.test" $(SIM_PKG) && $(GO) test -c -o "$$dir/consumer.test" $(CSIM_PKG) || exit 1; \
+	procs=$(SIM_PROCS); total=$(or $(SCHEDULES),10000); seed=$(or $(SEED),1); \
+	for i in $$(seq 0 $$((procs - 1))); do \
+	  n=$$(( total / procs + (i < total % procs ? 1 : 0) )); \
+	  (cd $(SIM_PKG) && "$$dir/store.test" -test.run '^TestSimulateStore$$' -test.v -test.count=1 -test.timeout 25m -rapid.nofailfile -sim.schedules=$$n -sim.seed=$$((seed + i)) 2>&1 | grep -v '\[rapid\] draw' > "$$dir/store.$$i.out"; echo $$? > "$$dir/store.$$i.rc") & \
+	done; \
+	(cd $(CSIM_PKG) && "$$dir/consumer.test" -test.run '^TestSimulateConsumer$$' -test.v -test.count=1 -test.timeout 25m -rapid.nofailfile -sim.schedules=$(or $(CSCHEDULES),1000) -sim.seed=$$seed 2>&1 | grep -v '\[rapid\] draw' > "$$dir/consumer.out"; echo $$? > "$$dir/consumer.rc") & \
+	wait; status=0; \
+	for f in "$$dir"/store.*.out "$$dir"/consumer.out; do cat "$$f"; [ "$$(cat "$${f%.out}.rc")" = 0 ] || status=1; done; exit $$status
 
-# Each guard of SIM_MUTANTS switched off in turn (the `mutant` build tag,
-# plugins/checkpointer/mutant.go, coordinator/mutant.go): the simulation
-# must catch every one. Known defects are tolerated here, so that only the
-# mutant fails a run.
+# Each guard of SIM_MUTANTS switched off in turn (the `mutant` build tag:
+# plugins/checkpointer/mutant.go, and mutant.go of internal/consumer's
+# coordinator, reader and budget): the simulation must catch every one,
+# the store layer first, else the consumer layer. Known defects are
+# tolerated here, so that only the mutant fails a run.
 simulate-mutants:
-	@printf '%-16s %-7s %s\n' guard caught 'schedules to find it'; status=0; \
+	@printf '%-20s %-7s %-9s %s\n' guard caught layer 'schedules to find it'; status=0; \
 	for m in $(SIM_MUTANTS); do \
-	  out=$$(CONNECT_KINESIS_MUTANT=$$m $(GO) test -tags mutant -timeout 30m $(SIM_RUN) -sim.schedules=$(or $(SCHEDULES),2000) $(if $(SEED),-sim.seed=$(SEED)) 2>&1); \
+	  layer=store; out=$$(CONNECT_KINESIS_MUTANT=$$m $(GO) test -tags mutant -timeout 30m $(SIM_RUN) -sim.schedules=$(or $(SCHEDULES),2000) $(if $(SEED),-sim.seed=$(SEED)) 2>&1); \
 	  n=$$(printf '%s\n' "$$out" | sed -n 's/.*first failure at schedule \([1-9][0-9]*\).*/\1/p' | head -1); \
-	  if [ -n "$$n" ]; then printf '%-16s %-7s %s\n' $$m yes $$n; else printf '%-16s %-7s %s\n' $$m no -; status=1; fi; \
+	  if [ -z "$$n" ]; then \
+	    layer=consumer; out=$$(CONNECT_KINESIS_MUTANT=$$m $(GO) test -tags mutant -timeout 30m $(CSIM_RUN) -sim.schedules=$(or $(SCHEDULES),2000) $(if $(SEED),-sim.seed=$(SEED)) 2>&1); \
+	    n=$$(printf '%s\n' "$$out" | sed -n 's/.*first failure at schedule \([1-9][0-9]*\).*/\1/p' | head -1); \
+	  fi; \
+	  if [ -n "$$n" ]; then printf '%-20s %-7s %-9s %s\n' $$m yes $$layer $$n; else printf '%-20s %-7s %-9s %s\n' $$m no - -; status=1; fi; \
 	done; exit $$status
 
 demo: deps-redis deps-emulators build

@@ -208,3 +208,60 @@ func TestIntegrationPausedHolderFindsTheNewcomersLeaseUnsureAfterAnotherReseeded
 	_, err = holder.Renew(ctx, held.Lease)
 	assert.NoError(t, err)
 }
+
+// The simulation's seed 1, schedule 3847, replayed with the seeds the
+// coordinator builds: a holder wins back a shard the newcomer closed, a
+// second wipe erases the group record's `reopened` list, and both re-seed
+// again. The newcomer's record lost at its first re-seed, so it forgot the
+// close it made (coordinator/reseed.go), and the holder's position stands.
+//
+// Guards the reading that the store writes a close back over a won-back
+// shard after a second wipe: only a seed that kept a close learned under
+// the lost record could, and the coordinator's does not.
+func TestIntegrationSecondWipeKeepsAShardWonBackFromTheNewcomersClose(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 2, 30*time.Second)
+	holder, newcomer := stores[0], stores[1]
+	ctx := t.Context()
+	_, err := holder.Join(ctx)
+	require.NoError(t, err)
+	held, err := holder.Acquire(ctx, "parent", "holder")
+	require.NoError(t, err)
+	require.NoError(t, holder.Commit(ctx, held.Lease, consumer.Position{Sequence: "100"}))
+
+	c := red.Client()
+	defer c.Close()
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err = newcomer.Join(ctx)
+	require.NoError(t, err)
+	took, err := newcomer.Acquire(ctx, "parent", "newcomer")
+	require.NoError(t, err)
+	require.NoError(t, newcomer.CloseShard(ctx, took.Lease))
+
+	seed := consumer.Seed{Owner: "holder", Checkpoints: map[string]consumer.Position{"parent": {Sequence: "100"}}, Leases: []consumer.Lease{held.Lease}}
+	res, err := holder.Reseed(ctx, seed)
+	require.NoError(t, err)
+	require.Equal(t, []string{"parent"}, renewedShards(res), "the holder wins the shard back")
+	lost, err := newcomer.Reseed(ctx, consumer.Seed{Owner: "newcomer", Checkpoints: map[string]consumer.Position{}, Closed: []string{"parent"}})
+	require.NoError(t, err)
+	require.True(t, lost.RecordLost, "the newcomer's record loses to the holder's older one")
+
+	require.NoError(t, c.FlushAll(ctx).Err())
+	res, err = holder.Reseed(ctx, seed)
+	require.NoError(t, err)
+	require.Equal(t, []string{"parent"}, renewedShards(res))
+	// The newcomer's seed after its record lost: the closes it knew are
+	// forgotten, the store's closed set (without the parent) is what it
+	// learned since.
+	_, err = newcomer.Reseed(ctx, consumer.Seed{Owner: "newcomer", Checkpoints: map[string]consumer.Position{}})
+	require.NoError(t, err)
+
+	cps, err := holder.Checkpoints(ctx)
+	require.NoError(t, err)
+	closed, err := holder.ClosedShards(ctx)
+	require.NoError(t, err)
+	t.Logf("after the second wipe: checkpoint %v, closed %v", cps["parent"], closed)
+	assert.Equal(t, consumer.Position{Sequence: "100"}, cps["parent"], "the holder's position stands: the records after it are read")
+	assert.False(t, closed["parent"])
+	require.NoError(t, holder.Commit(ctx, held.Lease, consumer.Position{Sequence: "160"}), "the holder reads on")
+}

@@ -173,7 +173,7 @@ func (s *Shard) Close() {
 	s.closed = true
 	s.ended.Store(true)
 	s.calling.Store(0)
-	s.giveBackHeld(s.outstanding-s.inPipeline, true)
+	s.giveBackHeld(closeGivesBack(s.outstanding-s.inPipeline), true)
 }
 
 // giveBackHeld gives back n of what the shard holds, under mu; closing

@@ -76,7 +76,7 @@ func (t *tracker) ack(id uint64) {
 		}
 	}
 	n := 0
-	for n < len(t.queue) && t.queue[n].acked {
+	for n < len(t.queue) && foldable(t.queue, n) {
 		t.done, t.hasDone = t.queue[n].last, true
 		n++
 	}

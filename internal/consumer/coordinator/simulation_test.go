@@ -1,0 +1,1047 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/smithy-go"
+	"pgregory.net/rapid"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+)
+
+// The deterministic simulation of the consumer: several instances of the
+// real Consumer (coordinators, readers, sources, the byte budget) read one
+// stream of the in-memory Kinesis and share the in-memory store, in the
+// virtual time of testing/synctest, under a random schedule of composed
+// faults: an instance killed, paused past its lease, stopped softly and
+// started again; GetRecords throttled, denied, answering an expired
+// iterator or ResourceNotFound for a while; splits and merges; an output
+// that is slow, nacks, or is stuck. rapid draws the whole schedule first
+// (so a failure shrinks to its shortest schedule) and the schedule then
+// runs in a synctest bubble, where time moves only when every goroutine
+// waits, so a seed replays the same schedule at the same virtual times.
+// It does not replay the same interleaving: goroutines runnable at one
+// virtual instant run in the Go scheduler's order, a select picks at random
+// among its ready cases, and map iteration order is random, so two runs of
+// one seed can differ in what happens within an instant (which reader's
+// fetch comes first, how many records a batch carries, how many are
+// redelivered): the shrunk schedule is the same, the counts may not be, and
+// a failure found may need a few replays of its seed to recur.
+//
+// Checked at every delivery: fencing (the deliverer holds the shard's live
+// lease), per-key order (every earlier record of the key, and every record
+// of a parent shard, was delivered before) and marks (a record delivered
+// before is marked as a redelivery). At every commit: the checkpoint never
+// moves back and never passes a record no one delivered. After every step:
+// the budget never holds more than its bound, and never holds room once no
+// reader holds anything. At the end, with the faults lifted: every record
+// delivered; after every instance stopped, no lease live past its bound,
+// the budget drained and no goroutine left.
+
+var (
+	csimSchedules = flag.Int("sim.schedules", 0, "consumer simulation: schedules per run (0: the test's default)")
+	csimSteps     = flag.Int("sim.steps", 0, "consumer simulation: most steps per schedule (0: the test's default)")
+	csimDuration  = flag.Duration("sim.duration", 0, "consumer simulation: run batches of schedules for this long (make simulate)")
+	csimSeed      = flag.Uint64("sim.seed", 0, "consumer simulation: the seed of the first batch (0: from the clock)")
+)
+
+const (
+	csimInstances = 3
+	csimPeriod    = 600 * time.Millisecond
+	// csimBudget is max_buffered_bytes: twice the room a shard asks for
+	// before it knows its records' size (Kinesis' largest record while
+	// reading), so that the third shard waits for room. The fake's records
+	// all cost the same, so the bound is exact.
+	csimBudget = 3 << 20
+)
+
+// csimStats counts what the schedules of one run did.
+type csimStats struct {
+	schedules, steps, deliveries, redeliveries, firstFailAt atomic.Int64
+	faults                                                  sync.Map // kind -> *atomic.Int64
+}
+
+func (s *csimStats) fault(kind string) {
+	v, _ := s.faults.LoadOrStore(kind, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+}
+
+func (s *csimStats) String() string {
+	var parts []string
+	for _, k := range csimKinds {
+		if v, ok := s.faults.Load(k); ok {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, v.(*atomic.Int64).Load()))
+		}
+	}
+	return fmt.Sprintf("schedules=%d steps=%d deliveries=%d marked redeliveries=%d; steps by kind: %s; first failure at schedule %d",
+		s.schedules.Load(), s.steps.Load(), s.deliveries.Load(), s.redeliveries.Load(), strings.Join(parts, " "), s.firstFailAt.Load())
+}
+
+// csimKinds are the schedule's step kinds; rapid favours (and shrinks
+// towards) the first.
+var csimKinds = []string{
+	"advance", "produce", "output", "throttle", "expire", "kill", "pause", "stop", "start",
+	"reshard", "denied", "notfound",
+}
+
+// csimStep is one step of a schedule, drawn before it runs.
+type csimStep struct {
+	Kind  string
+	Inst  int
+	Shard int
+	N     int
+	D     time.Duration
+}
+
+func (s csimStep) String() string {
+	return fmt.Sprintf("%s inst=%d shard=%d n=%d d=%v", s.Kind, s.Inst, s.Shard, s.N, s.D)
+}
+
+func drawSchedule(t *rapid.T, most int) []csimStep {
+	n := rapid.IntRange(1, most).Draw(t, "steps")
+	steps := make([]csimStep, n)
+	for i := range steps {
+		steps[i] = csimStep{
+			Kind:  rapid.SampledFrom(csimKinds).Draw(t, "kind"),
+			Inst:  rapid.IntRange(0, csimInstances-1).Draw(t, "instance"),
+			Shard: rapid.IntRange(0, 7).Draw(t, "shard"),
+			N:     rapid.IntRange(1, 12).Draw(t, "n"),
+			D:     time.Duration(rapid.IntRange(1, 30).Draw(t, "tenths of a period")) * csimPeriod / 10,
+		}
+	}
+	return steps
+}
+
+// csimOut is how an instance's output answers.
+type csimOut int
+
+const (
+	outAck csimOut = iota
+	outSlow
+	outNack
+	outStuck
+	// outNames fails every other record of a batch by name
+	// (Batch.AckRecords) and processes the rest.
+	outNames
+	csimOutputs
+)
+
+// csim is one schedule's world.
+type csim struct {
+	stats *csimStats
+	api   *consumertest.Kinesis
+	store *consumertest.Store
+	inst  [csimInstances]*csimInst
+	gen   int
+
+	mu sync.Mutex
+	// marks is the redelivery mark per shard (the MarkingStore's).
+	marks map[string]consumer.Position
+	// delivered counts each record's deliveries, by "<shard>/<i>"; acked
+	// its acks.
+	delivered, acked map[string]int
+	// shards are the stream's shards in order of creation; open the ones
+	// that take writes.
+	shards []string
+	open   map[string]bool
+	keys   int
+	failed string
+	log    []string
+	// t0 is when the schedule began, in the bubble's time.
+	t0 time.Time
+}
+
+func (s *csim) fail(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failLocked(format, args...)
+}
+
+func (s *csim) failLocked(format string, args ...any) {
+	if s.failed == "" {
+		s.failed = fmt.Sprintf(format, args...)
+	}
+}
+
+func (s *csim) logf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log = append(s.log, time.Now().UTC().Format("15:04:05.000 ")+fmt.Sprintf(format, args...))
+}
+
+// csimInst is one instance: a Consumer and its pipeline, and its view of
+// the store and of Kinesis, which a pause holds and a kill ends.
+type csimInst struct {
+	sim   *csim
+	idx   int
+	id    string
+	c     *Consumer
+	state string // "", "running", "paused", "dead", "stopped"
+	// wake is closed when the instance is not paused.
+	wake chan struct{}
+	dead atomic.Bool
+	out  atomic.Int32
+	// stuck is set once the output was stuck: batches it never answers
+	// hold budget room until the instance stops.
+	stuck    atomic.Bool
+	slow     atomic.Int64
+	pipeStop context.CancelFunc
+	pipeDone chan struct{}
+}
+
+// getState and setState read and write state under the simulation's lock:
+// a pause's wake-up writes it from a timer's goroutine.
+func (i *csimInst) getState() string {
+	i.sim.mu.Lock()
+	defer i.sim.mu.Unlock()
+	return i.state
+}
+
+func (i *csimInst) setState(st string) {
+	i.sim.mu.Lock()
+	defer i.sim.mu.Unlock()
+	i.state = st
+}
+
+var errKilled = errors.New("the instance was killed")
+
+// gate holds a call while the instance is paused and fails it once the
+// instance is dead.
+func (i *csimInst) gate(ctx context.Context) error {
+	i.sim.mu.Lock()
+	wake := i.wake
+	i.sim.mu.Unlock()
+	select {
+	case <-wake:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if i.dead.Load() {
+		return errKilled
+	}
+	return nil
+}
+
+func (s *csim) shardNum(n int) string { return fmt.Sprintf("shardId-%012d", n) }
+
+// newShard adds a shard with parents to the stream.
+func (s *csim) newShard(parent, adjacent string) string {
+	id := s.shardNum(len(s.shards))
+	s.api.Add(id, &consumertest.KinesisShard{Parent: parent, Adjacent: adjacent, Keys: s.keys})
+	s.shards = append(s.shards, id)
+	s.open[id] = true
+	return id
+}
+
+func (s *csim) openShards() []string {
+	var out []string
+	for _, id := range s.shards {
+		if s.open[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (s *csim) config(id string) consumer.Config {
+	cfg := consumertest.Config()
+	cfg.InstanceID = id
+	cfg.LeasePeriod = csimPeriod
+	cfg.MaxBufferedBytes = csimBudget
+	cfg.ShardMaxInFlight = 2
+	return cfg
+}
+
+// start starts instance k afresh, under a new id.
+func (s *csim) start(ctx context.Context, k int) {
+	s.gen++
+	in := &csimInst{sim: s, idx: k, id: fmt.Sprintf("i%d.%d", k, s.gen), wake: make(chan struct{}), state: "running"}
+	close(in.wake)
+	c, err := New(s.config(in.id), &csimKinesis{in: in, f: s.api}, func(string) consumer.Store { return &csimStore{in: in, f: s.store} }, nil, nil)
+	if err != nil {
+		s.fail("new consumer: %v", err)
+		return
+	}
+	if err := c.Start(ctx); err != nil {
+		s.fail("starting %s: %v", in.id, err)
+		return
+	}
+	in.c = c
+	pctx, cancel := context.WithCancel(ctx)
+	in.pipeStop, in.pipeDone = cancel, make(chan struct{})
+	go in.pipeline(pctx)
+	s.inst[k] = in
+	s.logf("start %s", in.id)
+}
+
+// pipeline takes batches from the consumer and answers them as the
+// instance's output does.
+func (i *csimInst) pipeline(ctx context.Context) {
+	defer close(i.pipeDone)
+	for {
+		if err := i.gate(ctx); err != nil {
+			return
+		}
+		b, err := i.c.Next(ctx)
+		if err != nil {
+			return
+		}
+		i.sim.onDelivery(i, b)
+		switch csimOut(i.out.Load()) {
+		case outAck:
+			i.sim.onAck(b)
+			b.Ack(nil)
+		case outSlow:
+			go func() {
+				select {
+				case <-time.After(time.Duration(i.slow.Load())):
+					i.sim.onAck(b)
+					b.Ack(nil)
+				case <-ctx.Done():
+				}
+			}()
+		case outNack:
+			b.Ack(errors.New("the output refused the batch"))
+		case outNames:
+			errs := make([]error, len(b.Records))
+			for k := range errs {
+				if k%2 == 1 {
+					errs[k] = fmt.Errorf("record %d refused by the output", k)
+				}
+			}
+			i.sim.onAckRecords(b, errs)
+			b.AckRecords(errs)
+		case outStuck:
+			// Never answered: the batch is in flight until the
+			// instance stops.
+		}
+	}
+}
+
+func csimRecord(r consumer.Record) (shard string, n int) {
+	shard, num, _ := strings.Cut(string(r.Data), "/")
+	n, _ = strconv.Atoi(num)
+	return shard, n
+}
+
+// onAck notes a batch's records processed, right before its ack.
+func (s *csim) onAck(b *consumer.Batch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range b.Records {
+		shard, n := csimRecord(r)
+		s.acked[fmt.Sprintf("%s/%d", shard, n)]++
+	}
+}
+
+// onAckRecords notes the records of a batch that errs names no failure
+// for processed.
+func (s *csim) onAckRecords(b *consumer.Batch, errs []error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, r := range b.Records {
+		if errs[k] == nil {
+			shard, n := csimRecord(r)
+			s.acked[fmt.Sprintf("%s/%d", shard, n)]++
+		}
+	}
+}
+
+// onDelivery checks a batch as the pipeline receives it.
+func (s *csim) onDelivery(in *csimInst, b *consumer.Batch) {
+	s.store.Mu.Lock()
+	l, ok := s.store.LeaseMap[b.Shard]
+	s.store.Mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !ok || l.Owner != in.id || !time.Now().Before(l.ExpiresAt) {
+		s.failLocked("fencing: %s delivered %d records of %s under the lease of %q (expires %v, now %v)", in.id, len(b.Records), b.Shard, l.Owner, l.ExpiresAt.Sub(s.t0), time.Since(s.t0))
+	}
+	s.api.Mu.Lock()
+	keys := s.keys
+	parents := []string{}
+	if sh := s.api.Shards[b.Shard]; sh != nil {
+		for _, p := range []string{sh.Parent, sh.Adjacent} {
+			if p != "" {
+				parents = append(parents, p)
+			}
+		}
+	}
+	recs := map[string]int{}
+	for _, p := range parents {
+		if sh := s.api.Shards[p]; sh != nil {
+			recs[p] = sh.Records
+		}
+	}
+	s.api.Mu.Unlock()
+	for _, p := range parents {
+		for j := 1; j <= recs[p]; j++ {
+			if s.acked[fmt.Sprintf("%s/%d", p, j)] == 0 {
+				s.failLocked("order: %s delivered %s before record %d of its parent %s was processed", in.id, b.Shard, j, p)
+			}
+		}
+	}
+	for idx, r := range b.Records {
+		shard, n := csimRecord(r)
+		key := fmt.Sprintf("%s/%d", shard, n)
+		for j := n - keys; j >= 1; j -= keys {
+			if s.delivered[fmt.Sprintf("%s/%d", shard, j)] == 0 {
+				s.failLocked("per-key order: %s delivered %s before %s/%d of the same key", in.id, key, shard, j)
+			}
+		}
+		if s.delivered[key] > 0 {
+			s.stats.redeliveries.Add(1)
+			if !b.Redelivered(idx) {
+				s.failLocked("marks: %s delivered %s again (delivery %d) unmarked", in.id, key, s.delivered[key]+1)
+			}
+		}
+		s.delivered[key]++
+		s.stats.deliveries.Add(1)
+	}
+}
+
+// csimStore is one instance's view of the shared store: its calls held
+// while the instance is paused, failed once it is dead. It keeps
+// redelivery marks, and checks every commit.
+type csimStore struct {
+	in *csimInst
+	f  *consumertest.Store
+}
+
+var _ consumer.MarkingStore = (*csimStore)(nil)
+
+func (s *csimStore) Acquire(ctx context.Context, shard, owner string) (consumer.Take, error) {
+	if err := s.in.gate(ctx); err != nil {
+		return consumer.Take{}, err
+	}
+	t, err := s.f.Acquire(ctx, shard, owner)
+	if err == nil {
+		s.in.sim.mu.Lock()
+		t.Delivered = s.in.sim.marks[shard]
+		s.in.sim.mu.Unlock()
+		s.in.sim.logf("%s takes %s token %d at %v", owner, shard, t.Token, t.Checkpoint)
+	}
+	return t, err
+}
+
+func (s *csimStore) Join(ctx context.Context) (time.Duration, error) {
+	if err := s.in.gate(ctx); err != nil {
+		return 0, err
+	}
+	return s.f.Join(ctx)
+}
+
+func (s *csimStore) RenewAll(ctx context.Context, owner string, ls []consumer.Lease) ([]consumer.Lease, []string, error) {
+	if err := s.in.gate(ctx); err != nil {
+		return nil, nil, err
+	}
+	return s.f.RenewAll(ctx, owner, ls)
+}
+
+func (s *csimStore) Release(ctx context.Context, l consumer.Lease) error {
+	if err := s.in.gate(ctx); err != nil {
+		return err
+	}
+	return s.f.Release(ctx, l)
+}
+
+// Commit checks, under the store's lock, that a commit that lands moves
+// the checkpoint forwards and passes no record that no one delivered.
+func (s *csimStore) Commit(ctx context.Context, l consumer.Lease, p consumer.Position) error {
+	if err := s.in.gate(ctx); err != nil {
+		return err
+	}
+	s.f.Mu.Lock()
+	cur, had := s.f.Ckpt[l.Shard]
+	owns := s.f.Owns(l)
+	s.f.Mu.Unlock()
+	if owns {
+		sim := s.in.sim
+		if had && p.Compare(cur) < 0 {
+			sim.fail("checkpoint regression: %s committed %s at %v, below %v", l.Owner, l.Shard, p, cur)
+		}
+		n, _ := strconv.Atoi(p.Sequence)
+		sim.mu.Lock()
+		for j := 1; j <= n%1000000; j++ {
+			if sim.acked[fmt.Sprintf("%s/%d", l.Shard, j)] == 0 {
+				sim.failLocked("skip: %s committed %s at %s, past record %d that no output processed", l.Owner, l.Shard, p.Sequence, j)
+				break
+			}
+		}
+		sim.mu.Unlock()
+	}
+	return s.f.Commit(ctx, l, p)
+}
+
+func (s *csimStore) CloseShard(ctx context.Context, l consumer.Lease) error {
+	if err := s.in.gate(ctx); err != nil {
+		return err
+	}
+	s.f.Mu.Lock()
+	owns := s.f.Owns(l)
+	s.f.Mu.Unlock()
+	if owns {
+		sim := s.in.sim
+		sim.api.Mu.Lock()
+		n := sim.api.Shards[l.Shard].Records
+		sim.api.Mu.Unlock()
+		sim.mu.Lock()
+		for j := 1; j <= n; j++ {
+			if sim.acked[fmt.Sprintf("%s/%d", l.Shard, j)] == 0 {
+				sim.failLocked("skip: %s closed %s past record %d that no output processed", l.Owner, l.Shard, j)
+				break
+			}
+		}
+		sim.mu.Unlock()
+	}
+	return s.f.CloseShard(ctx, l)
+}
+
+func (s *csimStore) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
+	if err := s.in.gate(ctx); err != nil {
+		return consumer.Reseeded{}, err
+	}
+	return s.f.Reseed(ctx, seed)
+}
+
+func (s *csimStore) StreamCreated(ctx context.Context, seen, current time.Time) (bool, error) {
+	if err := s.in.gate(ctx); err != nil {
+		return false, err
+	}
+	return s.f.StreamCreated(ctx, seen, current)
+}
+
+func (s *csimStore) ClosedShards(ctx context.Context) (map[string]bool, error) {
+	if err := s.in.gate(ctx); err != nil {
+		return nil, err
+	}
+	return s.f.ClosedShards(ctx)
+}
+
+func (s *csimStore) Prune(ctx context.Context, shards []string) ([]string, error) {
+	if err := s.in.gate(ctx); err != nil {
+		return nil, err
+	}
+	return s.f.Prune(ctx, shards)
+}
+
+func (s *csimStore) Leases(ctx context.Context) (map[string]consumer.LeaseState, error) {
+	if err := s.in.gate(ctx); err != nil {
+		return nil, err
+	}
+	return s.f.Leases(ctx)
+}
+
+func (s *csimStore) Heartbeat(ctx context.Context, member string) error {
+	if err := s.in.gate(ctx); err != nil {
+		return err
+	}
+	return s.f.Heartbeat(ctx, member)
+}
+
+func (s *csimStore) LiveMembers(ctx context.Context) ([]string, error) {
+	if err := s.in.gate(ctx); err != nil {
+		return nil, err
+	}
+	return s.f.LiveMembers(ctx)
+}
+
+func (s *csimStore) RemoveMember(ctx context.Context, member string) error {
+	if err := s.in.gate(ctx); err != nil {
+		return err
+	}
+	return s.f.RemoveMember(ctx, member)
+}
+
+func (s *csimStore) RequestHandoff(ctx context.Context, shard, requester string) error {
+	if err := s.in.gate(ctx); err != nil {
+		return err
+	}
+	return s.f.RequestHandoff(ctx, shard, requester)
+}
+
+func (s *csimStore) HandoffRequests(ctx context.Context, owner string) (map[string]string, error) {
+	if err := s.in.gate(ctx); err != nil {
+		return nil, err
+	}
+	return s.f.HandoffRequests(ctx, owner)
+}
+
+func (s *csimStore) PublishProgress(ctx context.Context, owner string, ps map[string]consumer.Progress) error {
+	if err := s.in.gate(ctx); err != nil {
+		return err
+	}
+	return s.f.PublishProgress(ctx, owner, ps)
+}
+
+func (s *csimStore) ShardLoads(ctx context.Context) (map[string]consumer.ShardLoad, error) {
+	if err := s.in.gate(ctx); err != nil {
+		return nil, err
+	}
+	return s.f.ShardLoads(ctx)
+}
+
+func (s *csimStore) Marks(context.Context, string) consumer.Marker { return csimMarker{s} }
+
+// csimMarker writes the redelivery mark at once, fenced by the lease.
+type csimMarker struct{ s *csimStore }
+
+// Ask writes the mark on a goroutine of its own, as the MarkWriter's call
+// runs beside the reader: the answer comes once the instance is not paused.
+func (m csimMarker) Ask(l consumer.Lease, p consumer.Position) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- m.write(l, p) }()
+	return ch
+}
+
+func (m csimMarker) write(l consumer.Lease, p consumer.Position) error {
+	if err := m.s.in.gate(context.Background()); err != nil {
+		return err
+	}
+	f := m.s.f
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if !f.Owns(l) || !time.Now().Before(f.LeaseMap[l.Shard].ExpiresAt) {
+		return fmt.Errorf("raising the mark of shard %s: %w", l.Shard, consumer.ErrLeaseLost)
+	}
+	sim := m.s.in.sim
+	sim.mu.Lock()
+	defer sim.mu.Unlock()
+	if p.Compare(sim.marks[l.Shard]) > 0 {
+		sim.marks[l.Shard] = p
+	}
+	return nil
+}
+
+func (csimMarker) Forget(string)                   {}
+func (csimMarker) WriteBack(context.Context) error { return nil }
+
+// csimKinesis is one instance's view of Kinesis, held and failed as its
+// store's.
+type csimKinesis struct {
+	in *csimInst
+	f  *consumertest.Kinesis
+}
+
+func (k *csimKinesis) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, opts ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	if err := k.in.gate(ctx); err != nil {
+		return nil, err
+	}
+	return k.f.DescribeStreamSummary(ctx, in, opts...)
+}
+
+func (k *csimKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, opts ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	if err := k.in.gate(ctx); err != nil {
+		return nil, err
+	}
+	return k.f.ListShards(ctx, in, opts...)
+}
+
+func (k *csimKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, opts ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	if err := k.in.gate(ctx); err != nil {
+		return nil, err
+	}
+	return k.f.GetShardIterator(ctx, in, opts...)
+}
+
+func (k *csimKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	if err := k.in.gate(ctx); err != nil {
+		return nil, err
+	}
+	return k.f.GetRecords(ctx, in, opts...)
+}
+
+// stopInst stops an instance softly: its pipeline answers on until Close
+// returns.
+func (s *csim) stopInst(in *csimInst, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	err := in.c.Close(ctx)
+	in.pipeStop()
+	<-in.pipeDone
+	in.setState("stopped")
+	return err
+}
+
+// killInst ends an instance without a word to the store: every call fails
+// from now on, its pipeline stops answering.
+func (s *csim) killInst(in *csimInst) {
+	in.dead.Store(true)
+	s.wakeInst(in)
+	in.pipeStop()
+	<-in.pipeDone
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = in.c.Close(ctx)
+	in.setState("dead")
+}
+
+func (s *csim) wakeInst(in *csimInst) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-in.wake:
+	default:
+		close(in.wake)
+	}
+	if in.state == "paused" {
+		in.state = "running"
+	}
+}
+
+// live reports whether a lease is held now.
+func csimLive(l consumer.Lease) bool { return l.Owner != "" && time.Now().Before(l.ExpiresAt) }
+
+// step runs one step of the schedule.
+func (s *csim) step(ctx context.Context, st csimStep) {
+	s.stats.steps.Add(1)
+	s.stats.fault(st.Kind)
+	in := s.inst[st.Inst]
+	running := in != nil && (in.getState() == "running" || in.getState() == "paused")
+	open := s.openShards()
+	shard := ""
+	if len(open) > 0 {
+		shard = open[st.Shard%len(open)]
+	}
+	anyShard := s.shards[st.Shard%len(s.shards)]
+	s.logf("step: %v", st)
+	switch st.Kind {
+	case "advance":
+		time.Sleep(st.D)
+	case "produce":
+		if shard != "" {
+			s.api.Mu.Lock()
+			s.api.Shards[shard].Records += st.N
+			s.api.Mu.Unlock()
+		}
+	case "output":
+		if running {
+			in.out.Store(int32(st.N % int(csimOutputs)))
+			if csimOut(st.N%int(csimOutputs)) == outStuck {
+				in.stuck.Store(true)
+			}
+			in.slow.Store(int64(st.D))
+		}
+	case "throttle":
+		s.api.Mu.Lock()
+		s.api.Throttle[anyShard] += st.N
+		s.api.Mu.Unlock()
+	case "expire":
+		s.api.Mu.Lock()
+		s.api.ExpireAt[anyShard] = len(s.api.Calls[anyShard]) + 1 + st.N%3
+		s.api.Mu.Unlock()
+	case "denied", "notfound":
+		code, msg := "AccessDeniedException", "User is not authorized to perform: kinesis:GetRecords"
+		if st.Kind == "notfound" {
+			code, msg = kinesisx.CodeResourceNotFound, "Shard "+anyShard+" in stream s under account 000000000000 does not exist"
+		}
+		s.api.Mu.Lock()
+		s.api.GetErrors[anyShard] = &smithy.GenericAPIError{Code: code, Message: msg}
+		s.api.Mu.Unlock()
+		time.AfterFunc(st.D, func() {
+			s.api.Mu.Lock()
+			delete(s.api.GetErrors, anyShard)
+			s.api.Mu.Unlock()
+		})
+	case "kill":
+		if running {
+			s.killInst(in)
+		}
+	case "pause":
+		if in != nil && in.getState() == "running" {
+			s.mu.Lock()
+			in.wake = make(chan struct{})
+			in.state = "paused"
+			s.mu.Unlock()
+			// Past the lease: 1.1 to 4 periods.
+			d := csimPeriod + csimPeriod/10 + st.D
+			time.AfterFunc(d, func() { s.wakeInst(in) })
+		}
+	case "stop":
+		if in != nil && in.getState() == "running" {
+			stuck := in.stuck.Load()
+			err := s.stopInst(in, 3*csimPeriod)
+			if err == nil && !stuck {
+				s.checkReleased(in)
+			}
+		}
+	case "start":
+		if !running {
+			s.start(ctx, st.Inst)
+		}
+	case "reshard":
+		if shard == "" {
+			break
+		}
+		s.api.Mu.Lock()
+		s.api.Shards[shard].Closed = true
+		s.api.Mu.Unlock()
+		s.open[shard] = false
+		if st.N%2 == 0 && len(open) > 1 {
+			other := open[(st.Shard+1)%len(open)]
+			s.api.Mu.Lock()
+			s.api.Shards[other].Closed = true
+			s.api.Mu.Unlock()
+			s.open[other] = false
+			s.logf("merge %s and %s into %s", shard, other, s.newShard(shard, other))
+		} else {
+			a, b := s.newShard(shard, ""), s.newShard(shard, "")
+			s.logf("split %s into %s and %s", shard, a, b)
+		}
+	}
+	s.checkBudgets()
+}
+
+// checkReleased: a soft stop that ended in time, with its output answering
+// and its store reachable, released every lease it held.
+func (s *csim) checkReleased(in *csimInst) {
+	s.store.Mu.Lock()
+	defer s.store.Mu.Unlock()
+	for shard, l := range s.store.LeaseMap {
+		if l.Owner == in.id && csimLive(l) {
+			s.fail("stop: %s stopped in time but left its lease of %s to lapse (expires in %v)", in.id, shard, time.Until(l.ExpiresAt))
+		}
+	}
+}
+
+// checkBudgets: no budget holds more than its bound, nor room nobody holds.
+func (s *csim) checkBudgets() {
+	bound := int64(csimBudget)
+	for _, in := range s.inst {
+		if in == nil || in.c == nil || in.c.budget == nil {
+			continue
+		}
+		b := in.c.budget
+		if p := b.PeakHeld(); p > bound {
+			s.fail("budget: %s's budget held %d bytes, above its bound %d", in.id, p, bound)
+		}
+		if l := b.Leaked(); l != 0 {
+			s.fail("budget: %s's budget held %d bytes once no reader held anything", in.id, l)
+		}
+	}
+}
+
+// run plays a schedule in the bubble and returns the first failure.
+func (s *csim) run(ctx context.Context, steps []csimStep) string {
+	// A schedule that fails midway ends its instances, so that the bubble
+	// ends and the failure is reported (and shrunk).
+	defer func() {
+		for _, in := range s.inst {
+			if in != nil && in.c != nil && (in.getState() == "running" || in.getState() == "paused") {
+				s.killInst(in)
+			}
+		}
+	}()
+	s.newShard("", "")
+	s.newShard("", "")
+	s.start(ctx, 0)
+	s.start(ctx, 1)
+	for _, st := range steps {
+		s.step(ctx, st)
+		synctest.Wait()
+		if s.failed != "" {
+			return s.failed
+		}
+	}
+	// The faults lift: every instance wakes, outputs ack, Kinesis answers.
+	s.logf("faults lift")
+	s.api.Mu.Lock()
+	clear(s.api.GetErrors)
+	clear(s.api.Throttle)
+	clear(s.api.ExpireAt)
+	total := map[string]int{}
+	for id, sh := range s.api.Shards {
+		total[id] = sh.Records
+	}
+	s.api.Mu.Unlock()
+	anyRunning := false
+	for _, in := range s.inst {
+		if in == nil || in.getState() == "dead" || in.getState() == "stopped" {
+			continue
+		}
+		s.wakeInst(in)
+		anyRunning = true
+	}
+	if !anyRunning {
+		s.start(ctx, 0)
+	}
+	// Stuck batches stay stuck until their instance stops: a reader waits
+	// for them, so a stuck instance is stopped and started again.
+	for k, in := range s.inst {
+		if in == nil || in.getState() != "running" {
+			continue
+		}
+		if in.stuck.Load() {
+			_ = s.stopInst(in, time.Second)
+			s.start(ctx, k)
+			continue
+		}
+		in.out.Store(int32(outAck))
+	}
+	missing := ""
+	for range 300 {
+		time.Sleep(time.Second)
+		missing = s.undelivered(total)
+		if missing == "" {
+			break
+		}
+	}
+	if missing != "" && s.failed == "" {
+		s.fail("delivery: %s never processed with every fault lifted (after 300s)", missing)
+	}
+	for _, in := range s.inst {
+		if in != nil && (in.getState() == "running" || in.getState() == "paused") {
+			if err := s.stopInst(in, 3*csimPeriod); err == nil {
+				s.checkReleased(in)
+			}
+			if err := in.c.budget.Drained(); err != nil {
+				s.fail("budget of %s after its stop: %v", in.id, err)
+			}
+		}
+	}
+	// Every lease lapsed within its bound after the stops.
+	time.Sleep(csimPeriod)
+	s.store.Mu.Lock()
+	for shard, l := range s.store.LeaseMap {
+		if csimLive(l) {
+			s.fail("leases: %s's lease of %s still live a lease period after every instance stopped", l.Owner, shard)
+		}
+	}
+	s.store.Mu.Unlock()
+	time.Sleep(10 * time.Second)
+	synctest.Wait()
+	if left := bubbleGoroutines(); left != "" {
+		s.fail("goroutines left after every consumer closed:\n%s", left)
+	}
+	s.checkBudgets()
+	return s.failed
+}
+
+// bubbleGoroutines returns the stacks of the goroutines of the caller's
+// synctest bubble other than the caller: runtime.NumGoroutine counts the
+// whole process's.
+func bubbleGoroutines() string {
+	own := make([]byte, 1<<12)
+	own = own[:runtime.Stack(own, false)]
+	header, _, _ := strings.Cut(string(own), "\n")
+	_, bubble, ok := strings.Cut(header, "synctest bubble ")
+	if !ok {
+		return ""
+	}
+	tag := "synctest bubble " + bubble
+	all := make([]byte, 1<<22)
+	all = all[:runtime.Stack(all, true)]
+	var left []string
+	for _, g := range strings.Split(string(all), "\n\n") {
+		first, _, _ := strings.Cut(g, "\n")
+		// The bubble's own: synctest.Test's goroutines.
+		if strings.Contains(g, "internal/synctest.Run(") || strings.Contains(g, "testingSynctestTest(") {
+			continue
+		}
+		if strings.Contains(first, tag) && first != header {
+			left = append(left, g)
+		}
+	}
+	return strings.Join(left, "\n\n")
+}
+
+// undelivered names the first record of total that no output processed.
+func (s *csim) undelivered(total map[string]int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range s.shards {
+		for j := 1; j <= total[id]; j++ {
+			if s.acked[fmt.Sprintf("%s/%d", id, j)] == 0 {
+				return fmt.Sprintf("%s/%d", id, j)
+			}
+		}
+	}
+	return ""
+}
+
+// runConsumerSimulation runs checks schedules of at most steps steps each
+// from seed.
+func runConsumerSimulation(t *testing.T, stats *csimStats, checks, steps int, seed uint64) {
+	t.Helper()
+	for name, v := range map[string]string{"rapid.checks": strconv.Itoa(checks), "rapid.seed": strconv.FormatUint(seed, 10)} {
+		if err := flag.Set(name, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		stats.schedules.Add(1)
+		sched := drawSchedule(rt, steps)
+		keys := rapid.IntRange(1, 4).Draw(rt, "keys")
+		var failed string
+		var log []string
+		synctest.Test(t, func(st *testing.T) {
+			s := &csim{stats: stats, api: consumertest.NewKinesis(), store: consumertest.NewStore(csimPeriod),
+				marks: map[string]consumer.Position{}, delivered: map[string]int{}, acked: map[string]int{}, open: map[string]bool{}, keys: keys, t0: time.Now()}
+			failed = s.run(st.Context(), sched)
+			log = s.log
+		})
+		if failed != "" {
+			stats.firstFailAt.CompareAndSwap(0, stats.schedules.Load())
+			lines := make([]string, len(sched))
+			for i, st := range sched {
+				lines[i] = st.String()
+			}
+			tail := log[max(0, len(log)-60):]
+			rt.Fatalf("%s\nschedule (keys=%d):\n  %s\nlast events:\n  %s", failed, keys, strings.Join(lines, "\n  "), strings.Join(tail, "\n  "))
+		}
+	})
+}
+
+// TestSimulateConsumer is the CI slice of the consumer simulation: the
+// real Consumer, several instances, random composed fault schedules in
+// virtual time. `make simulate` runs it long (-sim.duration, -sim.seed).
+func TestSimulateConsumer(t *testing.T) {
+	stats := &csimStats{}
+	checks, steps := csimDefaultSchedules, 24
+	if *csimDuration > 0 {
+		checks = 100
+	}
+	if *csimSchedules > 0 {
+		checks = *csimSchedules
+	}
+	if *csimSteps > 0 {
+		steps = *csimSteps
+	}
+	seed := *csimSeed
+	switch {
+	case seed == 0 && *csimSchedules == 0 && *csimDuration == 0:
+		seed = 1
+	case seed == 0:
+		seed = uint64(time.Now().UnixNano())
+	}
+	start := time.Now()
+	batches := 0
+	defer func() {
+		el := time.Since(start)
+		if t.Failed() {
+			t.Logf("replay: make simulate LAYER=consumer SEED=%d SCHEDULES=%d STEPS=%d", seed+uint64(batches), checks, steps)
+		}
+		t.Logf("consumer simulation: seed=%d batches=%d %s; %.1f schedules/s (%v)", seed, batches, stats, float64(stats.schedules.Load())/el.Seconds(), el.Round(time.Millisecond))
+	}()
+	for {
+		runConsumerSimulation(t, stats, checks, steps, seed+uint64(batches))
+		batches++
+		if *csimDuration == 0 || time.Since(start) >= *csimDuration {
+			break
+		}
+	}
+}
