@@ -197,7 +197,10 @@ type csimInst struct {
 	out  atomic.Int32
 	// stuck is set once the output was stuck: batches it never answers
 	// hold budget room until the instance stops.
-	stuck    atomic.Bool
+	stuck atomic.Bool
+	// slowed is set once the output was slow: a slow ack still waiting
+	// when the instance stops is never given, and its batch holds room.
+	slowed   atomic.Bool
 	slow     atomic.Int64
 	pipeStop context.CancelFunc
 	pipeDone chan struct{}
@@ -600,11 +603,22 @@ func (s *csimStore) Marks(context.Context, string) consumer.Marker { return csim
 // csimMarker writes the redelivery mark at once, fenced by the lease.
 type csimMarker struct{ s *csimStore }
 
+// csimMarkDelay is how long a mark write takes: the MarkWriter writes the
+// asks of an interval together, so a reader waits a while for its answer,
+// and an instance killed meanwhile never stores the mark. A reader that
+// hands records over before the answer then leaves them delivered and
+// unmarked for the next owner, which the marks check sees.
+const csimMarkDelay = csimPeriod / 3
+
 // Ask writes the mark on a goroutine of its own, as the MarkWriter's call
-// runs beside the reader: the answer comes once the instance is not paused.
+// runs beside the reader: the answer comes csimMarkDelay later, once the
+// instance is not paused.
 func (m csimMarker) Ask(l consumer.Lease, p consumer.Position) <-chan error {
 	ch := make(chan error, 1)
-	go func() { ch <- m.write(l, p) }()
+	go func() {
+		time.Sleep(csimMarkDelay)
+		ch <- m.write(l, p)
+	}()
 	return ch
 }
 
@@ -734,6 +748,9 @@ func (s *csim) step(ctx context.Context, st csimStep) {
 			if csimOut(st.N%int(csimOutputs)) == outStuck {
 				in.stuck.Store(true)
 			}
+			if csimOut(st.N%int(csimOutputs)) == outSlow {
+				in.slowed.Store(true)
+			}
 			in.slow.Store(int64(st.D))
 		}
 	case "throttle":
@@ -777,6 +794,12 @@ func (s *csim) step(ctx context.Context, st csimStep) {
 			err := s.stopInst(in, 3*csimPeriod)
 			if err == nil && !stuck {
 				s.checkReleased(in)
+				// A soft stop in time with its output answering leaves no
+				// room held: a reader that ended on a refused batch must
+				// have given its charge back.
+				if err := in.c.budget.Drained(); err != nil && !in.slowed.Load() {
+					s.fail("budget of %s after its stop: %v", in.id, err)
+				}
 			}
 		}
 	case "start":
