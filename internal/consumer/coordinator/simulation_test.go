@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -60,6 +61,9 @@ var (
 )
 
 const (
+	// csimWallLimit is the real time one schedule may take; a schedule
+	// takes milliseconds.
+	csimWallLimit = time.Minute
 	csimInstances = 3
 	csimPeriod    = 600 * time.Millisecond
 	// csimBudget is max_buffered_bytes: twice the room a shard asks for
@@ -1011,6 +1015,21 @@ func runConsumerSimulation(t *testing.T, stats *csimStats, checks, steps int, se
 		keys := rapid.IntRange(1, 4).Draw(rt, "keys")
 		var failed string
 		var log []string
+		// A livelock in virtual time (goroutines that keep running within
+		// one instant, so time never advances) would hang the run with no
+		// word of its schedule: past csimWallLimit of real time, the
+		// schedule and its replay are printed and the run ends.
+		n := stats.schedules.Load()
+		watchdog := time.AfterFunc(csimWallLimit, func() {
+			lines := make([]string, len(sched))
+			for i, st := range sched {
+				lines[i] = st.String()
+			}
+			fmt.Fprintf(os.Stderr, "consumer simulation: schedule %d did not end within %v of real time (virtual time stopped advancing: a livelock)\nschedule (keys=%d):\n  %s\nreplay: make simulate LAYER=consumer SEED=%d SCHEDULES=%d STEPS=%d\n",
+				n, csimWallLimit, keys, strings.Join(lines, "\n  "), seed, checks, steps)
+			panic("consumer simulation: a schedule livelocked")
+		})
+		defer watchdog.Stop()
 		synctest.Test(t, func(st *testing.T) {
 			s := &csim{stats: stats, api: consumertest.NewKinesis(), store: consumertest.NewStore(csimPeriod),
 				marks: map[string]consumer.Position{}, delivered: map[string]int{}, acked: map[string]int{}, open: map[string]bool{}, keys: keys, t0: time.Now()}
