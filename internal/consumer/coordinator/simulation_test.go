@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -60,6 +61,9 @@ var (
 )
 
 const (
+	// csimWallLimit is the real time one schedule may take; a schedule
+	// takes milliseconds.
+	csimWallLimit = time.Minute
 	csimInstances = 3
 	csimPeriod    = 600 * time.Millisecond
 	// csimBudget is max_buffered_bytes: twice the room a shard asks for
@@ -197,7 +201,10 @@ type csimInst struct {
 	out  atomic.Int32
 	// stuck is set once the output was stuck: batches it never answers
 	// hold budget room until the instance stops.
-	stuck    atomic.Bool
+	stuck atomic.Bool
+	// slowed is set once the output was slow: a slow ack still waiting
+	// when the instance stops is never given, and its batch holds room.
+	slowed   atomic.Bool
 	slow     atomic.Int64
 	pipeStop context.CancelFunc
 	pipeDone chan struct{}
@@ -600,11 +607,22 @@ func (s *csimStore) Marks(context.Context, string) consumer.Marker { return csim
 // csimMarker writes the redelivery mark at once, fenced by the lease.
 type csimMarker struct{ s *csimStore }
 
+// csimMarkDelay is how long a mark write takes: the MarkWriter writes the
+// asks of an interval together, so a reader waits a while for its answer,
+// and an instance killed meanwhile never stores the mark. A reader that
+// hands records over before the answer then leaves them delivered and
+// unmarked for the next owner, which the marks check sees.
+const csimMarkDelay = csimPeriod / 3
+
 // Ask writes the mark on a goroutine of its own, as the MarkWriter's call
-// runs beside the reader: the answer comes once the instance is not paused.
+// runs beside the reader: the answer comes csimMarkDelay later, once the
+// instance is not paused.
 func (m csimMarker) Ask(l consumer.Lease, p consumer.Position) <-chan error {
 	ch := make(chan error, 1)
-	go func() { ch <- m.write(l, p) }()
+	go func() {
+		time.Sleep(csimMarkDelay)
+		ch <- m.write(l, p)
+	}()
 	return ch
 }
 
@@ -734,6 +752,9 @@ func (s *csim) step(ctx context.Context, st csimStep) {
 			if csimOut(st.N%int(csimOutputs)) == outStuck {
 				in.stuck.Store(true)
 			}
+			if csimOut(st.N%int(csimOutputs)) == outSlow {
+				in.slowed.Store(true)
+			}
 			in.slow.Store(int64(st.D))
 		}
 	case "throttle":
@@ -777,6 +798,12 @@ func (s *csim) step(ctx context.Context, st csimStep) {
 			err := s.stopInst(in, 3*csimPeriod)
 			if err == nil && !stuck {
 				s.checkReleased(in)
+				// A soft stop in time with its output answering leaves no
+				// room held: a reader that ended on a refused batch must
+				// have given its charge back.
+				if err := in.c.budget.Drained(); err != nil && !in.slowed.Load() {
+					s.fail("budget of %s after its stop: %v", in.id, err)
+				}
 			}
 		}
 	case "start":
@@ -988,6 +1015,21 @@ func runConsumerSimulation(t *testing.T, stats *csimStats, checks, steps int, se
 		keys := rapid.IntRange(1, 4).Draw(rt, "keys")
 		var failed string
 		var log []string
+		// A livelock in virtual time (goroutines that keep running within
+		// one instant, so time never advances) would hang the run with no
+		// word of its schedule: past csimWallLimit of real time, the
+		// schedule and its replay are printed and the run ends.
+		n := stats.schedules.Load()
+		watchdog := time.AfterFunc(csimWallLimit, func() {
+			lines := make([]string, len(sched))
+			for i, st := range sched {
+				lines[i] = st.String()
+			}
+			fmt.Fprintf(os.Stderr, "consumer simulation: schedule %d did not end within %v of real time (virtual time stopped advancing: a livelock)\nschedule (keys=%d):\n  %s\nreplay: make simulate LAYER=consumer SEED=%d SCHEDULES=%d STEPS=%d\n",
+				n, csimWallLimit, keys, strings.Join(lines, "\n  "), seed, checks, steps)
+			panic("consumer simulation: a schedule livelocked")
+		})
+		defer watchdog.Stop()
 		synctest.Test(t, func(st *testing.T) {
 			s := &csim{stats: stats, api: consumertest.NewKinesis(), store: consumertest.NewStore(csimPeriod),
 				marks: map[string]consumer.Position{}, delivered: map[string]int{}, acked: map[string]int{}, open: map[string]bool{}, keys: keys, t0: time.Now()}
