@@ -78,8 +78,9 @@ type csimStats struct {
 	schedules, steps, deliveries, redeliveries, firstFailAt atomic.Int64
 	faults                                                  sync.Map // kind -> *atomic.Int64
 
-	// refused counts the batches Admit refused (simulation_refuse_test.go).
-	refused atomic.Int64
+	// refused counts the batches Admit refused, refusedFirst those of them
+	// on their first delivery (simulation_refuse_test.go).
+	refused, refusedFirst atomic.Int64
 }
 
 func (s *csimStats) fault(kind string) {
@@ -94,8 +95,8 @@ func (s *csimStats) String() string {
 			parts = append(parts, fmt.Sprintf("%s=%d", k, v.(*atomic.Int64).Load()))
 		}
 	}
-	return fmt.Sprintf("schedules=%d steps=%d deliveries=%d marked redeliveries=%d refused=%d; steps by kind: %s; first failure at schedule %d",
-		s.schedules.Load(), s.steps.Load(), s.deliveries.Load(), s.redeliveries.Load(), s.refused.Load(), strings.Join(parts, " "), s.firstFailAt.Load())
+	return fmt.Sprintf("schedules=%d steps=%d deliveries=%d marked redeliveries=%d refused=%d (first deliveries %d); steps by kind: %s; first failure at schedule %d",
+		s.schedules.Load(), s.steps.Load(), s.deliveries.Load(), s.redeliveries.Load(), s.refused.Load(), s.refusedFirst.Load(), strings.Join(parts, " "), s.firstFailAt.Load())
 }
 
 // csimKinds are the schedule's step kinds; rapid favours (and shrinks
