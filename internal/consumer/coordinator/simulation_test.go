@@ -77,6 +77,10 @@ const (
 type csimStats struct {
 	schedules, steps, deliveries, redeliveries, firstFailAt atomic.Int64
 	faults                                                  sync.Map // kind -> *atomic.Int64
+
+	// refused counts the batches Admit refused, refusedFirst those of them
+	// on their first delivery (simulation_refuse_test.go).
+	refused, refusedFirst atomic.Int64
 }
 
 func (s *csimStats) fault(kind string) {
@@ -91,8 +95,8 @@ func (s *csimStats) String() string {
 			parts = append(parts, fmt.Sprintf("%s=%d", k, v.(*atomic.Int64).Load()))
 		}
 	}
-	return fmt.Sprintf("schedules=%d steps=%d deliveries=%d marked redeliveries=%d; steps by kind: %s; first failure at schedule %d",
-		s.schedules.Load(), s.steps.Load(), s.deliveries.Load(), s.redeliveries.Load(), strings.Join(parts, " "), s.firstFailAt.Load())
+	return fmt.Sprintf("schedules=%d steps=%d deliveries=%d marked redeliveries=%d refused=%d (first deliveries %d); steps by kind: %s; first failure at schedule %d",
+		s.schedules.Load(), s.steps.Load(), s.deliveries.Load(), s.redeliveries.Load(), s.refused.Load(), s.refusedFirst.Load(), strings.Join(parts, " "), s.firstFailAt.Load())
 }
 
 // csimKinds are the schedule's step kinds; rapid favours (and shrinks
@@ -208,6 +212,10 @@ type csimInst struct {
 	slow     atomic.Int64
 	pipeStop context.CancelFunc
 	pipeDone chan struct{}
+	// admitPause and interrupt arm a pause at admission (next in
+	// simulation_refuse_test.go); interrupt under the simulation's lock.
+	admitPause atomic.Int64
+	interrupt  context.CancelFunc
 }
 
 // getState and setState read and write state under the simulation's lock:
@@ -303,7 +311,7 @@ func (i *csimInst) pipeline(ctx context.Context) {
 		if err := i.gate(ctx); err != nil {
 			return
 		}
-		b, err := i.c.Next(ctx)
+		b, err := i.next(ctx)
 		if err != nil {
 			return
 		}
@@ -784,13 +792,14 @@ func (s *csim) step(ctx context.Context, st csimStep) {
 		}
 	case "pause":
 		if in != nil && in.getState() == "running" {
-			s.mu.Lock()
-			in.wake = make(chan struct{})
-			in.state = "paused"
-			s.mu.Unlock()
-			// Past the lease: 1.1 to 4 periods.
+			// Past the lease: 1.1 to 4 periods; every other one lands
+			// between the pipeline's receive and Admit.
 			d := csimPeriod + csimPeriod/10 + st.D
-			time.AfterFunc(d, func() { s.wakeInst(in) })
+			if st.N%2 == 0 {
+				s.armAdmitPause(in, d)
+			} else {
+				s.pauseInst(in, d)
+			}
 		}
 	case "stop":
 		if in != nil && in.getState() == "running" {
@@ -900,6 +909,7 @@ func (s *csim) run(ctx context.Context, steps []csimStep) string {
 		if in == nil || in.getState() == "dead" || in.getState() == "stopped" {
 			continue
 		}
+		in.admitPause.Store(0)
 		s.wakeInst(in)
 		anyRunning = true
 	}
@@ -1086,4 +1096,5 @@ func TestSimulateConsumer(t *testing.T) {
 			break
 		}
 	}
+	checkRefusalsLive(t, stats)
 }
