@@ -164,7 +164,9 @@ func (i *csimInst) follow(ctx context.Context) {
 			return
 		}
 		_ = i.c.Follow(ctx, i.sim.listed())
-		t.Reset(csimPeriod / 2)
+		// Pokes bring the faults' changes at once; the interval is
+		// long, since every Follow costs the bubble a round of work.
+		t.Reset(4 * csimPeriod)
 	}
 }
 
@@ -179,7 +181,7 @@ func (s *csim) unlist(st *csimStream) {
 }
 
 // recreate deletes the followed stream and creates it again under its
-// name, with two shards and no records.
+// name, with one shard and no records.
 func (s *csim) recreate(st *csimStream) {
 	created := time.Now().Truncate(time.Second)
 	if !created.After(st.created) {
@@ -197,7 +199,6 @@ func (s *csim) recreate(st *csimStream) {
 	}
 	s.mu.Unlock()
 	st.shards, st.open = nil, map[string]bool{}
-	s.newShard(st, "", "")
 	s.newShard(st, "", "")
 	s.logf("%s deleted and created again (incarnation %d)", st.name, st.gen)
 	s.pokeDiscovery()
@@ -356,13 +357,16 @@ func csimRemoving(c *Consumer) []string {
 }
 
 // stuckInFlight makes the instance's output stuck and writes records to
-// a shard of every stream, then lets the readers fetch them for a while.
-func (s *csim) stuckInFlight(in *csimInst, st csimStep) {
+// a shard of the stream about to go and, one time in two, of every other
+// stream, then lets the readers fetch them for a while. With nothing in
+// flight elsewhere, a stop's other streams are done at once, while the
+// removal still waits for its batches.
+func (s *csim) stuckInFlight(in *csimInst, gone *csimStream, st csimStep) {
 	in.out.Store(int32(outStuck))
 	in.stuck.Store(true)
 	for _, strm := range s.streams {
 		open := strm.openShards()
-		if len(open) == 0 {
+		if len(open) == 0 || (strm != gone && st.Shard%2 == 1) {
 			continue
 		}
 		_, api := s.current(strm)
