@@ -89,3 +89,33 @@ func TestIntegrationSoak(t *testing.T) {
 		})
 	}
 }
+
+// TestIntegrationSoakFailover runs a 2-minute soak of each failover class
+// with kills: the soak's Redis is a master and a replica, and the replica
+// is promoted under load (replication held, the master SIGKILLed). With
+// min_replicas_to_ack 1 no acknowledged checkpoint may be lost; with 0 the
+// commits the lag lost come again within their own window, counted on the
+// verdict line. Each prints its verdict line. Not among TestIntegrationSoak's
+// classes: the failover classes are not default (chaos.DefaultClasses).
+func TestIntegrationSoakFailover(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("two 2-minute soaks; skipped with -short")
+	}
+	for _, class := range []string{chaos.ClassFailoverAcked, chaos.ClassFailoverUnacked} {
+		t.Run(class, func(t *testing.T) {
+			var started startedPIDs
+			var report strings.Builder
+			v, err := chaos.RunSoak(t.Context(), chaos.SoakConfig{
+				Binary: binary, Dir: t.TempDir(), Seed: 5, Duration: 2 * time.Minute,
+				Classes: []string{class, chaos.ClassKill}, Logf: t.Logf, Out: &report, Started: func(pid int) { started.add(pid) },
+			})
+			started.assertGone(t)
+			testenv.Require(t, "running the soak", err)
+			t.Logf("soak report:\n%s", report.String())
+			fmt.Println(v.Line())
+			assert.Contains(t, report.String(), class+": promoted in", "no promotion ran")
+			assert.True(t, v.Pass(), "%s\nfirst invariant broken: %s", v.Line(), v.First)
+		})
+	}
+}

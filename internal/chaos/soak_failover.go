@@ -219,13 +219,14 @@ func (s *soak) failover(ctx context.Context, e soakEvent) error {
 	replica.Opts.Args = nil
 	master.Opts.Args = replicaArgs(link.Addr)
 	s.red, s.replica, s.replLink = replica, master, link
+	// The promotion forgot the lag's writes (checkpoints, leases, marks):
+	// the regression check starts afresh, and the fencing check sees no
+	// lease across it, as after a wipe. Marked before any client reaches
+	// the new master, so that no read of it is compared with the old one's.
+	s.setWiped()
 	s.redisFront.Retarget(replica.Addr)
 	s.redisFront.Cut()
 	s.redisFront.Release()
-	// The promotion forgot the lag's writes (checkpoints, leases, marks):
-	// the regression check starts afresh, and the fencing check sees no
-	// lease across it, as after a wipe.
-	s.setWiped()
 	back := time.Now()
 	regressed := lostCommits(lost, promoted)
 	s.note("%s: promoted in %v; the replica lacked %d bytes of the replication stream; %d shards' checkpoints went back %v",
