@@ -100,7 +100,9 @@ func (v Verdict) Line() string {
 // records first delivered after a later one of their key where a nacking
 // output delivered one of the two; warned budget waits within the bound
 // once faults that withheld deliveries are taken out, or behind calls
-// Kinesis did not answer; duplicates explained as behind a poison record.
+// Kinesis did not answer; duplicates explained as behind a poison record;
+// duplicates of the acknowledged commits a replica promotion lost with
+// min_replicas_to_ack 0 (failoverLagKind).
 func (v Verdict) excuses() string {
 	behindPoison, failoverLag := 0, 0
 	for _, w := range v.Table.Windows {
