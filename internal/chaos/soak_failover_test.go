@@ -130,3 +130,35 @@ func TestFailoverClassesPickOneMinReplicas(t *testing.T) {
 	assert.NotContains(t, DefaultClasses(), ClassFailoverAcked)
 	assert.NotContains(t, DefaultClasses(), ClassFailoverUnacked)
 }
+
+// TestFailoverExcusesNoUnmarkedDuplicateOfARecordDeliveredLongBeforeTheLag
+// guards the promotion's mark excuse: only the marks written in the
+// replication lag are lost, so a record first delivered a minute before
+// the promotion (its mark long on the replica) and read again unmarked
+// after it breaks the mark's promise; a record first delivered in the lag
+// and read again unmarked is excused. Both are past the checkpoints, so
+// each is also a duplicate the promotion's bound allows.
+func TestFailoverExcusesNoUnmarkedDuplicateOfARecordDeliveredLongBeforeTheLag(t *testing.T) {
+	for _, minReplicas := range []int{0, 1} {
+		t.Run(failoverClass(minReplicas), func(t *testing.T) {
+			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			perKey, stream, ds, lost, promoted := failoverRun(t0)
+			from, back := t0.Add(time.Minute), t0.Add(time.Minute+2*time.Second)
+			// Record 6 was first delivered at t0+6ms; record 7 in the lag.
+			stream = append(stream, Record{Shard: "s0", Seq: "7", K: "k0", C: 7})
+			perKey["k0"] = 7
+			ds = append(ds, Delivery{K: "k0", C: 7, Shard: "s0", Seq: "7", Inst: "a1", At: from.Add(500 * time.Millisecond), Redelivered: "false", Attempt: "1"})
+			ws := failoverWindows(minReplicas, soakPlan, t0, from, back, lost, promoted)
+			unmarked := func(d Delivery) Delivery {
+				d = again(d, "b1", back.Add(time.Second))
+				d.Redelivered, d.Attempt = "", "1"
+				return d
+			}
+			ds = append(ds, unmarked(ds[5]), unmarked(ds[6]))
+			tab := Check(perKey, stream, ds, ws, nil, nil)
+			assert.Equal(t, 1, tab.Marks.UnmarkedDups, "record 6's mark was on the replica a minute before the lag: %s", tab.String())
+			assert.Equal(t, 1, tab.Marks.Excused, "record 7's mark was written in the lag: %s", tab.String())
+			assert.Zero(t, tab.WindowBreaches+tab.DupsOutsideWindows, tab.String())
+		})
+	}
+}
