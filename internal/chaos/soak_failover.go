@@ -283,17 +283,22 @@ func lostCommits(lost, promoted map[string]consumer.Position) []string {
 //     failoverLagKind: its bound is those records, each once, and its
 //     duplicates are a named excuse on the verdict line.
 //
-// A mark written in the lag is lost too, so a duplicate from the promotion
-// on may come unmarked.
+// A mark written in the lag is lost too, so a record first delivered from
+// just before the promotion began (2 commit periods, the replication the
+// hold cut short) to a lease after it may come again unmarked: a window
+// of its own that allows no duplicate (the others bound them). A record
+// delivered before that had its mark on the replica, and one delivered
+// again without it breaks the mark's promise.
 func failoverWindows(minReplicas int, p Plan, start, from, back time.Time, lost, promoted map[string]consumer.Position) []Window {
 	class := failoverClass(minReplicas)
 	last := promoted
 	if minReplicas == 0 {
 		last = lost
 	}
-	w := Window{What: class + " promotion", Kind: class, From: start, To: back.Add(p.LeasePeriod), At: from,
-		Since: last, Unmarked: true, After: from}
-	ws := []Window{w}
+	w := Window{What: class + " promotion", Kind: class, From: start, To: back.Add(p.LeasePeriod), At: from, Since: last}
+	marks := Window{What: class + " promotion's marks written in the lag", Kind: class + ", marks written in the lag",
+		From: from.Add(-2 * p.CommitPeriod), To: back.Add(p.LeasePeriod), At: from, Since: promoted, NoDups: true, Unmarked: true, After: from}
+	ws := []Window{w, marks}
 	if minReplicas > 0 {
 		return ws
 	}
@@ -302,7 +307,7 @@ func failoverWindows(minReplicas int, p Plan, start, from, back time.Time, lost,
 		return ws
 	}
 	lag := Window{What: class + " promotion's lost commits", Kind: failoverLagKind, From: start, To: back, At: from,
-		Shards: map[string]bool{}, Since: map[string]consumer.Position{}, Until: map[string]consumer.Position{}, Unmarked: true, After: from}
+		Shards: map[string]bool{}, Since: map[string]consumer.Position{}, Until: map[string]consumer.Position{}}
 	for _, id := range regressed {
 		lag.Shards[id] = true
 		lag.Until[id] = lost[id]
