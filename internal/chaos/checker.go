@@ -51,6 +51,10 @@ type Window struct {
 	// instance held, read just before the kill. What the instance
 	// delivered up to its last commit is never read again.
 	Since map[string]consumer.Position
+	// Until, when set, holds for the shards it names only the deliveries
+	// at or before its position: with Since, the records between two
+	// checkpoints (the commits a replica promotion lost).
+	Until map[string]consumer.Position
 	// At is when the window's fault struck, for the report, when From is
 	// not (a kill's window with Since reaches back to the soak's start).
 	At time.Time
@@ -79,9 +83,12 @@ func (w Window) Holds(d Delivery) bool {
 	if (w.Inst != "" && w.Inst != d.Inst) || (w.Shards != nil && !w.Shards[d.Shard]) || d.At.Before(w.From) || d.At.After(w.To) {
 		return false
 	}
-	if cp, ok := w.Since[d.Shard]; ok {
-		p, err := consumer.ParsePosition(d.Seq)
-		return err == nil && positionBefore(cp, p)
+	p, err := consumer.ParsePosition(d.Seq)
+	if cp, ok := w.Since[d.Shard]; ok && (err != nil || !positionBefore(cp, p)) {
+		return false
+	}
+	if cp, ok := w.Until[d.Shard]; ok && (err != nil || positionBefore(cp, p)) {
+		return false
 	}
 	return true
 }
