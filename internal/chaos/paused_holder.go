@@ -23,8 +23,8 @@ const pausedHolderWake = 3 * time.Second
 // LatestSkewMargin (5 s), so that `latest` under the group record made
 // after the restart starts after records only the holder knew. The holder
 // wakes once another instance closed the parent, which it must within
-// parentClosedWithin of the restart (the newcomer wait, a Redis pause, a
-// take and a read of a closed shard).
+// parentClosedWithin of the restart (the newcomer wait, a take and a read
+// of a closed shard, on a busy machine).
 const (
 	parentSplitAfter   = 4 * time.Second
 	parentRestartAfter = 6 * time.Second
@@ -92,7 +92,12 @@ func (r *runner) restartUnderAPausedHolder(ctx context.Context) error {
 		if leases, err = r.store.Leases(ctx); err != nil {
 			return fmt.Errorf("reading the leases before the pause: %w", err)
 		}
-		most = len(leases)
+		most = 0
+		for _, l := range leases {
+			if !l.Expired && strings.Contains(l.Owner, holderPID) {
+				most++
+			}
+		}
 	}
 	now := time.Now()
 	if err := holder.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
