@@ -64,12 +64,13 @@ type Window struct {
 	// shard's next owner.
 	Resent bool
 	// Reorders says the window explains order, not duplicates: a first
-	// delivery by its instance (Inst) on its shards that comes after a
-	// later record of its key another instance delivered. A holder that
-	// wakes after Redis came back empty wins back, with its own position,
-	// the shards a newcomer read on from `latest` meanwhile, and delivers
-	// what it had not after the newcomer's later records
-	// (docs/checkpointer.md, "Limits": out-of-order keys, no loss).
+	// delivery it holds that comes after a later record of its key first
+	// delivered before the window opened. A holder that wakes after Redis
+	// came back empty wins back, with its own position, the shards a
+	// newcomer read on from `latest` meanwhile; what lay between is then
+	// delivered (by the holder, or by whoever it hands the shard to) after
+	// the newcomer's later records (docs/checkpointer.md, "Limits":
+	// out-of-order keys, no loss).
 	Reorders bool
 }
 
@@ -239,7 +240,7 @@ func (t Table) String() string {
 	case t.OrderByNacks > 0:
 		row("per-key order violations", fmt.Sprintf("%d (and %d after a nacking output's delivery: not violations)", t.OrderViolations, t.OrderByNacks))
 	case t.OrderWonBack > 0:
-		row("per-key order violations", fmt.Sprintf("%d (and %d by a woken holder's shards won back from a newcomer: not violations)", t.OrderViolations, t.OrderWonBack))
+		row("per-key order violations", fmt.Sprintf("%d (and %d on a woken holder's shards won back from a newcomer: not violations)", t.OrderViolations, t.OrderWonBack))
 	default:
 		row("per-key order violations", t.OrderViolations)
 	}
@@ -331,6 +332,7 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 	firstKC := map[kc]bool{}
 	last := map[string]int{}
 	lastBy := map[string]string{}
+	lastAt := map[string]time.Time{}
 	var dups []Delivery
 	for _, d := range deliveries {
 		id := rid{d.Shard, d.Seq}
@@ -346,13 +348,13 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 		switch {
 		case d.C <= last[d.K] && (nackers[d.Inst] || nackers[lastBy[d.K]]):
 			t.OrderByNacks++
-		case d.C <= last[d.K] && lastBy[d.K] != d.Inst && holdsAny(reorders, d):
+		case d.C <= last[d.K] && reordered(reorders, d, lastAt[d.K]):
 			t.OrderWonBack++
 		case d.C <= last[d.K]:
 			t.OrderViolations++
 			problem("order: %s/%d first delivered after %s/%d (shard %s, by %s; %s/%d by %s)", d.K, d.C, d.K, last[d.K], d.Shard, d.Inst, d.K, last[d.K], lastBy[d.K])
 		default:
-			last[d.K], lastBy[d.K] = d.C, d.Inst
+			last[d.K], lastBy[d.K], lastAt[d.K] = d.C, d.Inst, d.At
 		}
 	}
 	t.DeliveredUnique = len(first)
@@ -464,10 +466,12 @@ func splitReorders(all []Window) (dups, reorders []Window) {
 	return dups, reorders
 }
 
-// holdsAny says whether one of windows holds d.
-func holdsAny(windows []Window, d Delivery) bool {
+// reordered says whether one of the Reorders windows holds first
+// delivery d, which came after a later record of its key first delivered
+// at laterAt, before that window opened.
+func reordered(windows []Window, d Delivery, laterAt time.Time) bool {
 	for _, w := range windows {
-		if w.Holds(d) {
+		if w.Holds(d) && laterAt.Before(w.From) {
 			return true
 		}
 	}

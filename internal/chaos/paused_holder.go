@@ -29,8 +29,9 @@ const (
 	parentSplitAfter   = 4 * time.Second
 	parentRestartAfter = 6 * time.Second
 	parentClosedWithin = 45 * time.Second
-	// wonBackWithin bounds how long after it woke the holder delivers
-	// what it had not, on the shards it won back (a busy machine's 30 s).
+	// wonBackWithin bounds how long after the holder woke what it had not
+	// delivered of the shards it won back is delivered (a busy machine's
+	// 30 s).
 	wonBackWithin = 30 * time.Second
 )
 
@@ -139,8 +140,9 @@ func (r *runner) restartUnderAPausedHolder(ctx context.Context) error {
 	r.windows = append(r.windows, Window{What: "redis restart under a paused holder", From: now.Add(-2 * r.plan.CommitPeriod), To: time.Now().Add(r.plan.LeasePeriod)})
 	if r.cfg.ClosesParent {
 		// The newcomer read the holder's shards on from `latest`; the
-		// holder wins them back and delivers what lay before, after the
-		// newcomer's later records of the same keys.
+		// holder wins them back with its own position, and what lay
+		// between comes (from the holder, or from whoever it hands a shard
+		// to) after the newcomer's later records of the same keys.
 		held := map[string]bool{}
 		for shard, l := range leases {
 			if !l.Expired && strings.Contains(l.Owner, holderPID) {
@@ -148,7 +150,7 @@ func (r *runner) restartUnderAPausedHolder(ctx context.Context) error {
 			}
 		}
 		woke := time.Now()
-		r.windows = append(r.windows, Window{What: "shards won back by " + holder.name, Inst: holder.name, Shards: held, From: woke, To: woke.Add(wonBackWithin), Reorders: true})
+		r.windows = append(r.windows, Window{What: "shards won back by " + holder.name, Shards: held, From: woke, To: woke.Add(wonBackWithin), Reorders: true})
 	}
 	r.mu.Unlock()
 	return nil
