@@ -40,6 +40,9 @@ type MarkWriter struct {
 	mu sync.Mutex
 	// written is the highest position written per shard, under its token.
 	written map[string]writtenMark
+	// found is the highest mark a write found stored per shard above what
+	// this writer had written, under the token it wrote with (Found).
+	found map[string]writtenMark
 	// pending are the asks not yet written, per shard.
 	pending map[string]*pendingMark
 	// wake tells Run that something was asked.
@@ -65,7 +68,7 @@ func (s *Store) NewMarkWriter(owner string, interval time.Duration) *MarkWriter 
 		interval = DefaultMarkInterval
 	}
 	return &MarkWriter{store: s, owner: owner, interval: interval,
-		written: map[string]writtenMark{}, pending: map[string]*pendingMark{}, wake: make(chan struct{}, 1)}
+		written: map[string]writtenMark{}, found: map[string]writtenMark{}, pending: map[string]*pendingMark{}, wake: make(chan struct{}, 1)}
 }
 
 // Ask asks for p to be stored as delivered for l's shard and returns the
@@ -112,11 +115,28 @@ func (w *MarkWriter) Cover(ctx context.Context, l consumer.Lease, p consumer.Pos
 	}
 }
 
+// Found returns the highest mark a write under l's token found stored for
+// its shard before it wrote, above this writer's own earlier writes under
+// that token, zero when none (consumer.Marker). A reader
+// raises its own to it once its ask is answered: above the take's mark, it
+// is how far an owner the store handed the shard to meanwhile may have
+// delivered it (a re-seed that won the shard back and whose reply was
+// lost).
+func (w *MarkWriter) Found(l consumer.Lease) consumer.Position {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f, ok := w.found[l.Shard]; ok && f.token == l.Token {
+		return f.pos
+	}
+	return consumer.Position{}
+}
+
 // Forget drops what is known of a shard the instance no longer reads.
 func (w *MarkWriter) Forget(shard string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.written, shard)
+	delete(w.found, shard)
 }
 
 // WriteBack writes every mark this store wrote or read at a take back, each
@@ -206,7 +226,7 @@ func (w *MarkWriter) flush(ctx context.Context) (retry bool) {
 		marks = append(marks, DeliveredMark{Shard: shard, Token: pm.token, Position: pm.pos})
 	}
 	wctx, cancel := context.WithTimeout(ctx, w.interval*10)
-	fenced, err := w.store.WriteDelivered(wctx, w.owner, marks)
+	res, err := w.store.WriteDeliveredFound(wctx, w.owner, marks)
 	cancel()
 
 	w.mu.Lock()
@@ -238,13 +258,24 @@ func (w *MarkWriter) flush(ctx context.Context) (retry bool) {
 	}
 	w.failing = false
 	lost := map[string]bool{}
-	for _, f := range fenced {
+	for _, f := range res.Fenced {
 		lost[f] = true
 	}
 	for shard, pm := range batch {
 		if lost[shard] {
 			answer(pm.waiters, fmt.Errorf("storing how far shard %s was delivered (token %d): %w", shard, pm.token, consumer.ErrLeaseLost))
 			continue
+		}
+		// A mark found at or below this writer's own last write under the
+		// token is that write: the reader may still hold records up to it
+		// that it never handed over (lanes take them later), which must not
+		// be marked. Above it, another owner stored it.
+		if f, ok := res.Found[shard]; ok {
+			own, wrote := w.written[shard]
+			cur, known := w.found[shard]
+			if (!wrote || own.token != pm.token || own.pos.Compare(f) < 0) && (!known || cur.token != pm.token || cur.pos.Compare(f) < 0) {
+				w.found[shard] = writtenMark{token: pm.token, pos: f}
+			}
 		}
 		if done, ok := w.written[shard]; !ok || done.token != pm.token || done.pos.Compare(pm.pos) < 0 {
 			w.written[shard] = writtenMark{token: pm.token, pos: pm.pos}

@@ -1,6 +1,7 @@
 package checkpointer
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -48,4 +49,55 @@ func TestIntegrationReseedTieTellsTheHolderHowFarTheNewcomerDelivered(t *testing
 	t.Logf("holder's take read mark %v; re-seed told it %v", held.Delivered, res.Delivered)
 	assert.Equal(t, consumer.Position{Sequence: "900"}, res.Delivered["shard-0"],
 		"the holder reads again up to the newcomer's mark, and must deliver those records marked")
+}
+
+// TestIntegrationLostReseedReplyMarkWriterFindsNewcomersMark guards
+// "failed re-seed marks": a holder whose re-seed won the shard back but
+// whose reply was lost never learned the newcomer's mark from it, and its
+// reader, confirmed by the next renewal, delivered what the newcomer had
+// delivered again unmarked. Its first mark write must tell it instead.
+func TestIntegrationLostReseedReplyMarkWriterFindsNewcomersMark(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 2, 30*time.Second)
+	holder, newcomer := stores[0], stores[1]
+	ctx := t.Context()
+	_, err := holder.Join(ctx)
+	require.NoError(t, err)
+	held, err := holder.Acquire(ctx, "shard-0", "holder")
+	require.NoError(t, err)
+	_, err = holder.WriteDelivered(ctx, "holder", []DeliveredMark{{Shard: "shard-0", Token: held.Token, Position: consumer.Position{Sequence: "120"}}})
+	require.NoError(t, err)
+
+	c := red.Client()
+	defer c.Close()
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err = newcomer.Join(ctx)
+	require.NoError(t, err)
+	took, err := newcomer.Acquire(ctx, "shard-0", "newcomer")
+	require.NoError(t, err)
+	_, err = newcomer.WriteDelivered(ctx, "newcomer", []DeliveredMark{{Shard: "shard-0", Token: took.Token, Position: consumer.Position{Sequence: "900"}}})
+	require.NoError(t, err)
+
+	// The re-seed runs and wins the shard back; its reply is dropped here,
+	// as a call that timed out after the script ran leaves the caller.
+	_, err = holder.Reseed(ctx, consumer.Seed{Owner: "holder", Leases: []consumer.Lease{held.Lease}})
+	require.NoError(t, err)
+	renewed, lost, err := holder.RenewAll(ctx, "holder", []consumer.Lease{held.Lease})
+	require.NoError(t, err)
+	require.Empty(t, lost)
+	require.Len(t, renewed, 1, "the renewal after the lost reply confirms the lease")
+
+	w := holder.NewMarkWriter("holder", 10*time.Millisecond)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(wctx) }()
+	defer func() { stop(); <-done }()
+	require.NoError(t, w.Cover(ctx, renewed[0], consumer.Position{Sequence: "130"}))
+	assert.Equal(t, consumer.Position{Sequence: "900"}, w.Found(renewed[0]),
+		"the write tells the holder's reader how far the newcomer delivered, so it marks what it reads again")
+	require.NoError(t, w.Cover(ctx, renewed[0], consumer.Position{Sequence: "950"}))
+	require.NoError(t, w.Cover(ctx, renewed[0], consumer.Position{Sequence: "960"}))
+	assert.Equal(t, consumer.Position{Sequence: "900"}, w.Found(renewed[0]),
+		"the writer's own 950 is not found: records up to it that the reader has not handed over yet go unmarked")
+	assert.Zero(t, w.Found(consumer.Lease{Shard: "shard-0", Token: renewed[0].Token + 1}), "a found mark belongs to the token it was found under")
 }
