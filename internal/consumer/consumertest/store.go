@@ -160,6 +160,7 @@ func (s *Store) Prune(_ context.Context, shards []string) ([]string, error) {
 		delete(s.Progress, id)
 		delete(s.Handoff, id)
 		delete(s.Released, id)
+		delete(s.Reopened, id)
 		pruned = append(pruned, id)
 	}
 	return pruned, nil
