@@ -36,7 +36,10 @@ type Window struct {
 	Unmarked bool
 	// After, on an Unmarked window, is the wipe's start: only a delivery
 	// again at or after it is excused. One before it is not the wipe's
-	// doing, even when the wipe's window holds its first delivery.
+	// doing, even when the wipe's window holds its first delivery. On a
+	// Reorders window it is when the holder was paused: only a later
+	// record first delivered from then on (by the newcomer, from
+	// `latest`) excuses; one before it the holder's own reader delivered.
 	After time.Time
 	// Kind names the window's class in the per-kind table ("kill",
 	// "redis-flush, no live holder"); "" is What.
@@ -475,10 +478,11 @@ func splitReorders(all []Window) (dups, reorders []Window) {
 
 // reordered says whether one of the Reorders windows holds first
 // delivery d, which came after a later record of its key first delivered
-// at laterAt, before that window opened.
+// at laterAt, before that window opened and not before the holder was
+// paused (After).
 func reordered(windows []Window, d Delivery, laterAt time.Time) bool {
 	for _, w := range windows {
-		if w.Holds(d) && laterAt.Before(w.From) {
+		if w.Holds(d) && laterAt.Before(w.From) && !laterAt.Before(w.After) {
 			return true
 		}
 	}

@@ -150,7 +150,7 @@ func (r *runner) restartUnderAPausedHolder(ctx context.Context) error {
 			}
 		}
 		woke := time.Now()
-		r.windows = append(r.windows, Window{What: "shards won back by " + holder.name, Shards: held, From: woke, To: woke.Add(wonBackWithin), Reorders: true})
+		r.windows = append(r.windows, Window{What: "shards won back by " + holder.name, Shards: held, After: now, From: woke, To: woke.Add(wonBackWithin), Reorders: true})
 	}
 	r.mu.Unlock()
 	return nil

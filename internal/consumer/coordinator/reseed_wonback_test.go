@@ -206,3 +206,34 @@ func TestANewcomerWhoseRecordLostStopsTheChildOfAReopenedParentAtTheReseed(t *te
 	assert.True(t, child.Stopping(), "the child of the reopened parent reads on after the re-seed")
 	assert.False(t, other.Stopping(), "a shard whose parent nobody reopened was stopped")
 }
+
+// A newcomer whose group record lost keeps reading, at its re-seed, the
+// child of a parent a holder reopened once and the stream no longer lists
+// (pruned when trimmed before anyone closed it): the gate counts an
+// unlisted parent as closed, and a balancing round keeps the child read.
+//
+// Guards: the reopened list kept a pruned shard, so every later re-seed
+// whose record lost stopped the readers of its children, which the next
+// round took again.
+func TestANewcomerKeepsReadingTheChildOfAPrunedReopenedParentAtTheReseed(t *testing.T) {
+	t.Parallel()
+	st := consumertest.NewStore(time.Minute)
+	co := wonBackRig(t, st, "holder")
+	// The parent is trimmed: no longer listed, its lease lapsed, pruned.
+	co.listed = map[string]consumer.Shard{"c": {ID: "c", Parent: "p"}}
+	st.Mu.Lock()
+	st.LeaseMap["p"] = consumer.Lease{Shard: "p", Owner: "holder", Token: 1, ExpiresAt: time.Now().Add(-time.Minute)}
+	st.Mu.Unlock()
+	pruned, err := st.Prune(t.Context(), []string{"p"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"p"}, pruned)
+	child := newFakeReader("c", consumer.Lease{Shard: "c", Owner: "me", Token: 1, Deadline: time.Now().Add(time.Hour)})
+	child.shard.Parent = "p"
+	co.readers["c"] = child
+	co.store = forgetWatch{Store: st, forgot: func() {}}
+	st.Mu.Lock()
+	st.RecordLost = true
+	st.Mu.Unlock()
+	co.reseed(co.runCtx)
+	assert.False(t, child.Stopping(), "the child of an unlisted, pruned parent was stopped at the re-seed")
+}
