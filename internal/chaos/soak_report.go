@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -137,6 +138,11 @@ func (s *soak) report(v *Verdict) {
 			v.First = fmt.Sprintf("nothing lost: %d never delivered", v.Lost())
 		case v.Table.WindowBreaches > 0:
 			v.First = fmt.Sprintf("duplicates: %d fault windows over their own bound", v.Table.WindowBreaches)
+			for _, l := range WindowLines(v.Table.Windows, s.at) {
+				if strings.Contains(l, " OVER (") {
+					v.First += "\n  " + l
+				}
+			}
 		case v.Table.UnmarkedDups > 0:
 			v.First = fmt.Sprintf("redelivery mark: %d deliveries of records delivered before without kinesis_redelivered: true", v.Table.UnmarkedDups)
 		case len(v.Table.ACLRefusals) > 0:

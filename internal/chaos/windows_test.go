@@ -50,6 +50,11 @@ func TestCheckAWindowOverItsOwnBoundFails(t *testing.T) {
 	assert.Equal(t, 3, tab.Duplicates)
 	assert.Zero(t, tab.DupsOutsideWindows, "every duplicate's first delivery is in the kill's window")
 	assert.False(t, tab.OK(), "the kill's window allows its one record once, not three times: %s", tab.String())
+	// The breach names its records, so a failed run nobody watched (CI)
+	// can be read back from its verdict.
+	lines := WindowLines(tab.Windows, func(at time.Time) string { return at.Sub(t0).String() })
+	require.Len(t, lines, 1)
+	assert.Contains(t, lines[0], "kill a1: 3 duplicates, bound 1, 2 OVER (s0 1 first by a1 at 00:00:00.001, again by c1 at 00:00:02.000; s0 1 first by a1 at 00:00:00.001, again by c1 at 00:00:03.000)")
 }
 
 // TestCheckWindowsJudgeEachDuplicateAgainstItsOwnWindow guards the
