@@ -98,7 +98,8 @@ func TestCheckWindowsJudgeEachDuplicateAgainstItsOwnWindow(t *testing.T) {
 		ds = append(ds, again(ds[0], "c1", t0.Add(time.Second)), again(ds[0], "c2", t0.Add(2*time.Second)))
 		tab := Check(perKey, stream, ds, []Window{kill, flush}, nil, nil)
 		assert.Equal(t, 1, tab.WindowBreaches, tab.String())
-		assert.Equal(t, WindowTally{What: "kill a1", Kind: "kill", From: kill.From, To: kill.To, At: kill.From, Bound: 2, Dups: 2, Over: 1}, tab.Windows[0])
+		assert.Equal(t, WindowTally{What: "kill a1", Kind: "kill", From: kill.From, To: kill.To, At: kill.From, Bound: 2, Dups: 2, Over: 1,
+			OverSample: []string{"s0 1 first by a1 at 00:00:00.001, again by c2 at 00:00:02.000"}}, tab.Windows[0])
 	})
 
 	t.Run("two wipes each allow the record once", func(t *testing.T) {
