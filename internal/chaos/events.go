@@ -41,12 +41,13 @@ func (r *runner) killRandom(ctx context.Context) error {
 	now := time.Now()
 	_ = in.cmd.Process.Signal(syscall.SIGKILL)
 	<-in.done
+	dead := time.Now()
 	r.mu.Lock()
 	r.kills = append(r.kills, Kill{Inst: in.name, At: now, Shards: owned})
 	// What it delivered since its last commit (a commit period, plus a
 	// batch in flight and a commit round trip) is delivered again. The slack
 	// covers commits delayed by a starved CPU or a Redis outage.
-	r.windows = append(r.windows, Window{What: "kill " + in.name, Kind: "kill", Inst: in.name, From: now.Add(-killWindow(r.plan)), To: now})
+	r.windows = append(r.windows, Window{What: "kill " + in.name, Kind: "kill", Inst: in.name, From: now.Add(-killWindow(r.plan)), To: dead})
 	r.mu.Unlock()
 	r.logf("chaos: killed %s (owned %v)", in.name, owned)
 	select {

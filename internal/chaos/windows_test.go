@@ -142,7 +142,7 @@ func TestSoakKillWindowHoldsWhatWasDeliveredSinceTheLastCommit(t *testing.T) {
 	kill := t0.Add(time.Minute)
 	perKey, stream, ds := windowsRun(t0)
 	since := map[string]consumer.Position{"s0": {Sequence: "2"}}
-	w := killedWindow(p, t0, kill, "a1", []string{"s0", "s9"}, since, true)
+	w := killedWindow(p, t0, kill, kill, "a1", []string{"s0", "s9"}, since, true)
 	assert.False(t, w.Holds(ds[2]), "k0/2 is at the checkpoint")
 	assert.True(t, w.Holds(ds[4]), "k0/3 is past it")
 	assert.False(t, w.Holds(ds[5]), "s1 is not a1's")
@@ -158,8 +158,27 @@ func TestSoakKillWindowHoldsWhatWasDeliveredSinceTheLastCommit(t *testing.T) {
 	tab = Check(perKey, stream, ds, []Window{w}, nil, nil)
 	assert.Equal(t, 1, tab.DupsOutsideWindows, "k0/2 was committed: read again, it is no kill's doing")
 
-	fallback := killedWindow(p, t0, kill, "a1", []string{"s0"}, nil, false)
+	fallback := killedWindow(p, t0, kill, kill, "a1", []string{"s0"}, nil, false)
 	assert.Equal(t, Window{What: "kill a1", Kind: "kill", Inst: "a1", From: kill.Add(-killWindow(p)), To: kill}, fallback)
+}
+
+// TestSoakKillWindowLastsUntilTheInstanceIsDead guards the kill's window
+// ending when the soak decided the kill, before it read the leases and
+// checkpoints and sent SIGKILL: what the instance delivered meanwhile, past
+// the checkpoints read, comes again, and fell outside every kill window
+// (seed 5, failover-unacked, in CI: charged to a promotion's window, over
+// its bound).
+func TestSoakKillWindowLastsUntilTheInstanceIsDead(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	decided := t0.Add(time.Minute)
+	dead := decided.Add(600 * time.Millisecond)
+	late := Delivery{Shard: "s0", Seq: "3", Inst: "a1", At: decided.Add(400 * time.Millisecond)}
+	since := map[string]consumer.Position{"s0": {Sequence: "2"}}
+	for _, read := range []bool{true, false} {
+		w := killedWindow(soakPlan, t0, decided, dead, "a1", []string{"s0"}, since, read)
+		assert.True(t, w.Holds(late), "checkpoints read %v: a delivery between the decision and the death is the kill's", read)
+		assert.False(t, w.Holds(Delivery{Shard: "s0", Seq: "4", Inst: "a1", At: dead.Add(time.Millisecond)}), "nothing after the death")
+	}
 }
 
 // TestCheckAFlushUnderALiveNackingHolderAllowsNoReadAgain guards the
