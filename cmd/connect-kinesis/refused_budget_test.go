@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -202,13 +204,18 @@ func TestIntegrationRefusedFirstDeliveryGivesItsBudgetBack(t *testing.T) {
 	require.Eventually(t, func() bool { return scrapeValue(t, a.port, ownedRe) == 0 }, 30*time.Second, 100*time.Millisecond, "a still holds the shard")
 
 	// A holds no shard and its pipeline has acked what it took: its
-	// budget is empty.
-	var buffered float64
+	// budget is empty. The gauge must be read from A's /metrics: a
+	// failed scrape or a missing series (A exited) is no empty budget.
+	buffered, served := -1.0, false
 	if !assert.Eventually(t, func() bool {
-		buffered = scrapeValue(t, a.port, bufferedRe)
-		return buffered == 0
+		buffered, served = scrapeSeries(a.port, bufferedRe)
+		return served && buffered == 0
 	}, 15*time.Second, 200*time.Millisecond) {
-		t.Errorf("kinesis_input_buffered_bytes of a stays %.0f once it holds no shard", buffered)
+		if served {
+			t.Errorf("kinesis_input_buffered_bytes of a stays %.0f once it holds no shard", buffered)
+		} else {
+			t.Errorf("a serves no kinesis_input_buffered_bytes once it holds no shard (exited: %v)", a.cmd.ProcessState != nil)
+		}
 	}
 	assert.NotContains(t, logOf(a), budgetTookBack, "the budget's check had to take leaked room back")
 
@@ -220,6 +227,27 @@ func TestIntegrationRefusedFirstDeliveryGivesItsBudgetBack(t *testing.T) {
 	t.Logf("written %d, unique %d, lost %d, duplicates %d; a refused %d batches at admission", p.total(), unique, p.total()-unique, dups,
 		strings.Count(logOf(a), refusedAtAdmission))
 	assert.Zero(t, p.total()-unique, "records lost")
+}
+
+// scrapeSeries is the value of the first series re matches on the
+// binary's /metrics at port, and whether the binary served one: unlike
+// scrapeValue, a process that no longer answers is not read as 0.
+func scrapeSeries(port int, re *regexp.Regexp) (float64, bool) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return 0, false
+	}
+	m := re.FindSubmatch(b)
+	if m == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(string(m[1])), 64)
+	return v, err == nil
 }
 
 // Guards a default build that carries the e2ehook seam: only a binary
