@@ -13,8 +13,8 @@ import (
 
 // The e2ehook build (`go build -tags e2ehook`; `make build-e2ehook` writes
 // bin/connect-kinesis-e2ehook, and `make unit` names it to the tests in
-// CONNECT_KINESIS_E2EHOOK_BIN) lets an end-to-end test hold one first
-// delivery between the reader's lease check and its send: the refusal at
+// CONNECT_KINESIS_E2EHOOK_BIN) lets an end-to-end test hold one
+// hand-over between the reader's lease check and its send: the refusal at
 // admission that a paused process meets only by luck, made deterministic.
 // The test makes the lease's local deadline pass during the hold (it holds
 // the instance's Redis traffic), and the pipeline's Next then takes the
@@ -27,7 +27,9 @@ const (
 	// duration); unset or invalid, nothing is held.
 	E2EHoldBeforeSendEnv = "CONNECT_KINESIS_E2E_HOLD_BEFORE_SEND"
 	// E2EHoldSendEnv is which hand-over of the process is held, counting
-	// first deliveries of every shard from 1; unset, the first.
+	// from 1 every pass through handOver of every shard: first deliveries,
+	// redeliveries, and a send tried again after the lease's deadline
+	// passed; unset, the first.
 	E2EHoldSendEnv = "CONNECT_KINESIS_E2E_HOLD_SEND"
 )
 
