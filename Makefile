@@ -16,6 +16,10 @@
 SHELL       := /usr/bin/env bash
 GO          ?= go
 BIN         := bin/connect-kinesis
+# The same binary with the `e2ehook` build tag, for the end-to-end tests
+# that hold a hand-over (internal/consumer/reader/e2ehook.go); never
+# released.
+E2E_BIN     := bin/connect-kinesis-e2ehook
 # VERSION comes from CHANGELOG.md (docs/releasing.md): RELEASE is its newest
 # released heading (`## [0.9.0] - date`). A build of the commit tagged
 # v$(RELEASE), with no uncommitted changes, is that release: 0.9.0. Any other
@@ -70,7 +74,7 @@ DIST        := dist
 PLATFORMS   := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
 .PHONY: deps-redis deps-emulators deps-prometheus
-.PHONY: all version deps build test vet fmt-check unit suite-norace docs docs-check lint-examples alerts-check demo bench chaos clean \
+.PHONY: all version deps build build-e2ehook test vet fmt-check unit suite-norace docs docs-check lint-examples alerts-check demo bench chaos clean \
 	image-deps image test-image release test-release
 
 all: build
@@ -116,6 +120,9 @@ $(NPM_DIR)/.installed: deps/package.json deps/package-lock.json
 build:
 	$(GOBUILD) -o $(BIN) ./cmd/connect-kinesis
 
+build-e2ehook:
+	$(GOBUILD) -tags e2ehook -o $(E2E_BIN) ./cmd/connect-kinesis
+
 vet:
 	$(GO) vet ./...
 
@@ -124,15 +131,16 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 # The tests use the binary `build` made (CONNECT_KINESIS_BIN) instead of
-# linking their own. testreport prints go test's usual output, then the ten
+# linking their own, and the one `build-e2ehook` made
+# (CONNECT_KINESIS_E2EHOOK_BIN) where they hold a hand-over. testreport prints go test's usual output, then the ten
 # slowest tests and "N passed, N failed"; bin/test.json keeps the raw events.
 # leftovers fails the run if a process the tests started is still alive.
-unit: build
+unit: build build-e2ehook
 	@rm -rf $(PIDS_DIR) && mkdir -p $(PIDS_DIR)
 	@$(GO) build -o bin/testreport ./internal/cmd/testreport && $(GO) build -o bin/leftovers ./internal/cmd/leftovers
 	@set -o pipefail; status=0; \
 	CONNECT_KINESIS_PIDS_DIR=$(abspath $(PIDS_DIR)) \
-	CONNECT_KINESIS_BIN=$(abspath $(BIN)) \
+	CONNECT_KINESIS_BIN=$(abspath $(BIN)) CONNECT_KINESIS_E2EHOOK_BIN=$(abspath $(E2E_BIN)) \
 	CONNECT_KINESIS_BIN_VERSION=$(VERSION) CONNECT_KINESIS_BIN_DATE=$(DATE) \
 	  $(GO) test -json $(TEST_FLAGS) $(PKGS) 2>&1 | bin/testreport -o bin/test.json || status=1; \
 	bin/leftovers $(PIDS_DIR) || status=1; \

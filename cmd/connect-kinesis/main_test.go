@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 		}
 		code := m.Run()
 		testenv.CloseShared()
+		removeE2EHookBinary()
 		os.Exit(code)
 	}
 	dir, err := os.MkdirTemp("", "connect-kinesis-bin-")
@@ -54,6 +55,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	testenv.CloseShared()
+	removeE2EHookBinary()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -92,9 +92,13 @@ func (c *Consumer) Next(ctx context.Context) (*consumer.Batch, error) {
 	for {
 		select {
 		case b := <-c.out:
+			// Read before Admit: a refused batch is its reader's again
+			// at once.
+			stream, shard, n := b.Stream, b.Shard, len(b.Records)
 			if b.Admit() {
 				return b, nil
 			}
+			c.log.Debugf("A batch of %d records of shard %s of stream %s was refused at admission: its lease is lost or past its local deadline; its reader hands it over again after a renewal, or drops it when the lease is lost", n, shard, stream)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -89,6 +89,7 @@ func (r *Reader) handOver(ctx context.Context, b *consumer.Batch, c *budget.Char
 			return false
 		}
 		expired, stop := r.deadlineTimer()
+		expired = r.holdBeforeSend(ctx, expired)
 		r.budget.HandedOver(c)
 		select {
 		case r.st.Out <- b:
