@@ -116,6 +116,12 @@ func (f *Kinesis) ListShards(_ context.Context, in *kinesis.ListShardsInput, _ .
 	if in.NextToken != nil {
 		start, _ = strconv.Atoi(*in.NextToken)
 	}
+	if start > len(ids) {
+		// A token of a listing the shards changed under (the stream
+		// deleted and created again between two pages): Kinesis no
+		// longer knows it either.
+		return nil, &types.ExpiredNextTokenException{Message: aws.String("The NextToken is of a listing of another stream incarnation")}
+	}
 	end := min(start+2, len(ids))
 	out := &kinesis.ListShardsOutput{}
 	for _, id := range ids[start:end] {

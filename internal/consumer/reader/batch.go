@@ -84,7 +84,10 @@ func (d *delivery) AckRecords(errs []error) { d.settle(&d.whole, verdict{errs: e
 // its ending can both be ready at once) or passed its local deadline while
 // the batch waited for the pipeline (the process was paused). A refused
 // batch goes back to the reader, which hands it over again once a renewal
-// confirms the lease, or drops it when the lease is lost.
+// confirms the lease, or drops it when the lease is lost. With
+// shard_max_in_flight above 1 a later batch may already wait behind the
+// refused one: it is refused too until the earlier one is admitted
+// (Reader.admitInOrder).
 func (d *delivery) Admit() bool { return d.whole.Admit() }
 
 // Ack, AckRecords and Admit of a part's batch.
@@ -92,9 +95,13 @@ func (p *part) Ack(err error)           { p.d.settle(p, verdict{err: err}) }
 func (p *part) AckRecords(errs []error) { p.d.settle(p, verdict{errs: errs}) }
 func (p *part) Admit() bool {
 	r := p.d.r
-	if !r.lost.Load() && r.LeaseLive() {
+	direct := p.d.ids == nil
+	if !r.lost.Load() && r.LeaseLive() && (!direct || r.admitInOrder(p.d.id)) {
 		r.countRedelivered(p.batch)
 		return true
+	}
+	if direct {
+		r.noteRefused(p.d.id)
 	}
 	p.d.settle(p, verdict{bounced: true})
 	return false
@@ -156,6 +163,11 @@ func (d *delivery) tell(attached bool) bool {
 // and folds it into the tracker when no part did.
 func (d *delivery) finish() {
 	r := d.r
+	if d.ids == nil {
+		// Done, whether or not it was admitted since a refusal: no later
+		// batch waits for it.
+		r.clearRefused(d.id)
+	}
 	if d.iso == nil {
 		if d.ids != nil {
 			r.tracker.ackAll(d.ids)

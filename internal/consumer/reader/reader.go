@@ -72,6 +72,9 @@ type Reader struct {
 
 	redeliverMu sync.Mutex
 	redeliver   []*delivery
+	// refused are the direct path's batches Admit refused and has not
+	// admitted since (admitInOrder), under redeliverMu.
+	refused []uint64
 	// isolating are the batches sent again in parts, with their first
 	// delivery's time and the arrival of their oldest record not done
 	// (gauge.go); oldestEnded says the reader ended and its gauges are 0

@@ -51,6 +51,44 @@ func (r *Reader) popRedeliver() *delivery {
 	return b
 }
 
+// admitInOrder says whether the direct path's batch id may reach the
+// pipeline: not while a batch handed over before it (a lower tracker id)
+// was refused by Admit and has not been admitted since. With
+// shard_max_in_flight above 1 the next batch may already wait in its send
+// behind the refused one, and the reader may even have taken the refused
+// one back from the queue to hand it over again: admitted first, its
+// records would reach the pipeline before the earlier ones ever did. A
+// nacked batch does not count: it reached the pipeline, and the batches
+// behind it go on (architecture.md, per-shard order). Admitting id clears
+// its own refusal.
+func (r *Reader) admitInOrder(id uint64) bool {
+	r.redeliverMu.Lock()
+	defer r.redeliverMu.Unlock()
+	for _, rid := range r.refused {
+		if rid < id {
+			return false
+		}
+	}
+	r.refused = slices.DeleteFunc(r.refused, func(rid uint64) bool { return rid == id })
+	return true
+}
+
+// clearRefused forgets a refusal of batch id, done.
+func (r *Reader) clearRefused(id uint64) {
+	r.redeliverMu.Lock()
+	defer r.redeliverMu.Unlock()
+	r.refused = slices.DeleteFunc(r.refused, func(rid uint64) bool { return rid == id })
+}
+
+// noteRefused records that Admit refused the direct path's batch id.
+func (r *Reader) noteRefused(id uint64) {
+	r.redeliverMu.Lock()
+	defer r.redeliverMu.Unlock()
+	if !slices.Contains(r.refused, id) {
+		r.refused = append(r.refused, id)
+	}
+}
+
 func (r *Reader) hasRedeliver() bool {
 	r.redeliverMu.Lock()
 	defer r.redeliverMu.Unlock()
