@@ -78,7 +78,28 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 	var ev roundEvents
 	mine -= co.handOverRequested(rd.Handoffs, spare, allow, &ev)
 	co.forgetOldHandOffs()
-	took := co.takeFree(ctx, ready, leases, share-mine-other.held[co.c.owner], &ev)
+	// Free shards are taken up to this instance's quota, the floor share
+	// plus one for each of the first total % members members in id order,
+	// so the quotas add up to the total: after a member died, the
+	// survivors' takes of its shards balance the group, and none is left
+	// below the floor to ask another survivor for shards of its own. A
+	// shard the rounds found free for half a balancing period or more
+	// (the member it fell to did not take it) is taken up to the
+	// rounded-up share, so none stays unowned.
+	quota := floor
+	if slices.Index(members, co.c.owner) < total%len(members) {
+		quota++
+	}
+	held := mine + other.held[co.c.owner]
+	took := co.takeFree(ctx, ready, leases, quota-held, nil, &ev)
+	long := map[string]bool{}
+	for id, since := range co.freeSince {
+		if time.Since(since) >= co.c.cfg.RebalancePeriod/2 {
+			long[id] = true
+		}
+	}
+	took += co.takeFree(ctx, ready, leases, share-held-took, long, &ev)
+	co.noteFree(ready, leases)
 	took += co.takeAsked(ctx, leases, &ev)
 	co.logRound(&ev)
 	mine += took
@@ -175,20 +196,21 @@ func (co *coordinator) stopGatedReaders(closed map[string]bool) {
 	}
 }
 
-// takeFree takes up to want ready shards that nobody holds, skipping
-// those this instance just handed over, and notes each take in ev. It
-// returns how many it took. A live lease under this instance's own id is
-// not taken either: this instance reads none of these shards, so another
-// process holds it under the same id (the run before a restart, or a copy
-// started with the same lease.instance_id), and its lease must run out
-// first, as any other owner's (the store refuses the take too).
-func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[string]consumer.LeaseState, want int, ev *roundEvents) int {
+// takeFree takes up to want ready shards that nobody holds (only those in
+// only, unless only is nil), skipping those this instance just handed
+// over, and notes each take in ev. It returns how many it took. A live
+// lease under this instance's own id is not taken either: this instance
+// reads none of these shards, so another process holds it under the same
+// id (the run before a restart, or a copy started with the same
+// lease.instance_id), and its lease must run out first, as any other
+// owner's (the store refuses the take too).
+func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[string]consumer.LeaseState, want int, only map[string]bool, ev *roundEvents) int {
 	took := 0
 	for _, id := range ready {
 		if took >= want {
 			break
 		}
-		if co.readers[id] != nil {
+		if co.readers[id] != nil || (only != nil && !only[id]) {
 			continue
 		}
 		if _, recent := co.handedOff[id]; recent {
@@ -204,4 +226,22 @@ func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[
 		}
 	}
 	return took
+}
+
+// noteFree remembers, for each ready shard nobody holds live and this
+// instance does not read, since when consecutive rounds found it free.
+func (co *coordinator) noteFree(ready []string, leases map[string]consumer.LeaseState) {
+	now, seen := time.Now(), co.freeSince
+	co.freeSince = map[string]time.Time{}
+	for _, id := range ready {
+		ls, held := leases[id]
+		if co.readers[id] != nil || (held && !ls.Expired && ls.Owner != "") {
+			continue
+		}
+		if since, ok := seen[id]; ok {
+			co.freeSince[id] = since
+		} else {
+			co.freeSince[id] = now
+		}
+	}
 }
