@@ -12,7 +12,8 @@ import (
 )
 
 // rebalance runs one balancing round: it takes free ready shards up to
-// this instance's fair share by count (ceil(ready / live members)), hands
+// this instance's quota (balanceWith), and those free for half a balancing
+// period up to the fair share by count (ceil(ready / live members)), hands
 // shards over to members that asked for them, and asks other members for
 // shards. Balancing by load (load.go) decides the asking by bytes/s;
 // balancing by count (and a round where loads are not known) asks the
