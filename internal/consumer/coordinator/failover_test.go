@@ -125,3 +125,60 @@ func TestAShardLeftFreeByTheMemberItFellToIsTakenNextRound(t *testing.T) {
 	co.rebalance(t.Context())
 	assert.Len(t, co.readers, 2, "a shard free for a balancing period is taken up to the rounded-up share")
 }
+
+// TestACountHandOffIsAskedOnlyUpToTheQuotaTheAskerTakes guards the match
+// between asking and taking by count: a member asked for shards up to the
+// rounded-up share but takes free shards only up to its quota, so what it
+// asked beyond its quota was released by its holder and left unowned
+// (until another member's quota, or this member's rounds half a balancing
+// period later, took it).
+func TestACountHandOffIsAskedOnlyUpToTheQuotaTheAskerTakes(t *testing.T) {
+	st := consumertest.NewStore(time.Minute)
+	api := consumertest.NewKinesis()
+	var shards []string
+	for i := range 7 {
+		id := fmt.Sprintf("shardId-%012d", i)
+		shards = append(shards, id)
+		api.Add(id, &consumertest.KinesisShard{Records: 1000000})
+		_, err := st.Acquire(t.Context(), id, "a")
+		require.NoError(t, err)
+	}
+	for _, m := range []string{"a", "b", "c"} {
+		require.NoError(t, st.Heartbeat(t.Context(), m))
+	}
+	cfg := testConfig()
+	cfg.Balance = consumer.BalanceCount
+	cfg.RebalancePeriod = time.Minute // only the quota decides the takes
+	c := &Consumer{cfg: cfg, api: api, owner: "b", metrics: consumer.NewMetrics(nil)}
+	co := blankCoordinator(c, "s")
+	co.streamName, co.store = "s", st
+	for _, id := range shards {
+		co.listed[id] = consumer.Shard{ID: id}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	co.runCtx = ctx
+	t.Cleanup(func() { cancel(); close(co.runDone) })
+
+	// Seven shards over a, b, c: quotas 3, 2, 2. b holds none and asks a.
+	co.rebalance(t.Context())
+	st.Mu.Lock()
+	var asked []string
+	for shard, requester := range st.Handoff {
+		if requester == "b" {
+			asked = append(asked, shard)
+		}
+	}
+	// a hands the asked shards over: their leases end.
+	for _, id := range asked {
+		l := st.LeaseMap[id]
+		l.ExpiresAt = time.Now().Add(-time.Second)
+		st.LeaseMap[id] = l
+		delete(st.Handoff, id)
+	}
+	st.Mu.Unlock()
+	require.NotEmpty(t, asked, "b asks a for shards")
+	co.rebalance(t.Context())
+	for _, id := range asked {
+		assert.NotNil(t, co.readers[id], "b asked for %s (of %d asked) and left it unowned once handed over", id, len(asked))
+	}
+}
