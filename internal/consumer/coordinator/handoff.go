@@ -59,17 +59,14 @@ func (co *coordinator) askForHandOff(ctx context.Context, ready []string, leases
 		}
 	}
 	// A request stays in the store until its shard is handed over (or its
-	// holder or this instance leaves), so the shards asked for in the last
-	// two balancing periods (the holder's round comes within one) and
-	// still held by the member asked count against the shortfall, and are
-	// not asked for again: asking anew each round for shards picked at
-	// random left more requests than the shortfall, and a holder honoured
-	// the surplus later, after the group had settled. An ask older than
-	// that was refused (its holder had no shard to spare) or replaced, and
-	// the shortfall is asked for again.
+	// holder or this instance leaves), so the shards asked for in earlier
+	// rounds and still held by the member asked count against the
+	// shortfall, and are not asked for again: asking anew each round for
+	// shards picked at random left more requests than the shortfall, and
+	// a holder honoured the surplus later, after the group had settled.
 	pending := 0
 	for id, a := range co.countAsked {
-		if ls := leases[id]; time.Since(a.at) > 2*co.c.cfg.RebalancePeriod || ls.Expired || ls.Owner != a.of {
+		if ls := leases[id]; time.Since(a.at) > co.c.cfg.HandoffTimeout+2*co.c.cfg.RebalancePeriod || ls.Expired || ls.Owner != a.of {
 			delete(co.countAsked, id)
 			continue
 		}
