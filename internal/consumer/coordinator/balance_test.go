@@ -81,33 +81,3 @@ func TestBalancingTakesAShardKinesisNoLongerHas(t *testing.T) {
 		t.Fatal("the reader of a shard Kinesis does not have never ended")
 	}
 }
-
-// Guards the defect behind TestThreeConsumersSettleOnFairShares's other
-// flake: a member short of its quota asked by count again in every round
-// until its asks were met, each time for shards picked at random, so the
-// requests it left in the store outnumbered its shortfall, and a holder
-// honoured a surplus one later, after the group had settled.
-func TestACountAskRepeatedBeforeItIsMetAsksForNoMoreThanTheShortfall(t *testing.T) {
-	st := consumertest.NewStore(time.Minute)
-	var shards []string
-	for i := range 12 {
-		shards = append(shards, fmt.Sprintf("shardId-%012d", i))
-	}
-	for i, id := range shards {
-		_, err := st.Acquire(t.Context(), id, []string{"m1", "m2"}[i%2])
-		require.NoError(t, err)
-	}
-	for _, m := range []string{"m1", "m2", "new"} {
-		require.NoError(t, st.Heartbeat(t.Context(), m))
-	}
-	co := balancingCoordinator(st, "new", shards)
-	co.c.cfg.Balance = consumer.BalanceCount
-
-	// The holders hand nothing over between these rounds (a round of
-	// theirs comes up to a balancing period later).
-	for range 5 {
-		co.rebalance(t.Context())
-	}
-
-	assert.Len(t, st.Handoff, 4, "requests left in the store for a shortfall of 4: %v", slices.Sorted(maps.Keys(st.Handoff)))
-}

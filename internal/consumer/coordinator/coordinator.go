@@ -90,10 +90,6 @@ type coordinator struct {
 	// last seen changing hands (its cool-down), and who held it.
 	asked, moved map[string]time.Time
 	lastOwner    map[string]string
-	// countAsked are the shards balancing by count asked for, of whom and
-	// when (askForHandOff): a request stays in the store until it is met,
-	// so those still pending count against the shortfall of later rounds.
-	countAsked map[string]countAsk
 	// readySeen are the shards the last balancing round found ready, so
 	// that the next one says which children its parents' close made ready
 	// (roundlog.go); nil before a round saw a listing.

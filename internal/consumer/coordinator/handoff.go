@@ -58,27 +58,10 @@ func (co *coordinator) askForHandOff(ctx context.Context, ready []string, leases
 			here[ls.Owner] = append(here[ls.Owner], id)
 		}
 	}
-	// A request stays in the store until its shard is handed over (or its
-	// holder or this instance leaves), so the shards asked for in earlier
-	// rounds and still held by the member asked count against the
-	// shortfall, and are not asked for again: asking anew each round for
-	// shards picked at random left more requests than the shortfall, and
-	// a holder honoured the surplus later, after the group had settled.
-	pending := 0
-	for id, a := range co.countAsked {
-		if ls := leases[id]; time.Since(a.at) > co.c.cfg.HandoffTimeout+2*co.c.cfg.RebalancePeriod || ls.Expired || ls.Owner != a.of {
-			delete(co.countAsked, id)
-			continue
-		}
-		pending++
-		for m, shards := range here {
-			here[m] = slices.DeleteFunc(shards, func(s string) bool { return s == id })
-		}
-	}
 	owners := slices.Sorted(maps.Keys(here))
 	// Most loaded first; ties by id, so the order is the same everywhere.
 	slices.SortStableFunc(owners, func(a, b string) int { return held[b] - held[a] })
-	want, asked := share-mine-pending, 0
+	want, asked := share-mine, 0
 	for _, m := range owners {
 		if want <= 0 || held[m]-mine < 2 {
 			break
@@ -90,18 +73,11 @@ func (co *coordinator) askForHandOff(ctx context.Context, ready []string, leases
 				co.log.Warnf("Requesting hand-off of shard %s failed: %v", shard, err)
 				return asked
 			}
-			co.countAsked[shard] = countAsk{of: m, at: time.Now()}
 			want--
 			asked++
 		}
 	}
 	return asked
-}
-
-// countAsk is a hand-off balancing by count asked of a member, and when.
-type countAsk struct {
-	of string
-	at time.Time
 }
 
 // shuttingDown says the instance is stopping (shutdown began), as opposed

@@ -80,7 +80,6 @@ func blankCoordinator(c *Consumer, configured string) *coordinator {
 		readers:       map[string]shardReader{},
 		handedOff:     map[string]time.Time{},
 		asked:         map[string]time.Time{},
-		countAsked:    map[string]countAsk{},
 		moved:         map[string]time.Time{},
 		lastOwner:     map[string]string{},
 		discoverNow:   make(chan struct{}, 1),

@@ -159,7 +159,6 @@ func (co *coordinator) forgetShard(id string) {
 	delete(co.lastOwner, id)
 	delete(co.moved, id)
 	delete(co.asked, id)
-	delete(co.countAsked, id)
 	delete(co.handedOff, id)
 	co.lastRead.Delete(id)
 	co.known.mu.Lock()
