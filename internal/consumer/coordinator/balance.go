@@ -75,6 +75,29 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 		// the loads); the count floor would refuse the hand-off of a hot
 		// shard between two members with even counts.
 		spare, allow = mine, view.givingEvensOut(co.c.owner)
+		if len(co.moved) > 0 {
+			// While a shard this instance saw move cools down, the rates
+			// of the members that traded it are not measured anew (a new
+			// reader's first rate covers part of a window), so a request,
+			// perhaps one left from a shortfall by count made up since,
+			// waits as asking does.
+			allow = func(string, string) bool { return false }
+		}
+	} else {
+		// By count a request is honoured only while it evens out as the
+		// asking rule has it: the requester holds at least two fewer
+		// shards than this instance. A request stays in the store until
+		// it is met, so one left from a shortfall its requester made up
+		// since would otherwise move a shard of a group that settled.
+		counts := addHeld(heldCounts(ready, leases, co.c.owner, mine), other.held)
+		allow = func(_, requester string) bool {
+			if counts[co.c.owner]-counts[requester] < 2 {
+				return false
+			}
+			counts[co.c.owner]--
+			counts[requester]++
+			return true
+		}
 	}
 	var ev roundEvents
 	mine -= co.handOverRequested(rd.Handoffs, spare, allow, &ev)
