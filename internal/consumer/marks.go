@@ -19,6 +19,15 @@ type Marker interface {
 	// write covers are not delivered. The caller waits for the answer
 	// before it hands over a record up to p, and may do other work first.
 	Ask(l Lease, p Position) <-chan error
+	// Found returns the highest mark a write under l's token found stored
+	// for its shard before it wrote, above this instance's own writes under
+	// that token (which may cover records not handed over yet), zero when
+	// none. The caller raises
+	// the mark it delivers against to it once an ask is answered nil: a
+	// re-seed may have won the shard back from another owner that
+	// delivered past the take's mark, and the re-seed's reply may have
+	// been lost.
+	Found(l Lease) Position
 	// Forget drops what is known of a shard the instance no longer reads.
 	Forget(shard string)
 	// WriteBack writes again, each only forwards, every mark this instance

@@ -27,7 +27,9 @@ import (
 // deliveredScript: KEYS lease, delivered, epoch; ARGV owner, epoch, then
 // shard, token, position triples. Writes each position only forwards and
 // only while the lease names owner under that token. Returns the shards
-// fenced; FORGOT when the caller's group record is gone or replaced.
+// fenced and, as shard, mark pairs, the mark each written shard held
+// before the write; FORGOT when the caller's group record is gone or
+// replaced.
 var deliveredScript = newScript("delivered")
 
 // restoreDeliveredScript: KEYS delivered; ARGV shard, position pairs, each
@@ -106,43 +108,68 @@ const maxMarksPerCall = 2000
 // gone or replaced (re-seed, then write again). With replicas to wait for,
 // the write is done only once they acknowledged it, as a commit is.
 func (s *Store) WriteDelivered(ctx context.Context, owner string, marks []DeliveredMark) (fenced []string, err error) {
+	w, err := s.WriteDeliveredFound(ctx, owner, marks)
+	return w.Fenced, err
+}
+
+// MarksWritten is what a write of redelivery marks found.
+type MarksWritten struct {
+	// Fenced are the shards not written: their lease no longer names the
+	// owner under the mark's token.
+	Fenced []string
+	// Found is, per shard written, the mark the store held before the
+	// write, when it held one. Above what the shard's reader marks against,
+	// it is how far another owner may have delivered the shard under this
+	// very lease's token: a re-seed won the shard back from a newcomer and
+	// its reply was lost, so the reader never learned the newcomer's mark.
+	Found map[string]consumer.Position
+}
+
+// WriteDeliveredFound is WriteDelivered that also returns the marks the
+// store held before the write (MarksWritten.Found): a reader raises its own
+// to them before it hands over the records the write covers.
+func (s *Store) WriteDeliveredFound(ctx context.Context, owner string, marks []DeliveredMark) (MarksWritten, error) {
+	var out MarksWritten
 	for len(marks) > 0 {
 		n := min(len(marks), maxMarksPerCall)
-		f, err := s.writeDelivered(ctx, owner, marks[:n])
-		fenced = append(fenced, f...)
+		err := s.writeDelivered(ctx, owner, marks[:n], &out)
 		if err != nil {
-			return fenced, err
+			return out, err
 		}
 		marks = marks[n:]
 	}
-	return fenced, nil
+	return out, nil
 }
 
-func (s *Store) writeDelivered(ctx context.Context, owner string, marks []DeliveredMark) (fenced []string, err error) {
+func (s *Store) writeDelivered(ctx context.Context, owner string, marks []DeliveredMark, out *MarksWritten) error {
 	epoch := s.knownEpoch()
 	if epoch == "" {
-		return nil, fmt.Errorf("storing delivered positions: no group record known yet (take a shard first)")
+		return fmt.Errorf("storing delivered positions: no group record known yet (take a shard first)")
 	}
 	args := make([]any, 0, 2+3*len(marks))
 	args = append(args, owner, epoch)
 	for _, m := range marks {
 		if m.Position.IsZero() {
-			return nil, fmt.Errorf("storing delivered positions: empty position for shard %s", m.Shard)
+			return fmt.Errorf("storing delivered positions: empty position for shard %s", m.Shard)
 		}
 		args = append(args, m.Shard, m.Token, m.Position.String())
 	}
 	what := fmt.Sprintf("storing delivered positions of %d shards", len(marks))
-	err = s.replicated(ctx, what, func(c redis.Scripter) error {
-		out, err := deliveredScript.Run(ctx, c, []string{s.keys.Leases, s.keys.Delivered, s.keys.Epoch}, args...).StringSlice()
+	var fenced, found []string
+	err := s.replicated(ctx, what, func(c redis.Scripter) error {
+		res, err := deliveredScript.Run(ctx, c, []string{s.keys.Leases, s.keys.Delivered, s.keys.Epoch}, args...).Slice()
 		if err != nil {
 			return storeErr(what, err)
 		}
-		fenced = out
+		if fenced, found, err = parseDeliveredReply(res); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
+	out.Fenced = append(out.Fenced, fenced...)
 	lost := make(map[string]bool, len(fenced))
 	for _, f := range fenced {
 		lost[f] = true
@@ -152,7 +179,45 @@ func (s *Store) writeDelivered(ctx context.Context, owner string, marks []Delive
 			s.marks.raise(m.Shard, m.Position)
 		}
 	}
-	return fenced, nil
+	for i := 0; i+1 < len(found); i += 2 {
+		p, err := consumer.ParsePosition(found[i+1])
+		if err != nil || p.IsZero() {
+			// An unreadable mark is reported at the shard's next take;
+			// here it only cannot raise the reader's.
+			continue
+		}
+		if out.Found == nil {
+			out.Found = map[string]consumer.Position{}
+		}
+		out.Found[found[i]] = p
+		s.marks.raise(found[i], p)
+	}
+	return nil
+}
+
+// parseDeliveredReply splits delivered.lua's reply: the shards fenced, and
+// the shard, mark pairs found.
+func parseDeliveredReply(res []any) (fenced, found []string, err error) {
+	if len(res) != 2 {
+		return nil, nil, fmt.Errorf("unexpected script reply %v", res)
+	}
+	for i, part := range []*[]string{&fenced, &found} {
+		vals, ok := res[i].([]any)
+		if !ok {
+			return nil, nil, fmt.Errorf("unexpected script reply %v", res)
+		}
+		for _, v := range vals {
+			str, ok := v.(string)
+			if !ok {
+				return nil, nil, fmt.Errorf("unexpected script reply %v", res)
+			}
+			*part = append(*part, str)
+		}
+	}
+	if len(found)%2 != 0 {
+		return nil, nil, fmt.Errorf("unexpected script reply %v", res)
+	}
+	return fenced, found, nil
 }
 
 // Delivered reads every shard's redelivery mark, for operators.

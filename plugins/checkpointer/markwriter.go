@@ -40,6 +40,14 @@ type MarkWriter struct {
 	mu sync.Mutex
 	// written is the highest position written per shard, under its token.
 	written map[string]writtenMark
+	// found is the highest mark a write found stored per shard above what
+	// this writer had written, under the token it wrote with (Found).
+	found map[string]writtenMark
+	// tried are, per shard, the positions of the writes under one token
+	// that failed since its last write that succeeded: a write can run and
+	// still fail (its reply timed out, its replicas did not acknowledge it
+	// in time), so the store may hold any of them as this writer's own.
+	tried map[string]triedMarks
 	// pending are the asks not yet written, per shard.
 	pending map[string]*pendingMark
 	// wake tells Run that something was asked.
@@ -50,6 +58,11 @@ type MarkWriter struct {
 type writtenMark struct {
 	token int64
 	pos   consumer.Position
+}
+
+type triedMarks struct {
+	token int64
+	pos   []consumer.Position
 }
 
 type pendingMark struct {
@@ -65,7 +78,7 @@ func (s *Store) NewMarkWriter(owner string, interval time.Duration) *MarkWriter 
 		interval = DefaultMarkInterval
 	}
 	return &MarkWriter{store: s, owner: owner, interval: interval,
-		written: map[string]writtenMark{}, pending: map[string]*pendingMark{}, wake: make(chan struct{}, 1)}
+		written: map[string]writtenMark{}, found: map[string]writtenMark{}, tried: map[string]triedMarks{}, pending: map[string]*pendingMark{}, wake: make(chan struct{}, 1)}
 }
 
 // Ask asks for p to be stored as delivered for l's shard and returns the
@@ -112,11 +125,29 @@ func (w *MarkWriter) Cover(ctx context.Context, l consumer.Lease, p consumer.Pos
 	}
 }
 
+// Found returns the highest mark a write under l's token found stored for
+// its shard before it wrote, above this writer's own earlier writes under
+// that token, zero when none (consumer.Marker). A reader
+// raises its own to it once its ask is answered: above the take's mark, it
+// is how far an owner the store handed the shard to meanwhile may have
+// delivered it (a re-seed that won the shard back and whose reply was
+// lost).
+func (w *MarkWriter) Found(l consumer.Lease) consumer.Position {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f, ok := w.found[l.Shard]; ok && f.token == l.Token {
+		return f.pos
+	}
+	return consumer.Position{}
+}
+
 // Forget drops what is known of a shard the instance no longer reads.
 func (w *MarkWriter) Forget(shard string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.written, shard)
+	delete(w.found, shard)
+	delete(w.tried, shard)
 }
 
 // WriteBack writes every mark this store wrote or read at a take back, each
@@ -206,7 +237,7 @@ func (w *MarkWriter) flush(ctx context.Context) (retry bool) {
 		marks = append(marks, DeliveredMark{Shard: shard, Token: pm.token, Position: pm.pos})
 	}
 	wctx, cancel := context.WithTimeout(ctx, w.interval*10)
-	fenced, err := w.store.WriteDelivered(wctx, w.owner, marks)
+	res, err := w.store.WriteDeliveredFound(wctx, w.owner, marks)
 	cancel()
 
 	w.mu.Lock()
@@ -218,6 +249,7 @@ func (w *MarkWriter) flush(ctx context.Context) (retry bool) {
 		w.failing = true
 		// Put the asks back, merged with any made meanwhile.
 		for shard, pm := range batch {
+			w.noteTried(shard, pm)
 			cur, ok := w.pending[shard]
 			switch {
 			case !ok:
@@ -238,20 +270,59 @@ func (w *MarkWriter) flush(ctx context.Context) (retry bool) {
 	}
 	w.failing = false
 	lost := map[string]bool{}
-	for _, f := range fenced {
+	for _, f := range res.Fenced {
 		lost[f] = true
 	}
 	for shard, pm := range batch {
 		if lost[shard] {
+			delete(w.tried, shard)
 			answer(pm.waiters, fmt.Errorf("storing how far shard %s was delivered (token %d): %w", shard, pm.token, consumer.ErrLeaseLost))
 			continue
 		}
+		// A mark found at or below this writer's own last write under the
+		// token is that write, and one a failed write under it tried may be
+		// that write too: the reader may still hold records up to it that
+		// it never handed over (lanes take them later, and a failed write's
+		// records wait for this one), which must not be marked. Otherwise
+		// another owner stored it.
+		if f, ok := res.Found[shard]; ok && !w.own(shard, pm.token, f) {
+			if cur, known := w.found[shard]; !known || cur.token != pm.token || cur.pos.Compare(f) < 0 {
+				w.found[shard] = writtenMark{token: pm.token, pos: f}
+			}
+		}
+		// Every position tried before is at or below this write's: asks
+		// put back are merged at their highest.
+		delete(w.tried, shard)
 		if done, ok := w.written[shard]; !ok || done.token != pm.token || done.pos.Compare(pm.pos) < 0 {
 			w.written[shard] = writtenMark{token: pm.token, pos: pm.pos}
 		}
 		answer(pm.waiters, nil)
 	}
 	return false
+}
+
+// noteTried keeps the position of a failed write of pm for shard, which
+// the store may hold all the same. Called with mu held.
+func (w *MarkWriter) noteTried(shard string, pm *pendingMark) {
+	t := w.tried[shard]
+	if t.token != pm.token {
+		t = triedMarks{token: pm.token}
+	}
+	if n := len(t.pos); n == 0 || t.pos[n-1].Compare(pm.pos) != 0 {
+		t.pos = append(t.pos, pm.pos)
+	}
+	w.tried[shard] = t
+}
+
+// own reports whether f, found stored for shard by a write under token,
+// may be this writer's: at or below its last write under the token, or
+// the position of a failed write under it. Called with mu held.
+func (w *MarkWriter) own(shard string, token int64, f consumer.Position) bool {
+	if done, ok := w.written[shard]; ok && done.token == token && f.Compare(done.pos) <= 0 {
+		return true
+	}
+	t := w.tried[shard]
+	return t.token == token && slices.ContainsFunc(t.pos, func(p consumer.Position) bool { return p.Compare(f) == 0 })
 }
 
 func answer(waiters []chan error, err error) {

@@ -43,6 +43,8 @@ func (m *writeBackMarker) Ask(consumer.Lease, consumer.Position) <-chan error {
 	return ch
 }
 func (m *writeBackMarker) Forget(string) {}
+
+func (m *writeBackMarker) Found(consumer.Lease) consumer.Position { return consumer.Position{} }
 func (m *writeBackMarker) WriteBack(ctx context.Context) error {
 	m.tries.Add(1)
 	if err := ctx.Err(); err != nil {

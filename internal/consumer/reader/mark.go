@@ -41,7 +41,8 @@ type markAsk struct {
 // lease or a hand-off, delivers them marked. The marker writes every
 // instance's asks of the stream together, so the wait is at most an
 // interval plus the call. asked is the write askMark started for them, if
-// any. False when ctx ends first.
+// any. False when ctx ends first. The mark the write found stored raises
+// the reader's (Marker.Found) before anything goes over.
 //
 // A fenced write does not end the reader by itself: the lease may be
 // named by another owner only for a moment, as when a store came back
@@ -62,10 +63,11 @@ func (r *Reader) cover(ctx context.Context, recs []consumer.Record, asked *markA
 	for {
 		renewal := r.nextRenewal()
 		var answer <-chan error
+		l := *r.lease.Load()
 		if asked != nil {
-			answer, asked = asked.answer, nil
+			answer, l.Token, asked = asked.answer, asked.token, nil
 		} else {
-			answer = r.st.Marker.Ask(*r.lease.Load(), pos)
+			answer = r.st.Marker.Ask(l, pos)
 		}
 		var err error
 		select {
@@ -75,6 +77,11 @@ func (r *Reader) cover(ctx context.Context, recs []consumer.Record, asked *markA
 		}
 		switch {
 		case err == nil:
+			// The store's mark as the write found it: above the take's, an
+			// owner the store handed the shard to meanwhile delivered up to
+			// there, and a re-seed won the shard back without this reader
+			// hearing of it. What is read again up to there goes marked.
+			r.RaiseDelivered(r.st.Marker.Found(l))
 			if logged {
 				r.log.Info("The lease is confirmed again; storing how far the shard was delivered works, reading on")
 			}

@@ -43,6 +43,8 @@ func (f *fenceOnce) Ask(l consumer.Lease, p consumer.Position) <-chan error {
 
 func (f *fenceOnce) Forget(string) {}
 
+func (f *fenceOnce) Found(consumer.Lease) consumer.Position { return consumer.Position{} }
+
 func (f *fenceOnce) WriteBack(context.Context) error { return nil }
 
 // Records reach the pipeline only once a write of the redelivery mark
@@ -111,6 +113,8 @@ func (m *heldMarker) Ask(_ consumer.Lease, p consumer.Position) <-chan error {
 }
 
 func (m *heldMarker) Forget(string) {}
+
+func (m *heldMarker) Found(consumer.Lease) consumer.Position { return consumer.Position{} }
 
 func (m *heldMarker) WriteBack(context.Context) error { return nil }
 
@@ -189,6 +193,8 @@ func (f *fencedUntil) Ask(l consumer.Lease, _ consumer.Position) <-chan error {
 }
 
 func (f *fencedUntil) Forget(string) {}
+
+func (f *fencedUntil) Found(consumer.Lease) consumer.Position { return consumer.Position{} }
 
 func (f *fencedUntil) WriteBack(context.Context) error { return nil }
 
@@ -309,4 +315,59 @@ func TestMarkAskedUnderAReplacedLeaseIsAskedAgainUnderTheNewOne(t *testing.T) {
 	defer marker.mu.Unlock()
 	require.GreaterOrEqual(t, len(marker.asked), 2)
 	assert.Equal(t, marker.asked[0].Token+1, marker.asked[len(marker.asked)-1].Token, "asked again under the new lease")
+}
+
+// foundMarker answers every ask at once and reports found as the mark its
+// writes found stored.
+type foundMarker struct{ found consumer.Position }
+
+func (m *foundMarker) Ask(consumer.Lease, consumer.Position) <-chan error {
+	ch := make(chan error, 1)
+	ch <- nil
+	return ch
+}
+
+func (m *foundMarker) Forget(string) {}
+
+func (m *foundMarker) Found(consumer.Lease) consumer.Position { return m.found }
+
+func (m *foundMarker) WriteBack(context.Context) error { return nil }
+
+// TestMarkFoundStoredRaisesTheReadersMark guards "failed re-seed marks": a
+// reader whose coordinator's re-seed won its shard back from a newcomer but
+// lost the reply read on with its take's mark. The mark its write found
+// stored (the newcomer's) marks the records up to it when they go over.
+func TestMarkFoundStoredRaisesTheReadersMark(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	shard := nextShard()
+	api := consumertest.NewKinesis()
+	api.Add(shard, &consumertest.KinesisShard{Records: 5})
+	store := consumertest.NewStore(time.Minute)
+	take, err := store.Acquire(ctx, shard, "me")
+	require.NoError(t, err)
+	cfg := consumertest.Config()
+	out := make(chan *consumer.Batch)
+	st := testStream(ctx, &cfg, api, store, out)
+	// The newcomer delivered the first three records.
+	st.Marker = &foundMarker{found: consumer.Position{Sequence: consumertest.SeqOf(shard, 3)}}
+	r := New(st, consumer.Shard{ID: shard}, take.Lease, source.Start{IterType: types.ShardIteratorTypeTrimHorizon})
+	go r.Run()
+	defer func() {
+		cancel()
+		<-r.Done()
+	}()
+	select {
+	case b := <-out:
+		require.True(t, b.Admit())
+		require.Len(t, b.Records, 5)
+		var marked []bool
+		for i := range b.Records {
+			marked = append(marked, b.Redelivered(i))
+		}
+		assert.Equal(t, []bool{true, true, true, false, false}, marked, "the records up to the mark the write found go marked")
+		b.Ack(nil)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no batch was handed over")
+	}
 }

@@ -2,7 +2,12 @@
 -- shard, written by its owner before it hands the records over. KEYS lease,
 -- delivered, epoch; ARGV owner, epoch, then shard, token, position triples.
 -- A shard is written only while its lease names the caller under that token
--- (as a commit is), and only forwards. Returns the shards fenced.
+-- (as a commit is), and only forwards. Returns the shards fenced, and the
+-- mark each written shard held before the write, shard and mark pairs: a
+-- holder that won its shard back at a re-seed whose reply it never got
+-- learns there how far the other owner delivered, before it hands over
+-- what it reads again (the reads are the HMGET below, so it costs no
+-- command).
 -- A held shard whose stored mark is already as high gets its stored value
 -- written again, as commit.lua does: from Redis 7.2 a WAIT counts only what
 -- its own connection propagated, so a retry through another connection that
@@ -33,17 +38,21 @@ local function after(pos, cur)
   local _, _, _, ok = parse_pos(cur)
   return not ok or cmp_pos(pos, cur) > 0
 end
-local fenced, writes = {}, {}
+local fenced, writes, found = {}, {}, {}
 for j, shard in ipairs(shards) do
   local i = 3 * j
   if not held(leases[j], ARGV[i + 1]) then
     table.insert(fenced, shard)
   else
     local cur, pos = stored[j], ARGV[i + 2]
-    if cur and not after(pos, cur) then pos = cur end
+    if cur then
+      table.insert(found, shard)
+      table.insert(found, cur)
+      if not after(pos, cur) then pos = cur end
+    end
     table.insert(writes, shard)
     table.insert(writes, pos)
   end
 end
 if #writes > 0 then redis.call('HSET', KEYS[2], unpack(writes)) end
-return fenced
+return {fenced, found}
