@@ -35,6 +35,7 @@ func TestFailoverAcrossStreamsConcurrentRoundsKeepTheQuota(t *testing.T) {
 	}
 	for _, s := range streams {
 		stores[s] = consumertest.NewStore(time.Minute)
+		stores[s].HandoffMaxAge = consumer.HandoffRequestMaxAge(time.Minute) // the rounds' period
 		for _, m := range members {
 			require.NoError(t, stores[s].Heartbeat(t.Context(), m))
 		}

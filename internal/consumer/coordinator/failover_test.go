@@ -21,6 +21,7 @@ import (
 // alone were enough to balance the group (14, 13, 13).
 func TestFailoverSurvivorsTakeTheOrphansWithoutTradingTheirOwn(t *testing.T) {
 	st := consumertest.NewStore(time.Minute)
+	st.HandoffMaxAge = consumer.HandoffRequestMaxAge(time.Minute) // the rounds' period
 	api := consumertest.NewKinesis()
 	var shards []string
 	for i := range 40 {
@@ -100,6 +101,7 @@ func TestFailoverSurvivorsTakeTheOrphansWithoutTradingTheirOwn(t *testing.T) {
 // once the rounds found it free for half a balancing period.
 func TestAShardLeftFreeByTheMemberItFellToIsTakenNextRound(t *testing.T) {
 	st := consumertest.NewStore(time.Minute)
+	st.HandoffMaxAge = consumer.HandoffRequestMaxAge(time.Minute) // the rounds' period
 	api := consumertest.NewKinesis()
 	shards := []string{"shardId-000000000000", "shardId-000000000001", "shardId-000000000002"}
 	for _, id := range shards {
@@ -134,6 +136,7 @@ func TestAShardLeftFreeByTheMemberItFellToIsTakenNextRound(t *testing.T) {
 // period later, took it).
 func TestACountHandOffIsAskedOnlyUpToTheQuotaTheAskerTakes(t *testing.T) {
 	st := consumertest.NewStore(time.Minute)
+	st.HandoffMaxAge = consumer.HandoffRequestMaxAge(time.Minute) // the rounds' period
 	api := consumertest.NewKinesis()
 	var shards []string
 	for i := range 7 {

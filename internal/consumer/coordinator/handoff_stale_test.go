@@ -15,10 +15,13 @@ import (
 
 // Guards the hand-off by load held back while the holder cools down: the
 // holder's cool-down (six balancing periods, 60 s at the defaults) outlasts
-// the asker's wait for the shard (handoff_timeout and two periods, 30 s),
-// and the request stays in the store, so the holder released the shard
-// after the asker had stopped waiting for it; the asker, at its quota by
-// count, did not take it, and the shard was left unowned.
+// the asker's wait for the shard, and the request stayed in the store, so
+// the holder released the shard after the asker had stopped waiting for
+// it; the asker, at its quota by count, did not take it, and the shard was
+// left unowned. A request lapses in the store before its asker stops
+// waiting (consumer.HandoffRequestMaxAge), so a holder either hands the
+// shard over while its asker still takes it or not at all; the asker then
+// asks again, and that request is honoured.
 func TestByLoadAHandOffHeldBackByACoolDownIsTakenByItsAsker(t *testing.T) {
 	st := consumertest.NewStore(time.Minute)
 	var shards []string
@@ -62,22 +65,52 @@ func TestByLoadAHandOffHeldBackByACoolDownIsTakenByItsAsker(t *testing.T) {
 	co["a"].moved["elsewhere"] = time.Now()
 	co["a"].rebalance(t.Context())
 	require.False(t, co["a"].readers[asked].Stopping(), "a holds the request back while it cools down")
-	// y's wait for the shard runs out (handoff_timeout and two periods)
-	// before a's cool-down (six periods) does.
-	cfg := co["y"].c.cfg
-	co["y"].asked[asked] = time.Now().Add(-cfg.HandoffTimeout - 3*cfg.RebalancePeriod)
+	// y's wait for the shard runs out before a's cool-down (six periods)
+	// does; the request was made when y began waiting.
+	past := time.Now().Add(-co["y"].askWait() - time.Millisecond)
+	co["y"].asked[asked] = past
+	st.Mu.Lock()
+	st.HandoffAt[asked] = past
+	st.Mu.Unlock()
 	co["y"].rebalance(t.Context())
-	// a's cool-down ends: it honours the request left in the store.
+	// a's cool-down ends: a request left in the store would be honoured.
 	clear(co["a"].moved)
 	co["a"].rebalance(t.Context())
-	if r := co["a"].readers[asked]; r == nil || !r.Stopping() {
-		return // not handed over: nothing left unowned
+	if r := co["a"].readers[asked]; r == nil || r.Stopping() {
+		require.Eventually(t, func() bool {
+			ls, _ := st.Leases(t.Context())
+			l, ok := ls[asked]
+			return !ok || l.Expired || l.Owner == ""
+		}, 5*time.Second, 10*time.Millisecond, "a releases the shard")
+		co["y"].rebalance(t.Context())
+		assert.NotNil(t, co["y"].readers[asked], "a handed %s over after y stopped waiting for it, and nobody took it", asked)
+		return
 	}
+	st.Mu.Lock()
+	_, kept := st.Handoff[asked]
+	st.Mu.Unlock()
+	assert.False(t, kept, "the request y stopped waiting for lapsed")
+
+	// y's own cool-down from its ask ends; the loads are as uneven as
+	// before, so y asks again, and a, cooled down, honours the new request.
+	clear(co["y"].moved)
+	co["y"].rebalance(t.Context())
+	st.Mu.Lock()
+	var again string
+	for id, req := range st.Handoff {
+		if req == "y" {
+			again = id
+		}
+	}
+	st.Mu.Unlock()
+	require.NotEmpty(t, again, "y asks again")
+	co["a"].rebalance(t.Context())
+	require.True(t, co["a"].readers[again].Stopping(), "a honours the new request")
 	require.Eventually(t, func() bool {
 		ls, _ := st.Leases(t.Context())
-		l, ok := ls[asked]
+		l, ok := ls[again]
 		return !ok || l.Expired || l.Owner == ""
 	}, 5*time.Second, 10*time.Millisecond, "a releases the shard")
 	co["y"].rebalance(t.Context())
-	assert.NotNil(t, co["y"].readers[asked], "a handed %s over after y stopped waiting for it, and nobody took it", asked)
+	assert.NotNil(t, co["y"].readers[again], "y takes the shard it asked for again")
 }
