@@ -41,6 +41,13 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 		}
 		return
 	}
+	// The consumer's streams balance one at a time, each on the tally as
+	// the one before left it (tally.go).
+	end := co.c.tally.take(ctx)
+	if end == nil {
+		return
+	}
+	defer end()
 	if !slices.Contains(rd.Members, co.c.owner) {
 		rd.Members = append(rd.Members, co.c.owner)
 	}

@@ -3,7 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"maps"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +21,9 @@ import (
 // stream alone and took that stream's orphan up to the per-stream quota,
 // whose extra shard goes to the first member by id in every stream: the
 // survivor ended two above the others, who asked it for shards, so shards
-// of a live instance moved.
+// of a live instance moved. The rounds run here as the shared rounds run
+// them, at once, with takes slow enough that each round reads the tally
+// before another writes it back.
 func TestFailoverAcrossStreamsConcurrentRoundsKeepTheQuota(t *testing.T) {
 	streams := []string{"s1", "s2", "s3"}
 	members := []string{"a", "b", "c", "d"}
@@ -54,7 +56,7 @@ func TestFailoverAcrossStreamsConcurrentRoundsKeepTheQuota(t *testing.T) {
 		cos[m] = map[string]*coordinator{}
 		for _, s := range streams {
 			co := blankCoordinator(c, s)
-			co.id, co.streamName, co.store = s, s, stores[s]
+			co.id, co.streamName, co.store = s, s, slowTakes{stores[s]}
 			for _, id := range shards {
 				co.listed[id] = consumer.Shard{ID: id}
 			}
@@ -111,26 +113,13 @@ func TestFailoverAcrossStreamsConcurrentRoundsKeepTheQuota(t *testing.T) {
 	}
 
 	// Each survivor's rounds of the three streams run at once, as the
-	// shared rounds hand them out: each reads the tally as it was before
-	// any of them wrote it back.
+	// shared rounds hand them out.
 	concurrently := func(m string) {
-		tl := &cos[m]["s1"].c.tally
-		tl.mu.Lock()
-		was := maps.Clone(tl.streams)
-		tl.mu.Unlock()
-		now := map[string]streamTally{}
+		var wg sync.WaitGroup
 		for _, s := range streams {
-			tl.mu.Lock()
-			tl.streams = maps.Clone(was)
-			tl.mu.Unlock()
-			cos[m][s].rebalance(t.Context())
-			tl.mu.Lock()
-			now[s] = tl.streams[s]
-			tl.mu.Unlock()
+			wg.Go(func() { cos[m][s].rebalance(t.Context()) })
 		}
-		tl.mu.Lock()
-		tl.streams = now
-		tl.mu.Unlock()
+		wg.Wait()
 	}
 	for range 3 {
 		for _, m := range []string{"a", "b", "c"} {
@@ -151,4 +140,13 @@ func TestFailoverAcrossStreamsConcurrentRoundsKeepTheQuota(t *testing.T) {
 			}
 		}
 	}
+}
+
+// slowTakes is a store whose takes take a while, as Redis round trips
+// under load do.
+type slowTakes struct{ *consumertest.Store }
+
+func (s slowTakes) Acquire(ctx context.Context, shard, owner string) (consumer.Take, error) {
+	time.Sleep(20 * time.Millisecond)
+	return s.Store.Acquire(ctx, shard, owner)
 }
