@@ -27,6 +27,21 @@ var (
 	ErrOlderStream = errors.New("the stream's creation time is earlier than the group's")
 )
 
+// HandoffRequestRounds is how many balancing periods a hand-off request
+// lasts in the store. Its holder's round sees it within one period (two,
+// for a round that ran late); a holder that holds it back (a cool-down of
+// balancing by load, or a count that no longer evens out) lets it lapse
+// rather than release a shard after its requester stopped waiting for it,
+// which would leave the shard unowned. A requester that still lacks the
+// shard asks again.
+const HandoffRequestRounds = 2
+
+// HandoffRequestMaxAge is how long a hand-off request lasts in the store
+// at the given balancing period (HandoffRequestRounds periods).
+func HandoffRequestMaxAge(rebalancePeriod time.Duration) time.Duration {
+	return HandoffRequestRounds * rebalancePeriod
+}
+
 // Take is a lease just acquired, with what its reader starts from, read in
 // the same call: the shard's checkpoint, the operator's start override and
 // the group's start (and, for a shard without a checkpoint, its own start).
@@ -176,6 +191,11 @@ type Store interface {
 	LiveMembers(ctx context.Context) ([]string, error)
 	RemoveMember(ctx context.Context, member string) error
 	RequestHandoff(ctx context.Context, shard, requester string) error
+	// HandoffRequests returns shard -> requester for the shards owner
+	// holds live that a live member asked for within the last
+	// HandoffRequestRounds balancing periods (by the store's clock);
+	// older requests are deleted, since their requesters no longer wait
+	// for them.
 	HandoffRequests(ctx context.Context, owner string) (map[string]string, error)
 	// PublishProgress records, for operators and for balancing by load,
 	// the progress of the shards owner reads, in one call; only shards

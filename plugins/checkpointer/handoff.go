@@ -3,11 +3,14 @@ package checkpointer
 import (
 	"context"
 	"fmt"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
 
 // RequestHandoff asks the holder of shard to hand it over to requester. The
-// request lasts until the lease is released or taken, or the requester stops
-// heartbeating; a newer request replaces it.
+// request lasts until the lease is released or taken, the requester stops
+// heartbeating, or it is older than consumer.HandoffRequestMaxAge at the
+// balancing period; a newer request replaces it.
 func (s *Store) RequestHandoff(ctx context.Context, shard, requester string) error {
 	if err := requestHandoffScript.Run(ctx, s.c.client, []string{s.keys.Handoff}, shard, requester).Err(); err != nil {
 		return fmt.Errorf("requesting hand-off of shard %s: %w", shard, err)
@@ -16,10 +19,10 @@ func (s *Store) RequestHandoff(ctx context.Context, shard, requester string) err
 }
 
 // HandoffRequests returns shard -> requester for the live leases owner holds
-// that a live member asked for.
+// that a live member asked for within the request's lifetime.
 func (s *Store) HandoffRequests(ctx context.Context, owner string) (map[string]string, error) {
 	res, err := handoffRequestsScript.Run(ctx, s.c.client,
-		[]string{s.keys.Handoff, s.keys.Leases, s.keys.Members}, owner, s.periodMillis()).StringSlice()
+		[]string{s.keys.Handoff, s.keys.Leases, s.keys.Members}, owner, s.periodMillis(), s.handoffMaxAgeMillis()).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("reading hand-off requests for %s: %w", owner, err)
 	}
@@ -28,4 +31,10 @@ func (s *Store) HandoffRequests(ctx context.Context, owner string) (map[string]s
 		out[res[i]] = res[i+1]
 	}
 	return out, nil
+}
+
+// handoffMaxAgeMillis is how long a hand-off request lasts, in ms
+// (consumer.HandoffRequestMaxAge).
+func (s *Store) handoffMaxAgeMillis() int64 {
+	return consumer.HandoffRequestMaxAge(s.c.cfg.RebalancePeriod).Milliseconds()
 }

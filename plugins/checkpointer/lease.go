@@ -200,7 +200,7 @@ func (s *Store) ReadRound(ctx context.Context, owner string) (consumer.Round, er
 	sent := time.Now()
 	res, err := roundScript.Run(ctx, s.c.client,
 		[]string{s.keys.Members, s.keys.Closed, s.keys.Epoch, s.keys.Leases, s.keys.Handoff},
-		s.periodMillis(), s.knownEpoch(), owner).Slice()
+		s.periodMillis(), s.knownEpoch(), owner, s.handoffMaxAgeMillis()).Slice()
 	if err != nil {
 		return consumer.Round{}, storeErr("reading the balancing round's state", err)
 	}

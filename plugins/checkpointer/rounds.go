@@ -27,7 +27,7 @@ func (s *Store) ReadRounds(ctx context.Context, owner string, stores []consumer.
 	if loads {
 		withLoads = "1"
 	}
-	args := []any{s.periodMillis(), owner, withLoads}
+	args := []any{s.periodMillis(), owner, withLoads, s.handoffMaxAgeMillis()}
 	for i, st := range stores {
 		o, ok := st.(*Store)
 		if !ok || o.c != s.c || cluster || o.periodMillis() != s.periodMillis() {

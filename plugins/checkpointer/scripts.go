@@ -199,13 +199,16 @@ var removeMemberScript = newScript("remove_member")
 var requestHandoffScript = newScript("request_handoff")
 
 // handoffRequestsScript: KEYS handoff, lease, members; ARGV owner,
-// periodMillis. Returns {shard, requester, ...} for live shards the owner
-// holds whose requester is a live member; requests from dead members are
-// deleted, so a vanished requester never makes an owner give a shard up.
+// periodMillis, the requests' max age (ms). Returns {shard, requester, ...}
+// for live shards the owner holds whose requester is a live member;
+// requests from dead members are deleted, so a vanished requester never
+// makes an owner give a shard up, and so are requests older than the max
+// age, which their requesters no longer wait for.
 var handoffRequestsScript = newScript("handoff_requests")
 
 // roundScript: KEYS members, closed, epoch, lease, handoff; ARGV
-// periodMillis, epoch (” to skip the check), owner. Returns {members,
+// periodMillis, epoch (” to skip the check), owner, the hand-off
+// requests' max age (ms). Returns {members,
 // closed, {now, shard, lease...}, {shard, requester...}, reseeded,
 // reopened}, or FORGOT (Store.ReadRound).
 var roundScript = newScript("round")

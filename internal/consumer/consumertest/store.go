@@ -19,8 +19,14 @@ type Store struct {
 	LeaseMap map[string]consumer.Lease
 	Members  map[string]time.Time
 	Handoff  map[string]string
-	Tokens   int64
-	Commits  []string // "shard=seq" of every successful commit
+	// HandoffAt is when each hand-off request was made; a request older
+	// than HandoffMaxAge lapses as the Redis store's does (0: never). It
+	// starts at the lapse for Config's balancing period: a test running
+	// another period sets it to match.
+	HandoffAt     map[string]time.Time
+	HandoffMaxAge time.Duration
+	Tokens        int64
+	Commits       []string // "shard=seq" of every successful commit
 	// LoseOnRenew makes RenewAll report these shards lost (and drop them).
 	LoseOnRenew map[string]bool
 	// Rounds counts LiveMembers calls: one per balancing round of each
@@ -56,8 +62,8 @@ type Store struct {
 
 func NewStore(period time.Duration) *Store {
 	return &Store{Period: period, Ckpt: map[string]consumer.Position{}, Closed: map[string]bool{}, LeaseMap: map[string]consumer.Lease{},
-		Members: map[string]time.Time{}, Handoff: map[string]string{}, LoseOnRenew: map[string]bool{}, Progress: map[string]consumer.Progress{}, Start: time.Now(),
-		Released: map[string]time.Time{}}
+		Members: map[string]time.Time{}, Handoff: map[string]string{}, HandoffAt: map[string]time.Time{}, LoseOnRenew: map[string]bool{}, Progress: map[string]consumer.Progress{}, Start: time.Now(),
+		Released: map[string]time.Time{}, HandoffMaxAge: consumer.HandoffRequestMaxAge(Config().RebalancePeriod)}
 }
 
 func (s *Store) Live(l consumer.Lease, ok bool) bool {
@@ -309,6 +315,7 @@ func (s *Store) RequestHandoff(_ context.Context, shard, requester string) error
 	s.Mu.Lock()
 	defer s.Mu.Unlock()
 	s.Handoff[shard] = requester
+	s.HandoffAt[shard] = time.Now()
 	return nil
 }
 
@@ -317,6 +324,10 @@ func (s *Store) HandoffRequests(_ context.Context, owner string) (map[string]str
 	defer s.Mu.Unlock()
 	out := map[string]string{}
 	for shard, req := range s.Handoff {
+		if at, ok := s.HandoffAt[shard]; ok && s.HandoffMaxAge > 0 && time.Since(at) > s.HandoffMaxAge {
+			delete(s.Handoff, shard)
+			continue
+		}
 		if l, ok := s.LeaseMap[shard]; ok && l.Owner == owner {
 			out[shard] = req
 		}

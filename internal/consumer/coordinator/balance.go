@@ -12,7 +12,8 @@ import (
 )
 
 // rebalance runs one balancing round: it takes free ready shards up to
-// this instance's fair share by count (ceil(ready / live members)), hands
+// this instance's quota (balanceWith), and those free for half a balancing
+// period up to the fair share by count (ceil(ready / live members)), hands
 // shards over to members that asked for them, and asks other members for
 // shards. Balancing by load (load.go) decides the asking by bytes/s;
 // balancing by count (and a round where loads are not known) asks the
@@ -40,6 +41,13 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 		}
 		return
 	}
+	// The consumer's streams balance one at a time, each on the tally as
+	// the one before left it (tally.go).
+	end := co.c.tally.take(ctx)
+	if end == nil {
+		return
+	}
+	defer end()
 	if !slices.Contains(rd.Members, co.c.owner) {
 		rd.Members = append(rd.Members, co.c.owner)
 	}
@@ -74,11 +82,55 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 		// the loads); the count floor would refuse the hand-off of a hot
 		// shard between two members with even counts.
 		spare, allow = mine, view.givingEvensOut(co.c.owner)
+		if len(co.moved) > 0 {
+			// While a shard this instance saw move cools down, the rates
+			// of the members that traded it are not measured anew (a new
+			// reader's first rate covers part of a window), so a request,
+			// perhaps one left from a shortfall by count made up since,
+			// waits as asking does.
+			allow = func(string, string) bool { return false }
+		}
+	} else {
+		// By count a request is honoured only while it evens out as the
+		// asking rule has it: the requester holds at least two fewer
+		// shards than this instance. A request stays in the store until
+		// it is met, so one left from a shortfall its requester made up
+		// since would otherwise move a shard of a group that settled.
+		counts := addHeld(heldCounts(ready, leases, co.c.owner, mine), other.held)
+		allow = func(_, requester string) bool {
+			if counts[co.c.owner]-counts[requester] < 2 {
+				return false
+			}
+			counts[co.c.owner]--
+			counts[requester]++
+			return true
+		}
 	}
 	var ev roundEvents
 	mine -= co.handOverRequested(rd.Handoffs, spare, allow, &ev)
 	co.forgetOldHandOffs()
-	took := co.takeFree(ctx, ready, leases, share-mine-other.held[co.c.owner], &ev)
+	// Free shards are taken up to this instance's quota, the floor share
+	// plus one for each of the first total % members members in id order,
+	// so the quotas add up to the total: after a member died, the
+	// survivors' takes of its shards balance the group, and none is left
+	// below the floor to ask another survivor for shards of its own. A
+	// shard the rounds found free for half a balancing period or more
+	// (the member it fell to did not take it) is taken up to the
+	// rounded-up share, so none stays unowned.
+	quota := floor
+	if slices.Index(members, co.c.owner) < total%len(members) {
+		quota++
+	}
+	held := mine + other.held[co.c.owner]
+	took := co.takeFree(ctx, ready, leases, quota-held, nil, &ev)
+	long := map[string]bool{}
+	for id, since := range co.freeSince {
+		if time.Since(since) >= co.c.cfg.RebalancePeriod/2 {
+			long[id] = true
+		}
+	}
+	took += co.takeFree(ctx, ready, leases, share-held-took, long, &ev)
+	co.noteFree(ready, leases)
 	took += co.takeAsked(ctx, leases, &ev)
 	co.logRound(&ev)
 	mine += took
@@ -94,11 +146,14 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 		round.settling = len(co.moved) > 0 || len(co.asked) > 0
 		return
 	}
-	if took > 0 || mine+other.held[co.c.owner] >= share {
+	// Shards are asked for up to the quota, as free ones are taken: a
+	// shard asked for beyond it would be released by its holder and left
+	// free until another member's quota took it.
+	if took > 0 || mine+other.held[co.c.owner] >= quota {
 		return
 	}
 	round.askedAt = time.Now()
-	round.asked = co.askForHandOff(ctx, ready, leases, addHeld(round.held, other.held), mine+other.held[co.c.owner], share-other.asked)
+	round.asked = co.askForHandOff(ctx, ready, leases, addHeld(round.held, other.held), mine+other.held[co.c.owner], quota-other.asked)
 }
 
 // readRound reads what a balancing round needs of the stream: in one call
@@ -175,20 +230,21 @@ func (co *coordinator) stopGatedReaders(closed map[string]bool) {
 	}
 }
 
-// takeFree takes up to want ready shards that nobody holds, skipping
-// those this instance just handed over, and notes each take in ev. It
-// returns how many it took. A live lease under this instance's own id is
-// not taken either: this instance reads none of these shards, so another
-// process holds it under the same id (the run before a restart, or a copy
-// started with the same lease.instance_id), and its lease must run out
-// first, as any other owner's (the store refuses the take too).
-func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[string]consumer.LeaseState, want int, ev *roundEvents) int {
+// takeFree takes up to want ready shards that nobody holds (only those in
+// only, unless only is nil), skipping those this instance just handed
+// over, and notes each take in ev. It returns how many it took. A live
+// lease under this instance's own id is not taken either: this instance
+// reads none of these shards, so another process holds it under the same
+// id (the run before a restart, or a copy started with the same
+// lease.instance_id), and its lease must run out first, as any other
+// owner's (the store refuses the take too).
+func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[string]consumer.LeaseState, want int, only map[string]bool, ev *roundEvents) int {
 	took := 0
 	for _, id := range ready {
 		if took >= want {
 			break
 		}
-		if co.readers[id] != nil {
+		if co.readers[id] != nil || (only != nil && !only[id]) {
 			continue
 		}
 		if _, recent := co.handedOff[id]; recent {
@@ -204,4 +260,22 @@ func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[
 		}
 	}
 	return took
+}
+
+// noteFree remembers, for each ready shard nobody holds live and this
+// instance does not read, since when consecutive rounds found it free.
+func (co *coordinator) noteFree(ready []string, leases map[string]consumer.LeaseState) {
+	now, seen := time.Now(), co.freeSince
+	co.freeSince = map[string]time.Time{}
+	for _, id := range ready {
+		ls, held := leases[id]
+		if co.readers[id] != nil || (held && !ls.Expired && ls.Owner != "") {
+			continue
+		}
+		if since, ok := seen[id]; ok {
+			co.freeSince[id] = since
+		} else {
+			co.freeSince[id] = now
+		}
+	}
 }

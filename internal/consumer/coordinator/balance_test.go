@@ -81,3 +81,46 @@ func TestBalancingTakesAShardKinesisNoLongerHas(t *testing.T) {
 		t.Fatal("the reader of a shard Kinesis does not have never ended")
 	}
 }
+
+// Guards the cause of TestThreeConsumersSettleOnFairShares's flake by
+// count: a request stays in the store until it is met, and a holder
+// honoured one left from a shortfall its requester had made up since, so a
+// group settled at 2, 1, 1 moved a shard to 1, 1, 2.
+func TestByCountALeftoverRequestDoesNotMoveASettledShard(t *testing.T) {
+	st := consumertest.NewStore(time.Minute)
+	var shards []string
+	for i := range 4 {
+		shards = append(shards, fmt.Sprintf("shardId-%012d", i))
+	}
+	for i, owner := range []string{"a", "a", "b", "c"} {
+		_, err := st.Acquire(t.Context(), shards[i], owner)
+		require.NoError(t, err)
+	}
+	for _, m := range []string{"a", "b", "c"} {
+		require.NoError(t, st.Heartbeat(t.Context(), m))
+	}
+	co := balancingCoordinator(st, "a", shards)
+	co.c.cfg.Balance = consumer.BalanceCount
+	for _, id := range shards[:2] {
+		co.c.api.(*consumertest.Kinesis).Add(id, &consumertest.KinesisShard{Records: 1000})
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	co.runCtx = ctx
+	t.Cleanup(func() { cancel(); close(co.runDone) })
+	// a reads its two shards (as after taking them), then finds c's
+	// leftover request for one.
+	for _, id := range shards[:2] {
+		st.Mu.Lock()
+		delete(st.LeaseMap, id)
+		st.Mu.Unlock()
+	}
+	co.rebalance(t.Context())
+	require.Len(t, co.readers, 2, "a reads its two shards")
+	require.NoError(t, st.RequestHandoff(t.Context(), shards[0], "c"))
+
+	co.rebalance(t.Context())
+
+	for id, r := range co.readers {
+		assert.False(t, r.Stopping(), "a handed %s over to c, which holds one shard to a's two", id)
+	}
+}

@@ -79,6 +79,12 @@ type coordinator struct {
 	// handedOff remembers when this instance gave a shard away, so it does
 	// not take it straight back before the requester could.
 	handedOff map[string]time.Time
+	// freeSince holds, for each ready shard the last balancing round found
+	// free and did not take, since when the rounds have found it free: a
+	// round takes those free half a balancing period or more beyond this
+	// instance's quota, up to the rounded-up share, so a shard the member
+	// it fell to does not take is not left unowned.
+	freeSince map[string]time.Time
 	// asked, moved and lastOwner are balancing by load's memory (load.go):
 	// the shards this instance asked for and when, when each shard was
 	// last seen changing hands (its cool-down), and who held it.

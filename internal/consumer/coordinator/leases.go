@@ -41,6 +41,12 @@ func (co *coordinator) take(ctx context.Context, id string) bool {
 	}
 	r := reader.New(co.rs, shard, l, start)
 	co.renewal.confirmed(id) // a new take is its own confirmation
+	// A take is a move: the shard's rate under this reader is not measured
+	// until a full publish window passed, so balancing by load cools down
+	// as after a move it saw (noteMoves). Without this, a member that just
+	// took a free shard read its partial first rate as a light load and
+	// asked a member of a group already settled by count for another.
+	co.moved[id] = time.Now()
 	co.readersMu.Lock()
 	co.readers[id] = r
 	co.readersMu.Unlock()

@@ -212,12 +212,12 @@ func (co *coordinator) askByLoad(ctx context.Context, v loadView) {
 }
 
 // takeAsked takes the shards this instance asked for that their owners
-// have released. A request that was not answered within the hand-off
-// timeout and two rounds is dropped.
+// have released. A request that was not answered within askWait is
+// dropped.
 func (co *coordinator) takeAsked(ctx context.Context, leases map[string]consumer.LeaseState, ev *roundEvents) int {
 	took := 0
 	for _, id := range slices.Sorted(maps.Keys(co.asked)) {
-		if co.readers[id] != nil || time.Since(co.asked[id]) > co.c.cfg.HandoffTimeout+2*co.c.cfg.RebalancePeriod {
+		if co.readers[id] != nil || time.Since(co.asked[id]) > co.askWait() {
 			delete(co.asked, id)
 			continue
 		}
@@ -232,4 +232,17 @@ func (co *coordinator) takeAsked(ctx context.Context, leases map[string]consumer
 		}
 	}
 	return took
+}
+
+// askWait is how long this instance waits for a shard it asked for by
+// load, and takes it once released whatever its share by count. The
+// holder honours the request only while the store keeps it
+// (consumer.HandoffRequestMaxAge), drains the shard's reader within the
+// hand-off timeout, and this instance's next round sees the release
+// within a period; one period more covers a round that runs late. Past
+// that wait the store has let the request lapse, so no holder releases
+// the shard for it later, when nobody would take it.
+func (co *coordinator) askWait() time.Duration {
+	cfg := co.c.cfg
+	return consumer.HandoffRequestMaxAge(cfg.RebalancePeriod) + cfg.HandoffTimeout + 2*cfg.RebalancePeriod
 }

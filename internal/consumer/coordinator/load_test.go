@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -236,5 +237,90 @@ func TestRebalanceAsksForAHotShardByLoad(t *testing.T) {
 			slices.Sort(asked)
 			assert.Equal(t, tc.want, asked)
 		})
+	}
+}
+
+// Guards the defect that made TestThreeConsumersSettleOnFairShares flaky:
+// a member that took a free shard asked for another by load before the
+// shard's rate under it was measured (its first publish covers part of a
+// window), so a group already settled by count traded a shard again.
+func TestAMemberDoesNotAskByLoadWhileAShardItTookCoolsDown(t *testing.T) {
+	st := consumertest.NewStore(time.Minute)
+	var shards []string
+	for i := range 4 {
+		shards = append(shards, fmt.Sprintf("shardId-%012d", i))
+	}
+	for i, owner := range []string{"b", "a", "a"} {
+		_, err := st.Acquire(t.Context(), shards[i], owner)
+		require.NoError(t, err)
+	}
+	for _, m := range []string{"a", "b", "c"} {
+		require.NoError(t, st.Heartbeat(t.Context(), m))
+	}
+	setRate := func(shard string, bps int64) {
+		st.Mu.Lock()
+		defer st.Mu.Unlock()
+		st.Progress[shard] = consumer.Progress{BytesPerSecond: bps}
+	}
+	for _, id := range shards[:3] {
+		setRate(id, 1000)
+	}
+	co := balancingCoordinator(st, "c", shards)
+	for _, id := range shards {
+		co.c.api.(*consumertest.Kinesis).Add(id, &consumertest.KinesisShard{Records: 1000})
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	co.runCtx = ctx
+	t.Cleanup(func() { cancel(); close(co.runDone) })
+
+	co.rebalance(t.Context())
+	require.Contains(t, co.readers, shards[3], "c takes the free shard, its quota")
+	// c's first publish of the shard covers a fraction of a window.
+	setRate(shards[3], 100)
+	co.rebalance(t.Context())
+
+	assert.Empty(t, st.Handoff, "c asked for a hand-off by load while the rate of the shard it just took was not yet measured (2, 1, 1 is settled by count)")
+}
+
+// Guards the cause of TestThreeConsumersSettleOnFairShares's flake by
+// load: a holder that had just seen a shard move honoured a request (one
+// left from a shortfall by count) judged on the new owner's partial first
+// rate, and a group settled by count traded a shard again.
+func TestAHolderCoolingDownFromAMoveHandsNothingOverByLoad(t *testing.T) {
+	st := consumertest.NewStore(time.Minute)
+	var shards []string
+	for i := range 4 {
+		shards = append(shards, fmt.Sprintf("shardId-%012d", i))
+	}
+	for _, m := range []string{"a", "b", "c"} {
+		require.NoError(t, st.Heartbeat(t.Context(), m))
+	}
+	_, err := st.Acquire(t.Context(), shards[2], "b")
+	require.NoError(t, err)
+	co := balancingCoordinator(st, "a", shards)
+	for _, id := range shards {
+		co.c.api.(*consumertest.Kinesis).Add(id, &consumertest.KinesisShard{Records: 1000})
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	co.runCtx = ctx
+	t.Cleanup(func() { cancel(); close(co.runDone) })
+	co.rebalance(t.Context()) // a takes its quota: shards 0 and 1
+	require.Len(t, co.readers, 2)
+	// a saw shard 3 move to c a moment ago; c's first rate covers part of
+	// a window, and c's request for shard 0 is still in the store.
+	co.lastOwner[shards[3]] = "a"
+	_, err = st.Acquire(t.Context(), shards[3], "c")
+	require.NoError(t, err)
+	st.Mu.Lock()
+	for id, bps := range map[string]int64{shards[0]: 1000, shards[1]: 1000, shards[2]: 1000, shards[3]: 50} {
+		st.Progress[id] = consumer.Progress{BytesPerSecond: bps}
+	}
+	st.Mu.Unlock()
+	require.NoError(t, st.RequestHandoff(t.Context(), shards[0], "c"))
+
+	co.rebalance(t.Context())
+
+	for id, r := range co.readers {
+		assert.False(t, r.Stopping(), "a handed %s over by load while cooling down from a move", id)
 	}
 }

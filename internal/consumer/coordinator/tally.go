@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"maps"
 	"strings"
 	"sync"
@@ -24,10 +25,16 @@ import (
 // instance that has not found it, or configured differently) is balanced
 // alone, as before. With one stream the tally adds nothing.
 //
-// Rounds of different streams run at once, so two of them could both ask
-// for this instance's whole shortfall: hand-offs asked for by count in the
-// last askPendingRounds rounds of other streams count against it, and by
-// load only one stream of a set asks while any of them settles.
+// The shared rounds hand every stream's round to its run loop at once.
+// Rounds run concurrently would each read the tally before the others
+// wrote it back, and each take its stream's part of this instance's
+// shortfall as if alone: after a failover a survivor took every stream's
+// orphan and ended above the others, who asked it for its own shards. So
+// the rounds of one consumer's streams take turns (tally.turn): each reads
+// the tally as the round before it left it. Asks still reach the holders
+// a round later, so hand-offs asked for by count in the last
+// askPendingRounds rounds of other streams count against the shortfall,
+// and by load only one stream of a set asks while any of them settles.
 
 // askPendingRounds is how many balancing rounds a hand-off asked for by
 // count counts against the shortfall in the other streams' rounds: the
@@ -38,6 +45,26 @@ const askPendingRounds = 3
 type tally struct {
 	mu      sync.Mutex
 	streams map[string]streamTally // by stream identity (coordinator.id)
+	// turn holds a token while one of the streams' rounds runs (take).
+	turn chan struct{}
+}
+
+// take waits for this round's turn among the consumer's streams, until ctx
+// ends; it returns the function that ends the turn, or nil when ctx ended
+// first (the round is skipped, as one whose read failed).
+func (t *tally) take(ctx context.Context) func() {
+	t.mu.Lock()
+	if t.turn == nil {
+		t.turn = make(chan struct{}, 1)
+	}
+	ch := t.turn
+	t.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }
+	case <-ctx.Done():
+		return nil
+	}
 }
 
 // streamTally is one stream as its coordinator's last round saw it.

@@ -223,15 +223,18 @@ end
 
 -- {shard, requester, ...}: the hand-off requests for shards owner holds
 -- live. A request whose requester stopped heartbeating (within period ms)
--- is deleted, so a dead instance never makes an owner give a shard up.
-local function handoff_requests(handoff_key, lease_key, members_key, owner, period, now)
+-- is deleted, so a dead instance never makes an owner give a shard up; so
+-- is one made more than max_age ms ago, which its requester no longer
+-- waits for: a shard released for it then would be left unowned.
+local function handoff_requests(handoff_key, lease_key, members_key, owner, period, now, max_age)
   local out = {}
   local reqs = redis.call('HGETALL', handoff_key)
   for i = 1, #reqs, 2 do
     local shard = reqs[i]
-    local requester = string.match(reqs[i + 1], '^(.*)|%d+$') or reqs[i + 1]
+    local requester, at = string.match(reqs[i + 1], '^(.*)|(%d+)$')
+    requester = requester or reqs[i + 1]
     local seen = tonumber(redis.call('ZSCORE', members_key, requester))
-    if not seen or seen < now - tonumber(period) then
+    if not seen or seen < now - tonumber(period) or (at and tonumber(at) < now - tonumber(max_age)) then
       redis.call('HDEL', handoff_key, shard)
     else
       local o, exp = parse_lease(redis.call('HGET', lease_key, shard))

@@ -1,0 +1,187 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
+)
+
+// TestFailoverSurvivorsTakeTheOrphansWithoutTradingTheirOwn guards the
+// balance rule after a member dies: every survivor took free shards up to
+// the rounded-up share (ceil(40 / 3) = 14), so the first two took 4 each,
+// the last found 2 left, ended at 12, below the floor, and asked the
+// others for shards: shards of live members moved though the orphans
+// alone were enough to balance the group (14, 13, 13).
+func TestFailoverSurvivorsTakeTheOrphansWithoutTradingTheirOwn(t *testing.T) {
+	st := consumertest.NewStore(time.Minute)
+	st.HandoffMaxAge = consumer.HandoffRequestMaxAge(time.Minute) // the rounds' period
+	api := consumertest.NewKinesis()
+	var shards []string
+	for i := range 40 {
+		id := fmt.Sprintf("shardId-%012d", i)
+		shards = append(shards, id)
+		api.Add(id, &consumertest.KinesisShard{Records: 1000000})
+	}
+	members := []string{"a", "b", "c", "d"}
+	for _, m := range members {
+		require.NoError(t, st.Heartbeat(t.Context(), m))
+	}
+	cos := map[string]*coordinator{}
+	for _, m := range members {
+		// Rounds far apart in time: only the quotas decide the takes.
+		cfg := testConfig()
+		cfg.RebalancePeriod = time.Minute
+		c := &Consumer{cfg: cfg, api: api, owner: m, metrics: consumer.NewMetrics(nil)}
+		co := blankCoordinator(c, "s")
+		co.streamName, co.store = "s", st
+		for _, id := range shards {
+			co.listed[id] = consumer.Shard{ID: id}
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		co.runCtx = ctx
+		t.Cleanup(func() { cancel(); close(co.runDone) })
+		cos[m] = co
+	}
+	for _, m := range members {
+		cos[m].rebalance(t.Context())
+		require.Len(t, cos[m].readers, 10, "%s takes its share of four", m)
+	}
+	before := map[string]string{}
+	for id, l := range st.LeaseMap {
+		before[id] = l.Owner
+	}
+
+	// d dies: its heartbeat and its leases run out.
+	st.Mu.Lock()
+	delete(st.Members, "d")
+	for id, l := range st.LeaseMap {
+		if l.Owner == "d" {
+			l.ExpiresAt = time.Now().Add(-time.Second)
+			st.LeaseMap[id] = l
+		}
+	}
+	st.Mu.Unlock()
+
+	for range 3 {
+		for _, m := range []string{"a", "b", "c"} {
+			cos[m].rebalance(t.Context())
+			for shard, requester := range st.Handoff {
+				assert.Failf(t, "a survivor asked another for a shard", "%s asked for %s, held by %s, though the orphans were enough (held: a %d, b %d, c %d)",
+					requester, shard, st.LeaseMap[shard].Owner, len(cos["a"].readers), len(cos["b"].readers), len(cos["c"].readers))
+			}
+		}
+	}
+	counts := []int{len(cos["a"].readers), len(cos["b"].readers), len(cos["c"].readers)}
+	assert.ElementsMatch(t, []int{14, 13, 13}, counts, "the orphans alone balance the survivors")
+	for id, was := range before {
+		if was != "d" {
+			assert.Equal(t, was, st.LeaseMap[id].Owner, "shard %s of a survivor moved", id)
+		}
+	}
+	live, _ := st.Leases(t.Context())
+	owned := 0
+	for _, l := range live {
+		if !l.Expired && l.Owner != "d" {
+			owned++
+		}
+	}
+	assert.Equal(t, 40, owned, "every orphan taken")
+}
+
+// TestAShardLeftFreeByTheMemberItFellToIsTakenNextRound guards the quota's
+// limit: a shard beyond this instance's quota that the member it fell to
+// leaves free (that member reads no shard of the stream, say) is taken
+// once the rounds found it free for half a balancing period.
+func TestAShardLeftFreeByTheMemberItFellToIsTakenNextRound(t *testing.T) {
+	st := consumertest.NewStore(time.Minute)
+	st.HandoffMaxAge = consumer.HandoffRequestMaxAge(time.Minute) // the rounds' period
+	api := consumertest.NewKinesis()
+	shards := []string{"shardId-000000000000", "shardId-000000000001", "shardId-000000000002"}
+	for _, id := range shards {
+		api.Add(id, &consumertest.KinesisShard{Records: 1000000})
+	}
+	for _, m := range []string{"a", "b"} {
+		require.NoError(t, st.Heartbeat(t.Context(), m))
+	}
+	c := &Consumer{cfg: testConfig(), api: api, owner: "b", metrics: consumer.NewMetrics(nil)}
+	co := blankCoordinator(c, "s")
+	co.streamName, co.store = "s", st
+	for _, id := range shards {
+		co.listed[id] = consumer.Shard{ID: id}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	co.runCtx = ctx
+	t.Cleanup(func() { cancel(); close(co.runDone) })
+	// Two members, three shards: a's quota is 2, b's 1. b runs its rounds
+	// and a never does.
+	co.rebalance(t.Context())
+	require.Len(t, co.readers, 1, "the first round takes the quota")
+	time.Sleep(c.cfg.RebalancePeriod)
+	co.rebalance(t.Context())
+	assert.Len(t, co.readers, 2, "a shard free for a balancing period is taken up to the rounded-up share")
+}
+
+// TestACountHandOffIsAskedOnlyUpToTheQuotaTheAskerTakes guards the match
+// between asking and taking by count: a member asked for shards up to the
+// rounded-up share but takes free shards only up to its quota, so what it
+// asked beyond its quota was released by its holder and left unowned
+// (until another member's quota, or this member's rounds half a balancing
+// period later, took it).
+func TestACountHandOffIsAskedOnlyUpToTheQuotaTheAskerTakes(t *testing.T) {
+	st := consumertest.NewStore(time.Minute)
+	st.HandoffMaxAge = consumer.HandoffRequestMaxAge(time.Minute) // the rounds' period
+	api := consumertest.NewKinesis()
+	var shards []string
+	for i := range 7 {
+		id := fmt.Sprintf("shardId-%012d", i)
+		shards = append(shards, id)
+		api.Add(id, &consumertest.KinesisShard{Records: 1000000})
+		_, err := st.Acquire(t.Context(), id, "a")
+		require.NoError(t, err)
+	}
+	for _, m := range []string{"a", "b", "c"} {
+		require.NoError(t, st.Heartbeat(t.Context(), m))
+	}
+	cfg := testConfig()
+	cfg.Balance = consumer.BalanceCount
+	cfg.RebalancePeriod = time.Minute // only the quota decides the takes
+	c := &Consumer{cfg: cfg, api: api, owner: "b", metrics: consumer.NewMetrics(nil)}
+	co := blankCoordinator(c, "s")
+	co.streamName, co.store = "s", st
+	for _, id := range shards {
+		co.listed[id] = consumer.Shard{ID: id}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	co.runCtx = ctx
+	t.Cleanup(func() { cancel(); close(co.runDone) })
+
+	// Seven shards over a, b, c: quotas 3, 2, 2. b holds none and asks a.
+	co.rebalance(t.Context())
+	st.Mu.Lock()
+	var asked []string
+	for shard, requester := range st.Handoff {
+		if requester == "b" {
+			asked = append(asked, shard)
+		}
+	}
+	// a hands the asked shards over: their leases end.
+	for _, id := range asked {
+		l := st.LeaseMap[id]
+		l.ExpiresAt = time.Now().Add(-time.Second)
+		st.LeaseMap[id] = l
+		delete(st.Handoff, id)
+	}
+	st.Mu.Unlock()
+	require.NotEmpty(t, asked, "b asks a for shards")
+	co.rebalance(t.Context())
+	for _, id := range asked {
+		assert.NotNil(t, co.readers[id], "b asked for %s (of %d asked) and left it unowned once handed over", id, len(asked))
+	}
+}
