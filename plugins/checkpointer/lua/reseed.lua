@@ -90,9 +90,25 @@ for _ = 1, tonumber(ARGV[5]) do
   seeded[ARGV[i]] = ARGV[i + 1]
   local cur = redis.call('HGET', KEYS[2], ARGV[i])
   local ok = not pruned(ARGV[i]) and not stale and unsettled(ARGV[i])
-  if ok and cur then
-    local _, _, _, valid = parse_pos(cur)
-    ok = not valid or cmp_pos(ARGV[i + 1], cur) > 0
+  if ok and won then
+    if cur then
+      local _, _, _, valid = parse_pos(cur)
+      ok = not valid or cmp_pos(ARGV[i + 1], cur) > 0
+    end
+  elseif ok then
+    -- A seed of a record that lost resolved `latest` from its own, later
+    -- start, and a holder of the kept record may be paused with an earlier
+    -- position it cannot write back once the re-seed hold ran out. So it
+    -- writes no position into a shard the store does not know (it gives
+    -- that lease up, below, and whoever takes the shard reads from the
+    -- start position, the kept record's `latest`), and into a provisional
+    -- one only backwards: the earlier position stands, a re-read, never a
+    -- skip.
+    ok = false
+    if cur then
+      local _, _, atEnd, valid = parse_pos(cur)
+      ok = valid and not atEnd and cmp_pos(ARGV[i + 1], cur) < 0
+    end
   end
   if ok then
     redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
@@ -168,6 +184,14 @@ for j = i, #ARGV, 2 do
   elseif redis.call('SISMEMBER', KEYS[3], ARGV[j]) == 1 or (raw and owner == '' and tok == want) then
     -- Closed, or released under this very token: the reader is done.
     table.insert(done, ARGV[j])
+  elseif not won and not raw and redis.call('HEXISTS', KEYS[2], ARGV[j]) == 0 then
+    -- A caller whose record lost holds a shard the store does not know:
+    -- its reader resolved `latest` from its own, later start, and a paused
+    -- holder of the kept record may have read it from an earlier one. It
+    -- gives the shard up, and whoever takes it after the re-seed hold reads
+    -- from the start position: a re-read, never a skip.
+    table.insert(out, ARGV[j])
+    out[6] = out[6] + 1
   elseif pruned(ARGV[j]) and not raw then
     -- Pruned as trimmed while its holder could not renew: lost.
     table.insert(out, ARGV[j])
