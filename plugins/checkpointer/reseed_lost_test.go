@@ -1,0 +1,184 @@
+package checkpointer
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+)
+
+// threeRecords makes three group records on one Redis, wiped between them
+// (kept, then middle, then newcomer, each with a later start), and returns
+// the three stores and the Redis client's flush.
+func threeRecords(t *testing.T) (kept, middle, newcomer *Store, flush func()) {
+	t.Helper()
+	stores, red := forgetStores(t, 3, 30*time.Second)
+	c := red.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	return stores[0], stores[1], stores[2], func() {
+		time.Sleep(5 * time.Millisecond) // a later start for the next record
+		require.NoError(t, c.FlushAll(t.Context()).Err())
+	}
+}
+
+// TestIntegrationLostRecordReseedDoesNotMoveBackTheKeptPosition guards a
+// re-seed whose record lost writing its earlier position backwards over a
+// position a holder of the kept record re-seeded into a provisional shard:
+// the checkpoint moves back and the kept record's reads are delivered again.
+func TestIntegrationLostRecordReseedDoesNotMoveBackTheKeptPosition(t *testing.T) {
+	t.Parallel()
+	kept, middle, newcomer, flush := threeRecords(t)
+	ctx := t.Context()
+	_, err := kept.Join(ctx)
+	require.NoError(t, err)
+	keptHeld, err := kept.Acquire(ctx, "other", "kept")
+	require.NoError(t, err)
+
+	flush()
+	_, err = middle.Join(ctx)
+	require.NoError(t, err)
+	mid, err := middle.Acquire(ctx, "shard", "middle")
+	require.NoError(t, err)
+	require.NoError(t, middle.Commit(ctx, mid.Lease, consumer.Position{Sequence: "200"}))
+
+	flush()
+	_, err = newcomer.Join(ctx)
+	require.NoError(t, err)
+	_, err = newcomer.Acquire(ctx, "shard", "newcomer")
+	require.NoError(t, err)
+
+	// The kept record's holder knows a committed position of the shard it
+	// no longer reads (released before the wipes): it writes it back.
+	_, err = kept.Reseed(ctx, consumer.Seed{Owner: "kept",
+		Checkpoints: map[string]consumer.Position{"shard": {Sequence: "500"}}, Leases: []consumer.Lease{keptHeld.Lease}})
+	require.NoError(t, err)
+	cps, err := kept.Checkpoints(ctx)
+	require.NoError(t, err)
+	require.Equal(t, consumer.Position{Sequence: "500"}, cps["shard"])
+
+	res, err := middle.Reseed(ctx, consumer.Seed{Owner: "middle",
+		Checkpoints: map[string]consumer.Position{"shard": {Sequence: "200"}}, Leases: []consumer.Lease{mid.Lease}})
+	require.NoError(t, err)
+	require.True(t, res.RecordLost)
+	cps, err = kept.Checkpoints(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, consumer.Position{Sequence: "500"}, cps["shard"],
+		"a re-seed whose record lost moved back a position the kept record's holder wrote")
+}
+
+// TestIntegrationLostRecordReseedOfANewcomersCloseSkipsNothing guards a
+// re-seed whose record lost, of a shard its reader still reads, that a
+// newcomer closed from its own later start: the close stands, the lease is
+// answered done (neither renewed nor lost), and when no holder of the kept
+// record claims the shard the records between the reader's position and
+// the newcomer's start are never read.
+func TestIntegrationLostRecordReseedOfANewcomersCloseSkipsNothing(t *testing.T) {
+	t.Parallel()
+	kept, middle, newcomer, flush := threeRecords(t)
+	ctx := t.Context()
+	_, err := kept.Join(ctx)
+	require.NoError(t, err)
+	keptHeld, err := kept.Acquire(ctx, "other", "kept")
+	require.NoError(t, err)
+
+	flush()
+	_, err = middle.Join(ctx)
+	require.NoError(t, err)
+	mid, err := middle.Acquire(ctx, "shard", "middle")
+	require.NoError(t, err)
+	require.NoError(t, middle.Commit(ctx, mid.Lease, consumer.Position{Sequence: "200"}))
+
+	flush()
+	_, err = newcomer.Join(ctx)
+	require.NoError(t, err)
+	took, err := newcomer.Acquire(ctx, "shard", "newcomer")
+	require.NoError(t, err)
+	require.NoError(t, newcomer.Commit(ctx, took.Lease, consumer.Position{Sequence: "900"}))
+	require.NoError(t, newcomer.CloseShard(ctx, took.Lease))
+
+	_, err = kept.Reseed(ctx, consumer.Seed{Owner: "kept", Checkpoints: map[string]consumer.Position{}, Leases: []consumer.Lease{keptHeld.Lease}})
+	require.NoError(t, err)
+	res, err := middle.Reseed(ctx, consumer.Seed{Owner: "middle",
+		Checkpoints: map[string]consumer.Position{"shard": {Sequence: "200"}}, Leases: []consumer.Lease{mid.Lease}})
+	require.NoError(t, err)
+	require.True(t, res.RecordLost)
+	t.Logf("renewed %v lost %v", renewedShards(res), res.Lost)
+	closed, err := kept.ClosedShards(ctx)
+	require.NoError(t, err)
+	cps, err := kept.Checkpoints(ctx)
+	require.NoError(t, err)
+	assert.False(t, closed["shard"] && cps["shard"].String() == "SHARD_END",
+		"the shard stays closed at the newcomer's end though the middle reader delivered only up to 200: %v", cps["shard"])
+}
+
+// TestIntegrationLostRecordReseedLeavesUnknownShardTakeable checks the
+// liveness of a shard a re-seed whose record lost gave up: once the re-seed
+// hold has passed, the losing instance (the only live one) takes it again,
+// with no checkpoint and the kept record's earlier start, so it re-reads.
+func TestIntegrationLostRecordReseedLeavesUnknownShardTakeable(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 2, 300*time.Millisecond)
+	kept, middle := stores[0], stores[1]
+	c := red.Client()
+	defer c.Close()
+	ctx := t.Context()
+	_, err := kept.Join(ctx)
+	require.NoError(t, err)
+	keptHeld, err := kept.Acquire(ctx, "other", "kept")
+	require.NoError(t, err)
+	keptStart := keptHeld.GroupStart
+	time.Sleep(5 * time.Millisecond)
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err = middle.Join(ctx)
+	require.NoError(t, err)
+	mid, err := middle.Acquire(ctx, "unknown", "middle")
+	require.NoError(t, err)
+	require.NoError(t, middle.Commit(ctx, mid.Lease, consumer.Position{Sequence: "700"}))
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err = kept.Reseed(ctx, consumer.Seed{Owner: "kept", Checkpoints: map[string]consumer.Position{}, Leases: []consumer.Lease{keptHeld.Lease}})
+	require.NoError(t, err)
+	res, err := middle.Reseed(ctx, consumer.Seed{Owner: "middle",
+		Checkpoints: map[string]consumer.Position{"unknown": {Sequence: "700"}}, Leases: []consumer.Lease{mid.Lease}})
+	require.NoError(t, err)
+	require.True(t, res.RecordLost)
+	require.Equal(t, []string{"unknown"}, res.Lost)
+	var took consumer.Take
+	require.Eventually(t, func() bool {
+		took, err = middle.Acquire(ctx, "unknown", "middle")
+		return err == nil && took.Token > 0 && took.Owner == "middle"
+	}, 10*time.Second, 50*time.Millisecond, "the given-up shard is never taken again: %v", err)
+	assert.True(t, took.Checkpoint.IsZero(), "position %v", took.Checkpoint)
+	assert.Equal(t, keptStart.UnixMilli(), took.GroupStart.UnixMilli(), "reads from the kept record's start")
+}
+
+// TestIntegrationLostRecordReseedWritesNoCloseIntoUnknownShard guards a
+// re-seed whose record lost writing a close into a shard the store does not
+// know: its reader read the shard from its own, later `latest` start, so the
+// close passes the records between the kept record's start and that one,
+// which no holder of the kept record read; as for a position, whoever takes
+// the shard should read it from the kept record's start.
+func TestIntegrationLostRecordReseedWritesNoCloseIntoUnknownShard(t *testing.T) {
+	t.Parallel()
+	kept, middle, _, flush := threeRecords(t)
+	ctx := t.Context()
+	_, err := kept.Join(ctx)
+	require.NoError(t, err)
+	keptHeld, err := kept.Acquire(ctx, "other", "kept")
+	require.NoError(t, err)
+	flush()
+	_, err = middle.Join(ctx)
+	require.NoError(t, err)
+	require.NoError(t, middle.CloseShard(ctx, mustAcquire(t, middle, "shard")))
+	flush()
+	_, err = kept.Reseed(ctx, consumer.Seed{Owner: "kept", Checkpoints: map[string]consumer.Position{}, Leases: []consumer.Lease{keptHeld.Lease}})
+	require.NoError(t, err)
+	res, err := middle.Reseed(ctx, consumer.Seed{Owner: "middle", Checkpoints: map[string]consumer.Position{}, Closed: []string{"shard"}})
+	require.NoError(t, err)
+	require.True(t, res.RecordLost)
+	closed, err := kept.ClosedShards(ctx)
+	require.NoError(t, err)
+	assert.False(t, closed["shard"], "a re-seed whose record lost closed a shard the store did not know")
+}
