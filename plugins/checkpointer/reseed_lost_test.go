@@ -24,51 +24,6 @@ func threeRecords(t *testing.T) (kept, middle, newcomer *Store, flush func()) {
 	}
 }
 
-// TestIntegrationLostRecordReseedDoesNotMoveBackTheKeptPosition guards a
-// re-seed whose record lost writing its earlier position backwards over a
-// position a holder of the kept record re-seeded into a provisional shard:
-// the checkpoint moves back and the kept record's reads are delivered again.
-func TestIntegrationLostRecordReseedDoesNotMoveBackTheKeptPosition(t *testing.T) {
-	t.Parallel()
-	kept, middle, newcomer, flush := threeRecords(t)
-	ctx := t.Context()
-	_, err := kept.Join(ctx)
-	require.NoError(t, err)
-	keptHeld, err := kept.Acquire(ctx, "other", "kept")
-	require.NoError(t, err)
-
-	flush()
-	_, err = middle.Join(ctx)
-	require.NoError(t, err)
-	mid, err := middle.Acquire(ctx, "shard", "middle")
-	require.NoError(t, err)
-	require.NoError(t, middle.Commit(ctx, mid.Lease, consumer.Position{Sequence: "200"}))
-
-	flush()
-	_, err = newcomer.Join(ctx)
-	require.NoError(t, err)
-	_, err = newcomer.Acquire(ctx, "shard", "newcomer")
-	require.NoError(t, err)
-
-	// The kept record's holder knows a committed position of the shard it
-	// no longer reads (released before the wipes): it writes it back.
-	_, err = kept.Reseed(ctx, consumer.Seed{Owner: "kept",
-		Checkpoints: map[string]consumer.Position{"shard": {Sequence: "500"}}, Leases: []consumer.Lease{keptHeld.Lease}})
-	require.NoError(t, err)
-	cps, err := kept.Checkpoints(ctx)
-	require.NoError(t, err)
-	require.Equal(t, consumer.Position{Sequence: "500"}, cps["shard"])
-
-	res, err := middle.Reseed(ctx, consumer.Seed{Owner: "middle",
-		Checkpoints: map[string]consumer.Position{"shard": {Sequence: "200"}}, Leases: []consumer.Lease{mid.Lease}})
-	require.NoError(t, err)
-	require.True(t, res.RecordLost)
-	cps, err = kept.Checkpoints(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, consumer.Position{Sequence: "500"}, cps["shard"],
-		"a re-seed whose record lost moved back a position the kept record's holder wrote")
-}
-
 // TestIntegrationLostRecordReseedOfANewcomersCloseSkipsNothing guards a
 // re-seed whose record lost, of a shard its reader still reads, that a
 // newcomer closed from its own later start: the close stands, the lease is
