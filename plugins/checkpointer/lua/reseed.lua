@@ -125,7 +125,11 @@ for _ = 1, nclosed do
   -- takes it after, reads it from the holder's position and closes it at
   -- its end. A close the kept record's holders knew settles a provisional
   -- shard.
-  if not pruned(ARGV[i]) and not stale and not reopened(ARGV[i]) and unsettled(ARGV[i]) then
+  -- A caller whose record lost closes no shard the store does not know,
+  -- as it writes no position there: its reader read it from its own,
+  -- later `latest` start, and whoever takes it reads it from the kept
+  -- record's start and closes it at its end.
+  if not pruned(ARGV[i]) and not stale and not reopened(ARGV[i]) and unsettled(ARGV[i]) and (won or prov[ARGV[i]]) then
     redis.call('SADD', KEYS[3], ARGV[i])
     redis.call('HSET', KEYS[2], ARGV[i], 'SHARD_END')
     if won then dropProv(ARGV[i]) else addProv(ARGV[i]) end
@@ -181,6 +185,21 @@ for j = i, #ARGV, 2 do
       redis.call('HDEL', KEYS[2], ARGV[j])
     end
     dropProv(ARGV[j])
+  elseif not won and prov[ARGV[j]] and not pruned(ARGV[j]) and redis.call('SISMEMBER', KEYS[3], ARGV[j]) == 1 then
+    -- A caller whose record lost still reads a shard provisionally closed
+    -- (by a newcomer from its own, later `latest`, or by another record
+    -- that lost): the close may pass records its reader has not delivered.
+    -- The close is undone and the caller reads on from its position (or
+    -- none): a re-read, never a skip. The shard stays provisional, for a
+    -- holder of the kept record to claim back.
+    redis.call('HSET', KEYS[4], ARGV[j], lease_value(ARGV[3], exp, want))
+    redis.call('SREM', KEYS[3], ARGV[j])
+    if not reopened(ARGV[j]) then reopenedList = reopenedList .. ARGV[j] .. ' ' end
+    if seeded[ARGV[j]] then
+      redis.call('HSET', KEYS[2], ARGV[j], seeded[ARGV[j]])
+    else
+      redis.call('HDEL', KEYS[2], ARGV[j])
+    end
   elseif redis.call('SISMEMBER', KEYS[3], ARGV[j]) == 1 or (raw and owner == '' and tok == want) then
     -- Closed, or released under this very token: the reader is done.
     table.insert(done, ARGV[j])
