@@ -23,12 +23,16 @@ import (
 // stream is split twice and merged once, and Redis is restarted and paused
 // for longer than the lease period. Nothing may be lost, each key's records
 // must first arrive in order, duplicates must stay within the bound of
-// the events that cause them, and each must carry kinesis_redelivered: true. It runs in phases: with a Redis that keeps its
-// data (AOF), `trim_horizon` and `shard_parallelism: 4`; with a Redis that
-// comes back empty and `latest`; with Redis stalls; with standbys (more
-// instances than shards) and a Redis that comes back empty; and with a
-// holder paused while Redis restarts empty and a newcomer starts. CHAOS_SEED
-// replays a run.
+// the events that cause them, and each must carry kinesis_redelivered: true.
+// It runs in phases: with a Redis that keeps its data (AOF), `trim_horizon`
+// and `shard_parallelism: 4`; with a Redis that comes back empty and
+// `latest`; with Redis stalls; with standbys (more instances than shards)
+// and a Redis that comes back empty; with a holder paused while Redis
+// restarts empty and a newcomer starts; with a denied shard; with that
+// paused holder alone, its shard split, waking once the newcomer closed the
+// parent (its won-back keys may come out of order); and with the output
+// down 30 s, where no good record may be dead-lettered. CHAOS_SEED replays
+// a run.
 func TestIntegrationChaosShort(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -43,30 +47,38 @@ func TestIntegrationChaosShort(t *testing.T) {
 		seed = v
 	}
 	// As in `make chaos`, the first phase reads each shard in four lanes,
-	// the last under a byte budget so small that shards take turns.
+	// the denied-shard phase under a byte budget so small that shards take turns.
 	for _, phase := range []struct {
 		name                         string
 		emptyRedis, stalls, standbys bool
 		lanes                        int
 		budget                       string
-		pausedHolder                 bool
+		pausedHolder, closesParent   bool
+		outputDown                   time.Duration
 	}{
-		{"redis keeps its data with shard_parallelism 4", false, false, false, 4, "", false},
-		{"redis down past the lease comes back empty with latest", true, false, false, 1, "", false},
-		{"redis stalls 2s three times with max_buffered_bytes 64KiB", false, true, false, 1, "64KiB", false},
-		{"standbys while redis comes back empty with latest", true, false, true, 1, "", false},
-		{splitBatchingPhase, false, false, false, 1, "", false},
-		{"a holder paused while redis restarts empty, with a newcomer, with latest", true, false, false, 1, "", true},
+		{"redis keeps its data with shard_parallelism 4", false, false, false, 4, "", false, false, 0},
+		{"redis down past the lease comes back empty with latest", true, false, false, 1, "", false, false, 0},
+		{"redis stalls 2s three times with max_buffered_bytes 64KiB", false, true, false, 1, "64KiB", false, false, 0},
+		{"standbys while redis comes back empty with latest", true, false, true, 1, "", false, false, 0},
+		{splitBatchingPhase, false, false, false, 1, "", false, false, 0},
+		{"a holder paused while redis restarts empty, with a newcomer, with latest", true, false, false, 1, "", true, false, 0},
 		// A second stream of one shard whose every GetShardIterator is
 		// denied, read with the first under a small budget (issue 33).
-		{"denied shard with max_buffered_bytes 256KiB", false, false, false, 1, "256KiB", false},
+		{"denied shard with max_buffered_bytes 256KiB", false, false, false, 1, "256KiB", false, false, 0},
+		// Issue 59, item 2: the holder's shard is split in the pause; it
+		// wakes once another instance read that parent from `latest` and
+		// closed it, and must still read what only it knew.
+		{"a paused holder's parent closed by a newcomer under latest", true, false, false, 1, "", true, true, 0},
+		// Issue 59, item 5: every failure of the outage is the output's,
+		// none a record's own; no good record may be dead-lettered.
+		{"output down 30s with max_attempts 3", false, false, false, 1, "", false, false, 30 * time.Second},
 	} {
 		t.Run(phase.name, func(t *testing.T) {
 			t.Parallel() // each phase starts its own emulator, Redis and binaries
 			dir := t.TempDir()
 			var started startedPIDs
 			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls,
-				Standbys: phase.standbys, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget, SplitBatching: phase.name == splitBatchingPhase, PausedHolder: phase.pausedHolder, Logf: t.Logf,
+				Standbys: phase.standbys, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget, SplitBatching: phase.name == splitBatchingPhase, PausedHolder: phase.pausedHolder, ClosesParent: phase.closesParent, OutputDown: phase.outputDown, Logf: t.Logf,
 				DeniedShard: strings.HasPrefix(phase.name, "denied shard"), Started: func(pid int) { started.add(pid) }})
 			started.assertGone(t)
 			testenv.Require(t, "running the chaos schedule", err)
@@ -76,6 +88,7 @@ func TestIntegrationChaosShort(t *testing.T) {
 			assert.Zero(t, table.EndToEndLost, "messages sent but never delivered")
 			assert.Zero(t, table.OrderViolations, "per-key order of first deliveries")
 			assert.Zero(t, table.WindowBreaches, "each fault window's duplicates within its own bound")
+			assert.Zero(t, table.DeadLetteredGood, "good records given up to the dead letter")
 			assert.Zero(t, table.UnmarkedDups, "deliveries of a record delivered before without kinesis_redelivered: true")
 			assert.Empty(t, table.ACLRefusals, "Redis refused the inputs, which run as the shipped ACL input user")
 			assert.True(t, table.OK())

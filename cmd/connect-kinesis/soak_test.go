@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/connect-kinesis/connect-kinesis/internal/chaos"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
+	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
 
 // ciSoakClasses are the soak's classes `make test` runs: every default
@@ -88,4 +90,67 @@ func TestIntegrationSoak(t *testing.T) {
 			assert.True(t, v.Pass(), "%s\nfirst invariant broken: %s", v.Line(), v.First)
 		})
 	}
+}
+
+// TestIntegrationSoakFailover runs a 2-minute soak of each failover class
+// with kills: the soak's Redis is a master and a replica, and the replica
+// is promoted under load (replication held, the master SIGKILLed). With
+// min_replicas_to_ack 1 no acknowledged checkpoint may be lost; with 0 the
+// commits the lag lost come again within their own window, counted on the
+// verdict line. Each prints its verdict line. Not among TestIntegrationSoak's
+// classes: the failover classes are not default (chaos.DefaultClasses).
+func TestIntegrationSoakFailover(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("two 2-minute soaks; skipped with -short")
+	}
+	for _, class := range []string{chaos.ClassFailoverAcked, chaos.ClassFailoverUnacked} {
+		t.Run(class, func(t *testing.T) {
+			var started startedPIDs
+			var report strings.Builder
+			dir := t.TempDir()
+			v, err := chaos.RunSoak(t.Context(), chaos.SoakConfig{
+				Binary: binary, Dir: dir, Seed: 5, Duration: 2 * time.Minute,
+				Classes: []string{class, chaos.ClassKill}, Logf: t.Logf, Out: &report, Started: func(pid int) { started.add(pid) },
+			})
+			started.assertGone(t)
+			testenv.Require(t, "running the soak", err)
+			t.Logf("soak report:\n%s", report.String())
+			fmt.Println(v.Line())
+			assert.Contains(t, report.String(), class+": promoted in", "no promotion ran")
+			// The verdict's bounds are the same with either
+			// min_replicas_to_ack (the promoted replica's checkpoints,
+			// with the lag's named or not), so the instances' own logs
+			// show which ran: with 1, commits waited for the replica and
+			// some were refused while the new master had none (each
+			// promotion until the old master is back); with 0, none.
+			refused := notReplicatedCommits(t, dir)
+			if class == chaos.ClassFailoverAcked {
+				assert.Positive(t, refused, "min_replicas_to_ack 1: no commit was refused for want of the replica")
+			} else {
+				assert.Zero(t, refused, "min_replicas_to_ack 0: a commit waited for the replica")
+			}
+			assert.True(t, v.Pass(), "%s\nfirst invariant broken: %s", v.Line(), v.First)
+		})
+	}
+}
+
+// notReplicatedCommits counts the lines of the instances' logs in dir
+// that report a commit or a close the replicas did not acknowledge
+// (checkpointer.ErrNotReplicated).
+func notReplicatedCommits(t *testing.T, dir string) int {
+	t.Helper()
+	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		t.Fatalf("listing the soak's logs: %v", err)
+	}
+	n := 0
+	for _, f := range logs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatalf("reading %s: %v", f, err)
+		}
+		n += strings.Count(string(b), checkpointer.ErrNotReplicated.Error())
+	}
+	return n
 }

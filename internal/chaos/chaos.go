@@ -69,6 +69,14 @@ type Config struct {
 	// shards while Redis restarts empty and starts a newcomer the moment
 	// it is back (paused_holder.go).
 	PausedHolder bool
+	// ClosesParent, with PausedHolder, splits a shard the paused holder
+	// holds before Redis goes down, and wakes the holder only once another
+	// instance closed that parent (paused_holder.go).
+	ClosesParent bool
+	// OutputDown makes the instances write through an HTTP sink that
+	// answers 503 for this long from outputDownAt into the load
+	// (outage.go).
+	OutputDown time.Duration
 	// MaxBufferedBytes, if set, is the instances' max_buffered_bytes: a
 	// budget small enough that shards take turns to fetch.
 	MaxBufferedBytes string
@@ -120,6 +128,10 @@ type runner struct {
 	kills     []Kill
 	counter   map[string]int
 	standbys  int // with Standbys: instances without a lease as Redis went down
+	// scenario is the evidence that the phase's own case happened, for
+	// the table (ClosesParent, OutputDown).
+	scenario string
+	sink     *outageSink // with OutputDown
 }
 
 // Run performs one chaos run and returns the checker's table. An error means
@@ -170,6 +182,9 @@ func (r *runner) setUp(ctx context.Context) error {
 			return err
 		}
 	}
+	if r.cfg.OutputDown > 0 {
+		r.sink = newOutageSink(r.cfg.Dir)
+	}
 	r.rc = r.red.Client()
 	ck := checkpointer.DefaultConfig()
 	ck.Group = group
@@ -193,6 +208,9 @@ func (r *runner) cleanup() {
 	}
 	if r.front != nil {
 		_ = r.front.Close()
+	}
+	if r.sink != nil {
+		r.sink.close()
 	}
 	if r.rc != nil {
 		_ = r.rc.Close()
@@ -393,6 +411,15 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 		}
 	}
 	r.stopAll()
+	if r.sink != nil {
+		scenario, err := r.outageScenario()
+		if err != nil {
+			return Table{}, err
+		}
+		r.mu.Lock()
+		r.scenario = scenario
+		r.mu.Unlock()
+	}
 	ds, err := ReadDeliveries(withDeadLetters(r.outputFiles())...)
 	if err != nil {
 		return Table{}, err
@@ -404,6 +431,9 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 	t.Injected = r.injected()
 	t.EFO = r.cutter != nil
 	t.Instances = len(r.names())
+	r.mu.Lock()
+	t.Scenario = r.scenario
+	r.mu.Unlock()
 	if r.cfg.Standbys {
 		r.mu.Lock()
 		t.Standbys = r.standbys

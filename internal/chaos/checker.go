@@ -36,7 +36,10 @@ type Window struct {
 	Unmarked bool
 	// After, on an Unmarked window, is the wipe's start: only a delivery
 	// again at or after it is excused. One before it is not the wipe's
-	// doing, even when the wipe's window holds its first delivery.
+	// doing, even when the wipe's window holds its first delivery. On a
+	// Reorders window it is when the holder was paused: only a later
+	// record first delivered from then on (by the newcomer, from
+	// `latest`) excuses; one before it the holder's own reader delivered.
 	After time.Time
 	// Kind names the window's class in the per-kind table ("kill",
 	// "redis-flush, no live holder"); "" is What.
@@ -51,6 +54,10 @@ type Window struct {
 	// instance held, read just before the kill. What the instance
 	// delivered up to its last commit is never read again.
 	Since map[string]consumer.Position
+	// Until, when set, holds for the shards it names only the deliveries
+	// at or before its position: with Since, the records between two
+	// checkpoints (the commits a replica promotion lost).
+	Until map[string]consumer.Position
 	// At is when the window's fault struck, for the report, when From is
 	// not (a kill's window with Since reaches back to the soak's start).
 	At time.Time
@@ -63,6 +70,15 @@ type Window struct {
 	// explained as before: a nacked batch past the checkpoint goes to the
 	// shard's next owner.
 	Resent bool
+	// Reorders says the window explains order, not duplicates: a first
+	// delivery it holds that comes after a later record of its key first
+	// delivered before the window opened. A holder that wakes after Redis
+	// came back empty wins back, with its own position, the shards a
+	// newcomer read on from `latest` meanwhile; what lay between is then
+	// delivered (by the holder, or by whoever it hands the shard to) after
+	// the newcomer's later records (docs/checkpointer.md, "Limits":
+	// out-of-order keys, no loss).
+	Reorders bool
 }
 
 // explains says whether the window may explain duplicate d of a record
@@ -79,9 +95,12 @@ func (w Window) Holds(d Delivery) bool {
 	if (w.Inst != "" && w.Inst != d.Inst) || (w.Shards != nil && !w.Shards[d.Shard]) || d.At.Before(w.From) || d.At.After(w.To) {
 		return false
 	}
-	if cp, ok := w.Since[d.Shard]; ok {
-		p, err := consumer.ParsePosition(d.Seq)
-		return err == nil && positionBefore(cp, p)
+	p, err := consumer.ParsePosition(d.Seq)
+	if cp, ok := w.Since[d.Shard]; ok && (err != nil || !positionBefore(cp, p)) {
+		return false
+	}
+	if cp, ok := w.Until[d.Shard]; ok && (err != nil || positionBefore(cp, p)) {
+		return false
 	}
 	return true
 }
@@ -128,6 +147,10 @@ type Table struct {
 	// earlier one came after it. Not violations: Benthos hands the failed
 	// batch back whole (the soak's output class).
 	OrderByNacks int
+	// OrderWonBack are such first deliveries that a Reorders window
+	// explains: not violations, the documented cost of a holder winning
+	// its shards back.
+	OrderWonBack int
 	// Poison are stream records the producer marked for the pipeline to
 	// reject; DeadLettered the stream records the inputs wrote to their
 	// dead letter (each counts as done, not lost); DeadLetteredGood those
@@ -167,6 +190,10 @@ type Table struct {
 	// ACLRefusals are what Redis refused the inputs, which run as the
 	// shipped ACL file's input user (acl.go).
 	ACLRefusals []string
+
+	// Scenario is what the phase saw of its own case (a parent closed
+	// under a paused holder, the output's outage); empty for the others.
+	Scenario string
 
 	// Examples of what went wrong, for the report.
 	Problems []string
@@ -208,6 +235,9 @@ func (t Table) String() string {
 	if t.Standbys != 0 {
 		row("standbys when Redis went down", t.Standbys)
 	}
+	if t.Scenario != "" {
+		row("scenario", t.Scenario)
+	}
 	row("produced (stream records)", t.StreamRecords)
 	row("delivered unique", t.DeliveredUnique)
 	row("lost", t.InputLost)
@@ -216,9 +246,12 @@ func (t Table) String() string {
 			t.DeadLettered, t.Poison, t.DeadLetterAttempts[0], t.DeadLetterAttempts[1], t.DeadLetteredGood))
 	}
 	row("duplicates", fmt.Sprintf("%d (windows over their own bound %d of %d, outside every window %d)", t.Duplicates, t.WindowBreaches, len(t.Windows), t.DupsOutsideWindows))
-	if t.OrderByNacks > 0 {
+	switch {
+	case t.OrderByNacks > 0:
 		row("per-key order violations", fmt.Sprintf("%d (and %d after a nacking output's delivery: not violations)", t.OrderViolations, t.OrderByNacks))
-	} else {
+	case t.OrderWonBack > 0:
+		row("per-key order violations", fmt.Sprintf("%d (and %d on a woken holder's shards won back from a newcomer: not violations)", t.OrderViolations, t.OrderWonBack))
+	default:
 		row("per-key order violations", t.OrderViolations)
 	}
 	row("unmarked duplicates (no kinesis_redelivered: true)", t.Marks.String())
@@ -250,6 +283,7 @@ const maxProblems = 10
 // nackers are the incarnations whose output nacks (nil: none).
 func Check(perKey map[string]int, stream []Record, deliveries []Delivery, windows []Window, kills []Kill, nackers map[string]bool) Table {
 	var t Table
+	windows, reorders := splitReorders(windows)
 	problem := func(format string, args ...any) {
 		if len(t.Problems) < maxProblems {
 			t.Problems = append(t.Problems, fmt.Sprintf(format, args...))
@@ -308,6 +342,7 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 	firstKC := map[kc]bool{}
 	last := map[string]int{}
 	lastBy := map[string]string{}
+	lastAt := map[string]time.Time{}
 	var dups []Delivery
 	for _, d := range deliveries {
 		id := rid{d.Shard, d.Seq}
@@ -323,11 +358,13 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 		switch {
 		case d.C <= last[d.K] && (nackers[d.Inst] || nackers[lastBy[d.K]]):
 			t.OrderByNacks++
+		case d.C <= last[d.K] && reordered(reorders, d, lastAt[d.K]):
+			t.OrderWonBack++
 		case d.C <= last[d.K]:
 			t.OrderViolations++
 			problem("order: %s/%d first delivered after %s/%d (shard %s, by %s; %s/%d by %s)", d.K, d.C, d.K, last[d.K], d.Shard, d.Inst, d.K, last[d.K], lastBy[d.K])
 		default:
-			last[d.K], lastBy[d.K] = d.C, d.Inst
+			last[d.K], lastBy[d.K], lastAt[d.K] = d.C, d.Inst, d.At
 		}
 	}
 	t.DeliveredUnique = len(first)
@@ -424,4 +461,30 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 		t.MaxFailoverGap = max(t.MaxFailoverGap, gap)
 	}
 	return t
+}
+
+// splitReorders separates the Reorders windows, which explain order, from
+// those that explain duplicates.
+func splitReorders(all []Window) (dups, reorders []Window) {
+	for _, w := range all {
+		if w.Reorders {
+			reorders = append(reorders, w)
+		} else {
+			dups = append(dups, w)
+		}
+	}
+	return dups, reorders
+}
+
+// reordered says whether one of the Reorders windows holds first
+// delivery d, which came after a later record of its key first delivered
+// at laterAt, before that window opened and not before the holder was
+// paused (After).
+func reordered(windows []Window, d Delivery, laterAt time.Time) bool {
+	for _, w := range windows {
+		if w.Holds(d) && laterAt.Before(w.From) && !laterAt.Before(w.After) {
+			return true
+		}
+	}
+	return false
 }

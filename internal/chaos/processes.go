@@ -121,9 +121,13 @@ func (r *runner) start(name string) error {
 	if r.cfg.DeniedShard {
 		streams += ", " + deniedStream
 	}
+	inner := fmt.Sprintf("file: { path: %s, codec: lines }", out)
+	if r.sink != nil {
+		inner = r.sink.output(inc) // which writes to out
+	}
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML, streams, startPosition, testenv.Region, endpoint,
 		testenv.AccessKey, testenv.SecretKey, r.red.URLAs(testenv.ACLInput), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance, efo,
-		indent(chaosMapping(inc), 8), instanceOutput(chaosMapping(inc), fmt.Sprintf("file: { path: %s, codec: lines }", out), deadLetterPath(out)))), 0o600); err != nil {
+		indent(chaosMapping(inc), 8), instanceOutput(chaosMapping(inc), inner, deadLetterPath(out)))), 0o600); err != nil {
 		return err
 	}
 	c, err := r.launch(conf, filepath.Join(r.cfg.Dir, inc+".log"))

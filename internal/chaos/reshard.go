@@ -90,17 +90,24 @@ func (r *runner) splitStream(ctx context.Context, stream string) error {
 			widest, width = s, w
 		}
 	}
-	mid := new(big.Int).Add(bigOf(widest.HashKeyRange.StartingHashKey), new(big.Int).Rsh(width, 1))
+	return r.splitShard(ctx, stream, widest)
+}
+
+// splitShard splits the open shard s of stream in the middle of its hash
+// key range.
+func (r *runner) splitShard(ctx context.Context, stream string, s types.Shard) error {
+	width := new(big.Int).Sub(bigOf(s.HashKeyRange.EndingHashKey), bigOf(s.HashKeyRange.StartingHashKey))
+	mid := new(big.Int).Add(bigOf(s.HashKeyRange.StartingHashKey), new(big.Int).Rsh(width, 1))
 	if err := r.outlastStalls(ctx, func() error {
 		_, err := r.kc.SplitShard(ctx, &kinesis.SplitShardInput{
-			StreamName: aws.String(stream), ShardToSplit: widest.ShardId, NewStartingHashKey: aws.String(mid.String()),
+			StreamName: aws.String(stream), ShardToSplit: s.ShardId, NewStartingHashKey: aws.String(mid.String()),
 		})
 		return err
-	}); err != nil && !r.closedByEarlierAttempt(ctx, stream, err, widest.ShardId) {
-		return fmt.Errorf("splitting shard %s: %w", aws.ToString(widest.ShardId), err)
+	}); err != nil && !r.closedByEarlierAttempt(ctx, stream, err, s.ShardId) {
+		return fmt.Errorf("splitting shard %s: %w", aws.ToString(s.ShardId), err)
 	}
-	r.logf("chaos: split %s", aws.ToString(widest.ShardId))
-	_, err = r.waitActive(ctx, stream)
+	r.logf("chaos: split %s", aws.ToString(s.ShardId))
+	_, err := r.waitActive(ctx, stream)
 	return err
 }
 

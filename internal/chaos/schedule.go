@@ -24,6 +24,11 @@ func (r *runner) schedule(ctx context.Context, start time.Time) error {
 		if r.cfg.EmptyRedis && (at-p.RedisRestart).Abs() < 3*p.LeasePeriod+p.RestartAfter+2*time.Second {
 			continue
 		}
+		// A kill after the pause could end the paused holder, which must
+		// wake and re-seed the parent it held.
+		if r.cfg.ClosesParent && at > p.RedisRestart {
+			continue
+		}
 		evs = append(evs, event{at, "kill", r.killRandom})
 	}
 	for _, at := range p.Splits {
@@ -37,14 +42,23 @@ func (r *runner) schedule(ctx context.Context, start time.Time) error {
 			}})
 		}
 	}
-	evs = append(evs,
-		event{p.Merge, "merge", r.merge},
-		event{p.RedisRestart, r.restartName(), r.restartRedis},
-	)
-	if r.cfg.RedisStalls {
+	// With ClosesParent the Redis restart closes parents of its own; a
+	// merge in it would race its split.
+	if !r.cfg.ClosesParent {
+		evs = append(evs, event{p.Merge, "merge", r.merge})
+	}
+	evs = append(evs, event{p.RedisRestart, r.restartName(), r.restartRedis})
+	switch {
+	case r.cfg.ClosesParent:
+		// The Redis restart under the paused holder takes until past
+		// RedisPause: a pause would fall into it.
+	case r.cfg.RedisStalls:
 		evs = append(evs, event{p.RedisPause, "redis stalls", r.stallRedis})
-	} else {
+	default:
 		evs = append(evs, event{p.RedisPause, "redis pause", r.pauseRedis})
+	}
+	if r.cfg.OutputDown > 0 {
+		evs = append(evs, event{outputDownAt, fmt.Sprintf("output down %v", r.cfg.OutputDown), r.outputGoesDown})
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
 	var wg sync.WaitGroup

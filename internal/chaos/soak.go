@@ -214,6 +214,19 @@ type soak struct {
 	dynNames int
 	dynMu    sync.Mutex
 	base     *checkpointer.Checkpointer
+	// The failover classes (soak_failover.go): the replica, its link to
+	// the master, the front every client reaches the master through, and
+	// the instances' min_replicas_to_ack. red and replica trade places at
+	// each promotion, under redisMu.
+	failoverOn  bool
+	minReplicas int
+	replica     *testenv.Redis
+	replLink    *testenv.TCPProxy
+	redisFront  *testenv.TCPProxy
+	// redisInputURL is the instances' Redis URL (through the front with
+	// the failover classes), redisTarget the address the redis-cut
+	// proxies forward to; fixed at set-up.
+	redisInputURL, redisTarget string
 	// loadOver is set when the load ends: the streams class creates
 	// nothing after it (under smu).
 	loadOver bool
@@ -268,6 +281,7 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 		rng:       rand.New(rand.NewPCG(sc.Seed, sc.Seed+1)),
 		instances: map[string]*incarnation{}, counter: map[string]int{},
 	}
+	s.minReplicas, s.failoverOn = failoverMinReplicas(on, sc.Seed)
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
 	}
@@ -285,12 +299,14 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 	if err := s.setUp(ctx); err != nil {
 		s.cleanup()
 		s.closeRedisCuts()
+		s.closeFailover()
 		s.reportAborted(err)
 		return Verdict{}, err
 	}
 	v, err := s.run(ctx)
 	s.cleanup()
 	s.closeRedisCuts()
+	s.closeFailover()
 	if err != nil {
 		s.reportAborted(err)
 		return Verdict{}, err
@@ -312,6 +328,14 @@ func (s *soak) setUp(ctx context.Context) error {
 	}
 	s.kc = patientClient(s.kin)
 	s.rc = s.red.Client()
+	s.redisInputURL, s.redisTarget = s.red.URLAs(testenv.ACLInput), s.red.Addr
+	if s.failoverOn {
+		if err := s.setUpFailover(ctx); err != nil {
+			return err
+		}
+		s.redisInputURL = strings.Replace(s.redisInputURL, s.red.Addr, s.redisFront.Addr, 1)
+		s.redisTarget = s.redisFront.Addr
+	}
 	ck := checkpointer.DefaultConfig()
 	ck.Group = group
 	ck.LeasePeriod = s.plan.LeasePeriod

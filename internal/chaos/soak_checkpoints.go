@@ -27,6 +27,7 @@ func (m *monitor) checkpoints(ctx context.Context) {
 		clear(m.cps)
 		m.s.wiped = false
 	}
+	gen := m.s.wipes
 	m.s.smu.Unlock()
 	for _, st := range m.s.liveStreams() {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -42,6 +43,15 @@ func (m *monitor) checkpoints(ctx context.Context) {
 		cancel()
 		if err != nil {
 			continue // Redis is down or paused: that is a fault, not a regression
+		}
+		m.s.smu.Lock()
+		forgot := m.s.wipes != gen
+		m.s.smu.Unlock()
+		if forgot {
+			// The store forgot while this poll ran (a wipe, or a
+			// promotion that lost the lag's commits): the next poll
+			// starts afresh.
+			return
 		}
 		if !before.Equal(after) {
 			continue // cleared while read: the next poll judges

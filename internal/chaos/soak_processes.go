@@ -34,7 +34,7 @@ input:
     endpoint: %s
     credentials: { id: %s, secret: %s }
     checkpoint:
-      redis: { url: '%s' }
+      redis: { url: '%s'%s }
       group: %s
       commit_period: %s
     lease: { period: %s, rebalance_period: %s, handoff_timeout: 5s }
@@ -158,7 +158,7 @@ func (s *soak) startInstance(name string) error {
 		return err
 	}
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakInstanceYAML, names, discovery, testenv.Region, endpoint,
-		testenv.AccessKey, testenv.SecretKey, redisURL, group, p.CommitPeriod, p.LeasePeriod, p.Rebalance,
+		testenv.AccessKey, testenv.SecretKey, redisURL, s.redisReplicasField(), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance,
 		s.budget(), budgetWaitBound, indent(soakMapping(inc), 8), slow, instanceOutput(soakMapping(inc), output, deadLetterPath(out)))), 0o600); err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func (s *soak) startInstance(name string) error {
 // class, through that instance's own TCP proxy, so one instance can be cut
 // off while the others reach Redis.
 func (s *soak) redisURLFor(name string) (string, error) {
-	u := s.red.URLAs(testenv.ACLInput)
+	u := s.redisInputURL
 	if !s.on[ClassRedisCut] {
 		return u, nil
 	}
@@ -199,12 +199,21 @@ func (s *soak) redisURLFor(name string) (string, error) {
 	p := s.redisCuts[name]
 	if p == nil {
 		var err error
-		if p, err = testenv.StartTCPProxy(s.red.Addr); err != nil {
+		if p, err = testenv.StartTCPProxy(s.redisTarget); err != nil {
 			return "", err
 		}
 		s.redisCuts[name] = p
 	}
-	return strings.Replace(u, s.red.Addr, p.Addr, 1), nil
+	return strings.Replace(u, s.redisTarget, p.Addr, 1), nil
+}
+
+// redisReplicasField is the instances' min_replicas_to_ack with the
+// failover classes, else nothing (the default).
+func (s *soak) redisReplicasField() string {
+	if !s.failoverOn {
+		return ""
+	}
+	return fmt.Sprintf(", min_replicas_to_ack: %d", s.minReplicas)
 }
 
 // redisCut is instance name's proxy to Redis, nil without the class.

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -100,16 +101,21 @@ func (v Verdict) Line() string {
 // records first delivered after a later one of their key where a nacking
 // output delivered one of the two; warned budget waits within the bound
 // once faults that withheld deliveries are taken out, or behind calls
-// Kinesis did not answer; duplicates explained as behind a poison record.
+// Kinesis did not answer; duplicates explained as behind a poison record;
+// duplicates of the acknowledged commits a replica promotion lost with
+// min_replicas_to_ack 0 (failoverLagKind).
 func (v Verdict) excuses() string {
-	behindPoison := 0
+	behindPoison, failoverLag := 0, 0
 	for _, w := range v.Table.Windows {
-		if w.Kind == behindPoisonKind {
+		switch w.Kind {
+		case behindPoisonKind:
 			behindPoison += w.Dups
+		case failoverLagKind:
+			failoverLag += w.Dups
 		}
 	}
-	return fmt.Sprintf("excused_unmarked_after_wipe=%d excused_unmarked_stamped_late=%d excused_order_after_nacks=%d excused_budget_waits=%d excused_budget_waits_on_kinesis=%d excused_dups_behind_poison=%d excused_held_behind_uncharged_poison=%d excused_liveness_behind_uncharged_poison=%d",
-		v.Table.Marks.Excused, v.Table.Marks.Reordered, max(v.OrderByNacks, v.Table.OrderByNacks), v.BudgetWaitsExcused, v.BudgetWaitsOnKinesis, behindPoison, v.Table.HeldBehindPoison, v.LivenessBehindPoison)
+	return fmt.Sprintf("excused_unmarked_after_wipe=%d excused_unmarked_stamped_late=%d excused_order_after_nacks=%d excused_budget_waits=%d excused_budget_waits_on_kinesis=%d excused_dups_behind_poison=%d excused_held_behind_uncharged_poison=%d excused_liveness_behind_uncharged_poison=%d excused_dups_failover_lag=%d",
+		v.Table.Marks.Excused, v.Table.Marks.Reordered, max(v.OrderByNacks, v.Table.OrderByNacks), v.BudgetWaitsExcused, v.BudgetWaitsOnKinesis, behindPoison, v.Table.HeldBehindPoison, v.LivenessBehindPoison, failoverLag)
 }
 
 // at renders a time as its offset from the soak's start.
@@ -132,6 +138,11 @@ func (s *soak) report(v *Verdict) {
 			v.First = fmt.Sprintf("nothing lost: %d never delivered", v.Lost())
 		case v.Table.WindowBreaches > 0:
 			v.First = fmt.Sprintf("duplicates: %d fault windows over their own bound", v.Table.WindowBreaches)
+			for _, l := range WindowLines(v.Table.Windows, s.at) {
+				if strings.Contains(l, " OVER (") {
+					v.First += "\n  " + l
+				}
+			}
 		case v.Table.UnmarkedDups > 0:
 			v.First = fmt.Sprintf("redelivery mark: %d deliveries of records delivered before without kinesis_redelivered: true", v.Table.UnmarkedDups)
 		case len(v.Table.ACLRefusals) > 0:

@@ -46,7 +46,8 @@ const (
 // SoakClasses lists every class.
 func SoakClasses() []string {
 	return []string{ClassKill, ClassTerm, ClassPause, ClassScale, ClassRedisRestart, ClassRedisEmpty, ClassRedisFlush,
-		ClassRedisPause, ClassRedisStall, ClassKinesis, ClassDeny, ClassReshard, ClassBudget, ClassOutput, ClassKPL, ClassRedisCut, ClassStreams, ClassWipeHolder, ClassEFO}
+		ClassRedisPause, ClassRedisStall, ClassKinesis, ClassDeny, ClassReshard, ClassBudget, ClassOutput, ClassKPL, ClassRedisCut, ClassStreams, ClassWipeHolder, ClassEFO,
+		ClassFailoverAcked, ClassFailoverUnacked}
 }
 
 // DefaultClasses is every class but wipe-holder and efo. An instance that is
@@ -59,10 +60,17 @@ func SoakClasses() []string {
 // promise, which wipe-holder also tests). So the schedule keeps instance
 // faults clear of wipes unless wipe-holder is on. efo takes half the
 // incarnations' reads past the fault proxy, where the kinesis and deny
-// classes do not reach them, so it is asked for by name.
+// classes do not reach them, so it is asked for by name. So are the
+// failover classes: they change the store every other class runs against
+// (a master and a replica behind proxies, two more processes on a machine
+// the soak already loads) and fix the instances' min_replicas_to_ack, so a
+// default run would no longer test the single server most deployments
+// use; and only one of the two runs at a time.
 func DefaultClasses() []string {
 	all := SoakClasses()
-	return slices.DeleteFunc(all, func(c string) bool { return c == ClassWipeHolder || c == ClassEFO })
+	return slices.DeleteFunc(all, func(c string) bool {
+		return c == ClassWipeHolder || c == ClassEFO || c == ClassFailoverAcked || c == ClassFailoverUnacked
+	})
 }
 
 func isClass(c string) bool { return slices.Contains(SoakClasses(), c) }
@@ -88,7 +96,7 @@ var meanGap = map[string]time.Duration{
 const efoCutGap = 40 * time.Second
 
 // redisClasses take turns: one Redis fault at a time.
-var redisClasses = []string{ClassRedisRestart, ClassRedisEmpty, ClassRedisFlush, ClassRedisPause, ClassRedisStall}
+var redisClasses = []string{ClassRedisRestart, ClassRedisEmpty, ClassRedisFlush, ClassRedisPause, ClassRedisStall, ClassFailoverAcked, ClassFailoverUnacked}
 
 // drawSchedule draws every fault of the run from seed alone, so the same
 // seed and build replay the same schedule. Faults start after a quiet
@@ -145,6 +153,10 @@ func drawSchedule(seed uint64, d time.Duration, instances int, on map[string]boo
 				e.dur = span(300*time.Millisecond, 2*time.Second)
 			case ClassRedisRestart:
 				e.dur = span(0, lease/2)
+			case ClassFailoverAcked, ClassFailoverUnacked:
+				// How long replication is held before the master dies:
+				// the lag whose writes the promotion loses.
+				e.dur = span(500*time.Millisecond, 2*time.Second)
 			}
 			if e.end() >= last {
 				break

@@ -84,9 +84,11 @@ func TestSoakScheduleRedisCutLeavesTheOthers(t *testing.T) {
 }
 
 // efo is asked for by name: the default classes leave it out, as they do
-// wipe-holder, so the CI soaks read by polling through the fault proxy.
+// wipe-holder and the failover classes (a replicated store), so the CI
+// soaks read by polling through the fault proxy from one Redis.
 func TestSoakDefaultClassesLeaveOutEFO(t *testing.T) {
-	assert.NotContains(t, DefaultClasses(), ClassEFO)
-	assert.NotContains(t, DefaultClasses(), ClassWipeHolder)
-	assert.Len(t, DefaultClasses(), len(SoakClasses())-2)
+	for _, c := range []string{ClassEFO, ClassWipeHolder, ClassFailoverAcked, ClassFailoverUnacked} {
+		assert.NotContains(t, DefaultClasses(), c)
+	}
+	assert.Len(t, DefaultClasses(), len(SoakClasses())-4)
 }

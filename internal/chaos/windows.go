@@ -37,7 +37,14 @@ type WindowTally struct {
 	// its bound (a record again for the second time in the window, or any
 	// in a NoDups window that no other window explains).
 	Dups, Over int
+	// OverSample tells the story of the first few duplicates past the
+	// bound: the record, its first delivery and the duplicate (instance
+	// and time), so a breach in a run nobody watched can be read back.
+	OverSample []string
 }
+
+// overSampleMax is how many duplicates past its bound a window tells.
+const overSampleMax = 3
 
 // kind names w's class for the per-kind table: Kind when set, else What.
 func (w Window) kind() string { return cmp.Or(w.Kind, w.What) }
@@ -100,8 +107,13 @@ func tallyWindows(windows []Window, first map[[2]string]Delivery, dups []Deliver
 			used[use{explained, id}] = true
 			out[explained].Dups++
 		case fallback >= 0:
-			out[fallback].Dups++
-			out[fallback].Over++
+			t := &out[fallback]
+			t.Dups++
+			t.Over++
+			if len(t.OverSample) < overSampleMax {
+				t.OverSample = append(t.OverSample, fmt.Sprintf("%s %s first by %s at %s, again by %s at %s",
+					d.Shard, d.Seq, f.Inst, f.At.Format("15:04:05.000"), d.Inst, d.At.Format("15:04:05.000")))
+			}
 		}
 	}
 	return out
@@ -177,7 +189,7 @@ func WindowLines(ts []WindowTally, at func(time.Time) string) []string {
 		}
 		line := fmt.Sprintf("%s %s: %d duplicates, bound %d", at(t.At), t.What, t.Dups, t.Bound)
 		if t.Over > 0 {
-			line += fmt.Sprintf(", %d OVER", t.Over)
+			line += fmt.Sprintf(", %d OVER (%s)", t.Over, strings.Join(t.OverSample, "; "))
 		}
 		out = append(out, line)
 	}

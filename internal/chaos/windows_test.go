@@ -50,6 +50,11 @@ func TestCheckAWindowOverItsOwnBoundFails(t *testing.T) {
 	assert.Equal(t, 3, tab.Duplicates)
 	assert.Zero(t, tab.DupsOutsideWindows, "every duplicate's first delivery is in the kill's window")
 	assert.False(t, tab.OK(), "the kill's window allows its one record once, not three times: %s", tab.String())
+	// The breach names its records, so a failed run nobody watched (CI)
+	// can be read back from its verdict.
+	lines := WindowLines(tab.Windows, func(at time.Time) string { return at.Sub(t0).String() })
+	require.Len(t, lines, 1)
+	assert.Contains(t, lines[0], "kill a1: 3 duplicates, bound 1, 2 OVER (s0 1 first by a1 at 00:00:00.001, again by c1 at 00:00:02.000; s0 1 first by a1 at 00:00:00.001, again by c1 at 00:00:03.000)")
 }
 
 // TestCheckWindowsJudgeEachDuplicateAgainstItsOwnWindow guards the
@@ -93,7 +98,8 @@ func TestCheckWindowsJudgeEachDuplicateAgainstItsOwnWindow(t *testing.T) {
 		ds = append(ds, again(ds[0], "c1", t0.Add(time.Second)), again(ds[0], "c2", t0.Add(2*time.Second)))
 		tab := Check(perKey, stream, ds, []Window{kill, flush}, nil, nil)
 		assert.Equal(t, 1, tab.WindowBreaches, tab.String())
-		assert.Equal(t, WindowTally{What: "kill a1", Kind: "kill", From: kill.From, To: kill.To, At: kill.From, Bound: 2, Dups: 2, Over: 1}, tab.Windows[0])
+		assert.Equal(t, WindowTally{What: "kill a1", Kind: "kill", From: kill.From, To: kill.To, At: kill.From, Bound: 2, Dups: 2, Over: 1,
+			OverSample: []string{"s0 1 first by a1 at 00:00:00.001, again by c2 at 00:00:02.000"}}, tab.Windows[0])
 	})
 
 	t.Run("two wipes each allow the record once", func(t *testing.T) {

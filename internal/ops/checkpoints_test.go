@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,9 +22,16 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/plugins/checkpointer"
 )
 
+// cliMu runs one in-process command at a time: urfave/cli's help flag is a
+// package variable that every command's flag parsing writes to, so two
+// parallel tests running commands race on it (seen under -race in CI).
+var cliMu sync.Mutex
+
 // runCLI runs `connect-kinesis checkpoints args...` in-process and returns
 // what it printed.
 func runCLI(ctx context.Context, args ...string) (string, error) {
+	cliMu.Lock()
+	defer cliMu.Unlock()
 	var out bytes.Buffer
 	app := &cli.App{
 		Name:           "connect-kinesis",
@@ -176,6 +184,8 @@ func TestIntegrationCLI(t *testing.T) {
 			ExitErrHandler: func(*cli.Context, error) {}}
 		done := make(chan error, 1)
 		go func() {
+			cliMu.Lock()
+			defer cliMu.Unlock()
 			done <- app.RunContext(wctx, append([]string{"connect-kinesis", "checkpoints"}, with("show", "--watch")...))
 		}()
 		require.Eventually(t, func() bool { return strings.Count(out.String(), "(Ctrl-C to stop)") >= 3 }, 15*time.Second, 50*time.Millisecond)

@@ -73,7 +73,10 @@ func (p *TCPProxy) accept() {
 		if err != nil {
 			return
 		}
-		out, err := net.Dial("tcp", p.target)
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		out, err := net.Dial("tcp", target)
 		if err != nil {
 			_ = in.Close()
 			continue
@@ -165,6 +168,15 @@ func (p *TCPProxy) Cut() int {
 		_ = c.Close()
 	}
 	return n
+}
+
+// Retarget sends the connections accepted from now on to target
+// (host:port); the open ones stay where they are, for Cut to end. A
+// promoted replica takes its master's address so.
+func (p *TCPProxy) Retarget(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
 }
 
 // Hold stops forwarding in both directions until Release: bytes sent

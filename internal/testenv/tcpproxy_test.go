@@ -127,3 +127,49 @@ func TestGentleTCPProxyNeverResetsTheTarget(t *testing.T) {
 		})
 	}
 }
+
+// TestTCPProxyRetargetSendsNewConnectionsToTheNewTarget guards the
+// failover soak's front: after Retarget a new connection reaches the new
+// target (the promoted replica), while the open one stays on the old
+// until Cut.
+func TestTCPProxyRetargetSendsNewConnectionsToTheNewTarget(t *testing.T) {
+	greeter := func(name string) net.Listener {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Write([]byte(name))
+				go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
+			}
+		}()
+		return ln
+	}
+	oldT, newT := greeter("old"), greeter("new")
+	defer oldT.Close()
+	defer newT.Close()
+	p, err := StartTCPProxy(oldT.Addr().String())
+	require.NoError(t, err)
+	defer p.Close()
+	greeting := func(c net.Conn) string {
+		buf := make([]byte, 3)
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+		_, err := io.ReadFull(c, buf)
+		require.NoError(t, err)
+		return string(buf)
+	}
+	before, err := net.Dial("tcp", p.Addr)
+	require.NoError(t, err)
+	defer before.Close()
+	assert.Equal(t, "old", greeting(before))
+
+	p.Retarget(newT.Addr().String())
+	after, err := net.Dial("tcp", p.Addr)
+	require.NoError(t, err)
+	defer after.Close()
+	assert.Equal(t, "new", greeting(after), "a connection after Retarget reaches the new target")
+	assert.Equal(t, 2, p.Cut(), "the open connections stay until Cut")
+}

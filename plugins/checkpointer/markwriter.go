@@ -43,6 +43,11 @@ type MarkWriter struct {
 	// found is the highest mark a write found stored per shard above what
 	// this writer had written, under the token it wrote with (Found).
 	found map[string]writtenMark
+	// tried are, per shard, the positions of the writes under one token
+	// that failed since its last write that succeeded: a write can run and
+	// still fail (its reply timed out, its replicas did not acknowledge it
+	// in time), so the store may hold any of them as this writer's own.
+	tried map[string]triedMarks
 	// pending are the asks not yet written, per shard.
 	pending map[string]*pendingMark
 	// wake tells Run that something was asked.
@@ -53,6 +58,11 @@ type MarkWriter struct {
 type writtenMark struct {
 	token int64
 	pos   consumer.Position
+}
+
+type triedMarks struct {
+	token int64
+	pos   []consumer.Position
 }
 
 type pendingMark struct {
@@ -68,7 +78,7 @@ func (s *Store) NewMarkWriter(owner string, interval time.Duration) *MarkWriter 
 		interval = DefaultMarkInterval
 	}
 	return &MarkWriter{store: s, owner: owner, interval: interval,
-		written: map[string]writtenMark{}, found: map[string]writtenMark{}, pending: map[string]*pendingMark{}, wake: make(chan struct{}, 1)}
+		written: map[string]writtenMark{}, found: map[string]writtenMark{}, tried: map[string]triedMarks{}, pending: map[string]*pendingMark{}, wake: make(chan struct{}, 1)}
 }
 
 // Ask asks for p to be stored as delivered for l's shard and returns the
@@ -137,6 +147,7 @@ func (w *MarkWriter) Forget(shard string) {
 	defer w.mu.Unlock()
 	delete(w.written, shard)
 	delete(w.found, shard)
+	delete(w.tried, shard)
 }
 
 // WriteBack writes every mark this store wrote or read at a take back, each
@@ -238,6 +249,7 @@ func (w *MarkWriter) flush(ctx context.Context) (retry bool) {
 		w.failing = true
 		// Put the asks back, merged with any made meanwhile.
 		for shard, pm := range batch {
+			w.noteTried(shard, pm)
 			cur, ok := w.pending[shard]
 			switch {
 			case !ok:
@@ -263,26 +275,54 @@ func (w *MarkWriter) flush(ctx context.Context) (retry bool) {
 	}
 	for shard, pm := range batch {
 		if lost[shard] {
+			delete(w.tried, shard)
 			answer(pm.waiters, fmt.Errorf("storing how far shard %s was delivered (token %d): %w", shard, pm.token, consumer.ErrLeaseLost))
 			continue
 		}
 		// A mark found at or below this writer's own last write under the
-		// token is that write: the reader may still hold records up to it
-		// that it never handed over (lanes take them later), which must not
-		// be marked. Above it, another owner stored it.
-		if f, ok := res.Found[shard]; ok {
-			own, wrote := w.written[shard]
-			cur, known := w.found[shard]
-			if (!wrote || own.token != pm.token || own.pos.Compare(f) < 0) && (!known || cur.token != pm.token || cur.pos.Compare(f) < 0) {
+		// token is that write, and one a failed write under it tried may be
+		// that write too: the reader may still hold records up to it that
+		// it never handed over (lanes take them later, and a failed write's
+		// records wait for this one), which must not be marked. Otherwise
+		// another owner stored it.
+		if f, ok := res.Found[shard]; ok && !w.own(shard, pm.token, f) {
+			if cur, known := w.found[shard]; !known || cur.token != pm.token || cur.pos.Compare(f) < 0 {
 				w.found[shard] = writtenMark{token: pm.token, pos: f}
 			}
 		}
+		// Every position tried before is at or below this write's: asks
+		// put back are merged at their highest.
+		delete(w.tried, shard)
 		if done, ok := w.written[shard]; !ok || done.token != pm.token || done.pos.Compare(pm.pos) < 0 {
 			w.written[shard] = writtenMark{token: pm.token, pos: pm.pos}
 		}
 		answer(pm.waiters, nil)
 	}
 	return false
+}
+
+// noteTried keeps the position of a failed write of pm for shard, which
+// the store may hold all the same. Called with mu held.
+func (w *MarkWriter) noteTried(shard string, pm *pendingMark) {
+	t := w.tried[shard]
+	if t.token != pm.token {
+		t = triedMarks{token: pm.token}
+	}
+	if n := len(t.pos); n == 0 || t.pos[n-1].Compare(pm.pos) != 0 {
+		t.pos = append(t.pos, pm.pos)
+	}
+	w.tried[shard] = t
+}
+
+// own reports whether f, found stored for shard by a write under token,
+// may be this writer's: at or below its last write under the token, or
+// the position of a failed write under it. Called with mu held.
+func (w *MarkWriter) own(shard string, token int64, f consumer.Position) bool {
+	if done, ok := w.written[shard]; ok && done.token == token && f.Compare(done.pos) <= 0 {
+		return true
+	}
+	t := w.tried[shard]
+	return t.token == token && slices.ContainsFunc(t.pos, func(p consumer.Position) bool { return p.Compare(f) == 0 })
 }
 
 func answer(waiters []chan error, err error) {

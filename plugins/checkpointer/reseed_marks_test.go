@@ -2,13 +2,17 @@ package checkpointer
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
 // A holder that wins a tie back while the newcomer still runs reads again
@@ -100,4 +104,54 @@ func TestIntegrationLostReseedReplyMarkWriterFindsNewcomersMark(t *testing.T) {
 	assert.Equal(t, consumer.Position{Sequence: "900"}, w.Found(renewed[0]),
 		"the writer's own 950 is not found: records up to it that the reader has not handed over yet go unmarked")
 	assert.Zero(t, w.Found(consumer.Lease{Shard: "shard-0", Token: renewed[0].Token + 1}), "a found mark belongs to the token it was found under")
+}
+
+// ranThenFails lets a script call run and then fails it once armed, as a
+// call whose reply timed out after Redis ran it, or whose replicas did not
+// acknowledge it in time.
+type ranThenFails struct{ armed atomic.Bool }
+
+func (f *ranThenFails) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *ranThenFails) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && err == nil && f.armed.CompareAndSwap(true, false) {
+			err = errors.New("i/o timeout (injected after the script ran)")
+			cmd.SetErr(err)
+		}
+		return err
+	}
+}
+func (f *ranThenFails) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestIntegrationMarkWriterRetryFindsItsOwnMarkNotAnothers guards a found
+// mark taken for another owner's when it is this writer's own: a mark write
+// that ran but whose reply was lost (a timeout, replicas that did not
+// acknowledge) is retried, and the retry finds the position the failed
+// try stored. Reported by Found, it raised the reader's mark over records
+// no one handed over yet, and they went out marked as redelivered.
+func TestIntegrationMarkWriterRetryFindsItsOwnMarkNotAnothers(t *testing.T) {
+	t.Parallel()
+	r := testenv.NewRedis(t)
+	s := joinedStore(t, backend{url: r.URL(), kind: KindSimple})
+	l := marked(t, s, "shardId-000000000000", "a").Lease
+	// Loaded once, so that EVALSHA is not answered NOSCRIPT (EVAL follows).
+	_, err := s.WriteDelivered(t.Context(), "a", []DeliveredMark{mark(l, pos(t, "10"))})
+	require.NoError(t, err)
+	hook := &ranThenFails{}
+	s.c.client.AddHook(hook)
+	w := startMarkWriter(t, s, 20*time.Millisecond)
+
+	require.NoError(t, w.Cover(t.Context(), l, pos(t, "20")))
+	hook.armed.Store(true)
+	require.NoError(t, w.Cover(t.Context(), l, pos(t, "30")))
+	require.False(t, hook.armed.Load(), "the first write of 30 ran and failed")
+	got, err := s.Delivered(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, pos(t, "30"), got[l.Shard])
+	// 10 was stored before this writer wrote, as a take's mark is; 30 is
+	// its own, whose records the reader hands over only now.
+	assert.Equal(t, pos(t, "10"), w.Found(l), "the records up to 30 must go unmarked")
 }

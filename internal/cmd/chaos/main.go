@@ -63,23 +63,30 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 	failed := false
 	// The first phase reads each shard in four lanes (shard_parallelism),
 	// so per-key order and nothing lost are checked with lanes too; the
-	// last runs under a byte budget so small that shards take turns.
+	// denied-shard phase runs under a byte budget so small that shards take
+	// turns.
 	for _, phase := range []struct {
 		name                         string
 		emptyRedis, stalls, standbys bool
 		lanes                        int
 		budget                       string
-		pausedHolder                 bool
+		pausedHolder, closesParent   bool
+		outputDown                   time.Duration
 	}{
-		{"redis-keeps-data", false, false, false, 4, "", false},
-		{"redis-down-past-the-lease-comes-back-empty", true, false, false, 1, "", false},
-		{"redis-stalls-64KiB-budget", false, true, false, 1, "64KiB", false},
-		{"standbys-redis-comes-back-empty", true, false, true, 1, "", false},
-		{splitBatchingPhase, false, false, false, 1, "", false},
-		{"paused-holder-redis-comes-back-empty", true, false, false, 1, "", true},
+		{"redis-keeps-data", false, false, false, 4, "", false, false, 0},
+		{"redis-down-past-the-lease-comes-back-empty", true, false, false, 1, "", false, false, 0},
+		{"redis-stalls-64KiB-budget", false, true, false, 1, "64KiB", false, false, 0},
+		{"standbys-redis-comes-back-empty", true, false, true, 1, "", false, false, 0},
+		{splitBatchingPhase, false, false, false, 1, "", false, false, 0},
+		{"paused-holder-redis-comes-back-empty", true, false, false, 1, "", true, false, 0},
 		// A second stream of one shard whose every GetShardIterator is
 		// denied, read with the first under a small budget (issue 33).
-		{"denied-shard-256KiB-budget", false, false, false, 1, "256KiB", false},
+		{"denied-shard-256KiB-budget", false, false, false, 1, "256KiB", false, false, 0},
+		// The paused holder's shard is split; a newcomer reads the parent
+		// from `latest` and closes it before the holder wakes.
+		{"paused-holder-parent-closed-by-newcomer", true, false, false, 1, "", true, true, 0},
+		// The instances' output answers 503 for 30 s, with max_attempts 3.
+		{"output-down-30s", false, false, false, 1, "", false, false, 30 * time.Second},
 	} {
 		phaseDir := filepath.Join(dir, phase.name)
 		if err := os.MkdirAll(phaseDir, 0o755); err != nil {
@@ -91,7 +98,7 @@ func run(short bool, bin, dir string, seed uint64, efo bool) error {
 			pids []int
 		)
 		t, err := chaos.Run(ctx, chaos.Config{
-			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, Standbys: phase.standbys, EFO: efo, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget, PausedHolder: phase.pausedHolder,
+			Binary: bin, Dir: phaseDir, Seed: seed, Short: short, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls, Standbys: phase.standbys, EFO: efo, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget, PausedHolder: phase.pausedHolder, ClosesParent: phase.closesParent, OutputDown: phase.outputDown,
 			SplitBatching: phase.name == splitBatchingPhase,
 			DeniedShard:   strings.HasPrefix(phase.name, "denied-shard"),
 			Logf:          func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },

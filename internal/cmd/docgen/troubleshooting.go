@@ -29,6 +29,8 @@ var troubles = []trouble{
 	{"", "Reading hand-off requests failed", "Redis did not answer a balancing read.", "Repeating: check Redis."},
 	{"", "Reading the balancing round's state failed", "Redis did not answer a balancing read.", "Repeating: check Redis."},
 	{"", "Stopping the shard's reader: its parent", "A parent is not closed yet.", "Nothing: the parent is read first ([reshards](operating.md#what-happens-on-a-reshard))."},
+	{"", "Stopping the shard's reader: its parent %s was taken back", "A paused holder took back the parent this instance closed.", "Nothing: the parent is read first ([checkpointer.md](checkpointer.md#a-store-that-forgets))."},
+	{"", "Reading the shards a re-seed reopened failed", "Redis did not answer after a re-seed.", "Nothing: the next round stops them."},
 	{"", "Lease fenced:", "Checkpoints were reset or imported, or the stream recreated.", "Nothing: the shard is taken again."},
 	{"", "Lease missing from the store", "The lease key was pruned or deleted.", "Check Redis eviction (use `noeviction`)."},
 	{"", "Lease no longer ours in the store (it expired", "A renewal came too late; another took the lease.", "Check pauses and Redis latency."},

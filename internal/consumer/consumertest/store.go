@@ -47,7 +47,8 @@ type Store struct {
 	// to the one the store kept.
 	RecordLost bool
 	// Reopened are the shards a re-seed won back from a newcomer's close
-	// (the Redis store's reopened list), until a reader closes them: as
+	// (the Redis store's reopened list), until a reader closes them or
+	// they are pruned: as
 	// there, Reseed writes no close over them, and ReopenedShards lists
 	// them for a balancing round.
 	Reopened map[string]bool
@@ -160,6 +161,7 @@ func (s *Store) Prune(_ context.Context, shards []string) ([]string, error) {
 		delete(s.Progress, id)
 		delete(s.Handoff, id)
 		delete(s.Released, id)
+		delete(s.Reopened, id)
 		pruned = append(pruned, id)
 	}
 	return pruned, nil

@@ -3,7 +3,9 @@
 package coordinator
 
 import (
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 )
@@ -17,4 +19,15 @@ func gatedParents(s consumer.Shard) []string {
 		return ps[:1]
 	}
 	return ps
+}
+
+// awaitedRemovals, in a mutant build with
+// CONNECT_KINESIS_MUTANT=stop-removal, is empty: Close neither waits for a
+// stream being removed nor bounds it, and cancels its readers with the
+// run context, without a release.
+func awaitedRemovals(removing map[*coordinator]*removal) []*removal {
+	if os.Getenv("CONNECT_KINESIS_MUTANT") == "stop-removal" {
+		return nil
+	}
+	return slices.Collect(maps.Values(removing))
 }

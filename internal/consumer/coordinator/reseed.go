@@ -169,6 +169,7 @@ func (co *coordinator) reseed(ctx context.Context) {
 		co.known.mu.Lock()
 		clear(co.known.closedSet)
 		co.known.mu.Unlock()
+		co.stopChildrenOfReopened(ctx, byShard)
 	}
 	found := "had no record of the group"
 	if res.FoundEpoch == res.Epoch {
@@ -205,6 +206,36 @@ func (co *coordinator) reseed(ctx context.Context) {
 		if r := byShard[id]; r != nil {
 			r.Log().Warn("Lease taken by another instance while the checkpoint store was re-seeded; stopping the shard reader")
 			r.MarkLost()
+		}
+	}
+}
+
+// stopChildrenOfReopened stops, with a final commit, the readers of
+// shards one of whose parents a holder of the kept group record took back
+// from a close this instance made on the emptied store: the holder reads
+// the parent on from its own position, before the records this instance
+// skipped from its `latest`. It runs at the re-seed that found this
+// instance's record lost, before its readers hand anything more over:
+// the next balancing round, which would stop them too (stopGatedReaders),
+// comes only after more of the child was delivered ahead of the parent's
+// records. The reopened list is read as a balancing round reads it (in
+// one call from the Redis store); when that read fails, the next round
+// stops the readers.
+func (co *coordinator) stopChildrenOfReopened(ctx context.Context, readers map[string]shardReader) {
+	rd, err := co.readRound(ctx)
+	if err != nil {
+		co.log.Warnf("Reading the shards a re-seed reopened failed; the readers of their children stop at the next balancing round: %v", err)
+		return
+	}
+	reopened := rd.Reopened
+	for _, id := range slices.Sorted(maps.Keys(readers)) {
+		r := readers[id]
+		for _, p := range r.Shard().Parents() {
+			if reopened[p] {
+				r.Log().Warnf("Stopping the shard's reader: its parent %s was taken back at a re-seed by an instance that read it before the store forgot the group, from a close this instance made since; the shard waits for the parent's records as every child does", p)
+				r.Stop()
+				break
+			}
 		}
 	}
 }

@@ -176,3 +176,64 @@ func TestARefusedWriteBackIsNotLoggedAsWrittenNorGatesOpen(t *testing.T) {
 	assert.False(t, took, "the child of a parent its holder reads again was taken")
 	assert.NotEqual(t, "me", st.LeaseMap["c"].Owner)
 }
+
+// A newcomer whose group record lost at its re-seed stops, at that
+// re-seed, the reader of a child whose parent's close a holder of the kept
+// record took back: the holder reads the parent's records the newcomer
+// skipped from `latest`, and every record of the child delivered meanwhile
+// comes before them.
+//
+// Guards: the newcomer read on the child of the reopened parent until its
+// next balancing round (chaos phase "a paused holder's parent closed by a
+// newcomer under latest": a child's records delivered after the holder
+// woke, ahead of the parent's older records of the same keys).
+func TestANewcomerWhoseRecordLostStopsTheChildOfAReopenedParentAtTheReseed(t *testing.T) {
+	t.Parallel()
+	st := consumertest.NewStore(time.Minute)
+	co := wonBackRig(t, st, "holder")
+	co.listed["c"] = consumer.Shard{ID: "c", Parent: "p"}
+	child := newFakeReader("c", consumer.Lease{Shard: "c", Owner: "me", Token: 1, Deadline: time.Now().Add(time.Hour)})
+	child.shard.Parent = "p"
+	other := newFakeReader("o", consumer.Lease{Shard: "o", Owner: "me", Token: 1, Deadline: time.Now().Add(time.Hour)})
+	co.readers["c"], co.readers["o"] = child, other
+	// As open wraps it: the store's own readers of the reopened list are
+	// reachable only through the wrapper's Store.
+	co.store = forgetWatch{Store: st, forgot: func() {}}
+	st.Mu.Lock()
+	st.RecordLost = true
+	st.Mu.Unlock()
+	co.reseed(co.runCtx)
+	assert.True(t, child.Stopping(), "the child of the reopened parent reads on after the re-seed")
+	assert.False(t, other.Stopping(), "a shard whose parent nobody reopened was stopped")
+}
+
+// A newcomer whose group record lost keeps reading, at its re-seed, the
+// child of a parent a holder reopened once and the stream no longer lists
+// (pruned when trimmed before anyone closed it): the gate counts an
+// unlisted parent as closed, and a balancing round keeps the child read.
+//
+// Guards: the reopened list kept a pruned shard, so every later re-seed
+// whose record lost stopped the readers of its children, which the next
+// round took again.
+func TestANewcomerKeepsReadingTheChildOfAPrunedReopenedParentAtTheReseed(t *testing.T) {
+	t.Parallel()
+	st := consumertest.NewStore(time.Minute)
+	co := wonBackRig(t, st, "holder")
+	// The parent is trimmed: no longer listed, its lease lapsed, pruned.
+	co.listed = map[string]consumer.Shard{"c": {ID: "c", Parent: "p"}}
+	st.Mu.Lock()
+	st.LeaseMap["p"] = consumer.Lease{Shard: "p", Owner: "holder", Token: 1, ExpiresAt: time.Now().Add(-time.Minute)}
+	st.Mu.Unlock()
+	pruned, err := st.Prune(t.Context(), []string{"p"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"p"}, pruned)
+	child := newFakeReader("c", consumer.Lease{Shard: "c", Owner: "me", Token: 1, Deadline: time.Now().Add(time.Hour)})
+	child.shard.Parent = "p"
+	co.readers["c"] = child
+	co.store = forgetWatch{Store: st, forgot: func() {}}
+	st.Mu.Lock()
+	st.RecordLost = true
+	st.Mu.Unlock()
+	co.reseed(co.runCtx)
+	assert.False(t, child.Stopping(), "the child of an unlisted, pruned parent was stopped at the re-seed")
+}

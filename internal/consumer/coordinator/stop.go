@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -29,7 +28,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 	c.mu.Lock()
 	coords := c.coords
 	c.coords, c.followed, c.closed = nil, nil, true
-	removing := slices.Collect(maps.Values(c.removing))
+	removing := awaitedRemovals(c.removing)
 	c.mu.Unlock()
 	// A stream being removed (follow.go) is stopping already: its
 	// readers wait for their in-flight batches as the others' are about

@@ -124,7 +124,9 @@ func (d *delivery) settle(p *part, v verdict) {
 		d.tell(attached)
 		return
 	}
-	r.budget.Returned(&d.charge)
+	if !v.bounced || refusedReturned() {
+		r.budget.Returned(&d.charge)
+	}
 	d.last = d.apply(p, v)
 	finished := d.iso.left == 0
 	d.allDone = finished

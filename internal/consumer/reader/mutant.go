@@ -19,3 +19,11 @@ func foldable(q []trackedBatch, n int) bool {
 	}
 	return false
 }
+
+// refusedReturned, in a mutant build with
+// CONNECT_KINESIS_MUTANT=budget-refused, leaves a batch Admit refused
+// counted in the pipeline: a reader that ends with it waiting for
+// redelivery never gives its room back (`make simulate-mutants`).
+func refusedReturned() bool {
+	return os.Getenv("CONNECT_KINESIS_MUTANT") != "budget-refused"
+}

@@ -8,3 +8,9 @@ package reader
 // guard off (mutant.go) so that the simulation shows it catches it; a
 // release is never built with that tag.
 func foldable(q []trackedBatch, n int) bool { return q[n].acked }
+
+// refusedReturned says whether a batch Admit refused goes back to its
+// reader's own charge (budget.Shard.Returned), out of the pipeline's: it
+// does, so that the reader's close gives it back when the reader ends with
+// the batch waiting for redelivery.
+func refusedReturned() bool { return true }

@@ -20,6 +20,10 @@ for i = 2, #ARGV do
     redis.call('HDEL', KEYS[5], shard)
     redis.call('HDEL', KEYS[6], shard)
     redis.call('HDEL', KEYS[7], shard)
+    -- A pruned shard is read by nobody again: reopened, it would gate no
+    -- child (the stream no longer lists it) but still stop, at a re-seed
+    -- whose record lost, the readers of its children.
+    list_drop(KEYS[1], '{{reopenedField}}', shard)
     table.insert(out, shard)
   end
 end
