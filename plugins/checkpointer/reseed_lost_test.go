@@ -137,3 +137,99 @@ func TestIntegrationLostRecordReseedWritesNoCloseIntoUnknownShard(t *testing.T) 
 	require.NoError(t, err)
 	assert.False(t, closed["shard"], "a re-seed whose record lost closed a shard the store did not know")
 }
+
+// TestIntegrationLostRecordReseedDoesNotMoveBackTheKeptPosition guards a
+// re-seed whose record lost writing its earlier position backwards over a
+// position a holder of the kept record re-seeded into a provisional shard:
+// the checkpoint moves back and the kept record's reads are delivered again.
+func TestIntegrationLostRecordReseedDoesNotMoveBackTheKeptPosition(t *testing.T) {
+	t.Parallel()
+	kept, middle, newcomer, flush := threeRecords(t)
+	ctx := t.Context()
+	_, err := kept.Join(ctx)
+	require.NoError(t, err)
+	keptHeld, err := kept.Acquire(ctx, "other", "kept")
+	require.NoError(t, err)
+
+	flush()
+	_, err = middle.Join(ctx)
+	require.NoError(t, err)
+	mid, err := middle.Acquire(ctx, "shard", "middle")
+	require.NoError(t, err)
+	require.NoError(t, middle.Commit(ctx, mid.Lease, consumer.Position{Sequence: "200"}))
+
+	flush()
+	_, err = newcomer.Join(ctx)
+	require.NoError(t, err)
+	_, err = newcomer.Acquire(ctx, "shard", "newcomer")
+	require.NoError(t, err)
+
+	// The kept record's holder knows a committed position of the shard it
+	// no longer reads (released before the wipes): it writes it back.
+	_, err = kept.Reseed(ctx, consumer.Seed{Owner: "kept",
+		Checkpoints: map[string]consumer.Position{"shard": {Sequence: "500"}}, Leases: []consumer.Lease{keptHeld.Lease}})
+	require.NoError(t, err)
+	cps, err := kept.Checkpoints(ctx)
+	require.NoError(t, err)
+	require.Equal(t, consumer.Position{Sequence: "500"}, cps["shard"])
+
+	res, err := middle.Reseed(ctx, consumer.Seed{Owner: "middle",
+		Checkpoints: map[string]consumer.Position{"shard": {Sequence: "200"}}, Leases: []consumer.Lease{mid.Lease}})
+	require.NoError(t, err)
+	require.True(t, res.RecordLost)
+	cps, err = kept.Checkpoints(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, consumer.Position{Sequence: "500"}, cps["shard"],
+		"a re-seed whose record lost moved back a position the kept record's holder wrote")
+}
+
+// TestIntegrationKeptReseedOfAPositionLeavesAPausedKeptHolderItsClaim guards
+// a kept record's checkpoint-only seed settling a provisional shard's lease
+// as well as its position: a holder of the same record paused with the
+// shard's lease (taken after the seeding holder's commit, so ahead of it)
+// then finds its lease taken by the newcomer instead of being sent to
+// re-seed, and the records between its position and the newcomer's start
+// are never read.
+func TestIntegrationKeptReseedOfAPositionLeavesAPausedKeptHolderItsClaim(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 3, 30*time.Second)
+	seeder, paused, newcomer := stores[0], stores[1], stores[2]
+	c := red.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := t.Context()
+	_, err := seeder.Join(ctx)
+	require.NoError(t, err)
+	_, err = paused.Join(ctx)
+	require.NoError(t, err)
+	first, err := seeder.Acquire(ctx, "shard", "seeder")
+	require.NoError(t, err)
+	require.NoError(t, seeder.Commit(ctx, first.Lease, consumer.Position{Sequence: "500"}))
+	require.NoError(t, seeder.Release(ctx, first.Lease))
+	held, err := paused.Acquire(ctx, "shard", "paused")
+	require.NoError(t, err)
+	require.Equal(t, "paused", held.Owner)
+	require.NoError(t, paused.Commit(ctx, held.Lease, consumer.Position{Sequence: "700"}))
+
+	time.Sleep(5 * time.Millisecond) // a later start for the newcomer's record
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err = newcomer.Join(ctx)
+	require.NoError(t, err)
+	_, err = newcomer.Acquire(ctx, "shard", "newcomer")
+	require.NoError(t, err)
+
+	_, err = seeder.Reseed(ctx, consumer.Seed{Owner: "seeder",
+		Checkpoints: map[string]consumer.Position{"shard": {Sequence: "500"}}})
+	require.NoError(t, err)
+
+	_, lost, err := paused.RenewAll(ctx, "paused", []consumer.Lease{held.Lease})
+	require.ErrorIs(t, err, consumer.ErrStoreForgot,
+		"the paused holder of the kept record is not sent to re-seed (lost %v)", lost)
+	res, err := paused.Reseed(ctx, consumer.Seed{Owner: "paused",
+		Checkpoints: map[string]consumer.Position{"shard": {Sequence: "700"}}, Leases: []consumer.Lease{held.Lease}})
+	require.NoError(t, err)
+	require.False(t, res.RecordLost)
+	require.Len(t, res.Renewed, 1, "lost %v", res.Lost)
+	cps, err := paused.Checkpoints(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, consumer.Position{Sequence: "700"}, cps["shard"])
+}
