@@ -21,6 +21,12 @@ import (
 // presents such a shard's lease wins it back with its own position.
 const provisionalField = "provisional"
 
+// settledField lists, in the group record, the provisional shards whose
+// position a holder of the kept record wrote back, " a b ... " (reseed.lua):
+// a seed whose record lost writes no position there. A take that settles
+// a provisional shard (acquire.lua) drops it here too.
+const settledField = "settled"
+
 // reopenedField lists, in the group record, the shards a re-seed won back
 // from a newcomer's close, " a b ... ", until their reader closes them
 // (reseed.lua, close.lua): a known close of theirs is not written back.

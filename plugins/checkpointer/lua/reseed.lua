@@ -21,6 +21,20 @@ local won = redis.call('HGET', KEYS[1], 'id') == ARGV[1]
 -- record that lost writes.
 local provList = redis.call('HGET', KEYS[1], '{{provisionalField}}') or ' '
 local prov = {}
+-- Settled positions: the provisional shards whose position a holder of the
+-- kept record wrote back (below), " a b ... ". Positions under one record
+-- are ordered in time: a holder commits only under its lease, and a later
+-- take starts from the earlier holder's commit. So a kept record's
+-- position, even one seeded without the lease by an instance that no
+-- longer reads the shard, is at or behind every kept-record reader of it,
+-- paused or not, and skips nothing; a seed whose record lost moving it
+-- back would only deliver again what the kept record's holders delivered.
+-- Such a seed writes no position there. The lease stays provisional: a
+-- paused holder of the kept record that took the shard after that commit
+-- is still sent to re-seed and claims it back with its own, later
+-- position.
+local settledList = redis.call('HGET', KEYS[1], '{{settledField}}') or ' '
+local function settled(shard) return string.find(settledList, ' ' .. shard .. ' ', 1, true) ~= nil end
 local function addProv(shard)
   if string.sub(shard, 1, 1) ~= '_' and not prov[shard] then
     prov[shard] = true
@@ -29,6 +43,7 @@ local function addProv(shard)
 end
 if won and found ~= '' and found ~= ARGV[1] then
   provList = ' '
+  settledList = ' '
   for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do addProv(f) end
   for _, f in ipairs(redis.call('SMEMBERS', KEYS[3])) do addProv(f) end
   for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do addProv(f) end
@@ -46,7 +61,9 @@ end
 local function dropProv(shard)
   if prov[shard] then
     prov[shard] = nil
-    provList = string.gsub(provList, ' ' .. string.gsub(shard, '%p', '%%%0') .. ' ', ' ', 1)
+    local pat = ' ' .. string.gsub(shard, '%p', '%%%0') .. ' '
+    provList = string.gsub(provList, pat, ' ', 1)
+    settledList = string.gsub(settledList, pat, ' ', 1)
   end
 end
 -- Shards a holder of the kept record won back from a provisional state
@@ -103,16 +120,21 @@ for _ = 1, tonumber(ARGV[5]) do
     -- that lease up, below, and whoever takes the shard reads from the
     -- start position, the kept record's `latest`), and into a provisional
     -- one only backwards: the earlier position stands, a re-read, never a
-    -- skip.
+    -- skip. A position a holder of the kept record wrote it leaves alone
+    -- (settled, above).
     ok = false
-    if cur then
+    if cur and not settled(ARGV[i]) then
       local _, _, atEnd, valid = parse_pos(cur)
       ok = valid and not atEnd and cmp_pos(ARGV[i + 1], cur) < 0
     end
   end
   if ok then
     redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
-    if not won then addProv(ARGV[i]) end
+    if not won then
+      addProv(ARGV[i])
+    elseif prov[ARGV[i]] and not settled(ARGV[i]) then
+      settledList = settledList .. ARGV[i] .. ' '
+    end
   end
   i = i + 2
 end
@@ -243,6 +265,11 @@ if provList == ' ' then
   redis.call('HDEL', KEYS[1], '{{provisionalField}}')
 else
   redis.call('HSET', KEYS[1], '{{provisionalField}}', provList)
+end
+if settledList == ' ' then
+  redis.call('HDEL', KEYS[1], '{{settledField}}')
+else
+  redis.call('HSET', KEYS[1], '{{settledField}}', settledList)
 end
 if reopenedList ~= ' ' then redis.call('HSET', KEYS[1], '{{reopenedField}}', reopenedList) end
 for _, s in ipairs(done) do table.insert(out, s) end
