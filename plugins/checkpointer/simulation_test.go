@@ -705,6 +705,13 @@ func (m *simModel) renewActor(a *simActor) {
 	renewed, lost, err := a.store.RenewAll(simCtx, a.name, ls)
 	if a.seen(err) != nil {
 		m.logf("%s renew: %v", a.name, err)
+		if a.forgot {
+			// As the coordinator does (coordinator/leases.go renewedWith):
+			// a renewal the store answers FORGOT is followed by a re-seed
+			// at once, not at the next round, so that a holder that wakes
+			// within the re-seed hold claims its shards back within it.
+			m.reseedActor(nil, a)
+		}
 		return
 	}
 	for _, l := range renewed {
