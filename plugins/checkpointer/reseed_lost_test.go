@@ -233,3 +233,49 @@ func TestIntegrationKeptReseedOfAPositionLeavesAPausedKeptHolderItsClaim(t *test
 	require.NoError(t, err)
 	assert.Equal(t, consumer.Position{Sequence: "700"}, cps["shard"])
 }
+
+// TestIntegrationLostRecordReseedClosesNoSettledShard guards a re-seed whose
+// record lost writing its close (SHARD_END) over a position a holder of the
+// kept record wrote back into a provisional shard (settled): the close
+// passes the records between that position and the losing reader's own,
+// later `latest` start, which no holder of the kept record read, and the
+// shard is never read again.
+func TestIntegrationLostRecordReseedClosesNoSettledShard(t *testing.T) {
+	t.Parallel()
+	kept, middle, newcomer, flush := threeRecords(t)
+	ctx := t.Context()
+	_, err := kept.Join(ctx)
+	require.NoError(t, err)
+	keptHeld, err := kept.Acquire(ctx, "other", "kept")
+	require.NoError(t, err)
+
+	// The middle record's reader reads the shard from its own start to its
+	// end and closes it.
+	flush()
+	_, err = middle.Join(ctx)
+	require.NoError(t, err)
+	require.NoError(t, middle.CloseShard(ctx, mustAcquire(t, middle, "shard")))
+
+	flush()
+	_, err = newcomer.Join(ctx)
+	require.NoError(t, err)
+	_, err = newcomer.Acquire(ctx, "shard", "newcomer")
+	require.NoError(t, err)
+
+	// The kept record's holder writes back a committed position of the
+	// shard (settled).
+	_, err = kept.Reseed(ctx, consumer.Seed{Owner: "kept",
+		Checkpoints: map[string]consumer.Position{"shard": {Sequence: "500"}}, Leases: []consumer.Lease{keptHeld.Lease}})
+	require.NoError(t, err)
+
+	res, err := middle.Reseed(ctx, consumer.Seed{Owner: "middle", Checkpoints: map[string]consumer.Position{}, Closed: []string{"shard"}})
+	require.NoError(t, err)
+	require.True(t, res.RecordLost)
+	closed, err := kept.ClosedShards(ctx)
+	require.NoError(t, err)
+	cps, err := kept.Checkpoints(ctx)
+	require.NoError(t, err)
+	assert.False(t, closed["shard"], "a re-seed whose record lost closed a shard the kept record's holder settled at %v", cps["shard"])
+	assert.Equal(t, consumer.Position{Sequence: "500"}, cps["shard"],
+		"a re-seed whose record lost wrote its close over the kept record's position")
+}
