@@ -150,8 +150,11 @@ for _ = 1, nclosed do
   -- A caller whose record lost closes no shard the store does not know,
   -- as it writes no position there: its reader read it from its own,
   -- later `latest` start, and whoever takes it reads it from the kept
-  -- record's start and closes it at its end.
-  if not pruned(ARGV[i]) and not stale and not reopened(ARGV[i]) and unsettled(ARGV[i]) and (won or prov[ARGV[i]]) then
+  -- record's start and closes it at its end. Nor does it close a shard
+  -- whose position a holder of the kept record wrote back (settled): the
+  -- close would pass the records between that position and its reader's
+  -- later start.
+  if not pruned(ARGV[i]) and not stale and not reopened(ARGV[i]) and unsettled(ARGV[i]) and (won or (prov[ARGV[i]] and not settled(ARGV[i]))) then
     redis.call('SADD', KEYS[3], ARGV[i])
     redis.call('HSET', KEYS[2], ARGV[i], 'SHARD_END')
     if won then dropProv(ARGV[i]) else addProv(ARGV[i]) end
