@@ -279,3 +279,62 @@ func TestIntegrationLostRecordReseedClosesNoSettledShard(t *testing.T) {
 	assert.Equal(t, consumer.Position{Sequence: "500"}, cps["shard"],
 		"a re-seed whose record lost wrote its close over the kept record's position")
 }
+
+// TestIntegrationLostRecordReseedKeepsNoLeaseOverAKeptPosition guards a
+// re-seed whose record lost keeping its lease of a shard whose only state
+// is the position a holder of the kept record wrote back: its reader reads
+// on from its own, later `latest` start and commits past the records
+// between that position and its start, which a paused holder of the kept
+// record (taken from that position) had not delivered; once the losing
+// reader's lease and the re-seed hold ran out, the next take reads from
+// the losing reader's commit while the paused holder is still away.
+func TestIntegrationLostRecordReseedKeepsNoLeaseOverAKeptPosition(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 3, 300*time.Millisecond)
+	seeder, paused, middle := stores[0], stores[1], stores[2]
+	c := red.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := t.Context()
+	_, err := seeder.Join(ctx)
+	require.NoError(t, err)
+	_, err = paused.Join(ctx)
+	require.NoError(t, err)
+	first, err := seeder.Acquire(ctx, "shard", "seeder")
+	require.NoError(t, err)
+	require.NoError(t, seeder.Commit(ctx, first.Lease, consumer.Position{Sequence: "500"}))
+	require.NoError(t, seeder.Release(ctx, first.Lease))
+	// The paused holder takes the shard from 500, delivers a little past it
+	// and pauses.
+	held, err := paused.Acquire(ctx, "shard", "paused")
+	require.NoError(t, err)
+	require.Equal(t, "paused", held.Owner)
+
+	time.Sleep(5 * time.Millisecond) // a later start for the middle record
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err = middle.Join(ctx)
+	require.NoError(t, err)
+	mid, err := middle.Acquire(ctx, "shard", "middle")
+	require.NoError(t, err)
+	require.Equal(t, "middle", mid.Owner)
+	require.NoError(t, middle.Commit(ctx, mid.Lease, consumer.Position{Sequence: "900"}))
+
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err = seeder.Reseed(ctx, consumer.Seed{Owner: "seeder",
+		Checkpoints: map[string]consumer.Position{"shard": {Sequence: "500"}}})
+	require.NoError(t, err)
+	res, err := middle.Reseed(ctx, consumer.Seed{Owner: "middle",
+		Checkpoints: map[string]consumer.Position{"shard": {Sequence: "900"}}, Leases: []consumer.Lease{mid.Lease}})
+	require.NoError(t, err)
+	require.True(t, res.RecordLost)
+	if len(res.Renewed) == 1 {
+		// The losing reader reads on and commits, then is cut off.
+		require.NoError(t, middle.Commit(ctx, res.Renewed[0], consumer.Position{Sequence: "1000"}))
+	}
+	var took consumer.Take
+	require.Eventually(t, func() bool {
+		took, err = seeder.Acquire(ctx, "shard", "seeder")
+		return err == nil && took.Owner == "seeder"
+	}, 10*time.Second, 50*time.Millisecond, "the shard is never taken again: %v", err)
+	assert.Equal(t, consumer.Position{Sequence: "500"}, took.Checkpoint,
+		"the next take passes the paused kept holder's position (renewed %v, lost %v)", renewedShards(res), res.Lost)
+}
