@@ -54,7 +54,8 @@ func reopenedOf(list string) map[string]bool {
 // override, closed shards and the instance's leases with their tokens,
 // except those another instance holds with a newer token, those of shards
 // closed or released under their token, and, from a seed whose record
-// lost, those of shards the store does not know; and the redelivery marks
+// lost, those of shards the store does not know or knows only by a kept
+// record's position; and the redelivery marks
 // this store wrote (only forwards).
 // The store then presents the record stored.
 func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {

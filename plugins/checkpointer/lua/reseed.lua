@@ -228,12 +228,14 @@ for j = i, #ARGV, 2 do
   elseif redis.call('SISMEMBER', KEYS[3], ARGV[j]) == 1 or (raw and owner == '' and tok == want) then
     -- Closed, or released under this very token: the reader is done.
     table.insert(done, ARGV[j])
-  elseif not won and not raw and redis.call('HEXISTS', KEYS[2], ARGV[j]) == 0 then
-    -- A caller whose record lost holds a shard the store does not know:
-    -- its reader resolved `latest` from its own, later start, and a paused
+  elseif not won and not raw and (not prov[ARGV[j]] or settled(ARGV[j]) or redis.call('HEXISTS', KEYS[2], ARGV[j]) == 0) then
+    -- A caller whose record lost holds a shard the store does not know, or
+    -- knows only by a position a holder of the kept record wrote back: its
+    -- reader resolved `latest` from its own, later start, and a paused
     -- holder of the kept record may have read it from an earlier one. It
     -- gives the shard up, and whoever takes it after the re-seed hold reads
-    -- from the start position: a re-read, never a skip.
+    -- from the start position or that kept position: a re-read, never a
+    -- skip.
     table.insert(out, ARGV[j])
     out[6] = out[6] + 1
   elseif pruned(ARGV[j]) and not raw then
