@@ -338,3 +338,46 @@ func TestIntegrationLostRecordReseedKeepsNoLeaseOverAKeptPosition(t *testing.T) 
 	assert.Equal(t, consumer.Position{Sequence: "500"}, took.Checkpoint,
 		"the next take passes the paused kept holder's position (renewed %v, lost %v)", renewedShards(res), res.Lost)
 }
+
+// TestIntegrationLostRecordReseedOfANewcomersReleaseSkipsNothing guards a
+// re-seed whose record lost, of a shard its reader still reads, that a
+// newcomer released under the same token number (tokens start again at 1
+// after each wipe): the lease is answered done (neither renewed nor lost),
+// the shard keeps the newcomer's later position, and when no holder of the
+// kept record claims it the records between the reader's position and the
+// newcomer's start are never read.
+func TestIntegrationLostRecordReseedOfANewcomersReleaseSkipsNothing(t *testing.T) {
+	t.Parallel()
+	kept, middle, newcomer, flush := threeRecords(t)
+	ctx := t.Context()
+	_, err := kept.Join(ctx)
+	require.NoError(t, err)
+	keptHeld, err := kept.Acquire(ctx, "other", "kept")
+	require.NoError(t, err)
+
+	flush()
+	_, err = middle.Join(ctx)
+	require.NoError(t, err)
+	mid, err := middle.Acquire(ctx, "shard", "middle")
+	require.NoError(t, err)
+
+	flush()
+	_, err = newcomer.Join(ctx)
+	require.NoError(t, err)
+	took, err := newcomer.Acquire(ctx, "shard", "newcomer")
+	require.NoError(t, err)
+	require.Equal(t, mid.Token, took.Token)
+	require.NoError(t, newcomer.Commit(ctx, took.Lease, consumer.Position{Sequence: "900"}))
+	require.NoError(t, newcomer.Release(ctx, took.Lease))
+
+	_, err = kept.Reseed(ctx, consumer.Seed{Owner: "kept", Checkpoints: map[string]consumer.Position{}, Leases: []consumer.Lease{keptHeld.Lease}})
+	require.NoError(t, err)
+	res, err := middle.Reseed(ctx, consumer.Seed{Owner: "middle", Checkpoints: map[string]consumer.Position{}, Leases: []consumer.Lease{mid.Lease}})
+	require.NoError(t, err)
+	require.True(t, res.RecordLost)
+	cps, err := kept.Checkpoints(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"shard"}, renewedShards(res), "lost %v", res.Lost)
+	_, ok := cps["shard"]
+	assert.False(t, ok, "the shard keeps the newcomer's later position %v", cps["shard"])
+}
