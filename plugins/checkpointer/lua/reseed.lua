@@ -225,6 +225,21 @@ for j = i, #ARGV, 2 do
     else
       redis.call('HDEL', KEYS[2], ARGV[j])
     end
+  elseif not won and prov[ARGV[j]] and not pruned(ARGV[j]) and raw and owner == '' and tok == want then
+    -- A caller whose record lost still reads a shard provisionally
+    -- released under the token number it presents: by a newcomer, whose
+    -- tokens started again at 1, from its own, later `latest`. As for a
+    -- close (above), the caller reads on, and the shard keeps no position
+    -- past its reader's: the earlier one this re-seed wrote, or none. A
+    -- position a holder of the kept record wrote back (settled) stands,
+    -- and the caller gives the shard up (below).
+    if settled(ARGV[j]) then
+      table.insert(out, ARGV[j])
+      out[6] = out[6] + 1
+    else
+      redis.call('HSET', KEYS[4], ARGV[j], lease_value(ARGV[3], exp, want))
+      if not seeded[ARGV[j]] then redis.call('HDEL', KEYS[2], ARGV[j]) end
+    end
   elseif redis.call('SISMEMBER', KEYS[3], ARGV[j]) == 1 or (raw and owner == '' and tok == want) then
     -- Closed, or released under this very token: the reader is done.
     table.insert(done, ARGV[j])
