@@ -34,11 +34,6 @@ var luaMutants = map[string]struct{ script, from, to string }{
 	// wipe starts again at 1, so the tie rule wins back most provisional
 	// shards too), and each alone survives the simulation.
 	"reseed-tie-claim": {"reseed", "elseif won and prov[ARGV[j]] and owner ~= ARGV[3] and not pruned(ARGV[j]) then", "elseif false then"},
-	// A re-seed under a group record another re-seed replaced writes its
-	// positions one record further: a skip the known defect "lost-record
-	// skip" must not excuse.
-	"reseed-lost-record-skip": {"reseed", "    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])\n    if not won then addProv(ARGV[i]) end",
-		"    local w = ARGV[i + 1]\n    if not won and tonumber(w) then w = tostring(tonumber(w) + 1) end\n    redis.call('HSET', KEYS[2], ARGV[i], w)\n    if not won then addProv(ARGV[i]) end"},
 	// The redelivery mark's fencing: any instance raises the mark.
 	"mark-fencing": {"delivered", "if not held(leases[j], ARGV[i + 1]) then", "if false then"},
 	// The close's fencing: a close by an instance that lost the lease lands.

@@ -21,6 +21,12 @@ import (
 // presents such a shard's lease wins it back with its own position.
 const provisionalField = "provisional"
 
+// settledField lists, in the group record, the provisional shards whose
+// position a holder of the kept record wrote back, " a b ... " (reseed.lua):
+// a seed whose record lost writes no position there. A take that settles
+// a provisional shard (acquire.lua) drops it here too.
+const settledField = "settled"
+
 // reopenedField lists, in the group record, the shards a re-seed won back
 // from a newcomer's close, " a b ... ", until their reader closes them
 // (reseed.lua, close.lua): a known close of theirs is not written back.
@@ -42,10 +48,15 @@ func reopenedOf(list string) map[string]bool {
 // Reseed writes back what one instance knows into a store that forgot the
 // group: the group record this store knows (of two records the one with the
 // earlier start wins, so instances that disagree converge), checkpoints
-// (only forwards), the start override, closed shards and the instance's
-// leases with their tokens, except those another instance holds with a
-// newer token and those of shards closed or released under their token,
-// and the redelivery marks this store wrote (only forwards).
+// (only forwards; from a seed whose record lost, none into a shard the
+// store does not know and only backwards into a provisional one, so that
+// no later `latest` start passes a paused holder's position), the start
+// override, closed shards and the instance's leases with their tokens,
+// except those another instance holds with a newer token, those of shards
+// closed or released under their token, and, from a seed whose record
+// lost, those of shards the store does not know or knows only by a kept
+// record's position; and the redelivery marks
+// this store wrote (only forwards).
 // The store then presents the record stored.
 func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
 	s.epochMu.Lock()

@@ -136,3 +136,52 @@ func TestIntegrationReseedRestoresNoFinishedLease(t *testing.T) {
 		}
 	})
 }
+
+// TestIntegrationLostRecordReseedKeepsTheEarliestPosition guards "lost-record
+// skip" after two wipes: a holder of the middle group record (neither the
+// kept one nor the newcomer's) re-seeds a shard the newcomer read from its
+// later start; its record loses, but its earlier position must replace the
+// newcomer's provisional one, and a re-seed whose record lost neither
+// writes a position into a shard the store does not know nor keeps its
+// lease (simulation seed 2, schedule 2548).
+func TestIntegrationLostRecordReseedKeepsTheEarliestPosition(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 3, 30*time.Second)
+	kept, middle, newcomer := stores[0], stores[1], stores[2]
+	ctx := t.Context()
+	_, err := kept.Join(ctx)
+	require.NoError(t, err)
+	keptHeld, err := kept.Acquire(ctx, "other", "kept")
+	require.NoError(t, err)
+
+	c := red.Client()
+	defer c.Close()
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err = middle.Join(ctx)
+	require.NoError(t, err)
+	mid, err := middle.Acquire(ctx, "shard", "middle")
+	require.NoError(t, err)
+	require.NoError(t, middle.Commit(ctx, mid.Lease, consumer.Position{Sequence: "200"}))
+
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err = newcomer.Join(ctx)
+	require.NoError(t, err)
+	took, err := newcomer.Acquire(ctx, "shard", "newcomer")
+	require.NoError(t, err)
+	require.NoError(t, newcomer.Commit(ctx, took.Lease, consumer.Position{Sequence: "900"}))
+
+	_, err = kept.Reseed(ctx, consumer.Seed{Owner: "kept", Checkpoints: map[string]consumer.Position{}, Leases: []consumer.Lease{keptHeld.Lease}})
+	require.NoError(t, err)
+	res, err := middle.Reseed(ctx, consumer.Seed{Owner: "middle",
+		Checkpoints: map[string]consumer.Position{"shard": {Sequence: "200"}, "unknown": {Sequence: "700"}},
+		Leases:      []consumer.Lease{mid.Lease, {Shard: "unknown", Owner: "middle", Token: 1}}})
+	require.NoError(t, err)
+	require.True(t, res.RecordLost, "the middle record loses to the kept, earlier one")
+	assert.ElementsMatch(t, []string{"shard", "unknown"}, res.Lost,
+		"a holder whose record lost keeps no lease of a shard the store did not know: its reader would read on from its later position")
+	cps, err := kept.Checkpoints(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, consumer.Position{Sequence: "200"}, cps["shard"], "the shard's position after the middle holder's re-seed")
+	_, ok := cps["unknown"]
+	assert.False(t, ok, "a re-seed whose record lost wrote a position into a shard the store did not know: %v", cps["unknown"])
+}

@@ -44,6 +44,7 @@ var luaFields = strings.NewReplacer(
 	"{{reseededField}}", reseededField,
 	"{{prunedField}}", prunedField,
 	"{{provisionalField}}", provisionalField,
+	"{{settledField}}", settledField,
 	"{{reopenedField}}", reopenedField,
 	"{{shardStartPrefix}}", shardStartPrefix,
 )

@@ -44,6 +44,7 @@ else
     else
       redis.call('HSET', KEYS[4], '{{provisionalField}}', list)
     end
+    list_drop(KEYS[4], '{{settledField}}', ARGV[1])
   end
   if raw and exp > 0 then quiet = now - exp end
   owner = ARGV[2]

@@ -21,6 +21,20 @@ local won = redis.call('HGET', KEYS[1], 'id') == ARGV[1]
 -- record that lost writes.
 local provList = redis.call('HGET', KEYS[1], '{{provisionalField}}') or ' '
 local prov = {}
+-- Settled positions: the provisional shards whose position a holder of the
+-- kept record wrote back (below), " a b ... ". Positions under one record
+-- are ordered in time: a holder commits only under its lease, and a later
+-- take starts from the earlier holder's commit. So a kept record's
+-- position, even one seeded without the lease by an instance that no
+-- longer reads the shard, is at or behind every kept-record reader of it,
+-- paused or not, and skips nothing; a seed whose record lost moving it
+-- back would only deliver again what the kept record's holders delivered.
+-- Such a seed writes no position there. The lease stays provisional: a
+-- paused holder of the kept record that took the shard after that commit
+-- is still sent to re-seed and claims it back with its own, later
+-- position.
+local settledList = redis.call('HGET', KEYS[1], '{{settledField}}') or ' '
+local function settled(shard) return string.find(settledList, ' ' .. shard .. ' ', 1, true) ~= nil end
 local function addProv(shard)
   if string.sub(shard, 1, 1) ~= '_' and not prov[shard] then
     prov[shard] = true
@@ -29,6 +43,7 @@ local function addProv(shard)
 end
 if won and found ~= '' and found ~= ARGV[1] then
   provList = ' '
+  settledList = ' '
   for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do addProv(f) end
   for _, f in ipairs(redis.call('SMEMBERS', KEYS[3])) do addProv(f) end
   for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do addProv(f) end
@@ -46,7 +61,9 @@ end
 local function dropProv(shard)
   if prov[shard] then
     prov[shard] = nil
-    provList = string.gsub(provList, ' ' .. string.gsub(shard, '%p', '%%%0') .. ' ', ' ', 1)
+    local pat = ' ' .. string.gsub(shard, '%p', '%%%0') .. ' '
+    provList = string.gsub(provList, pat, ' ', 1)
+    settledList = string.gsub(settledList, pat, ' ', 1)
   end
 end
 -- Shards a holder of the kept record won back from a provisional state
@@ -90,13 +107,34 @@ for _ = 1, tonumber(ARGV[5]) do
   seeded[ARGV[i]] = ARGV[i + 1]
   local cur = redis.call('HGET', KEYS[2], ARGV[i])
   local ok = not pruned(ARGV[i]) and not stale and unsettled(ARGV[i])
-  if ok and cur then
-    local _, _, _, valid = parse_pos(cur)
-    ok = not valid or cmp_pos(ARGV[i + 1], cur) > 0
+  if ok and won then
+    if cur then
+      local _, _, _, valid = parse_pos(cur)
+      ok = not valid or cmp_pos(ARGV[i + 1], cur) > 0
+    end
+  elseif ok then
+    -- A seed of a record that lost resolved `latest` from its own, later
+    -- start, and a holder of the kept record may be paused with an earlier
+    -- position it cannot write back once the re-seed hold ran out. So it
+    -- writes no position into a shard the store does not know (it gives
+    -- that lease up, below, and whoever takes the shard reads from the
+    -- start position, the kept record's `latest`), and into a provisional
+    -- one only backwards: the earlier position stands, a re-read, never a
+    -- skip. A position a holder of the kept record wrote it leaves alone
+    -- (settled, above).
+    ok = false
+    if cur and not settled(ARGV[i]) then
+      local _, _, atEnd, valid = parse_pos(cur)
+      ok = valid and not atEnd and cmp_pos(ARGV[i + 1], cur) < 0
+    end
   end
   if ok then
     redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
-    if not won then addProv(ARGV[i]) end
+    if not won then
+      addProv(ARGV[i])
+    elseif prov[ARGV[i]] and not settled(ARGV[i]) then
+      settledList = settledList .. ARGV[i] .. ' '
+    end
   end
   i = i + 2
 end
@@ -109,7 +147,14 @@ for _ = 1, nclosed do
   -- takes it after, reads it from the holder's position and closes it at
   -- its end. A close the kept record's holders knew settles a provisional
   -- shard.
-  if not pruned(ARGV[i]) and not stale and not reopened(ARGV[i]) and unsettled(ARGV[i]) then
+  -- A caller whose record lost closes no shard the store does not know,
+  -- as it writes no position there: its reader read it from its own,
+  -- later `latest` start, and whoever takes it reads it from the kept
+  -- record's start and closes it at its end. Nor does it close a shard
+  -- whose position a holder of the kept record wrote back (settled): the
+  -- close would pass the records between that position and its reader's
+  -- later start.
+  if not pruned(ARGV[i]) and not stale and not reopened(ARGV[i]) and unsettled(ARGV[i]) and (won or (prov[ARGV[i]] and not settled(ARGV[i]))) then
     redis.call('SADD', KEYS[3], ARGV[i])
     redis.call('HSET', KEYS[2], ARGV[i], 'SHARD_END')
     if won then dropProv(ARGV[i]) else addProv(ARGV[i]) end
@@ -165,9 +210,49 @@ for j = i, #ARGV, 2 do
       redis.call('HDEL', KEYS[2], ARGV[j])
     end
     dropProv(ARGV[j])
+  elseif not won and prov[ARGV[j]] and not pruned(ARGV[j]) and redis.call('SISMEMBER', KEYS[3], ARGV[j]) == 1 then
+    -- A caller whose record lost still reads a shard provisionally closed
+    -- (by a newcomer from its own, later `latest`, or by another record
+    -- that lost): the close may pass records its reader has not delivered.
+    -- The close is undone and the caller reads on from its position (or
+    -- none): a re-read, never a skip. The shard stays provisional, for a
+    -- holder of the kept record to claim back.
+    redis.call('HSET', KEYS[4], ARGV[j], lease_value(ARGV[3], exp, want))
+    redis.call('SREM', KEYS[3], ARGV[j])
+    if not reopened(ARGV[j]) then reopenedList = reopenedList .. ARGV[j] .. ' ' end
+    if seeded[ARGV[j]] then
+      redis.call('HSET', KEYS[2], ARGV[j], seeded[ARGV[j]])
+    else
+      redis.call('HDEL', KEYS[2], ARGV[j])
+    end
+  elseif not won and prov[ARGV[j]] and not pruned(ARGV[j]) and raw and owner == '' and tok == want then
+    -- A caller whose record lost still reads a shard provisionally
+    -- released under the token number it presents: by a newcomer, whose
+    -- tokens started again at 1, from its own, later `latest`. As for a
+    -- close (above), the caller reads on, and the shard keeps no position
+    -- past its reader's: the earlier one this re-seed wrote, or none. A
+    -- position a holder of the kept record wrote back (settled) stands,
+    -- and the caller gives the shard up (below).
+    if settled(ARGV[j]) then
+      table.insert(out, ARGV[j])
+      out[6] = out[6] + 1
+    else
+      redis.call('HSET', KEYS[4], ARGV[j], lease_value(ARGV[3], exp, want))
+      if not seeded[ARGV[j]] then redis.call('HDEL', KEYS[2], ARGV[j]) end
+    end
   elseif redis.call('SISMEMBER', KEYS[3], ARGV[j]) == 1 or (raw and owner == '' and tok == want) then
     -- Closed, or released under this very token: the reader is done.
     table.insert(done, ARGV[j])
+  elseif not won and not raw and (not prov[ARGV[j]] or settled(ARGV[j]) or redis.call('HEXISTS', KEYS[2], ARGV[j]) == 0) then
+    -- A caller whose record lost holds a shard the store does not know, or
+    -- knows only by a position a holder of the kept record wrote back: its
+    -- reader resolved `latest` from its own, later start, and a paused
+    -- holder of the kept record may have read it from an earlier one. It
+    -- gives the shard up, and whoever takes it after the re-seed hold reads
+    -- from the start position or that kept position: a re-read, never a
+    -- skip.
+    table.insert(out, ARGV[j])
+    out[6] = out[6] + 1
   elseif pruned(ARGV[j]) and not raw then
     -- Pruned as trimmed while its holder could not renew: lost.
     table.insert(out, ARGV[j])
@@ -200,6 +285,11 @@ if provList == ' ' then
   redis.call('HDEL', KEYS[1], '{{provisionalField}}')
 else
   redis.call('HSET', KEYS[1], '{{provisionalField}}', provList)
+end
+if settledList == ' ' then
+  redis.call('HDEL', KEYS[1], '{{settledField}}')
+else
+  redis.call('HSET', KEYS[1], '{{settledField}}', settledList)
 end
 if reopenedList ~= ' ' then redis.call('HSET', KEYS[1], '{{reopenedField}}', reopenedList) end
 for _, s in ipairs(done) do table.insert(out, s) end
