@@ -151,7 +151,9 @@ type Delivery interface {
 	// refuses a batch whose lease was lost or passed its local deadline
 	// while the batch waited (the process was paused), and the batch then
 	// goes back to its reader: sent again once a renewal confirms the
-	// lease, or dropped when the lease is lost.
+	// lease, or dropped when the lease is lost. With shard_max_in_flight
+	// above 1 it also refuses a batch behind an earlier refused one of its
+	// shard until that one is admitted, so the shard's order holds.
 	Admit() bool
 }
 

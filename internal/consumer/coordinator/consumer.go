@@ -88,6 +88,8 @@ func (c *Consumer) Batches() <-chan *consumer.Batch { return c.out }
 // the lease is lost. Nor is a batch whose lease was lost before its
 // deadline (an operator's reset, a recreated stream, a re-seed finding the
 // shard taken): a reader's send and its ending can both be ready at once.
+// With shard_max_in_flight above 1, nor is a batch behind an earlier
+// refused one of its shard, until that one is admitted: per-shard order.
 func (c *Consumer) Next(ctx context.Context) (*consumer.Batch, error) {
 	for {
 		select {
@@ -98,7 +100,7 @@ func (c *Consumer) Next(ctx context.Context) (*consumer.Batch, error) {
 			if b.Admit() {
 				return b, nil
 			}
-			c.log.Debugf("A batch of %d records of shard %s of stream %s was refused at admission: its lease is lost or past its local deadline; its reader hands it over again after a renewal, or drops it when the lease is lost", n, shard, stream)
+			c.log.Debugf("A batch of %d records of shard %s of stream %s was refused at admission: its lease is lost or past its local deadline, or an earlier batch of the shard was refused and is not handed over again yet; its reader hands it over again (after a renewal, and after the earlier batch), or drops it when the lease is lost", n, shard, stream)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
