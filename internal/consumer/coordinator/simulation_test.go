@@ -1067,6 +1067,19 @@ func (s *csim) undelivered(total map[string]int) string {
 	return ""
 }
 
+// csimRunSchedule plays one schedule in a bubble of its own and returns
+// its first failure and its log.
+func csimRunSchedule(t *testing.T, stats *csimStats, sched []csimStep, keys int) (failed string, log []string) {
+	synctest.Test(t, func(st *testing.T) {
+		csimNewSchedule()
+		s := &csim{stats: stats, api: consumertest.NewKinesis(), store: consumertest.NewStore(csimPeriod),
+			marks: map[string]consumer.Position{}, delivered: map[string]int{}, acked: map[string]int{}, newestGen: map[string]int{}, keys: keys, t0: time.Now()}
+		failed = s.run(st.Context(), sched)
+		log = s.log
+	})
+	return failed, log
+}
+
 // runConsumerSimulation runs checks schedules of at most steps steps each
 // from seed.
 func runConsumerSimulation(t *testing.T, stats *csimStats, checks, steps int, seed uint64) {
@@ -1080,8 +1093,6 @@ func runConsumerSimulation(t *testing.T, stats *csimStats, checks, steps int, se
 		stats.schedules.Add(1)
 		sched := drawSchedule(rt, steps)
 		keys := rapid.IntRange(1, 4).Draw(rt, "keys")
-		var failed string
-		var log []string
 		// A livelock in virtual time (goroutines that keep running within
 		// one instant, so time never advances) would hang the run with no
 		// word of its schedule: past csimWallLimit of real time, the
@@ -1097,12 +1108,7 @@ func runConsumerSimulation(t *testing.T, stats *csimStats, checks, steps int, se
 			panic("consumer simulation: a schedule livelocked")
 		})
 		defer watchdog.Stop()
-		synctest.Test(t, func(st *testing.T) {
-			s := &csim{stats: stats, api: consumertest.NewKinesis(), store: consumertest.NewStore(csimPeriod),
-				marks: map[string]consumer.Position{}, delivered: map[string]int{}, acked: map[string]int{}, newestGen: map[string]int{}, keys: keys, t0: time.Now()}
-			failed = s.run(st.Context(), sched)
-			log = s.log
-		})
+		failed, log := csimRunSchedule(t, stats, sched, keys)
 		if failed != "" {
 			stats.firstFailAt.CompareAndSwap(0, stats.schedules.Load())
 			lines := make([]string, len(sched))
@@ -1119,6 +1125,7 @@ func runConsumerSimulation(t *testing.T, stats *csimStats, checks, steps int, se
 // real Consumer, several instances, random composed fault schedules in
 // virtual time. `make simulate` runs it long (-sim.duration, -sim.seed).
 func TestSimulateConsumer(t *testing.T) {
+	csimKeepDescribePermits(t)
 	stats := &csimStats{}
 	checks, steps := csimDefaultSchedules, 24
 	if *csimDuration > 0 {
