@@ -46,8 +46,10 @@ import (
 // redelivered): the shrunk schedule is the same, the counts may not be, and
 // a failure found may need a few replays of its seed to recur.
 //
-// Checked at every delivery: fencing (the deliverer holds the shard's live
-// lease), per-key order (every earlier record of the key, and every record
+// Checked at every delivery: fencing (the deliverer holds the live lease
+// the batch was read under: the shard's, or for a batch of a stream since
+// deleted and created again, the deleted stream's lease as the re-create
+// fenced it, within its term), per-key order (every earlier record of the key, and every record
 // of a parent shard, was delivered before), marks (a record delivered
 // before is marked as a redelivery) and incarnations (nothing of a deleted
 // stream after its successor's records). At every commit: the checkpoint
@@ -391,22 +393,26 @@ func (s *csim) onAckRecords(b *consumer.Batch, errs []error) {
 // onDelivery checks a batch as the pipeline receives it.
 func (s *csim) onDelivery(in *csimInst, b *consumer.Batch) {
 	st := s.stream(b.Stream)
+	// The records name their incarnation; its Kinesis names the parents,
+	// and the lease it was read under is its own. The store's lock is
+	// taken before the simulation's, as a mark's write takes them.
 	st.store.Mu.Lock()
-	l, ok := st.store.LeaseMap[b.Shard]
-	st.store.Mu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !ok || l.Owner != in.id || !time.Now().Before(l.ExpiresAt) {
-		s.failLocked("fencing: %s delivered %d records of %s/%s under the lease of %q (expires %v, now %v)", in.id, len(b.Records), b.Stream, b.Shard, l.Owner, l.ExpiresAt.Sub(s.t0), time.Since(s.t0))
-	}
-	s.checkIncarnation(in, b)
-	// The records name their incarnation; its Kinesis names the parents.
 	gen := st.gen
 	if len(b.Records) > 0 {
 		key, _ := csimRecord(b.Records[0])
 		num, _, _ := strings.Cut(strings.TrimPrefix(key, st.name+"."), ":")
 		gen, _ = strconv.Atoi(num)
 	}
+	l, ok, state := s.readUnder(st, gen, b.Shard)
+	s.mu.Unlock()
+	st.store.Mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !ok || l.Owner != in.id || !time.Now().Before(l.ExpiresAt) {
+		s.failLocked("fencing: %s delivered %d records of %s/%s (incarnation %d) under %s lease of %q (expires %v, now %v)", in.id, len(b.Records), b.Stream, b.Shard, gen, state, l.Owner, l.ExpiresAt.Sub(s.t0), time.Since(s.t0))
+	}
+	s.checkIncarnation(in, b)
 	api := st.apis[gen]
 	if api == nil {
 		api = st.api
@@ -566,7 +572,11 @@ func (s *csimStore) StreamCreated(ctx context.Context, seen, current time.Time) 
 	if err := s.in.gate(ctx); err != nil {
 		return false, err
 	}
-	return s.f.StreamCreated(ctx, seen, current)
+	cleared, err := s.f.StreamCreated(ctx, seen, current)
+	if cleared {
+		s.in.sim.logf("%s cleared %s's state for the stream created at %v: its leases are fenced", s.in.id, s.st.name, current.Sub(s.in.sim.t0))
+	}
+	return cleared, err
 }
 
 func (s *csimStore) ClosedShards(ctx context.Context) (map[string]bool, error) {
