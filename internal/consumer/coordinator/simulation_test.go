@@ -49,17 +49,17 @@ import (
 // Checked at every delivery: fencing (the deliverer holds the live lease
 // the batch was read under: the shard's, or for a batch of a stream since
 // deleted and created again, the deleted stream's lease as the re-create
-// fenced it, within its term), per-key order (every earlier record of the key, and every record
-// of a parent shard, was delivered before), marks (a record delivered
-// before is marked as a redelivery) and incarnations (nothing of a deleted
-// stream after its successor's records). At every commit: the checkpoint
-// never moves back and never passes a record no one delivered. After every
-// step: the budget never holds more than its bound, and never holds room
-// once no reader holds anything. After every soft stop: no lease of the
-// instance left live, in any stream, a removal under way or not. At the
-// end, with the faults lifted: every record delivered; after every instance
-// stopped, no lease live past its bound, the budget drained and no
-// goroutine left.
+// fenced it, within its term), per-key order (every earlier record of the
+// key, and every record of a parent shard, was delivered before), marks
+// (a record delivered before is marked as a redelivery) and incarnations
+// (nothing of a deleted stream after its successor's records). At every
+// commit: the checkpoint never moves back and never passes a record no one
+// delivered. After every step: the budget never holds more than its
+// bound, and never holds room once no reader holds anything. After every
+// soft stop: no lease of the instance left live, in any stream, a removal
+// under way or not. At the end, with the faults lifted: every record
+// delivered; after every instance stopped, no lease live past its bound,
+// the budget drained and no goroutine left.
 
 var (
 	csimSchedules = flag.Int("sim.schedules", 0, "consumer simulation: schedules per run (0: the test's default)")
