@@ -1080,14 +1080,37 @@ func (s *csim) undelivered(total map[string]int) string {
 // csimRunSchedule plays one schedule in a bubble of its own and returns
 // its first failure and its log.
 func csimRunSchedule(t *testing.T, stats *csimStats, sched []csimStep, keys int) (failed string, log []string) {
-	synctest.Test(t, func(st *testing.T) {
+	csimBubble(t, func(st *testing.T) string {
 		csimNewSchedule()
 		s := &csim{stats: stats, api: consumertest.NewKinesis(), store: consumertest.NewStore(csimPeriod),
 			marks: map[string]consumer.Position{}, delivered: map[string]int{}, acked: map[string]int{}, newestGen: map[string]int{}, keys: keys, t0: time.Now()}
 		failed = s.run(st.Context(), sched)
 		log = s.log
-	})
+		return failed
+	}, &failed)
 	return failed, log
+}
+
+// csimBubble runs body in a synctest bubble and leaves its failure in
+// failed. A goroutine the schedule leaves blocked for good (the end's
+// "goroutines left" check names it) makes synctest panic once body
+// returns, as a deadlock of the bubble: the panic is turned into the
+// schedule's failure, so that it is reported with its schedule, its
+// goroutines and its log, and shrunk, rather than as a bare panic. The
+// blocked goroutines stay blocked.
+func csimBubble(t *testing.T, body func(*testing.T) string, failed *string) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if *failed == "" {
+			*failed = fmt.Sprintf("the bubble ended deadlocked: %v", r)
+		} else {
+			*failed += fmt.Sprintf("\n(and the bubble ended deadlocked: %v)", r)
+		}
+	}()
+	synctest.Test(t, func(st *testing.T) { *failed = body(st) })
 }
 
 // runConsumerSimulation runs checks schedules of at most steps steps each
