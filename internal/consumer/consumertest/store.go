@@ -58,6 +58,11 @@ type Store struct {
 	// there, Reseed writes no close over them, and ReopenedShards lists
 	// them for a balancing round.
 	Reopened map[string]bool
+	// Fenced holds the leases each clear of the group's state (a stream
+	// created again, StreamCreated) fenced, as they were before it, by the
+	// creation time (Unix nanoseconds) of the stream they were of: what
+	// the holder of a batch read from the deleted stream held.
+	Fenced map[int64]map[string]consumer.Lease
 }
 
 func NewStore(period time.Duration) *Store {
@@ -113,6 +118,10 @@ func (s *Store) StreamCreated(_ context.Context, seen, current time.Time) (bool,
 		return false, nil
 	}
 	s.Ckpt, s.Closed, s.Handoff = map[string]consumer.Position{}, map[string]bool{}, map[string]string{}
+	if s.Fenced == nil {
+		s.Fenced = map[int64]map[string]consumer.Lease{}
+	}
+	s.Fenced[recorded.UnixNano()] = maps.Clone(s.LeaseMap)
 	for id, l := range s.LeaseMap {
 		// Freed at time 0 with its token raised, as the Redis store does:
 		// its owner is fenced out.

@@ -32,7 +32,13 @@ const followAddConcurrency = 4
 // whole budget; shared, it held the adds back, and the adds the listing
 // (listing to found took 1m44 s at p95 in
 // TestIntegrationManyStreamsFoundAndLeased).
-var describePermits = ratelimiter.NewSmoothWithMaxRate[any](time.Second * 11 / 10 / kinesisx.MaxDescribeStreamSummaryPerSecond)
+var describePermits = newDescribePermits()
+
+// newDescribePermits makes a describe limiter. Its clock starts when it is
+// made, so the simulation makes one in each schedule's virtual time.
+func newDescribePermits() ratelimiter.RateLimiter[any] {
+	return ratelimiter.NewSmoothWithMaxRate[any](time.Second * 11 / 10 / kinesisx.MaxDescribeStreamSummaryPerSecond)
+}
 
 // AcquireDescribePermit waits for the process's next DescribeStreamSummary
 // permit, or for ctx to end.

@@ -42,9 +42,11 @@ type csimStream struct {
 	gen              int
 	created          time.Time
 	api              *consumertest.Kinesis
-	// apis are the incarnations by gen.
-	apis  map[int]*consumertest.Kinesis
-	store *consumertest.Store
+	// apis are the incarnations by gen, createdOf their creation times
+	// (zero for the named stream, which is never created again).
+	apis      map[int]*consumertest.Kinesis
+	createdOf map[int]time.Time
+	store     *consumertest.Store
 	// shards are the current incarnation's shards in order of creation;
 	// open the ones that take writes. Only the schedule's goroutine
 	// reads and writes them.
@@ -61,7 +63,7 @@ func csimKey(stream string, gen int, shard string) string {
 // addStream adds a stream to the account: "s" as the first, whose Kinesis
 // is s.api, and followed ones after it.
 func (s *csim) addStream(name string, followed bool) *csimStream {
-	st := &csimStream{name: name, followed: followed, listed: followed, store: consumertest.NewStore(csimPeriod), open: map[string]bool{}, apis: map[int]*consumertest.Kinesis{}}
+	st := &csimStream{name: name, followed: followed, listed: followed, store: consumertest.NewStore(csimPeriod), open: map[string]bool{}, apis: map[int]*consumertest.Kinesis{}, createdOf: map[int]time.Time{}}
 	if s.acct == nil {
 		s.acct = newStreamsAPI()
 	}
@@ -76,6 +78,7 @@ func (s *csim) addStream(name string, followed bool) *csimStream {
 		s.acct.mu.Unlock()
 	}
 	st.apis[st.gen] = st.api
+	st.createdOf[st.gen] = st.created
 	s.streams = append(s.streams, st)
 	return st
 }
@@ -192,6 +195,7 @@ func (s *csim) recreate(st *csimStream) {
 	st.api, st.created = api, created
 	st.gen = s.acct.gen[st.name]
 	st.apis[st.gen] = api
+	st.createdOf[st.gen] = created
 	for k := range s.marks {
 		if strings.HasPrefix(k, st.name+"/") {
 			delete(s.marks, k)
@@ -229,6 +233,37 @@ func (s *csim) closedRecords(st *csimStream, shard string) (gen, n int, ok bool)
 		}
 	}
 	return 0, 0, false
+}
+
+// readUnder returns the lease a batch of incarnation gen of st was read
+// under, as the store holds it, and which state it was found in. It is
+// the store's lease of the shard, unless the store's state belongs to a
+// stream created after gen's: then the stream was deleted and created
+// again, the clear of its state (StreamCreated) fenced the lease for
+// commits, and only its holder can still deliver what it read of the
+// deleted stream, within the lease's term. It is judged by the lease as
+// that clear found it, in the state of the newest stream no later than
+// gen's (a stream created again twice before a take saw the middle one
+// was never the store's). Called with the store's lock and the
+// simulation's held.
+func (s *csim) readUnder(st *csimStream, gen int, shard string) (l consumer.Lease, ok bool, state string) {
+	f := st.store
+	created := st.createdOf[gen]
+	if f.Created.IsZero() || created.IsZero() || !f.Created.After(created) {
+		l, ok = f.LeaseMap[shard]
+		return l, ok, "the store's"
+	}
+	best, found := int64(0), false
+	for at := range f.Fenced {
+		if at <= created.UnixNano() && (!found || at > best) {
+			best, found = at, true
+		}
+	}
+	if !found {
+		return consumer.Lease{}, false, fmt.Sprintf("incarnation %d's (none fenced)", gen)
+	}
+	l, ok = f.Fenced[best][shard]
+	return l, ok, fmt.Sprintf("incarnation %d's, as the re-create fenced it", gen)
 }
 
 // checkIncarnation: once a shard's record of a newer incarnation was

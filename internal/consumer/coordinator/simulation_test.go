@@ -46,18 +46,20 @@ import (
 // redelivered): the shrunk schedule is the same, the counts may not be, and
 // a failure found may need a few replays of its seed to recur.
 //
-// Checked at every delivery: fencing (the deliverer holds the shard's live
-// lease), per-key order (every earlier record of the key, and every record
-// of a parent shard, was delivered before), marks (a record delivered
-// before is marked as a redelivery) and incarnations (nothing of a deleted
-// stream after its successor's records). At every commit: the checkpoint
-// never moves back and never passes a record no one delivered. After every
-// step: the budget never holds more than its bound, and never holds room
-// once no reader holds anything. After every soft stop: no lease of the
-// instance left live, in any stream, a removal under way or not. At the
-// end, with the faults lifted: every record delivered; after every instance
-// stopped, no lease live past its bound, the budget drained and no
-// goroutine left.
+// Checked at every delivery: fencing (the deliverer holds the live lease
+// the batch was read under: the shard's, or for a batch of a stream since
+// deleted and created again, the deleted stream's lease as the re-create
+// fenced it, within its term), per-key order (every earlier record of the
+// key, and every record of a parent shard, was delivered before), marks
+// (a record delivered before is marked as a redelivery) and incarnations
+// (nothing of a deleted stream after its successor's records). At every
+// commit: the checkpoint never moves back and never passes a record no one
+// delivered. After every step: the budget never holds more than its
+// bound, and never holds room once no reader holds anything. After every
+// soft stop: no lease of the instance left live, in any stream, a removal
+// under way or not. At the end, with the faults lifted: every record
+// delivered; after every instance stopped, no lease live past its bound,
+// the budget drained and no goroutine left.
 
 var (
 	csimSchedules = flag.Int("sim.schedules", 0, "consumer simulation: schedules per run (0: the test's default)")
@@ -391,22 +393,26 @@ func (s *csim) onAckRecords(b *consumer.Batch, errs []error) {
 // onDelivery checks a batch as the pipeline receives it.
 func (s *csim) onDelivery(in *csimInst, b *consumer.Batch) {
 	st := s.stream(b.Stream)
+	// The records name their incarnation; its Kinesis names the parents,
+	// and the lease it was read under is its own. The store's lock is
+	// taken before the simulation's, as a mark's write takes them.
 	st.store.Mu.Lock()
-	l, ok := st.store.LeaseMap[b.Shard]
-	st.store.Mu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !ok || l.Owner != in.id || !time.Now().Before(l.ExpiresAt) {
-		s.failLocked("fencing: %s delivered %d records of %s/%s under the lease of %q (expires %v, now %v)", in.id, len(b.Records), b.Stream, b.Shard, l.Owner, l.ExpiresAt.Sub(s.t0), time.Since(s.t0))
-	}
-	s.checkIncarnation(in, b)
-	// The records name their incarnation; its Kinesis names the parents.
 	gen := st.gen
 	if len(b.Records) > 0 {
 		key, _ := csimRecord(b.Records[0])
 		num, _, _ := strings.Cut(strings.TrimPrefix(key, st.name+"."), ":")
 		gen, _ = strconv.Atoi(num)
 	}
+	l, ok, state := s.readUnder(st, gen, b.Shard)
+	s.mu.Unlock()
+	st.store.Mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !ok || l.Owner != in.id || !time.Now().Before(l.ExpiresAt) {
+		s.failLocked("fencing: %s delivered %d records of %s/%s (incarnation %d) under %s lease of %q (expires %v, now %v)", in.id, len(b.Records), b.Stream, b.Shard, gen, state, l.Owner, l.ExpiresAt.Sub(s.t0), time.Since(s.t0))
+	}
+	s.checkIncarnation(in, b)
 	api := st.apis[gen]
 	if api == nil {
 		api = st.api
@@ -566,7 +572,11 @@ func (s *csimStore) StreamCreated(ctx context.Context, seen, current time.Time) 
 	if err := s.in.gate(ctx); err != nil {
 		return false, err
 	}
-	return s.f.StreamCreated(ctx, seen, current)
+	cleared, err := s.f.StreamCreated(ctx, seen, current)
+	if cleared {
+		s.in.sim.logf("%s cleared %s's state for the stream created at %v: its leases are fenced", s.in.id, s.st.name, current.Sub(s.in.sim.t0))
+	}
+	return cleared, err
 }
 
 func (s *csimStore) ClosedShards(ctx context.Context) (map[string]bool, error) {
@@ -1067,6 +1077,42 @@ func (s *csim) undelivered(total map[string]int) string {
 	return ""
 }
 
+// csimRunSchedule plays one schedule in a bubble of its own and returns
+// its first failure and its log.
+func csimRunSchedule(t *testing.T, stats *csimStats, sched []csimStep, keys int) (failed string, log []string) {
+	csimBubble(t, func(st *testing.T) string {
+		csimNewSchedule()
+		s := &csim{stats: stats, api: consumertest.NewKinesis(), store: consumertest.NewStore(csimPeriod),
+			marks: map[string]consumer.Position{}, delivered: map[string]int{}, acked: map[string]int{}, newestGen: map[string]int{}, keys: keys, t0: time.Now()}
+		failed = s.run(st.Context(), sched)
+		log = s.log
+		return failed
+	}, &failed)
+	return failed, log
+}
+
+// csimBubble runs body in a synctest bubble and leaves its failure in
+// failed. A goroutine the schedule leaves blocked for good (the end's
+// "goroutines left" check names it) makes synctest panic once body
+// returns, as a deadlock of the bubble: the panic is turned into the
+// schedule's failure, so that it is reported with its schedule, its
+// goroutines and its log, and shrunk, rather than as a bare panic. The
+// blocked goroutines stay blocked.
+func csimBubble(t *testing.T, body func(*testing.T) string, failed *string) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if *failed == "" {
+			*failed = fmt.Sprintf("the bubble ended deadlocked: %v", r)
+		} else {
+			*failed += fmt.Sprintf("\n(and the bubble ended deadlocked: %v)", r)
+		}
+	}()
+	synctest.Test(t, func(st *testing.T) { *failed = body(st) })
+}
+
 // runConsumerSimulation runs checks schedules of at most steps steps each
 // from seed.
 func runConsumerSimulation(t *testing.T, stats *csimStats, checks, steps int, seed uint64) {
@@ -1080,8 +1126,6 @@ func runConsumerSimulation(t *testing.T, stats *csimStats, checks, steps int, se
 		stats.schedules.Add(1)
 		sched := drawSchedule(rt, steps)
 		keys := rapid.IntRange(1, 4).Draw(rt, "keys")
-		var failed string
-		var log []string
 		// A livelock in virtual time (goroutines that keep running within
 		// one instant, so time never advances) would hang the run with no
 		// word of its schedule: past csimWallLimit of real time, the
@@ -1097,12 +1141,7 @@ func runConsumerSimulation(t *testing.T, stats *csimStats, checks, steps int, se
 			panic("consumer simulation: a schedule livelocked")
 		})
 		defer watchdog.Stop()
-		synctest.Test(t, func(st *testing.T) {
-			s := &csim{stats: stats, api: consumertest.NewKinesis(), store: consumertest.NewStore(csimPeriod),
-				marks: map[string]consumer.Position{}, delivered: map[string]int{}, acked: map[string]int{}, newestGen: map[string]int{}, keys: keys, t0: time.Now()}
-			failed = s.run(st.Context(), sched)
-			log = s.log
-		})
+		failed, log := csimRunSchedule(t, stats, sched, keys)
 		if failed != "" {
 			stats.firstFailAt.CompareAndSwap(0, stats.schedules.Load())
 			lines := make([]string, len(sched))
@@ -1119,6 +1158,7 @@ func runConsumerSimulation(t *testing.T, stats *csimStats, checks, steps int, se
 // real Consumer, several instances, random composed fault schedules in
 // virtual time. `make simulate` runs it long (-sim.duration, -sim.seed).
 func TestSimulateConsumer(t *testing.T) {
+	csimKeepDescribePermits(t)
 	stats := &csimStats{}
 	checks, steps := csimDefaultSchedules, 24
 	if *csimDuration > 0 {
