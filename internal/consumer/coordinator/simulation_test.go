@@ -49,7 +49,10 @@ import (
 // Checked at every delivery: fencing (the deliverer holds the live lease
 // the batch was read under: the shard's, or for a batch of a stream since
 // deleted and created again, the deleted stream's lease as the re-create
-// fenced it, within its term), per-key order (every earlier record of the
+// fenced it, within its term; a delivery of such a batch after its holder's
+// renewal came back lost, still within that term, is not seen: the
+// coordinator makes a store call before it marks the reader lost, so the
+// harness cannot tell when the reader learned it), per-key order (every earlier record of the
 // key, and every record of a parent shard, was delivered before), marks
 // (a record delivered before is marked as a redelivery) and incarnations
 // (nothing of a deleted stream after its successor's records). At every
