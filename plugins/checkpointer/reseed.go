@@ -23,7 +23,8 @@ const provisionalField = "provisional"
 
 // settledField lists, in the group record, the provisional shards whose
 // position a holder of the kept record wrote back, " a b ... " (reseed.lua):
-// a seed whose record lost writes no position there. A take that settles
+// a seed whose record lost writes no position there, and another record's
+// lease of the shard is freed when it settles. A take that settles
 // a provisional shard (acquire.lua) drops it here too.
 const settledField = "settled"
 

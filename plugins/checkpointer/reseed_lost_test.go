@@ -381,3 +381,123 @@ func TestIntegrationLostRecordReseedOfANewcomersReleaseSkipsNothing(t *testing.T
 	_, ok := cps["shard"]
 	assert.False(t, ok, "the shard keeps the newcomer's later position %v", cps["shard"])
 }
+
+// TestIntegrationLostRecordReseedKeepsNoOwnLeaseOverASettledPosition guards
+// a re-seed whose record lost confirming its own lease of a shard whose
+// position a holder of the kept record wrote back since (settled): the
+// newcomer took the shard from its own, later `latest` start, its re-seed
+// renews the lease, and its commits then pass the settled position; once
+// it is cut off the next take reads from there, past the records a paused
+// holder of the kept record (taken from that position) had not delivered.
+func TestIntegrationLostRecordReseedKeepsNoOwnLeaseOverASettledPosition(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 3, 300*time.Millisecond)
+	seeder, paused, newcomer := stores[0], stores[1], stores[2]
+	c := red.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := t.Context()
+	_, err := seeder.Join(ctx)
+	require.NoError(t, err)
+	_, err = paused.Join(ctx)
+	require.NoError(t, err)
+	first, err := seeder.Acquire(ctx, "shard", "seeder")
+	require.NoError(t, err)
+	require.NoError(t, seeder.Commit(ctx, first.Lease, consumer.Position{Sequence: "500"}))
+	require.NoError(t, seeder.Release(ctx, first.Lease))
+	// The paused holder takes the shard from 500, delivers a little past it
+	// and pauses.
+	held, err := paused.Acquire(ctx, "shard", "paused")
+	require.NoError(t, err)
+	require.Equal(t, "paused", held.Owner)
+
+	time.Sleep(5 * time.Millisecond) // a later start for the newcomer's record
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err = newcomer.Join(ctx)
+	require.NoError(t, err)
+	took, err := newcomer.Acquire(ctx, "shard", "newcomer")
+	require.NoError(t, err)
+	require.Equal(t, "newcomer", took.Owner)
+
+	_, err = seeder.Reseed(ctx, consumer.Seed{Owner: "seeder",
+		Checkpoints: map[string]consumer.Position{"shard": {Sequence: "500"}}})
+	require.NoError(t, err)
+	res, err := newcomer.Reseed(ctx, consumer.Seed{Owner: "newcomer",
+		Checkpoints: map[string]consumer.Position{}, Leases: []consumer.Lease{took.Lease}})
+	require.NoError(t, err)
+	require.True(t, res.RecordLost)
+	if len(res.Renewed) == 1 {
+		// The newcomer's reader reads on and commits, then is cut off.
+		require.NoError(t, newcomer.Commit(ctx, res.Renewed[0], consumer.Position{Sequence: "1000"}))
+	}
+	var next consumer.Take
+	require.Eventually(t, func() bool {
+		next, err = seeder.Acquire(ctx, "shard", "seeder")
+		return err == nil && next.Owner == "seeder"
+	}, 10*time.Second, 50*time.Millisecond, "the shard is never taken again: %v", err)
+	assert.Equal(t, consumer.Position{Sequence: "500"}, next.Checkpoint,
+		"the next take passes the paused kept holder's position (renewed %v, lost %v)", renewedShards(res), res.Lost)
+}
+
+// TestIntegrationSettlingReseedFencesALosingRecordsLease guards a re-seed
+// of the kept record writing its position into a provisional shard
+// (settled) whose lease an instance of a record that lost still holds,
+// confirmed by its own earlier re-seed: that reader reads on from its own,
+// later `latest` start and its commits pass the settled position; once it
+// is cut off the next take reads from there, past the records a paused
+// holder of the kept record (taken from that position) had not delivered.
+func TestIntegrationSettlingReseedFencesALosingRecordsLease(t *testing.T) {
+	t.Parallel()
+	stores, red := forgetStores(t, 4, 300*time.Millisecond)
+	seeder, paused, other, newcomer := stores[0], stores[1], stores[2], stores[3]
+	c := red.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := t.Context()
+	for _, s := range stores[:3] {
+		_, err := s.Join(ctx)
+		require.NoError(t, err)
+	}
+	otherHeld, err := other.Acquire(ctx, "other", "other")
+	require.NoError(t, err)
+	first, err := seeder.Acquire(ctx, "shard", "seeder")
+	require.NoError(t, err)
+	require.NoError(t, seeder.Commit(ctx, first.Lease, consumer.Position{Sequence: "500"}))
+	require.NoError(t, seeder.Release(ctx, first.Lease))
+	held, err := paused.Acquire(ctx, "shard", "paused")
+	require.NoError(t, err)
+	require.Equal(t, "paused", held.Owner)
+
+	time.Sleep(5 * time.Millisecond) // a later start for the newcomer's record
+	require.NoError(t, c.FlushAll(ctx).Err())
+	_, err = newcomer.Join(ctx)
+	require.NoError(t, err)
+	took, err := newcomer.Acquire(ctx, "shard", "newcomer")
+	require.NoError(t, err)
+	require.Equal(t, "newcomer", took.Owner)
+
+	// Another holder of the kept record re-seeds first; the newcomer, told
+	// its record is gone, re-seeds and loses it but keeps its lease (the
+	// shard had no position to pass yet).
+	_, err = other.Reseed(ctx, consumer.Seed{Owner: "other", Checkpoints: map[string]consumer.Position{}, Leases: []consumer.Lease{otherHeld.Lease}})
+	require.NoError(t, err)
+	res, err := newcomer.Reseed(ctx, consumer.Seed{Owner: "newcomer",
+		Checkpoints: map[string]consumer.Position{}, Leases: []consumer.Lease{took.Lease}})
+	require.NoError(t, err)
+	require.True(t, res.RecordLost)
+	lease := took.Lease
+	if len(res.Renewed) == 1 {
+		lease = res.Renewed[0]
+	}
+	// The seeder, paused longer, writes back the shard's position (settled).
+	_, err = seeder.Reseed(ctx, consumer.Seed{Owner: "seeder",
+		Checkpoints: map[string]consumer.Position{"shard": {Sequence: "500"}}})
+	require.NoError(t, err)
+	// The newcomer's reader reads on and commits, then is cut off.
+	commitErr := newcomer.Commit(ctx, lease, consumer.Position{Sequence: "1000"})
+	var next consumer.Take
+	require.Eventually(t, func() bool {
+		next, err = seeder.Acquire(ctx, "shard", "seeder")
+		return err == nil && next.Owner == "seeder"
+	}, 10*time.Second, 50*time.Millisecond, "the shard is never taken again: %v", err)
+	assert.Equal(t, consumer.Position{Sequence: "500"}, next.Checkpoint,
+		"the next take passes the paused kept holder's position (the losing reader's commit: %v)", commitErr)
+}

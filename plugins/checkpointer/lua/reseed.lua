@@ -29,10 +29,10 @@ local prov = {}
 -- longer reads the shard, is at or behind every kept-record reader of it,
 -- paused or not, and skips nothing; a seed whose record lost moving it
 -- back would only deliver again what the kept record's holders delivered.
--- Such a seed writes no position there. The lease stays provisional: a
--- paused holder of the kept record that took the shard after that commit
--- is still sent to re-seed and claims it back with its own, later
--- position.
+-- Such a seed writes no position there, and another record's lease of the
+-- shard is freed (below). The lease stays provisional: a paused holder of
+-- the kept record that took the shard after that commit is still sent to
+-- re-seed and claims it back with its own, later position.
 local settledList = redis.call('HGET', KEYS[1], '{{settledField}}') or ' '
 local function settled(shard) return string.find(settledList, ' ' .. shard .. ' ', 1, true) ~= nil end
 local function addProv(shard)
@@ -132,8 +132,17 @@ for _ = 1, tonumber(ARGV[5]) do
     redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
     if not won then
       addProv(ARGV[i])
-    elseif prov[ARGV[i]] and not settled(ARGV[i]) then
-      settledList = settledList .. ARGV[i] .. ' '
+    elseif prov[ARGV[i]] then
+      if not settled(ARGV[i]) then settledList = settledList .. ARGV[i] .. ' ' end
+      -- A lease of the shard is another record's (a newcomer's, or one a
+      -- seed whose record lost kept): its reader reads on from its own,
+      -- later `latest` start, and its commits would pass the settled
+      -- position. It is freed, token kept, as a release would: that reader
+      -- finds it gone at its next renewal or commit, re-seeds and loses it,
+      -- and whoever takes the shard after the hold reads from the settled
+      -- position.
+      local o, _, t = parse_lease(redis.call('HGET', KEYS[4], ARGV[i]))
+      if o and o ~= '' and o ~= ARGV[3] then redis.call('HSET', KEYS[4], ARGV[i], lease_value('', now, t)) end
     end
   end
   i = i + 2
