@@ -58,7 +58,10 @@ import (
 //
 // The bound is exact while a shard's records cost no more than the
 // costliest of its previous answer: a record costlier than any before can
-// take the budget over by the size of that one answer.
+// take the budget over by the size of that one answer. One more gap: an
+// idle shard let in on all its room calls with the full `limit`, so a
+// burst written since its empty answer that costs more than that room
+// takes the budget over by the difference, one answer per idle shard.
 type Shard struct {
 	b     *Budget // nil: no bound
 	limit int     // the configured `limit`
