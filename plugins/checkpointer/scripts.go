@@ -133,7 +133,8 @@ var commitScript = newScript("commit")
 var closeScript = newScript("close")
 
 // closedScript: KEYS closed, epoch; ARGV epoch (” to skip the check).
-// Returns the closed set; FORGOT when the caller's epoch is gone, so a
+// Returns {the closed set, the provisional shards (" a b ... ",
+// reseed.lua)}; FORGOT when the caller's epoch is gone, so a
 // forgetting store's empty set is never taken for the group's.
 var closedScript = newScript("closed")
 
@@ -211,7 +212,7 @@ var handoffRequestsScript = newScript("handoff_requests")
 // periodMillis, epoch (” to skip the check), owner, the hand-off
 // requests' max age (ms). Returns {members,
 // closed, {now, shard, lease...}, {shard, requester...}, reseeded,
-// reopened}, or FORGOT (Store.ReadRound).
+// reopened, provisional}, or FORGOT (Store.ReadRound).
 var roundScript = newScript("round")
 
 // roundsScript: round.lua over the keys of several streams (Store.ReadRounds).
