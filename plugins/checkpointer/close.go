@@ -33,6 +33,7 @@ func (s *Store) CloseShard(ctx context.Context, l consumer.Lease) error {
 	if err == nil && n > 0 {
 		err = s.Commit(ctx, l, consumer.Position{ShardEnd: true})
 	}
+	provisional := false
 	if err == nil {
 		err = s.replicated(ctx, what, func(c redis.Scripter) error {
 			n, err := closeScript.Run(ctx, c, []string{s.keys.Leases, s.keys.Checkpoints, s.keys.Closed, s.keys.Handoff, s.keys.Epoch},
@@ -40,9 +41,10 @@ func (s *Store) CloseShard(ctx context.Context, l consumer.Lease) error {
 			if err != nil {
 				return storeErr(what, err)
 			}
-			if n != 1 {
+			if n != 1 && n != 2 {
 				return fmt.Errorf("%s (token %d): %w", what, l.Token, consumer.ErrLeaseLost)
 			}
+			provisional = n == 2
 			return nil
 		})
 	}
@@ -54,10 +56,20 @@ func (s *Store) CloseShard(ctx context.Context, l consumer.Lease) error {
 		return err
 	}
 	s.c.commits.Incr(1, s.streamLabel())
-	// This store's own close, made under the record it knows: no longer
-	// one it learned only as provisional.
+	// This store's own close, made under the record it knows, is no
+	// longer one it learned only as provisional, unless it was made under
+	// a lease a re-seed whose record lost kept (provisional under the kept
+	// record): this instance read the shard from its own record's later
+	// `latest`, and the close is not re-seeded as the kept record's.
 	s.epochMu.Lock()
-	delete(s.provClosed, l.Shard)
+	if provisional {
+		if s.provClosed == nil {
+			s.provClosed = map[string]bool{}
+		}
+		s.provClosed[l.Shard] = true
+	} else {
+		delete(s.provClosed, l.Shard)
+	}
 	s.epochMu.Unlock()
 	s.log.With("shard", l.Shard).Debug("Shard closed")
 	return nil

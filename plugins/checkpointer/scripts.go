@@ -126,7 +126,9 @@ var releaseScript = newScript("release")
 var commitScript = newScript("commit")
 
 // closeScript: KEYS lease, ckpt, closed, handoff, epoch; ARGV shard, owner,
-// token, epoch. Returns 1, or 0 when fenced. Running it again after it
+// token, epoch. Returns 1, 2 when the shard stays provisional
+// (reseed.lua: closed under a lease a re-seed of a record that lost kept),
+// or 0 when fenced. Running it again after it
 // succeeded returns 1 (the close waits for replicas and may be retried),
 // and writes SHARD_END again so that the WAIT after it covers the close
 // (see commitScript).
