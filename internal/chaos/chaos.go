@@ -420,11 +420,12 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 		r.scenario = scenario
 		r.mu.Unlock()
 	}
-	ds, err := ReadDeliveries(withDeadLetters(r.outputFiles())...)
+	all, err := ReadDeliveries(withHandovers(r.outputFiles())...)
 	if err != nil {
 		return Table{}, err
 	}
-	t := Check(r.counter, stream, ds, append(r.windows, poisonWindows(ds)...), r.kills, nil)
+	ds, _ := splitHandovers(all)
+	t := Check(r.counter, stream, all, append(r.windows, poisonWindows(ds)...), r.kills, nil)
 	if t.ACLRefusals, err = r.aclRefusals(ctx); err != nil {
 		return Table{}, err
 	}

@@ -283,6 +283,7 @@ const maxProblems = 10
 // nackers are the incarnations whose output nacks (nil: none).
 func Check(perKey map[string]int, stream []Record, deliveries []Delivery, windows []Window, kills []Kill, nackers map[string]bool) Table {
 	var t Table
+	deliveries, handovers := splitHandovers(deliveries)
 	windows, reorders := splitReorders(windows)
 	problem := func(format string, args ...any) {
 		if len(t.Problems) < maxProblems {
@@ -379,10 +380,9 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 	}
 	for _, shard := range shardOrder {
 		recs := byShard[shard]
-		i, ok := heldBehindPoison(recs,
+		i, _, _, ok := heldBehindPoison(recs,
 			func(seq string) bool { _, d := first[rid{shard, seq}]; return d || dead.has(shard, seq) },
-			func(seq string) (Delivery, bool) { d, ok := first[rid{shard, seq}]; return d, ok },
-			deliveries)
+			handovers, deliveries)
 		if !ok {
 			continue
 		}
@@ -392,7 +392,7 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 				t.HeldBehindPoison++
 			}
 		}
-		problem("held, not lost: shard %s waits at poison record %s/%d (seq %s) that its holder could not charge, nothing else of its input processed after it; %d records behind it uncommitted", shard, recs[i].K, recs[i].C, recs[i].Seq, len(recs)-i)
+		problem("held, not lost: shard %s waits at poison record %s/%d (seq %s) that its holder could not charge max_attempts times, too little else of its input processed after handing it over; %d records behind it uncommitted", shard, recs[i].K, recs[i].C, recs[i].Seq, len(recs)-i)
 	}
 	for id := range streamIDs {
 		if _, ok := first[id]; !ok && !dead.has(id.shard, id.seq) && !held[id] {

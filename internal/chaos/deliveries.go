@@ -31,6 +31,11 @@ type Delivery struct {
 	// (kinesis_dead_letter_reason): the record was given up and written
 	// there, not delivered.
 	DeadLetterReason string `json:"dead_letter_reason,omitempty"`
+	// Handover is set on a line of a poison hand-over file
+	// (handoverPath): the output rejected the record, handed over by an
+	// input whose redelivery.max_attempts was MaxAttempts.
+	Handover    bool `json:"handover,omitempty"`
+	MaxAttempts int  `json:"max_attempts,omitempty"`
 }
 
 // ReadDeliveries reads the JSON lines of consumer output files.

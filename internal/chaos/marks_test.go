@@ -159,7 +159,7 @@ func TestDeliveryMappingsRecordTheMark(t *testing.T) {
 					} `yaml:"processors"`
 				} `yaml:"output_resources"`
 			}
-			require.NoError(t, yaml.Unmarshal([]byte(instanceOutput(mapping, "file: { path: out.jsonl }", "dlq.jsonl")), &conf))
+			require.NoError(t, yaml.Unmarshal([]byte(instanceOutput(mapping, "file: { path: out.jsonl }", "dlq.jsonl", "poison.jsonl", "3")), &conf))
 			require.Len(t, conf.Resources, 1)
 			require.Len(t, conf.Resources[0].Processors, 1)
 			for _, tc := range []struct {

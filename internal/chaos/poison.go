@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Poison records (issue 36, docs/poison-records.md). The producers mark a
@@ -27,6 +28,11 @@ const deadLetterLabel = "dead_letter"
 // deliveries go to out.
 func deadLetterPath(out string) string { return strings.TrimSuffix(out, ".jsonl") + "-dlq.jsonl" }
 
+// handoverPath is the file of the poison records' hand-overs of the
+// incarnation whose deliveries go to out: a line like a delivery's, with
+// handover and max_attempts set, each time its output rejected one.
+func handoverPath(out string) string { return strings.TrimSuffix(out, ".jsonl") + "-poison.jsonl" }
+
 // withDeadLetters lists the delivery files and their dead-letter files.
 func withDeadLetters(outs []string) []string {
 	all := append([]string(nil), outs...)
@@ -34,6 +40,29 @@ func withDeadLetters(outs []string) []string {
 		all = append(all, deadLetterPath(o))
 	}
 	return all
+}
+
+// withHandovers lists the delivery files, their dead-letter files and
+// their poison hand-over files.
+func withHandovers(outs []string) []string {
+	all := withDeadLetters(outs)
+	for _, o := range outs {
+		all = append(all, handoverPath(o))
+	}
+	return all
+}
+
+// splitHandovers separates the poison records' hand-over lines (handover
+// set) from the deliveries and dead-letter lines.
+func splitHandovers(all []Delivery) (ds, hs []Delivery) {
+	for _, d := range all {
+		if d.Handover {
+			hs = append(hs, d)
+		} else {
+			ds = append(ds, d)
+		}
+	}
+	return ds, hs
 }
 
 // indent puts n spaces before each line of s.
@@ -44,15 +73,23 @@ func indent(s string, n int) string {
 
 // instanceOutput is an instance's output and dead letter: mapping (the
 // pipeline's, which makes a record its delivery line) is applied to what
-// the input gives up too, with the reason; a poison message is rejected,
-// the others go to inner (an output, as YAML under `output:`); the dead
-// letter is the file dlq.
-func instanceOutput(mapping, inner, dlq string) string {
+// the input gives up too, with the reason; a poison message is written to
+// the file handovers (with handover: true and the input's maxAttempts) and
+// rejected, the others go to inner (an output, as YAML under `output:`);
+// the dead letter is the file dlq.
+func instanceOutput(mapping, inner, dlq, handovers, maxAttempts string) string {
 	return fmt.Sprintf(`output:
   switch:
     cases:
       - check: this.poison == true
-        output: { reject: 'poison record ${! this.k }/${! this.c }' }
+        output:
+          broker:
+            pattern: fan_out_sequential_fail_fast
+            outputs:
+              - file: { path: %s, codec: lines }
+                processors:
+                  - mapping: 'root = this.merge({"handover": true, "max_attempts": %s})'
+              - reject: 'poison record ${! this.k }/${! this.c }'
       - output:
 %s
 output_resources:
@@ -62,34 +99,60 @@ output_resources:
       - mapping: |
 %s
           root.dead_letter_reason = @kinesis_dead_letter_reason.or("unknown")
-`, indent(inner, 10), deadLetterLabel, dlq, indent(mapping, 10))
+`, handovers, maxAttempts, indent(inner, 10), deadLetterLabel, dlq, indent(mapping, 10))
 }
 
 // heldBehindPoison is the index in recs (one shard's records in stream
-// order) of the poison record the shard waits behind, and true, when the
-// documented limit "A poison record where nothing else flows" holds it:
-// the first record neither delivered nor dead-lettered (done) is poison,
-// and the instance that first delivered the record before it delivered
-// nothing after that (all: every delivery), so no record of its input was
-// processed after the poison record's first failure and none of its
-// failures was charged. The records from it on are not lost: uncommitted,
-// they wait for the shard's next owner.
-func heldBehindPoison(recs []Record, done func(seq string) bool, first func(seq string) (Delivery, bool), all []Delivery) (int, bool) {
+// order) of the poison record the shard waits behind, the instance that
+// holds it there and when it last handed it over, and true, when the
+// documented limit "Nothing else flows" holds it: the first record neither
+// delivered nor dead-lettered (done) is poison, and the instance that
+// handed it over last (handovers: the outputs' lines of each rejection)
+// cannot have charged it max_attempts times. A failure is charged only if
+// the input processed a record since the record's previous failure (or its
+// hand-over, for the first), and the failures follow the hand-overs, so
+// with m of that instance's hand-overs of it before its last delivery of
+// anything (all), at most m+1 failures were charged, none when m is 0.
+// The records from it on are not lost: uncommitted, they wait for the
+// shard's next owner.
+//
+// Judged from the hand-overs rather than from the record before it: the
+// poison record may come into the stream after everything else its holder
+// processed (seed 9: the producer's retry wrote it 3 s after the rest), or
+// be handed over by a newer holder than the one that delivered the record
+// before it.
+func heldBehindPoison(recs []Record, done func(seq string) bool, handovers, all []Delivery) (int, string, time.Time, bool) {
 	i := 0
 	for i < len(recs) && done(recs[i].Seq) {
 		i++
 	}
-	if i == 0 || i == len(recs) || !recs[i].Poison {
-		return 0, false
+	if i == len(recs) || !recs[i].Poison {
+		return 0, "", time.Time{}, false
 	}
-	prev, ok := first(recs[i-1].Seq)
-	if !ok {
-		return 0, false
-	}
-	for _, d := range all {
-		if d.Inst == prev.Inst && d.At.After(prev.At) {
-			return 0, false
+	var last Delivery
+	for _, h := range handovers {
+		if h.Shard == recs[i].Shard && h.Seq == recs[i].Seq && !h.At.Before(last.At) {
+			last = h
 		}
 	}
-	return i, true
+	if last.Inst == "" || last.MaxAttempts <= 0 {
+		return 0, "", time.Time{}, false
+	}
+	var processed time.Time
+	for _, d := range all {
+		if d.Inst == last.Inst && d.At.After(processed) {
+			processed = d.At
+		}
+	}
+	m := 0
+	for _, h := range handovers {
+		if h.Inst == last.Inst && h.Shard == recs[i].Shard && h.Seq == recs[i].Seq && h.At.Before(processed) {
+			m++
+		}
+	}
+	charged := m
+	if m > 0 {
+		charged++
+	}
+	return i, last.Inst, last.At, charged < last.MaxAttempts
 }

@@ -33,6 +33,10 @@ type incarnation struct {
 // key, counter, shard, sequence number, redelivery mark and delivery
 // attempt, incarnation and time (chaosMapping); a poison record goes to the
 // dead letter after three attempts (instanceOutput).
+// chaosMaxAttempts is the instances' redelivery.max_attempts, written on
+// their poison hand-over lines too (heldBehindPoison).
+const chaosMaxAttempts = "3"
+
 const instanceYAML = `
 http: { enabled: false }
 logger: { level: info, format: logfmt }
@@ -51,7 +55,7 @@ input:
     shard_max_in_flight: 1
     shard_discovery_interval: 1s
     idle_poll_interval: 300ms
-    redelivery: { max_attempts: 3, dead_letter: ` + deadLetterLabel + ` }
+    redelivery: { max_attempts: ` + chaosMaxAttempts + `, dead_letter: ` + deadLetterLabel + ` }
 %spipeline:
   processors:
     - mapping: |
@@ -127,7 +131,7 @@ func (r *runner) start(name string) error {
 	}
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(instanceYAML, streams, startPosition, testenv.Region, endpoint,
 		testenv.AccessKey, testenv.SecretKey, r.red.URLAs(testenv.ACLInput), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance, efo,
-		indent(chaosMapping(inc), 8), instanceOutput(chaosMapping(inc), inner, deadLetterPath(out)))), 0o600); err != nil {
+		indent(chaosMapping(inc), 8), instanceOutput(chaosMapping(inc), inner, deadLetterPath(out), handoverPath(out), chaosMaxAttempts))), 0o600); err != nil {
 		return err
 	}
 	c, err := r.launch(conf, filepath.Join(r.cfg.Dir, inc+".log"))

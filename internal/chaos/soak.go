@@ -74,7 +74,12 @@ const (
 	// holdBack: deliveries younger than this are checked on a later tick, so
 	// lines of several instances are checked in the order of their times.
 	holdBack = 3 * time.Second
-	tick     = 2 * time.Second
+	// poisonRetryBound is how recently the holder of a shard held at an
+	// uncharged poison record must have handed it over: its retries come
+	// at most 5 s apart (the input's backoff), and the monitor sees them
+	// holdBack late.
+	poisonRetryBound = 5*time.Second + holdBack + 5*time.Second
+	tick             = 2 * time.Second
 )
 
 // soakStream is one stream of the load.

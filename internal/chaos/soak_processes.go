@@ -23,6 +23,10 @@ import (
 // or a switch that nacks some. Five, not three: a good record nacked by
 // that switch three times in a row (2% each, once isolated) would be
 // dead-lettered about once in 2,500 nacks.
+// soakMaxAttempts is the instances' redelivery.max_attempts, written on
+// their poison hand-over lines too (heldBehindPoison).
+const soakMaxAttempts = "5"
+
 const soakInstanceYAML = `
 http: { enabled: false }
 logger: { level: info, format: logfmt }
@@ -43,7 +47,7 @@ input:
     idle_poll_interval: 300ms
     max_buffered_bytes: %d
     lag_warn_threshold: %s
-    redelivery: { max_attempts: 5, dead_letter: ` + deadLetterLabel + ` }
+    redelivery: { max_attempts: ` + soakMaxAttempts + `, dead_letter: ` + deadLetterLabel + ` }
 pipeline:
   processors:
     - mapping: |
@@ -159,7 +163,7 @@ func (s *soak) startInstance(name string) error {
 	}
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(soakInstanceYAML, names, discovery, testenv.Region, endpoint,
 		testenv.AccessKey, testenv.SecretKey, redisURL, s.redisReplicasField(), group, p.CommitPeriod, p.LeasePeriod, p.Rebalance,
-		s.budget(), budgetWaitBound, indent(soakMapping(inc), 8), slow, instanceOutput(soakMapping(inc), output, deadLetterPath(out)))), 0o600); err != nil {
+		s.budget(), budgetWaitBound, indent(soakMapping(inc), 8), slow, instanceOutput(soakMapping(inc), output, deadLetterPath(out), handoverPath(out), soakMaxAttempts))), 0o600); err != nil {
 		return err
 	}
 	c, err := s.launch(conf, filepath.Join(s.cfg.Dir, inc+".log"))

@@ -181,7 +181,7 @@ func (s *soak) run(ctx context.Context) (Verdict, error) {
 	for _, ss := range mon.sh.shards {
 		v.Strays += ss.strays
 	}
-	v.Table = Check(counter, stream, mon.all, append(windows, mon.explained...), kills, nackers)
+	v.Table = Check(counter, stream, append(append([]Delivery(nil), mon.all...), mon.handovers...), append(windows, mon.explained...), kills, nackers)
 	v.Table.NoVerdict = true
 	v.Table.FanOut, v.Table.Incarnations = fanOut, incarnations
 	if v.Table.ACLRefusals, err = s.aclRefusals(ctx); err != nil {
