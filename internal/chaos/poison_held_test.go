@@ -151,3 +151,36 @@ func TestLivenessExcusesAShardHeldAtAnUnchargedPoisonRecord(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckDoesNotExcuseAPoisonRecordSingledOutInItsBatch guards the
+// held-behind-poison excuse against the product's "singled" rule
+// (isolate.go apply): a poison record handed over with records of its own
+// batch that the output processed is singled out, and that failure and
+// every later one with the same error are charged, whatever else the
+// input processed. Failing eight times (five charged at most allowed)
+// without reaching the dead letter is then a defect to report as lost,
+// not the documented limit "Nothing else flows", although its holder
+// delivered nothing after its first hand-over (m = 0).
+func TestCheckDoesNotExcuseAPoisonRecordSingledOutInItsBatch(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	var stream []Record
+	var ds []Delivery
+	for c := 1; c <= 6; c++ {
+		stream = append(stream, Record{Shard: "s0", Seq: fmt.Sprint(c), K: "k0", C: c, Poison: c == 4})
+	}
+	// One batch k0/1..4: the pipeline stamps k0/1..3 at 10.000..10.002 s,
+	// the output writes them and rejects k0/4 (stamped 10.003 s).
+	for c := 1; c <= 3; c++ {
+		ds = append(ds, Delivery{K: "k0", C: c, Shard: "s0", Seq: fmt.Sprint(c), Inst: "c2", At: at(10 + 0.001*float64(c-1)), Redelivered: "false", Attempt: "1"})
+	}
+	// Then k0/4 alone, again and again, rejected with the same error.
+	h, wait := 10.003, 0.1
+	for range 8 {
+		ds = append(ds, Delivery{K: "k0", C: 4, Shard: "s0", Seq: "4", Inst: "c2", At: at(h), Poison: true, Handover: true, MaxAttempts: 5})
+		h, wait = h+wait, min(wait*2, 5)
+	}
+	tab := Check(map[string]int{"k0": 6}, stream, ds, nil, nil, nil)
+	assert.Zero(t, tab.HeldBehindPoison, "k0/4 was singled out in its batch: all its eight failures were charged, it should have been dead-lettered")
+	assert.Equal(t, 3, tab.InputLost, tab.String())
+}
