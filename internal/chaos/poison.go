@@ -112,7 +112,8 @@ output_resources:
 // the input processed a record since the record's previous failure (or its
 // hand-over, for the first), and the failures follow the hand-overs, so
 // with m of that instance's hand-overs of it before its last delivery of
-// anything (all), at most m+1 failures were charged, none when m is 0.
+// anything (all), at most m+1 failures were charged, none when m is 0;
+// all of them when its holder delivered records of its batch (singled).
 // The records from it on are not lost: uncommitted, they wait for the
 // shard's next owner.
 //
@@ -144,15 +145,38 @@ func heldBehindPoison(recs []Record, done func(seq string) bool, handovers, all 
 			processed = d.At
 		}
 	}
-	m := 0
+	m, n := 0, 0
+	var firstAt time.Time
 	for _, h := range handovers {
-		if h.Inst == last.Inst && h.Shard == recs[i].Shard && h.Seq == recs[i].Seq && h.At.Before(processed) {
-			m++
+		if h.Inst == last.Inst && h.Shard == recs[i].Shard && h.Seq == recs[i].Seq {
+			n++
+			if firstAt.IsZero() || h.At.Before(firstAt) {
+				firstAt = h.At
+			}
+			if h.At.Before(processed) {
+				m++
+			}
 		}
 	}
 	charged := m
 	if m > 0 {
 		charged++
 	}
+	// A poison record the output rejected while it processed records of
+	// the same batch is singled out: that failure and every later one
+	// with the same error are charged, whatever else the input processed.
+	// Records of its batch are the holder's deliveries of the shard
+	// stamped in the same pass (sameBatchSpread before its first
+	// hand-over at most) or processed after it.
+	for _, d := range all {
+		if d.Inst == last.Inst && d.Shard == recs[i].Shard && d.DeadLetterReason == "" && !d.At.Before(firstAt.Add(-sameBatchSpread)) {
+			charged = n
+			break
+		}
+	}
 	return i, last.Inst, last.At, charged < last.MaxAttempts
 }
+
+// sameBatchSpread bounds how long before a record's stamp the pipeline
+// stamped the records before it in the same batch (one mapping pass).
+const sameBatchSpread = time.Second
