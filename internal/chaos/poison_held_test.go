@@ -184,3 +184,34 @@ func TestCheckDoesNotExcuseAPoisonRecordSingledOutInItsBatch(t *testing.T) {
 	assert.Zero(t, tab.HeldBehindPoison, "k0/4 was singled out in its batch: all its eight failures were charged, it should have been dead-lettered")
 	assert.Equal(t, 3, tab.InputLost, tab.String())
 }
+
+// TestCheckDoesNotExcuseAPoisonRecordWhoseHolderWasKilled guards the
+// held-behind-poison excuse against a shard stuck for another reason: its
+// holder was killed after its last hand-over of the poison record and no
+// instance handed it over since, so nobody read the shard for the rest
+// of the run (a lease never taken over). The records from the poison
+// record on are lost, not held: the documented limit needs an instance
+// that keeps sending the poison record again.
+func TestCheckDoesNotExcuseAPoisonRecordWhoseHolderWasKilled(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	var stream []Record
+	var ds []Delivery
+	for c := 1; c <= 6; c++ {
+		stream = append(stream, Record{Shard: "s0", Seq: fmt.Sprint(c), K: "k0", C: c, Poison: c == 4})
+		if c < 4 {
+			ds = append(ds, Delivery{K: "k0", C: c, Shard: "s0", Seq: fmt.Sprint(c), Inst: "c2", At: at(float64(c)), Redelivered: "false", Attempt: "1"})
+		}
+	}
+	// k0/4 came alone at 20 s, long after the rest: c2 sent it again,
+	// uncharged, until it was killed at 40 s.
+	h, wait := 20.0, 0.1
+	for h < 40 {
+		ds = append(ds, Delivery{K: "k0", C: 4, Shard: "s0", Seq: "4", Inst: "c2", At: at(h), Poison: true, Handover: true, MaxAttempts: 5})
+		h, wait = h+wait, min(wait*2, 5)
+	}
+	kills := []Kill{{Inst: "c2", At: at(40), Shards: []string{"s0"}}}
+	tab := Check(map[string]int{"k0": 6}, stream, ds, nil, kills, nil)
+	assert.Zero(t, tab.HeldBehindPoison, "c2 was killed at 40 s and nobody handed k0/4 over since: its shard was orphaned, not held at the poison record")
+	assert.Equal(t, 3, tab.InputLost, tab.String())
+}
