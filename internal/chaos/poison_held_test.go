@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCheckRecordsHeldBehindAnUnchargedPoisonRecordAreNotLost guards the
@@ -214,4 +215,39 @@ func TestCheckDoesNotExcuseAPoisonRecordWhoseHolderWasKilled(t *testing.T) {
 	tab := Check(map[string]int{"k0": 6}, stream, ds, nil, kills, nil)
 	assert.Zero(t, tab.HeldBehindPoison, "c2 was killed at 40 s and nobody handed k0/4 over since: its shard was orphaned, not held at the poison record")
 	assert.Equal(t, 3, tab.InputLost, tab.String())
+}
+
+// TestLivenessJudgesAgainAShardOnceExcusedAtAPoisonRecord guards the
+// monitor's excuse of a shard held at an uncharged poison record: it
+// holds only while the holder keeps handing the record over. A shard
+// excused on one tick whose holder then stops (paused, partitioned, its
+// lease never taken over) and that still does not move is a liveness
+// breach on a later tick, not excused for the rest of the run.
+func TestLivenessJudgesAgainAShardOnceExcusedAtAPoisonRecord(t *testing.T) {
+	t0 := time.Now()
+	const id = "soak-a/shardId-000000000000"
+	s, m := streamsSoak(t0)
+	s.active, s.quiet = map[string]int{}, map[string]time.Time{"": t0}
+	ss := shadowOf(m, id, 5, t0)
+	ss.recs[3].Poison = true
+	for i := range 3 {
+		m.pending = append(m.pending, deliveryOf(ss, i, "c2", t0.Add(time.Duration(i)*100*time.Millisecond)))
+	}
+	now := t0.Add(livenessBound + holdBack + time.Minute)
+	for _, at := range []time.Time{t0.Add(time.Second), now.Add(-holdBack - time.Second)} {
+		h := deliveryOf(ss, 3, "c2", at)
+		h.Poison, h.Handover, h.MaxAttempts = true, true, 5
+		m.pending = append(m.pending, h)
+	}
+	m.deliveries(now, false)
+	m.liveness(now)
+	require.Equal(t, 1, m.v.LivenessBehindPoison)
+	require.Zero(t, m.v.Liveness)
+
+	// Two minutes on: no hand-over since, the shard has not moved.
+	later := now.Add(2 * time.Minute)
+	m.deliveries(later, false)
+	m.liveness(later)
+	assert.Equal(t, 1, m.v.Liveness, "nobody has handed the poison record over for two minutes: the shard is stuck, not held")
+	assert.Equal(t, 1, m.v.LivenessBehindPoison, "the excuse is counted once")
 }
