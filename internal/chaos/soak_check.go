@@ -41,7 +41,10 @@ type monitor struct {
 	// checkpoints belonged to at the last poll (soak_checkpoints.go).
 	created  map[string]time.Time
 	breached map[string]bool // shards in a liveness breach
-	rssOver  map[string]bool
+	// heldAtPoison are the shards excused as held at an uncharged poison
+	// record since they last moved.
+	heldAtPoison map[string]bool
+	rssOver      map[string]bool
 	// unmarked says an unmarked duplicate was reported: the first one goes
 	// to the report with the events around it, the checker counts all.
 	unmarked bool
@@ -80,7 +83,7 @@ func newMonitor(s *soak) *monitor {
 		fence: fence{samples: map[string][]leaseSample{}},
 		first: map[[2]string]Delivery{}, dead: map[[2]string]bool{}, firstKC: map[string]map[int]bool{}, last: map[string]int{}, lastBy: map[string]string{},
 		shardRead: map[string]time.Time{}, newStream: map[string]bool{}, deleted: map[string]bool{}, stale: map[string]bool{},
-		cps: map[string]consumer.Position{}, created: map[string]time.Time{}, breached: map[string]bool{}, rssOver: map[string]bool{}, waits: map[string]*budgetWait{},
+		cps: map[string]consumer.Position{}, created: map[string]time.Time{}, breached: map[string]bool{}, heldAtPoison: map[string]bool{}, rssOver: map[string]bool{}, waits: map[string]*budgetWait{},
 		v: Verdict{DupsBy: map[string]int{}},
 	}
 }
@@ -380,6 +383,7 @@ func (m *monitor) liveness(now time.Time) {
 		}
 		if moved {
 			m.breached[id] = false
+			delete(m.heldAtPoison, id)
 		}
 		if ss.next >= len(ss.recs) || m.breached[id] {
 			continue
@@ -394,15 +398,20 @@ func (m *monitor) liveness(now time.Time) {
 			from = quiet
 		}
 		if now.Sub(from) > livenessBound && !m.moving(id, now) {
-			m.breached[id] = true
 			// Held at a poison record its holder could not charge, and
 			// still hands over (the backoff tops at 5 s; the hand-overs
 			// come in holdBack late): the documented limit, not a stall.
+			// Judged again on every tick, counted once: a holder that
+			// stops handing it over leaves the shard stuck.
 			if _, _, lastHandover, held := heldBehindPoison(ss.recs[ss.next:], func(seq string) bool { return m.done(id, seq) },
 				m.handovers, m.all); held && now.Sub(lastHandover) <= poisonRetryBound {
-				m.v.LivenessBehindPoison++
+				if !m.heldAtPoison[id] {
+					m.heldAtPoison[id] = true
+					m.v.LivenessBehindPoison++
+				}
 				continue
 			}
+			m.breached[id] = true
 			m.v.Liveness++
 			r := ss.recs[ss.next]
 			m.fail("liveness", "%s: record %s (%s/%d), in the stream since %s, not delivered %v after %s",
