@@ -36,6 +36,9 @@ type Delivery struct {
 	// input whose redelivery.max_attempts was MaxAttempts.
 	Handover    bool `json:"handover,omitempty"`
 	MaxAttempts int  `json:"max_attempts,omitempty"`
+	// Batch is, on a poison record's line, the size of the batch the
+	// pipeline got it in (the input's hand-over); 0 when not written.
+	Batch int `json:"batch,omitempty"`
 }
 
 // ReadDeliveries reads the JSON lines of consumer output files.

@@ -112,8 +112,9 @@ output_resources:
 // the input processed a record since the record's previous failure (or its
 // hand-over, for the first), and the failures follow the hand-overs, so
 // with m of that instance's hand-overs of it before its last delivery of
-// anything (all), at most m+1 failures were charged, none when m is 0;
-// all of them when its holder delivered records of its batch (singled).
+// anything (all; ackSlack after it), at most m+1 failures were charged,
+// none when m is 0; all of them when a hand-over of it held other records
+// (the output may have singled it out).
 // The records from it on are not lost: uncommitted, they wait for the
 // shard's next owner.
 //
@@ -145,15 +146,15 @@ func heldBehindPoison(recs []Record, done func(seq string) bool, handovers, all 
 			processed = d.At
 		}
 	}
+	// A delivery line is stamped before its output acknowledges it (a slow
+	// output sleeps per message), and the input counts a record processed
+	// at the acknowledgement: hand-overs up to ackSlack after the last
+	// stamp may follow a processing.
 	m, n := 0, 0
-	var firstAt time.Time
 	for _, h := range handovers {
 		if h.Inst == last.Inst && h.Shard == recs[i].Shard && h.Seq == recs[i].Seq {
 			n++
-			if firstAt.IsZero() || h.At.Before(firstAt) {
-				firstAt = h.At
-			}
-			if h.At.Before(processed) {
+			if h.At.Before(processed.Add(ackSlack)) {
 				m++
 			}
 		}
@@ -163,13 +164,13 @@ func heldBehindPoison(recs []Record, done func(seq string) bool, handovers, all 
 		charged++
 	}
 	// A poison record the output rejected while it processed records of
-	// the same batch is singled out: that failure and every later one
+	// the same hand-over is singled out: that failure and every later one
 	// with the same error are charged, whatever else the input processed.
-	// Records of its batch are the holder's deliveries of the shard
-	// stamped in the same pass (sameBatchSpread before its first
-	// hand-over at most) or processed after it.
-	for _, d := range all {
-		if d.Inst == last.Inst && d.Shard == recs[i].Shard && d.DeadLetterReason == "" && !d.At.Before(firstAt.Add(-sameBatchSpread)) {
+	// Each hand-over line carries the size of the batch the pipeline got
+	// (batch_size() in the mapping): one of more than one record, or of
+	// an unknown size, may have singled it out.
+	for _, h := range handovers {
+		if h.Inst == last.Inst && h.Shard == recs[i].Shard && h.Seq == recs[i].Seq && h.Batch != 1 {
 			charged = n
 			break
 		}
@@ -177,6 +178,7 @@ func heldBehindPoison(recs []Record, done func(seq string) bool, handovers, all 
 	return i, last.Inst, last.At, charged < last.MaxAttempts
 }
 
-// sameBatchSpread bounds how long before a record's stamp the pipeline
-// stamped the records before it in the same batch (one mapping pass).
-const sameBatchSpread = time.Second
+// ackSlack bounds how long after the pipeline stamped a delivery line its
+// output acknowledged it: a batch through the soak's slow output (up to
+// 10 ms a message).
+const ackSlack = 2 * time.Second

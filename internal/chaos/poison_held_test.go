@@ -52,7 +52,7 @@ func TestCheckRecordsHeldBehindAnUnchargedPoisonRecordAreNotLost(t *testing.T) {
 			}
 		}
 		for _, h := range hs {
-			ds = append(ds, Delivery{K: "k0", C: poisonAt, Shard: "s0", Seq: fmt.Sprint(poisonAt), Inst: h.inst, At: sec(h.at), Poison: true, Handover: true, MaxAttempts: 5})
+			ds = append(ds, Delivery{K: "k0", C: poisonAt, Shard: "s0", Seq: fmt.Sprint(poisonAt), Inst: h.inst, At: sec(h.at), Poison: true, Handover: true, MaxAttempts: 5, Batch: 1})
 		}
 		return Check(map[string]int{"k0": 6, "k1": n}, stream, ds, nil, nil, nil)
 	}
@@ -82,15 +82,17 @@ func TestCheckRecordsHeldBehindAnUnchargedPoisonRecordAreNotLost(t *testing.T) {
 	assert.Zero(t, tab.InputLost, tab.String())
 	assert.Equal(t, 3, tab.HeldBehindPoison)
 
-	// Its holder processed records after three of its hand-overs: at most
-	// four failures charged, under max_attempts 5: held.
-	tab = run(4, "c2", map[string][]float64{"c2": {20.35}}, retries("c2", 20))
+	// Its holder's last delivery was stamped 18.5 s, acknowledged up to
+	// ackSlack later: after three of its hand-overs (20, 20.1, 20.3 s) at
+	// most, so at most four failures charged, under max_attempts 5: held.
+	tab = run(4, "c2", map[string][]float64{"c2": {18.5}}, retries("c2", 20))
 	assert.Zero(t, tab.InputLost, tab.String())
 	assert.Equal(t, 3, tab.HeldBehindPoison)
 
-	// After four of them: five failures may have been charged, so it
-	// should have gone to the dead letter: lost.
-	tab = run(4, "c2", map[string][]float64{"c2": {20.75}}, retries("c2", 20))
+	// Stamped 19 s: possibly after four of them (20.7 s too), so five
+	// failures may have been charged and it should have gone to the dead
+	// letter: lost.
+	tab = run(4, "c2", map[string][]float64{"c2": {19}}, retries("c2", 20))
 	assert.Equal(t, 3, tab.InputLost, "its holder processed enough after handing it over: the poison record could be charged")
 	assert.Zero(t, tab.HeldBehindPoison)
 
@@ -135,7 +137,7 @@ func TestLivenessExcusesAShardHeldAtAnUnchargedPoisonRecord(t *testing.T) {
 			if tc.lastHandover > 0 {
 				for _, at := range []time.Time{t0.Add(time.Second), now.Add(-tc.lastHandover)} {
 					h := deliveryOf(ss, 3, "c2", at)
-					h.Poison, h.Handover, h.MaxAttempts = true, true, 5
+					h.Poison, h.Handover, h.MaxAttempts, h.Batch = true, true, 5, 1
 					m.pending = append(m.pending, h)
 				}
 			}
@@ -175,10 +177,15 @@ func TestCheckDoesNotExcuseAPoisonRecordSingledOutInItsBatch(t *testing.T) {
 	for c := 1; c <= 3; c++ {
 		ds = append(ds, Delivery{K: "k0", C: c, Shard: "s0", Seq: fmt.Sprint(c), Inst: "c2", At: at(10 + 0.001*float64(c-1)), Redelivered: "false", Attempt: "1"})
 	}
-	// Then k0/4 alone, again and again, rejected with the same error.
+	// Then k0/4 alone, again and again, rejected with the same error; its
+	// first hand-over's line says the batch of four.
 	h, wait := 10.003, 0.1
-	for range 8 {
-		ds = append(ds, Delivery{K: "k0", C: 4, Shard: "s0", Seq: "4", Inst: "c2", At: at(h), Poison: true, Handover: true, MaxAttempts: 5})
+	for i := range 8 {
+		batch := 1
+		if i == 0 {
+			batch = 4
+		}
+		ds = append(ds, Delivery{K: "k0", C: 4, Shard: "s0", Seq: "4", Inst: "c2", At: at(h), Poison: true, Handover: true, MaxAttempts: 5, Batch: batch})
 		h, wait = h+wait, min(wait*2, 5)
 	}
 	tab := Check(map[string]int{"k0": 6}, stream, ds, nil, nil, nil)
@@ -208,7 +215,7 @@ func TestCheckDoesNotExcuseAPoisonRecordWhoseHolderWasKilled(t *testing.T) {
 	// uncharged, until it was killed at 40 s.
 	h, wait := 20.0, 0.1
 	for h < 40 {
-		ds = append(ds, Delivery{K: "k0", C: 4, Shard: "s0", Seq: "4", Inst: "c2", At: at(h), Poison: true, Handover: true, MaxAttempts: 5})
+		ds = append(ds, Delivery{K: "k0", C: 4, Shard: "s0", Seq: "4", Inst: "c2", At: at(h), Poison: true, Handover: true, MaxAttempts: 5, Batch: 1})
 		h, wait = h+wait, min(wait*2, 5)
 	}
 	kills := []Kill{{Inst: "c2", At: at(40), Shards: []string{"s0"}}}
@@ -236,7 +243,7 @@ func TestLivenessJudgesAgainAShardOnceExcusedAtAPoisonRecord(t *testing.T) {
 	now := t0.Add(livenessBound + holdBack + time.Minute)
 	for _, at := range []time.Time{t0.Add(time.Second), now.Add(-holdBack - time.Second)} {
 		h := deliveryOf(ss, 3, "c2", at)
-		h.Poison, h.Handover, h.MaxAttempts = true, true, 5
+		h.Poison, h.Handover, h.MaxAttempts, h.Batch = true, true, 5, 1
 		m.pending = append(m.pending, h)
 	}
 	m.deliveries(now, false)

@@ -73,7 +73,8 @@ root.seq = @kinesis_sequence_number
 root.redelivered = @kinesis_redelivered.or("").string()
 root.attempt = @kinesis_delivery_attempt.or("").string()
 root.inst = "` + inc + `"
-root.at = now()`
+root.at = now()
+root.batch = if this.poison.or(false) { batch_size() } else { deleted() }`
 }
 
 // names are the instances of the run: a, b and c, or with Standbys one

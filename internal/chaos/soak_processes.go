@@ -68,7 +68,8 @@ root.seq = @kinesis_sequence_number + if $sub == "" { "" } else { "/" + $sub }
 root.redelivered = @kinesis_redelivered.or("").string()
 root.attempt = @kinesis_delivery_attempt.or("").string()
 root.inst = "` + inc + `"
-root.at = now()`
+root.at = now()
+root.batch = if this.poison.or(false) { batch_size() } else { deleted() }`
 }
 
 // outputBehaviour draws, for the output class, whether an incarnation's
