@@ -149,11 +149,22 @@ func (r *runner) restartUnderAPausedHolder(ctx context.Context) error {
 				held[shard] = true
 			}
 		}
-		woke := time.Now()
-		r.windows = append(r.windows, Window{What: "shards won back by " + holder.name, Shards: held, After: now, From: woke, To: woke.Add(wonBackWithin), Reorders: true})
+		r.windows = append(r.windows, wonBackWindow(holder.name, held, now, time.Now(), r.plan))
 	}
 	r.mu.Unlock()
 	return nil
+}
+
+// wonBackWindow is the Reorders window of the shards (held) a holder
+// paused at paused and woken at woke wins back from a newcomer. The
+// newcomer reads on until its first store call after the holder's
+// re-seed, which renews its leases within a lease period: what it
+// delivers until then is as much the newcomer's `latest` as what it
+// delivered before the wake (the phase woke the holder the moment the
+// parent was closed, and the newcomer's first batch of another shard
+// often came a few hundred ms later).
+func wonBackWindow(holder string, held map[string]bool, paused, woke time.Time, p Plan) Window {
+	return Window{What: "shards won back by " + holder, Shards: held, After: paused, From: woke, To: woke.Add(wonBackWithin), Reorders: true, Grace: p.LeasePeriod}
 }
 
 // leaveOnlyHolder stops every live instance but holder gracefully (each
