@@ -106,7 +106,7 @@ func (r *runner) restartUnderAPausedHolder(ctx context.Context) error {
 	}
 	// Woken on every path, so that the run can stop it.
 	defer func() { _ = holder.cmd.Process.Signal(syscall.SIGCONT) }()
-	r.logf("chaos: paused %s (holds %d shards) while Redis restarts empty", holder.name, most)
+	r.logf("chaos: paused %s (holds %d shards) at %s while Redis restarts empty", holder.name, most, now.Format("15:04:05.000"))
 	var parent string
 	if r.cfg.ClosesParent {
 		if parent, err = r.splitHeld(ctx, leases, holderPID, now.Add(parentSplitAfter)); err != nil {
@@ -133,7 +133,10 @@ func (r *runner) restartUnderAPausedHolder(ctx context.Context) error {
 	if err := holder.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		return fmt.Errorf("waking %s: %w", holder.name, err)
 	}
-	r.logf("chaos: woke %s after %v", holder.name, time.Since(now).Round(time.Millisecond))
+	// The wall clock of the pause and the wake, to read the instances'
+	// delivery files against (their lines carry the same clock).
+	woke := time.Now()
+	r.logf("chaos: woke %s after %v at %s", holder.name, woke.Sub(now).Round(time.Millisecond), woke.Format("15:04:05.000"))
 	// As for every empty restart: a commit in flight may be lost with the
 	// connection, and the holders re-seed the positions they acked.
 	r.mu.Lock()
@@ -149,7 +152,7 @@ func (r *runner) restartUnderAPausedHolder(ctx context.Context) error {
 				held[shard] = true
 			}
 		}
-		r.windows = append(r.windows, wonBackWindow(holder.name, held, now, time.Now(), r.plan))
+		r.windows = append(r.windows, wonBackWindow(holder.name, held, now, woke, r.plan))
 	}
 	r.mu.Unlock()
 	return nil
