@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -76,6 +77,7 @@ func TestIntegrationChaosShort(t *testing.T) {
 		t.Run(phase.name, func(t *testing.T) {
 			t.Parallel() // each phase starts its own emulator, Redis and binaries
 			dir := t.TempDir()
+			keepFailedChaosDir(t, dir)
 			var started startedPIDs
 			table, err := chaos.Run(t.Context(), chaos.Config{Binary: binary, Dir: dir, Seed: seed, Short: true, EmptyRedis: phase.emptyRedis, RedisStalls: phase.stalls,
 				Standbys: phase.standbys, ShardParallelism: phase.lanes, MaxBufferedBytes: phase.budget, SplitBatching: phase.name == splitBatchingPhase, PausedHolder: phase.pausedHolder, ClosesParent: phase.closesParent, OutputDown: phase.outputDown, Logf: t.Logf,
@@ -126,3 +128,28 @@ func TestIntegrationInputRecoversFromHungGetRecords(t *testing.T) {
 // splitting processor, with records that fail validation among valid ones
 // of the same keys (chaos.Config.SplitBatching).
 const splitBatchingPhase = "output split batching with invalid records"
+
+// keepFailedChaosDir copies a failing phase's directory (configs, the
+// instances' logs, the delivery files) into CHAOS_KEEP_DIR when that is
+// set, since t.TempDir is removed when the test ends and a flaky phase's
+// failure can only be read from its files.
+func keepFailedChaosDir(t *testing.T, dir string) {
+	keep := os.Getenv("CHAOS_KEEP_DIR")
+	if keep == "" {
+		return
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		to, err := os.MkdirTemp(keep, "phase-")
+		if err == nil {
+			err = exec.Command("cp", "-a", dir+"/.", to).Run()
+		}
+		if err != nil {
+			t.Logf("keeping the failed phase's files: %v", err)
+			return
+		}
+		t.Logf("the failed phase's files are kept in %s", to)
+	})
+}

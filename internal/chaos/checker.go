@@ -79,6 +79,13 @@ type Window struct {
 	// the newcomer's later records (docs/checkpointer.md, "Limits":
 	// out-of-order keys, no loss).
 	Reorders bool
+	// Grace, on a Reorders window, is how long after From a later record
+	// another instance first delivered still excuses: the newcomer learns
+	// that the holder claimed its shards back only at its first store call
+	// after the holder's re-seed, and meanwhile delivers the batch it had
+	// fetched from `latest`. The holder's own later record excuses nothing
+	// after it woke.
+	Grace time.Duration
 }
 
 // explains says whether the window may explain duplicate d of a record
@@ -359,7 +366,7 @@ func Check(perKey map[string]int, stream []Record, deliveries []Delivery, window
 		switch {
 		case d.C <= last[d.K] && (nackers[d.Inst] || nackers[lastBy[d.K]]):
 			t.OrderByNacks++
-		case d.C <= last[d.K] && reordered(reorders, d, lastAt[d.K]):
+		case d.C <= last[d.K] && reordered(reorders, d, lastAt[d.K], lastBy[d.K]):
 			t.OrderWonBack++
 		case d.C <= last[d.K]:
 			t.OrderViolations++
@@ -491,11 +498,15 @@ func splitReorders(all []Window) (dups, reorders []Window) {
 
 // reordered says whether one of the Reorders windows holds first
 // delivery d, which came after a later record of its key first delivered
-// at laterAt, before that window opened and not before the holder was
-// paused (After).
-func reordered(windows []Window, d Delivery, laterAt time.Time) bool {
+// at laterAt by laterBy, not before the holder was paused (After) and
+// before that window opened, or by another instance than d's within the
+// window's Grace after it opened.
+func reordered(windows []Window, d Delivery, laterAt time.Time, laterBy string) bool {
 	for _, w := range windows {
-		if w.Holds(d) && laterAt.Before(w.From) && !laterAt.Before(w.After) {
+		if !w.Holds(d) || laterAt.Before(w.After) {
+			continue
+		}
+		if laterAt.Before(w.From) || (laterBy != d.Inst && laterAt.Before(w.From.Add(w.Grace))) {
 			return true
 		}
 	}

@@ -113,6 +113,34 @@ func TestCheck(t *testing.T) {
 		assert.Zero(t, tab.OrderWonBack)
 	})
 
+	// Guards the paused-holder phase's flake: the newcomer delivers the
+	// batch it fetched from `latest` a few hundred ms after the holder
+	// woke (it learns of the holder's re-seed only at its next store
+	// call), and the holder's won-back earlier records after it were
+	// counted as order violations (a 1-in-3 failure of the phase).
+	t.Run("a newcomer's later record delivered just after the holder woke excuses the won-back ones", func(t *testing.T) {
+		ds := []Delivery{
+			d("s0", "1", "k0", 1, "a1", 0), d("s0", "3", "k0", 3, "n1", 15200), d("s0", "2", "k0", 2, "a1", 18000),
+			d("s1", "1", "k1", 1, "b1", 50), d("s1", "2", "k1", 2, "b1", 60), d("s1", "3", "k1", 2, "b1", 70),
+		}
+		// Paused at 5 s, woken at 15 s; the plan's lease period is 3 s.
+		wonBack := wonBackWindow("a1", map[string]bool{"s0": true}, at(5000), at(15000), PlanFor(true))
+		tab := Check(perKey, stream, ds, []Window{wonBack}, nil, nil)
+		assert.Zero(t, tab.OrderViolations, tab.String())
+		assert.Equal(t, 1, tab.OrderWonBack)
+		// A later record the newcomer delivered a lease period after the
+		// wake is no batch in flight: the order break is a violation.
+		ds[1].At = at(18100)
+		ds[2].At = at(19000)
+		tab = Check(perKey, stream, ds, []Window{wonBack}, nil, nil)
+		assert.Equal(t, 1, tab.OrderViolations, tab.String())
+		// Nor does the holder excuse itself: its own later record after it
+		// woke, then an earlier one, is a violation.
+		ds[1].At, ds[1].Inst = at(15200), "a1"
+		tab = Check(perKey, stream, ds, []Window{wonBack}, nil, nil)
+		assert.Equal(t, 1, tab.OrderViolations, tab.String())
+	})
+
 	t.Run("a duplicate outside every window breaks the bound", func(t *testing.T) {
 		ds := []Delivery{
 			d("s0", "1", "k0", 1, "a1", 0), d("s0", "2", "k0", 2, "a1", 10), d("s0", "3", "k0", 3, "a1", 20),

@@ -106,7 +106,7 @@ func (r *runner) restartUnderAPausedHolder(ctx context.Context) error {
 	}
 	// Woken on every path, so that the run can stop it.
 	defer func() { _ = holder.cmd.Process.Signal(syscall.SIGCONT) }()
-	r.logf("chaos: paused %s (holds %d shards) while Redis restarts empty", holder.name, most)
+	r.logf("chaos: paused %s (holds %d shards) at %s while Redis restarts empty", holder.name, most, now.Format("15:04:05.000"))
 	var parent string
 	if r.cfg.ClosesParent {
 		if parent, err = r.splitHeld(ctx, leases, holderPID, now.Add(parentSplitAfter)); err != nil {
@@ -133,7 +133,10 @@ func (r *runner) restartUnderAPausedHolder(ctx context.Context) error {
 	if err := holder.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		return fmt.Errorf("waking %s: %w", holder.name, err)
 	}
-	r.logf("chaos: woke %s after %v", holder.name, time.Since(now).Round(time.Millisecond))
+	// The wall clock of the pause and the wake, to read the instances'
+	// delivery files against (their lines carry the same clock).
+	woke := time.Now()
+	r.logf("chaos: woke %s after %v at %s", holder.name, woke.Sub(now).Round(time.Millisecond), woke.Format("15:04:05.000"))
 	// As for every empty restart: a commit in flight may be lost with the
 	// connection, and the holders re-seed the positions they acked.
 	r.mu.Lock()
@@ -149,11 +152,22 @@ func (r *runner) restartUnderAPausedHolder(ctx context.Context) error {
 				held[shard] = true
 			}
 		}
-		woke := time.Now()
-		r.windows = append(r.windows, Window{What: "shards won back by " + holder.name, Shards: held, After: now, From: woke, To: woke.Add(wonBackWithin), Reorders: true})
+		r.windows = append(r.windows, wonBackWindow(holder.name, held, now, woke, r.plan))
 	}
 	r.mu.Unlock()
 	return nil
+}
+
+// wonBackWindow is the Reorders window of the shards (held) a holder
+// paused at paused and woken at woke wins back from a newcomer. The
+// newcomer reads on until its first store call after the holder's
+// re-seed, which renews its leases within a lease period: what it
+// delivers until then is as much the newcomer's `latest` as what it
+// delivered before the wake (the phase woke the holder the moment the
+// parent was closed, and the newcomer's first batch of another shard
+// often came a few hundred ms later).
+func wonBackWindow(holder string, held map[string]bool, paused, woke time.Time, p Plan) Window {
+	return Window{What: "shards won back by " + holder, Shards: held, After: paused, From: woke, To: woke.Add(wonBackWithin), Reorders: true, Grace: p.LeasePeriod}
 }
 
 // leaveOnlyHolder stops every live instance but holder gracefully (each

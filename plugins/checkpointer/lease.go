@@ -204,9 +204,13 @@ func (s *Store) ReadRound(ctx context.Context, owner string) (consumer.Round, er
 	if err != nil {
 		return consumer.Round{}, storeErr("reading the balancing round's state", err)
 	}
-	r, err := roundOf(res, sent)
+	if len(res) != 7 {
+		return consumer.Round{}, fmt.Errorf("reading the balancing round's state: unexpected script reply %v", res)
+	}
+	r, err := roundOf(res[:6], sent)
 	if err == nil {
 		s.noteReseeded(ctx, toInt(res[4]))
+		s.noteProvisionalCloses(r.Closed, toString(res[6]))
 	}
 	return r, err
 }

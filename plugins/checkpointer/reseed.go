@@ -62,6 +62,16 @@ func reopenedOf(list string) map[string]bool {
 func (s *Store) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
 	s.epochMu.Lock()
 	epoch, start := s.epoch, s.groupStart
+	// A close the caller learned from the store while it was provisional
+	// (a newcomer's, or one made under a record that lost, from its own,
+	// later `latest`) is no close of the kept record's holders: after the
+	// store forgets again, the caller presents the kept record and its
+	// close would land as theirs, over a reader that took the shard from
+	// the kept record's earlier start, past records no one delivered. It
+	// is not written back: while the store keeps it, it is there already,
+	// and once the store forgot it, whoever takes the shard reads it from
+	// that start and closes it at its end (a re-read, never a skip).
+	seed.Closed = slices.DeleteFunc(slices.Clone(seed.Closed), func(id string) bool { return s.provClosed[id] })
 	s.epochMu.Unlock()
 	if epoch == "" {
 		return consumer.Reseeded{}, errors.New("re-seeding the checkpoint store: no group record known yet (take a shard first)")

@@ -69,10 +69,11 @@ func (s *Store) ReadRounds(ctx context.Context, owner string, stores []consumer.
 		switch {
 		case len(part) == 2 && toInt(part[0]) == 0:
 			errs[i] = forgotErr("reading the balancing round's state", toString(part[1]))
-		case len(part) == 8 && toInt(part[0]) == 1:
+		case len(part) == 9 && toInt(part[0]) == 1:
 			rounds[i], errs[i] = roundOf(part[1:7], sent)
 			if errs[i] == nil {
 				stores[i].(*Store).noteReseeded(ctx, toInt(part[5]))
+				stores[i].(*Store).noteProvisionalCloses(rounds[i].Closed, toString(part[8]))
 			}
 			if errs[i] == nil && loads {
 				rounds[i].Loads, errs[i] = loadsFrom(part[7])

@@ -126,14 +126,17 @@ var releaseScript = newScript("release")
 var commitScript = newScript("commit")
 
 // closeScript: KEYS lease, ckpt, closed, handoff, epoch; ARGV shard, owner,
-// token, epoch. Returns 1, or 0 when fenced. Running it again after it
+// token, epoch. Returns 1, 2 when the shard stays provisional
+// (reseed.lua: closed under a lease a re-seed of a record that lost kept),
+// or 0 when fenced. Running it again after it
 // succeeded returns 1 (the close waits for replicas and may be retried),
 // and writes SHARD_END again so that the WAIT after it covers the close
 // (see commitScript).
 var closeScript = newScript("close")
 
 // closedScript: KEYS closed, epoch; ARGV epoch (” to skip the check).
-// Returns the closed set; FORGOT when the caller's epoch is gone, so a
+// Returns {the closed set, the provisional shards (" a b ... ",
+// reseed.lua)}; FORGOT when the caller's epoch is gone, so a
 // forgetting store's empty set is never taken for the group's.
 var closedScript = newScript("closed")
 
@@ -211,7 +214,7 @@ var handoffRequestsScript = newScript("handoff_requests")
 // periodMillis, epoch (” to skip the check), owner, the hand-off
 // requests' max age (ms). Returns {members,
 // closed, {now, shard, lease...}, {shard, requester...}, reseeded,
-// reopened}, or FORGOT (Store.ReadRound).
+// reopened, provisional}, or FORGOT (Store.ReadRound).
 var roundScript = newScript("round")
 
 // roundsScript: round.lua over the keys of several streams (Store.ReadRounds).

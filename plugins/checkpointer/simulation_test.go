@@ -1915,3 +1915,176 @@ func TestSimulateStoreLostRecordSkip(t *testing.T) {
 		t.Fatal(found)
 	}
 }
+
+// TestSimulateStoreLearnedProvisionalCloseSkip guards the skip of store
+// seed 41: an instance whose record lost learns from the store a close its
+// own record's world made (provisional under the kept record), and after
+// the next wipe, now presenting the kept record, re-seeds that close as the
+// kept record's over a shard another instance reads from the kept record's
+// earlier start, past a record no one delivered.
+func TestSimulateStoreLearnedProvisionalCloseSkip(t *testing.T) {
+	srv := newMiniServer(t)
+	stats := &simStats{}
+	for name, v := range map[string]string{"rapid.checks": "1", "rapid.steps": "1", "rapid.seed": "1"} {
+		if err := flag.Set(name, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		m := newSimModel(rt, srv, stats, 3)
+		m.latest = true
+		h, n, k := m.actors[0], m.actors[1], m.actors[2]
+		write := func(shard string, c int) {
+			for range c {
+				m.records[shard] = append(m.records[shard], &simRecord{written: m.srv.now()})
+			}
+		}
+		fatal := func(format string, args ...any) {
+			rt.Fatalf(format+"\n  %s", append(args, strings.Join(m.log, "\n  "))...)
+		}
+		hold := m.period() + 3*time.Second
+		// The kept record: h's, the earliest. A record of p1 is written
+		// after its start, so it is owed.
+		m.joinActor(h)
+		m.joinActor(k)
+		m.srv.advance(3 * time.Second)
+		write("p1", 1)
+		m.takeShard(rt, h, "s0")
+		// A wipe while h is paused: n makes a later record, takes p1 from
+		// its own `latest` (past p1's record) and closes it at its end.
+		h.paused, k.paused = true, true
+		m.restartEmpty(rt)
+		m.srv.advance(10 * time.Second)
+		m.joinActor(n)
+		m.srv.advance(n.notBefore.Sub(m.srv.now()))
+		m.reshard(rt)
+		m.takeShard(rt, n, "p1")
+		if n.held["p1"] == nil || n.held["p1"].pos != len(m.records["p1"]) {
+			fatal("n did not take p1 past its record")
+		}
+		m.closeHeld(rt, n, "p1")
+		if !m.rawClosed("p1") {
+			fatal("n did not close p1")
+		}
+		// n reads p2 on across the next wipe.
+		m.takeShard(rt, n, "p2")
+		if n.held["p2"] == nil {
+			fatal("n did not take p2")
+		}
+		// h wakes and re-seeds: its record is kept, n's close of p1 is
+		// provisional. n finds its record lost, re-seeds, and learns the
+		// store's closed set again, p1's provisional close in it.
+		h.paused = false
+		m.reseedActor(rt, h)
+		m.renewActor(n)
+		m.reseedActor(rt, n)
+		m.takeShard(rt, n, "c")
+		if !n.closed["p1"] {
+			fatal("n did not learn p1's close from the store")
+		}
+		// Another wipe. h re-seeds its record; after the hold k, under it,
+		// takes p1 from the kept record's start, before p1's record.
+		m.restartEmpty(rt)
+		m.reseedActor(rt, h)
+		m.srv.advance(hold)
+		k.paused = false
+		m.reseedActor(rt, k)
+		m.renewActor(h)
+		m.takeShard(rt, k, "p1")
+		if k.held["p1"] == nil || k.held["p1"].pos >= len(m.records["p1"]) {
+			fatal("k did not take p1 from before its record")
+		}
+		// n finds its lease of p2 gone and re-seeds, now presenting the
+		// kept record: the close it learned is no close of that record's
+		// holders.
+		m.renewActor(n)
+		m.reseedActor(rt, n)
+		if m.rawCkpt("p1") == consumer.ShardEnd || m.rawClosed("p1") {
+			fatal("n's re-seed closed p1 (checkpoint %q) while k reads it from before record %d, which no one delivered", m.rawCkpt("p1"), len(m.records["p1"]))
+		}
+	})
+}
+
+// TestSimulateStoreOwnCloseUnderProvisionalLeaseSkip guards a variant of
+// store seed 41: an instance whose record lost keeps its lease of a shard
+// (provisional under the kept record) and closes it itself, from its own,
+// later `latest`; its own close dropped what it had noted, so after the
+// next wipe, presenting the kept record, it re-seeded that close as the
+// kept record's over a shard another instance reads from the kept
+// record's earlier start, past a record no one delivered.
+func TestSimulateStoreOwnCloseUnderProvisionalLeaseSkip(t *testing.T) {
+	srv := newMiniServer(t)
+	stats := &simStats{}
+	for name, v := range map[string]string{"rapid.checks": "1", "rapid.steps": "1", "rapid.seed": "1"} {
+		if err := flag.Set(name, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		m := newSimModel(rt, srv, stats, 3)
+		m.latest = true
+		h, n, k := m.actors[0], m.actors[1], m.actors[2]
+		write := func(shard string, c int) {
+			for range c {
+				m.records[shard] = append(m.records[shard], &simRecord{written: m.srv.now()})
+			}
+		}
+		fatal := func(format string, args ...any) {
+			rt.Fatalf(format+"\n  %s", append(args, strings.Join(m.log, "\n  "))...)
+		}
+		hold := m.period() + 3*time.Second
+		m.joinActor(h)
+		m.joinActor(k)
+		m.srv.advance(3 * time.Second)
+		write("p1", 1)
+		m.takeShard(rt, h, "s0")
+		// A wipe while h and k are paused: n makes a later record and
+		// takes p1 from its own `latest`, past p1's record, and p2.
+		h.paused, k.paused = true, true
+		m.restartEmpty(rt)
+		m.srv.advance(10 * time.Second)
+		m.joinActor(n)
+		m.srv.advance(n.notBefore.Sub(m.srv.now()))
+		m.reshard(rt)
+		m.takeShard(rt, n, "p1")
+		if n.held["p1"] == nil || n.held["p1"].pos != len(m.records["p1"]) {
+			fatal("n did not take p1 past its record")
+		}
+		m.takeShard(rt, n, "p2")
+		if n.held["p2"] == nil {
+			fatal("n did not take p2")
+		}
+		// h wakes and re-seeds: its record is kept, n's leases are
+		// provisional. n finds its record lost and keeps its leases.
+		h.paused = false
+		m.reseedActor(rt, h)
+		m.renewActor(n)
+		m.reseedActor(rt, n)
+		if n.held["p1"] == nil {
+			fatal("n lost its lease of p1 at its re-seed")
+		}
+		// n closes p1 itself, under its provisional lease.
+		m.closeHeld(rt, n, "p1")
+		if !m.rawClosed("p1") {
+			fatal("n did not close p1")
+		}
+		// Another wipe before n reads the closed set again. h re-seeds its
+		// record; after the hold k, under it, takes p1 from the kept
+		// record's start, before p1's record.
+		m.restartEmpty(rt)
+		m.reseedActor(rt, h)
+		m.srv.advance(hold)
+		k.paused = false
+		m.reseedActor(rt, k)
+		m.renewActor(h)
+		m.takeShard(rt, k, "p1")
+		if k.held["p1"] == nil || k.held["p1"].pos >= len(m.records["p1"]) {
+			fatal("k did not take p1 from before its record")
+		}
+		m.renewActor(n)
+		m.reseedActor(rt, n)
+		if m.rawCkpt("p1") == consumer.ShardEnd || m.rawClosed("p1") {
+			fatal("n's re-seed closed p1 (checkpoint %q) while k reads it from before record %d, which no one delivered", m.rawCkpt("p1"), len(m.records["p1"]))
+		}
+	})
+}

@@ -43,6 +43,10 @@ type Store struct {
 	epochMu    sync.Mutex
 	epoch      string
 	groupStart time.Time
+	// provClosed: shards this store last read closed while the store
+	// listed them provisional (noteProvisionalCloses), which a re-seed
+	// does not write back as closes (Reseed).
+	provClosed map[string]bool
 
 	replicas replicaGate
 	// youngServer is the Redis server's uptime when Join found it younger

@@ -283,3 +283,40 @@ func TestBudgetWarningSaysWhatWasHandedToThePipeline(t *testing.T) {
 	assert.Contains(t, logs.String(), fmt.Sprintf("while %d bytes of records wait in the input or for the pipeline's acks, %d of them handed to the pipeline", RecordsCost(recs), want))
 	assert.Contains(t, logs.String(), fmt.Sprintf("%s=%d", InPipelineField, want))
 }
+
+// Guards an idle shard let in on part of its room asking Kinesis for the
+// full `limit` (consumer simulation, seed 238: the budget held 1,084 bytes
+// above max_buffered_bytes): after an empty answer at the tip a shard
+// asks for little room, and when only part of that is free it must ask
+// for no more records than that part holds, or the burst written since
+// takes the budget over its bound.
+func TestIdleShardOnPartialRoomStaysWithinTheBudget(t *testing.T) {
+	const limit, capacity = 10000, 3 << 20
+	ctx := t.Context()
+	b := New(capacity, consumer.NewMetrics(nil))
+	s := NewShard(b, limit, false, nil, "")
+	require.NoError(t, s.Reserve(ctx))
+	recs, raw := records(3, 40)
+	s.Settle(recs, raw, 0) // records, at the tip
+	require.NoError(t, s.Reserve(ctx))
+	s.Settle(nil, nil, 0) // then an empty answer at the tip: idle
+	rec := RecordsCost(recs[:1])
+
+	// Others hold all but two records' worth (and a bit): the idle shard
+	// is let in on that part of its room.
+	free := 2*rec + rec/2
+	held, _, _ := b.State()
+	b.charge(capacity - held - free)
+	wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	require.NoError(t, s.Reserve(wait))
+	require.Equal(t, free, s.reserved, "let in on what is free")
+
+	// Eight records were written since the empty answer; Kinesis returns
+	// as many of them as the call asks for.
+	n := min(int(s.CallLimit()), 8)
+	burst, burstRaw := records(n, 40)
+	s.Settle(burst, burstRaw, 0)
+	assert.LessOrEqual(t, b.PeakHeld(), int64(capacity),
+		"the call asked for %d records on room for %d", n, recordsRoom(free)/rec)
+}

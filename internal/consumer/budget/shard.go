@@ -30,7 +30,8 @@ import (
 //   - after an empty answer at the tip (idle) it asks for MinAnswerBytes
 //     and calls with the full `limit`: that answer holds only what was
 //     written since, so an idle shard holds little and a burst is read in
-//     one call;
+//     one call; let in on part of that room, it asks Kinesis for no more
+//     records than the part holds, like any shard;
 //   - at the tip with records, twice its last answer (at least
 //     MinAnswerBytes, at most the largest);
 //   - a subscription waits for its next event holding the room and cannot
@@ -57,7 +58,10 @@ import (
 //
 // The bound is exact while a shard's records cost no more than the
 // costliest of its previous answer: a record costlier than any before can
-// take the budget over by the size of that one answer.
+// take the budget over by the size of that one answer. One more gap: an
+// idle shard let in on all its room calls with the full `limit`, so a
+// burst written since its empty answer that costs more than that room
+// takes the budget over by the difference, one answer per idle shard.
 type Shard struct {
 	b     *Budget // nil: no bound
 	limit int     // the configured `limit`
@@ -72,6 +76,9 @@ type Shard struct {
 	wait     *budgetWait
 	holding  bool  // room is reserved for the call under way
 	reserved int64 // how much
+	// partial says the room reserved is only part of what the shard
+	// asked for: the call must ask for no more records than it holds.
+	partial bool
 	// recCost is the cost of the costliest Kinesis record of the last
 	// answer with records (all its user records together), recData the
 	// largest data of one; zero until a record was seen.
@@ -263,7 +270,7 @@ func (s *Shard) Reserve(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	s.reserved, s.holding, s.wait = s.wait.granted, true, nil
+	s.reserved, s.holding, s.partial, s.wait = s.wait.granted, true, s.wait.granted < s.wait.want, nil
 	s.calling.Store(s.reserved)
 	s.mu.Lock()
 	s.add(s.reserved)
@@ -303,9 +310,12 @@ func (s *Shard) CallLimit() int32 {
 	if s == nil {
 		return math.MaxInt32
 	}
-	if s.b == nil || !s.holding || s.idle {
+	if s.b == nil || !s.holding || (s.idle && !s.partial) {
 		// An answer after an empty one at the tip holds only what was
 		// written since: the full `limit`, so a burst is read in one call.
+		// Let in on part of its room, the shard asks for what that part
+		// holds like any other: the burst would take the budget over its
+		// bound by what the part lacks.
 		return int32(s.limit)
 	}
 	room := recordsRoom(s.reserved)
