@@ -97,7 +97,9 @@ func (s *soak) closeSentinel() {
 // replica is held for e.dur under load (the lag), the master's
 // checkpoints are read and it is SIGKILLed with what the replica had not
 // received (the instances write to it until then, as to any master that
-// dies), the replica's checkpoints are read (nobody can write to a
+// dies: with min_replicas_to_ack 0, a commit between the reading and the
+// kill is lost too, and its records are within the promotion's window,
+// past the master's checkpoints read, not the lag's), the replica's checkpoints are read (nobody can write to a
 // replica, so they are those it will have as the master), and the
 // Sentinel is asked to promote it. The instances find the new master
 // through the Sentinel, as go-redis does. The old master comes back as
@@ -134,6 +136,7 @@ func (s *soak) sentinelFailover(ctx context.Context, e soakEvent) error {
 		return fmt.Errorf("reading the master's replication offset: %w", err)
 	}
 	master.Kill()
+	killed := time.Now()
 	s.replLink.Cut()
 	s.replLink.Close()
 	replicaOff, err := replOffset(ctx, rc)
@@ -149,7 +152,6 @@ func (s *soak) sentinelFailover(ctx context.Context, e soakEvent) error {
 	// wipe. Marked before the Sentinel promotes the replica, the first
 	// moment a client can write to it.
 	s.setWiped()
-	killed := time.Now()
 	if err := promoteBySentinel(ctx, s.sentinel, replica.Addr); err != nil {
 		return fmt.Errorf("%s: %w", class, err)
 	}
