@@ -135,6 +135,50 @@ func TestIntegrationSoakFailover(t *testing.T) {
 	}
 }
 
+// TestIntegrationSoakSentinelFailover runs a 2-minute soak of each
+// failover-sentinel class with kills: the instances reach Redis through a
+// real Sentinel (checkpoint.redis kind failover), and the Sentinel
+// promotes the replica under load once the master is SIGKILLed with the
+// replication it held. It asserts that the Sentinel switched the master
+// (+switch-master in its log), that the instances followed it (their
+// connections on each new master, which the report times), the
+// min_replicas_to_ack in force, and the verdict, whose bounds are those
+// of the failover classes.
+func TestIntegrationSoakSentinelFailover(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("two 2-minute soaks; skipped with -short")
+	}
+	for _, class := range []string{chaos.ClassFailoverSentinelAcked, chaos.ClassFailoverSentinelUnacked} {
+		t.Run(class, func(t *testing.T) {
+			var started startedPIDs
+			var report strings.Builder
+			dir := t.TempDir()
+			v, err := chaos.RunSoak(t.Context(), chaos.SoakConfig{
+				Binary: binary, Dir: dir, Seed: 5, Duration: 2 * time.Minute,
+				Classes: []string{class, chaos.ClassKill}, Logf: t.Logf, Out: &report, Started: func(pid int) { started.add(pid) },
+			})
+			started.assertGone(t)
+			testenv.Require(t, "running the soak", err)
+			t.Logf("soak report:\n%s", report.String())
+			fmt.Println(v.Line())
+			assert.Contains(t, report.String(), class+": promoted by the Sentinel in", "no promotion ran")
+			sentinelLog, err := os.ReadFile(filepath.Join(dir, "redis-sentinel.log"))
+			testenv.Require(t, "reading the Sentinel's log", err)
+			assert.Contains(t, string(sentinelLog), "+switch-master", "the Sentinel did not switch the master")
+			assert.Contains(t, report.String(), class+": the instances reached the new master", "the instances did not follow the Sentinel")
+			assert.NotContains(t, report.String(), "no instance reached the new master")
+			refused := notReplicatedCommits(t, dir)
+			if class == chaos.ClassFailoverSentinelAcked {
+				assert.Positive(t, refused, "min_replicas_to_ack 1: no commit was refused for want of the replica")
+			} else {
+				assert.Zero(t, refused, "min_replicas_to_ack 0: a commit waited for the replica")
+			}
+			assert.True(t, v.Pass(), "%s\nfirst invariant broken: %s", v.Line(), v.First)
+		})
+	}
+}
+
 // notReplicatedCommits counts the lines of the instances' logs in dir
 // that report a commit or a close the replicas did not acknowledge
 // (checkpointer.ErrNotReplicated).

@@ -225,6 +225,12 @@ type soak struct {
 	// each promotion, under redisMu.
 	failoverOn  bool
 	minReplicas int
+	// viaSentinel is set with the failover-sentinel classes: the
+	// instances and the soak's client reach the master through sentinel,
+	// which promotes the replica (soak_sentinel.go); there is no front.
+	viaSentinel bool
+	sentinel    *testenv.Sentinel
+	sentinelDir string
 	replica     *testenv.Redis
 	replLink    *testenv.TCPProxy
 	redisFront  *testenv.TCPProxy
@@ -286,7 +292,12 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 		rng:       rand.New(rand.NewPCG(sc.Seed, sc.Seed+1)),
 		instances: map[string]*incarnation{}, counter: map[string]int{},
 	}
-	s.minReplicas, s.failoverOn = failoverMinReplicas(on, sc.Seed)
+	s.minReplicas, s.viaSentinel, s.failoverOn = failoverMode(on, sc.Seed)
+	if s.viaSentinel && on[ClassRedisCut] {
+		// The Sentinel names the master's own address, so an instance's
+		// proxy to it would be bypassed.
+		return Verdict{}, fmt.Errorf("the redis-cut class cannot run with %s: the instances reach the master Sentinel names, not a proxy", failoverClass(s.minReplicas, true))
+	}
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
 	}
@@ -338,8 +349,13 @@ func (s *soak) setUp(ctx context.Context) error {
 		if err := s.setUpFailover(ctx); err != nil {
 			return err
 		}
-		s.redisInputURL = strings.Replace(s.redisInputURL, s.red.Addr, s.redisFront.Addr, 1)
-		s.redisTarget = s.redisFront.Addr
+		if s.viaSentinel {
+			s.redisInputURL = strings.Replace(s.redisInputURL, s.red.Addr, s.sentinel.Addr, 1)
+			s.redisTarget = s.sentinel.Addr
+		} else {
+			s.redisInputURL = strings.Replace(s.redisInputURL, s.red.Addr, s.redisFront.Addr, 1)
+			s.redisTarget = s.redisFront.Addr
+		}
 	}
 	ck := checkpointer.DefaultConfig()
 	ck.Group = group

@@ -16,8 +16,10 @@ import (
 )
 
 // The failover classes replicate the soak's Redis (a master and one
-// replica, which the soak promotes as Sentinel would) and promote the
-// replica under load. They differ in the instances' min_replicas_to_ack.
+// replica) and promote the replica under load. They differ in the
+// instances' min_replicas_to_ack, and in who promotes it: for the first
+// two the soak itself, as Sentinel would, for the sentinel ones a real
+// Sentinel the instances follow (soak_sentinel.go).
 const (
 	// ClassFailoverAcked runs the instances with min_replicas_to_ack: 1:
 	// a commit is acknowledged only once the replica has it, so a
@@ -27,36 +29,72 @@ const (
 	// promotion loses the commits the replica had not received, and
 	// their records are read again.
 	ClassFailoverUnacked = "failover-unacked"
+	// ClassFailoverSentinelAcked is failover-acked with the instances
+	// reaching Redis through a Sentinel (checkpoint.redis kind failover),
+	// which promotes the replica.
+	ClassFailoverSentinelAcked = "failover-sentinel-acked"
+	// ClassFailoverSentinelUnacked is failover-unacked through a
+	// Sentinel.
+	ClassFailoverSentinelUnacked = "failover-sentinel-unacked"
 )
 
 // failoverLagKind names the window of the acknowledged commits a promotion
-// lost (failover-unacked), whose duplicates the verdict line counts as
-// excused_dups_failover_lag.
+// lost (failover-unacked or failover-sentinel-unacked), whose duplicates
+// the verdict line counts as excused_dups_failover_lag.
 const failoverLagKind = "failover-unacked, commits lost in the replication lag"
 
-// failoverMinReplicas is the instances' min_replicas_to_ack for the
-// classes on, and whether either is on. With both on, the seed picks one
+// failoverModes are the failover classes in the order failoverMode picks
+// from, each with its min_replicas_to_ack and whether a Sentinel promotes.
+var failoverModes = []struct {
+	class       string
+	minReplicas int
+	sentinel    bool
+}{
+	{ClassFailoverUnacked, 0, false},
+	{ClassFailoverAcked, 1, false},
+	{ClassFailoverSentinelUnacked, 0, true},
+	{ClassFailoverSentinelAcked, 1, true},
+}
+
+// failoverMode is the failover class that runs among those on: the
+// instances' min_replicas_to_ack, whether they reach Redis through a
+// Sentinel, and whether any is on. With several on, the seed picks one
 // (the report's first lines say which), since it is the instances'
 // configuration and every instance must have the same for a promotion's
 // bound to be one rule.
-func failoverMinReplicas(on map[string]bool, seed uint64) (int, bool) {
-	switch {
-	case on[ClassFailoverAcked] && on[ClassFailoverUnacked]:
-		return int(seed % 2), true
-	case on[ClassFailoverAcked]:
-		return 1, true
-	case on[ClassFailoverUnacked]:
-		return 0, true
+func failoverMode(on map[string]bool, seed uint64) (minReplicas int, sentinel, ok bool) {
+	var idx []int
+	for i, m := range failoverModes {
+		if on[m.class] {
+			idx = append(idx, i)
+		}
 	}
-	return 0, false
+	if len(idx) == 0 {
+		return 0, false, false
+	}
+	m := failoverModes[idx[seed%uint64(len(idx))]]
+	return m.minReplicas, m.sentinel, true
 }
 
-// failoverClass names the class that runs, from min_replicas_to_ack.
-func failoverClass(minReplicas int) string {
-	if minReplicas > 0 {
-		return ClassFailoverAcked
+// failoverClass names the class that runs, from min_replicas_to_ack and
+// whether a Sentinel promotes.
+func failoverClass(minReplicas int, sentinel bool) string {
+	for _, m := range failoverModes {
+		if m.minReplicas == min(minReplicas, 1) && m.sentinel == sentinel {
+			return m.class
+		}
 	}
-	return ClassFailoverUnacked
+	return ""
+}
+
+// isFailoverClass says whether c is one of the failover classes.
+func isFailoverClass(c string) bool {
+	for _, m := range failoverModes {
+		if m.class == c {
+			return true
+		}
+	}
+	return false
 }
 
 // replicaArgs makes a server a replica of the master behind link.
@@ -82,12 +120,15 @@ func (s *soak) setUpFailover(ctx context.Context) error {
 	if err := waitReplicaLinked(ctx, s.replica); err != nil {
 		return err
 	}
+	if s.viaSentinel {
+		return s.setUpSentinel(ctx)
+	}
 	if s.redisFront, err = testenv.StartTCPProxy(s.red.Addr); err != nil {
 		return err
 	}
 	_ = s.rc.Close()
 	s.rc = redis.NewClient(&redis.Options{Addr: s.redisFront.Addr, MaxRetries: -1, DialTimeout: time.Second})
-	fmt.Fprintf(s.sc.Out, "soak: %s: Redis replicated (master and one replica), min_replicas_to_ack: %d\n", failoverClass(s.minReplicas), s.minReplicas)
+	fmt.Fprintf(s.sc.Out, "soak: %s: Redis replicated (master and one replica), min_replicas_to_ack: %d\n", failoverClass(s.minReplicas, s.viaSentinel), s.minReplicas)
 	return nil
 }
 
@@ -110,6 +151,7 @@ func waitReplicaLinked(ctx context.Context, r *testenv.Redis) error {
 
 // closeFailover stops the replica and the proxies.
 func (s *soak) closeFailover() {
+	s.closeSentinel()
 	if s.redisFront != nil {
 		s.redisFront.Close()
 	}
@@ -171,6 +213,9 @@ func (s *soak) checkpointsOn(ctx context.Context, c *redis.Client) (map[string]c
 // is promoted (REPLICAOF NO ONE), and the clients reach it through the
 // front. The old master comes back as the new one's replica.
 func (s *soak) failover(ctx context.Context, e soakEvent) error {
+	if s.viaSentinel {
+		return s.sentinelFailover(ctx, e)
+	}
 	s.redisMu.Lock()
 	defer s.redisMu.Unlock()
 	s.faultBegin("")
@@ -182,7 +227,7 @@ func (s *soak) failover(ctx context.Context, e soakEvent) error {
 	mc, rc := master.Client(), replica.Client()
 	defer mc.Close()
 	defer rc.Close()
-	class := failoverClass(s.minReplicas)
+	class := failoverClass(s.minReplicas, s.viaSentinel)
 	// A replica still resyncing after a restart or a wipe of its master
 	// holds the old history, not a lagging copy of this one: promoting
 	// it would test a stale replica, and the two offsets would not
@@ -239,7 +284,7 @@ func (s *soak) failover(ctx context.Context, e soakEvent) error {
 	regressed := lostCommits(lost, promoted)
 	s.note("%s: promoted in %v; the replica lacked %d bytes of the replication stream; %d shards' checkpoints went back %v",
 		class, back.Sub(from).Round(100*time.Millisecond), masterOff-replicaOff, len(regressed), regressed)
-	ws := failoverWindows(s.minReplicas, s.plan, s.start, from, back, lost, promoted)
+	ws := failoverWindows(class, s.minReplicas, s.plan, s.start, from, back, lost, promoted)
 	s.mu.Lock()
 	s.windows = append(s.windows, ws...)
 	s.mu.Unlock()
@@ -289,8 +334,7 @@ func lostCommits(lost, promoted map[string]consumer.Position) []string {
 // of its own that allows no duplicate (the others bound them). A record
 // delivered before that had its mark on the replica, and one delivered
 // again without it breaks the mark's promise.
-func failoverWindows(minReplicas int, p Plan, start, from, back time.Time, lost, promoted map[string]consumer.Position) []Window {
-	class := failoverClass(minReplicas)
+func failoverWindows(class string, minReplicas int, p Plan, start, from, back time.Time, lost, promoted map[string]consumer.Position) []Window {
 	last := promoted
 	if minReplicas == 0 {
 		last = lost

@@ -33,7 +33,7 @@ func checkFailover(t *testing.T, minReplicas int, promoted map[string]consumer.P
 	t.Helper()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	perKey, stream, ds, lost, _ := failoverRun(t0)
-	ws := failoverWindows(minReplicas, soakPlan, t0, t0.Add(time.Second), t0.Add(2*time.Second), lost, promoted)
+	ws := failoverWindows(failoverClass(minReplicas, false), minReplicas, soakPlan, t0, t0.Add(time.Second), t0.Add(2*time.Second), lost, promoted)
 	for _, c := range readAgain {
 		ds = append(ds, again(ds[c-1], "b1", t0.Add(3*time.Second)))
 	}
@@ -118,17 +118,64 @@ func TestFailoverAckedLosesNoAcknowledgedCheckpoint(t *testing.T) {
 // TestFailoverClassesPickOneMinReplicas guards the mode: each class sets
 // min_replicas_to_ack, and with both on the seed picks one.
 func TestFailoverClassesPickOneMinReplicas(t *testing.T) {
-	n, on := failoverMinReplicas(map[string]bool{ClassFailoverAcked: true}, 2)
-	assert.Equal(t, []any{1, true}, []any{n, on})
-	n, on = failoverMinReplicas(map[string]bool{ClassFailoverUnacked: true}, 3)
-	assert.Equal(t, []any{0, true}, []any{n, on})
-	_, on = failoverMinReplicas(map[string]bool{ClassKill: true}, 3)
+	n, sen, on := failoverMode(map[string]bool{ClassFailoverAcked: true}, 2)
+	assert.Equal(t, []any{1, false, true}, []any{n, sen, on})
+	n, sen, on = failoverMode(map[string]bool{ClassFailoverUnacked: true}, 3)
+	assert.Equal(t, []any{0, false, true}, []any{n, sen, on})
+	_, _, on = failoverMode(map[string]bool{ClassKill: true}, 3)
 	assert.False(t, on)
-	a, _ := failoverMinReplicas(map[string]bool{ClassFailoverAcked: true, ClassFailoverUnacked: true}, 2)
-	b, _ := failoverMinReplicas(map[string]bool{ClassFailoverAcked: true, ClassFailoverUnacked: true}, 3)
+	a, _, _ := failoverMode(map[string]bool{ClassFailoverAcked: true, ClassFailoverUnacked: true}, 2)
+	b, _, _ := failoverMode(map[string]bool{ClassFailoverAcked: true, ClassFailoverUnacked: true}, 3)
 	assert.NotEqual(t, a, b)
 	assert.NotContains(t, DefaultClasses(), ClassFailoverAcked)
 	assert.NotContains(t, DefaultClasses(), ClassFailoverUnacked)
+}
+
+// TestFailoverSentinelClassesRunThroughTheSentinel guards the sentinel
+// classes' mode: each runs the instances through a Sentinel with its own
+// min_replicas_to_ack, named back by failoverClass (the report's and the
+// windows' name); with a sentinel class and a proxy one on, the seed picks
+// either; neither is a default class.
+func TestFailoverSentinelClassesRunThroughTheSentinel(t *testing.T) {
+	for _, c := range []struct {
+		class string
+		n     int
+	}{{ClassFailoverSentinelAcked, 1}, {ClassFailoverSentinelUnacked, 0}} {
+		for seed := uint64(0); seed < 4; seed++ {
+			n, sen, on := failoverMode(map[string]bool{c.class: true, ClassKill: true}, seed)
+			assert.Equal(t, []any{c.n, true, true}, []any{n, sen, on}, c.class)
+			assert.Equal(t, c.class, failoverClass(n, sen))
+		}
+		assert.NotContains(t, DefaultClasses(), c.class)
+		assert.True(t, isClass(c.class), c.class)
+	}
+	assert.Equal(t, ClassFailoverAcked, failoverClass(1, false))
+	assert.Equal(t, ClassFailoverUnacked, failoverClass(0, false))
+	picked := map[bool]bool{}
+	for seed := uint64(0); seed < 4; seed++ {
+		n, sen, _ := failoverMode(map[string]bool{ClassFailoverAcked: true, ClassFailoverSentinelAcked: true}, seed)
+		assert.Equal(t, 1, n)
+		picked[sen] = true
+	}
+	assert.Len(t, picked, 2, "the seed picks either class")
+}
+
+// TestFailoverSentinelUnackedNamesItsWindowsAndCountsTheLag guards the
+// sentinel classes' windows: the same rule as failover-unacked's (the
+// lag's records excused once and counted as excused_dups_failover_lag),
+// under the class's own name.
+func TestFailoverSentinelUnackedNamesItsWindowsAndCountsTheLag(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	perKey, stream, ds, lost, promoted := failoverRun(t0)
+	ws := failoverWindows(ClassFailoverSentinelUnacked, 0, soakPlan, t0, t0.Add(time.Second), t0.Add(2*time.Second), lost, promoted)
+	for _, c := range []int{3, 4, 5, 6} {
+		ds = append(ds, again(ds[c-1], "b1", t0.Add(3*time.Second)))
+	}
+	tab := Check(perKey, stream, ds, ws, nil, nil)
+	assert.Zero(t, tab.WindowBreaches+tab.DupsOutsideWindows, tab.String())
+	assert.Equal(t, 3, tallyOf(t, tab, failoverLagKind).Dups, tab.String())
+	tallyOf(t, tab, ClassFailoverSentinelUnacked)
+	assert.Contains(t, Verdict{Table: tab}.Line(), "excused_dups_failover_lag=3")
 }
 
 // TestFailoverExcusesNoUnmarkedDuplicateOfARecordDeliveredLongBeforeTheLag
@@ -140,7 +187,7 @@ func TestFailoverClassesPickOneMinReplicas(t *testing.T) {
 // each is also a duplicate the promotion's bound allows.
 func TestFailoverExcusesNoUnmarkedDuplicateOfARecordDeliveredLongBeforeTheLag(t *testing.T) {
 	for _, minReplicas := range []int{0, 1} {
-		t.Run(failoverClass(minReplicas), func(t *testing.T) {
+		t.Run(failoverClass(minReplicas, false), func(t *testing.T) {
 			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			perKey, stream, ds, lost, promoted := failoverRun(t0)
 			from, back := t0.Add(time.Minute), t0.Add(time.Minute+2*time.Second)
@@ -148,7 +195,7 @@ func TestFailoverExcusesNoUnmarkedDuplicateOfARecordDeliveredLongBeforeTheLag(t 
 			stream = append(stream, Record{Shard: "s0", Seq: "7", K: "k0", C: 7})
 			perKey["k0"] = 7
 			ds = append(ds, Delivery{K: "k0", C: 7, Shard: "s0", Seq: "7", Inst: "a1", At: from.Add(500 * time.Millisecond), Redelivered: "false", Attempt: "1"})
-			ws := failoverWindows(minReplicas, soakPlan, t0, from, back, lost, promoted)
+			ws := failoverWindows(failoverClass(minReplicas, false), minReplicas, soakPlan, t0, from, back, lost, promoted)
 			unmarked := func(d Delivery) Delivery {
 				d = again(d, "b1", back.Add(time.Second))
 				d.Redelivered, d.Attempt = "", "1"

@@ -71,7 +71,7 @@ func (s *soak) do(ctx context.Context, e soakEvent) error {
 		s.note("efo: cut %d connections of the fan-out readers (%s)", n, strings.Join(s.fanOutReaders(), ", "))
 		s.faultEnd("")
 		return nil
-	case ClassFailoverAcked, ClassFailoverUnacked:
+	case ClassFailoverAcked, ClassFailoverUnacked, ClassFailoverSentinelAcked, ClassFailoverSentinelUnacked:
 		return s.failover(ctx, e)
 	}
 	return s.redisFault(ctx, e)

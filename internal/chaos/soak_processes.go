@@ -213,10 +213,14 @@ func (s *soak) redisURLFor(name string) (string, error) {
 }
 
 // redisReplicasField is the instances' min_replicas_to_ack with the
-// failover classes, else nothing (the default).
+// failover classes (and the Sentinel's kind and master name with the
+// sentinel ones), else nothing (the default).
 func (s *soak) redisReplicasField() string {
 	if !s.failoverOn {
 		return ""
+	}
+	if s.viaSentinel {
+		return fmt.Sprintf(", kind: failover, master: %s, min_replicas_to_ack: %d", testenv.SentinelMaster, s.minReplicas)
 	}
 	return fmt.Sprintf(", min_replicas_to_ack: %d", s.minReplicas)
 }

@@ -47,7 +47,7 @@ const (
 func SoakClasses() []string {
 	return []string{ClassKill, ClassTerm, ClassPause, ClassScale, ClassRedisRestart, ClassRedisEmpty, ClassRedisFlush,
 		ClassRedisPause, ClassRedisStall, ClassKinesis, ClassDeny, ClassReshard, ClassBudget, ClassOutput, ClassKPL, ClassRedisCut, ClassStreams, ClassWipeHolder, ClassEFO,
-		ClassFailoverAcked, ClassFailoverUnacked}
+		ClassFailoverAcked, ClassFailoverUnacked, ClassFailoverSentinelAcked, ClassFailoverSentinelUnacked}
 }
 
 // DefaultClasses is every class but wipe-holder and efo. An instance that is
@@ -65,11 +65,11 @@ func SoakClasses() []string {
 // (a master and a replica behind proxies, two more processes on a machine
 // the soak already loads) and fix the instances' min_replicas_to_ack, so a
 // default run would no longer test the single server most deployments
-// use; and only one of the two runs at a time.
+// use; and only one of them runs at a time.
 func DefaultClasses() []string {
 	all := SoakClasses()
 	return slices.DeleteFunc(all, func(c string) bool {
-		return c == ClassWipeHolder || c == ClassEFO || c == ClassFailoverAcked || c == ClassFailoverUnacked
+		return c == ClassWipeHolder || c == ClassEFO || isFailoverClass(c)
 	})
 }
 
@@ -96,7 +96,8 @@ var meanGap = map[string]time.Duration{
 const efoCutGap = 40 * time.Second
 
 // redisClasses take turns: one Redis fault at a time.
-var redisClasses = []string{ClassRedisRestart, ClassRedisEmpty, ClassRedisFlush, ClassRedisPause, ClassRedisStall, ClassFailoverAcked, ClassFailoverUnacked}
+var redisClasses = []string{ClassRedisRestart, ClassRedisEmpty, ClassRedisFlush, ClassRedisPause, ClassRedisStall, ClassFailoverAcked, ClassFailoverUnacked,
+	ClassFailoverSentinelAcked, ClassFailoverSentinelUnacked}
 
 // drawSchedule draws every fault of the run from seed alone, so the same
 // seed and build replay the same schedule. Faults start after a quiet
@@ -153,7 +154,7 @@ func drawSchedule(seed uint64, d time.Duration, instances int, on map[string]boo
 				e.dur = span(300*time.Millisecond, 2*time.Second)
 			case ClassRedisRestart:
 				e.dur = span(0, lease/2)
-			case ClassFailoverAcked, ClassFailoverUnacked:
+			case ClassFailoverAcked, ClassFailoverUnacked, ClassFailoverSentinelAcked, ClassFailoverSentinelUnacked:
 				// How long replication is held before the master dies:
 				// the lag whose writes the promotion loses.
 				e.dur = span(500*time.Millisecond, 2*time.Second)

@@ -87,8 +87,9 @@ func TestSoakScheduleRedisCutLeavesTheOthers(t *testing.T) {
 // wipe-holder and the failover classes (a replicated store), so the CI
 // soaks read by polling through the fault proxy from one Redis.
 func TestSoakDefaultClassesLeaveOutEFO(t *testing.T) {
-	for _, c := range []string{ClassEFO, ClassWipeHolder, ClassFailoverAcked, ClassFailoverUnacked} {
+	off := []string{ClassEFO, ClassWipeHolder, ClassFailoverAcked, ClassFailoverUnacked, ClassFailoverSentinelAcked, ClassFailoverSentinelUnacked}
+	for _, c := range off {
 		assert.NotContains(t, DefaultClasses(), c)
 	}
-	assert.Len(t, DefaultClasses(), len(SoakClasses())-4)
+	assert.Len(t, DefaultClasses(), len(SoakClasses())-len(off))
 }

@@ -51,13 +51,27 @@ const SentinelMaster = "mymaster"
 // ends.
 func NewSentinel(tb testing.TB, master *Redis) *Sentinel {
 	tb.Helper()
-	s, err := startSentinel(tb.Context(), master, tb.TempDir())
+	s, err := StartSentinel(tb.Context(), master, tb.TempDir(), SentinelOptions{DownAfter: time.Second, FailoverTimeout: 5 * time.Second})
 	Require(tb, "starting redis-server --sentinel", err)
-	tb.Cleanup(func() { s.proc.Kill() })
+	tb.Cleanup(s.Close)
 	return s
 }
 
-func startSentinel(ctx context.Context, master *Redis, dir string) (*Sentinel, error) {
+// SentinelOptions shape a Sentinel's monitoring of its master.
+type SentinelOptions struct {
+	// DownAfter is down-after-milliseconds: how long the master may not
+	// answer before the Sentinel fails it over on its own.
+	DownAfter time.Duration
+	// FailoverTimeout is failover-timeout: among others, how long a
+	// replica may replicate from an address other than the master's
+	// before the Sentinel points it at the master (+fix-slave-config),
+	// and the least time between two failovers it starts on its own.
+	FailoverTimeout time.Duration
+}
+
+// StartSentinel starts a Sentinel monitoring master as SentinelMaster with
+// a quorum of one, its files in dir. Close stops it.
+func StartSentinel(ctx context.Context, master *Redis, dir string, o SentinelOptions) (*Sentinel, error) {
 	if _, err := lookPath("redis-server"); err != nil {
 		return nil, err
 	}
@@ -71,8 +85,8 @@ func startSentinel(ctx context.Context, master *Redis, dir string) (*Sentinel, e
 		"bind 127.0.0.1",
 		"dir " + dir,
 		fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1", SentinelMaster, master.Port),
-		fmt.Sprintf("sentinel down-after-milliseconds %s 1000", SentinelMaster),
-		fmt.Sprintf("sentinel failover-timeout %s 5000", SentinelMaster),
+		fmt.Sprintf("sentinel down-after-milliseconds %s %d", SentinelMaster, o.DownAfter.Milliseconds()),
+		fmt.Sprintf("sentinel failover-timeout %s %d", SentinelMaster, o.FailoverTimeout.Milliseconds()),
 	}
 	if master.Opts.Password != "" {
 		lines = append(lines, fmt.Sprintf("sentinel auth-pass %s %s", SentinelMaster, master.Opts.Password))
@@ -102,3 +116,17 @@ func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
 	}
 	return strings.Join(hp, ":"), nil
 }
+
+// Failover asks the Sentinel to promote a replica of its master now
+// (SENTINEL FAILOVER), whether or not the master answers.
+func (s *Sentinel) Failover(ctx context.Context) error {
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer sc.Close()
+	return sc.Failover(ctx, SentinelMaster).Err()
+}
+
+// Process is the running Sentinel process.
+func (s *Sentinel) Process() *Process { return s.proc }
+
+// Close stops the Sentinel.
+func (s *Sentinel) Close() { s.proc.Kill() }
