@@ -86,6 +86,11 @@ type Window struct {
 	// fetched from `latest`. The holder's own later record excuses nothing
 	// after it woke.
 	Grace time.Duration
+	// Holder, on a Reorders window, names the woken holder. It reads from
+	// its own position, never from the newcomer's `latest`, so its later
+	// record excuses nothing within Grace, even when another instance (to
+	// which it handed the shard) delivers the earlier one.
+	Holder string
 }
 
 // explains says whether the window may explain duplicate d of a record
@@ -499,14 +504,14 @@ func splitReorders(all []Window) (dups, reorders []Window) {
 // reordered says whether one of the Reorders windows holds first
 // delivery d, which came after a later record of its key first delivered
 // at laterAt by laterBy, not before the holder was paused (After) and
-// before that window opened, or by another instance than d's within the
-// window's Grace after it opened.
+// before that window opened, or by another instance than d's and the
+// holder's within the window's Grace after it opened.
 func reordered(windows []Window, d Delivery, laterAt time.Time, laterBy string) bool {
 	for _, w := range windows {
 		if !w.Holds(d) || laterAt.Before(w.After) {
 			continue
 		}
-		if laterAt.Before(w.From) || (laterBy != d.Inst && laterAt.Before(w.From.Add(w.Grace))) {
+		if laterAt.Before(w.From) || (laterBy != d.Inst && laterBy != w.Holder && laterAt.Before(w.From.Add(w.Grace))) {
 			return true
 		}
 	}

@@ -141,6 +141,23 @@ func TestCheck(t *testing.T) {
 		assert.Equal(t, 1, tab.OrderViolations, tab.String())
 	})
 
+	// Guards: the grace after the wake excused a later record by any
+	// instance but the one delivering the earlier record, so the woken
+	// holder's own later record, then an earlier one of its key from a
+	// won-back shard another instance (the holder's hand-off, a restarted
+	// instance) delivered, was no order violation.
+	t.Run("the woken holder's later record then another instance's earlier one is a violation", func(t *testing.T) {
+		ds := []Delivery{
+			d("s0", "1", "k0", 1, "a1", 0), d("s0", "3", "k0", 3, "a1", 15200), d("s0", "2", "k0", 2, "b2", 16000),
+			d("s1", "1", "k1", 1, "b1", 50), d("s1", "2", "k1", 2, "b1", 60), d("s1", "3", "k1", 2, "b1", 70),
+		}
+		// Paused at 5 s, woken at 15 s; the plan's lease period is 3 s.
+		wonBack := wonBackWindow("a1", map[string]bool{"s0": true}, at(5000), at(15000), PlanFor(true))
+		tab := Check(perKey, stream, ds, []Window{wonBack}, nil, nil)
+		assert.Equal(t, 1, tab.OrderViolations, tab.String())
+		assert.Zero(t, tab.OrderWonBack)
+	})
+
 	t.Run("a duplicate outside every window breaks the bound", func(t *testing.T) {
 		ds := []Delivery{
 			d("s0", "1", "k0", 1, "a1", 0), d("s0", "2", "k0", 2, "a1", 10), d("s0", "3", "k0", 3, "a1", 20),

@@ -167,7 +167,7 @@ func (r *runner) restartUnderAPausedHolder(ctx context.Context) error {
 // parent was closed, and the newcomer's first batch of another shard
 // often came a few hundred ms later).
 func wonBackWindow(holder string, held map[string]bool, paused, woke time.Time, p Plan) Window {
-	return Window{What: "shards won back by " + holder, Shards: held, After: paused, From: woke, To: woke.Add(wonBackWithin), Reorders: true, Grace: p.LeasePeriod}
+	return Window{What: "shards won back by " + holder, Shards: held, After: paused, From: woke, To: woke.Add(wonBackWithin), Reorders: true, Grace: p.LeasePeriod, Holder: holder}
 }
 
 // leaveOnlyHolder stops every live instance but holder gracefully (each
