@@ -45,7 +45,13 @@ func (s *soak) setUpSentinel(ctx context.Context) error {
 		return err
 	}
 	s.sentinelDir = dir
-	if s.sentinel, err = testenv.StartSentinel(ctx, s.red, dir, testenv.SentinelOptions{DownAfter: sentinelDownAfter, FailoverTimeout: sentinelFailoverTimeout}); err != nil {
+	s.sentinel, err = testenv.StartSentinel(ctx, s.red, dir, testenv.SentinelOptions{DownAfter: sentinelDownAfter, FailoverTimeout: sentinelFailoverTimeout})
+	if s.sentinel != nil && s.runner.cfg.Started != nil {
+		// The Sentinel is a process of the run like the instances, so a
+		// caller checking that none outlives the run sees it too.
+		s.runner.cfg.Started(s.sentinel.Process().PID())
+	}
+	if err != nil {
 		return fmt.Errorf("starting the Sentinel: %w", err)
 	}
 	if err := waitSentinelSeesReplica(ctx, s.sentinel, s.replica.Addr); err != nil {
