@@ -244,6 +244,12 @@ func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[
 		if took >= want {
 			break
 		}
+		if ctx.Err() != nil {
+			// The step's deadline (bounded) passed: the rest waits for
+			// the next round rather than fail here one call at a time.
+			ev.cutShort = true
+			break
+		}
 		if co.readers[id] != nil || (only != nil && !only[id]) {
 			continue
 		}

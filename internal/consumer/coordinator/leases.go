@@ -25,7 +25,9 @@ func (co *coordinator) take(ctx context.Context, id string) bool {
 	}
 	t, err := co.store.Acquire(ctx, id, co.c.owner)
 	if err != nil {
-		if !errors.Is(err, consumer.ErrLeaseHeld) && !errors.Is(err, consumer.ErrStoreForgot) {
+		// A take its step's own deadline cut short is not a failure of
+		// the store: the round says so once (roundEvents.cutShort).
+		if !errors.Is(err, consumer.ErrLeaseHeld) && !errors.Is(err, consumer.ErrStoreForgot) && ctx.Err() == nil {
 			co.log.With("shard", id).Warnf("Acquiring the lease failed: %v", err)
 		}
 		return false

@@ -224,6 +224,10 @@ func (co *coordinator) takeAsked(ctx context.Context, leases map[string]consumer
 		if ls, held := leases[id]; held && !ls.Expired && ls.Owner != "" {
 			continue
 		}
+		if ctx.Err() != nil {
+			ev.cutShort = true
+			break
+		}
 		ls, held := leases[id]
 		if _, listed := co.listed[id]; listed && co.take(ctx, id) {
 			ev.tookFrom(id, ls, held)

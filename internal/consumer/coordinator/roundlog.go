@@ -26,6 +26,10 @@ type roundEvents struct {
 	// handedOver are the shards this instance let go because another
 	// member asked, by the member that asked.
 	handedOver map[string][]string
+	// cutShort says the step's deadline (a third of the lease period)
+	// passed before every take it meant: the rest waits for the next
+	// round.
+	cutShort bool
 }
 
 // tookFrom notes a shard this round took, by the lease it replaced (held:
@@ -70,6 +74,9 @@ func (co *coordinator) logRound(e *roundEvents) {
 	}
 	if len(e.released) > 0 {
 		co.log.Infof("Took %s that their previous owners released (a hand-off or a stop)", shardList(e.released))
+	}
+	if e.cutShort {
+		co.log.Debugf("The balancing round's time (a third of lease.period, %v) ran out before it took every shard it meant to; the next round takes the rest", co.c.cfg.LeasePeriod/3)
 	}
 }
 
