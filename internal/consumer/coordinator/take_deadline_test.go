@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,4 +89,89 @@ func firstLines(s, sub string, n int) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// deadAcquireStore is slowAcquireStore counting the takes asked of it with
+// a context already done.
+type deadAcquireStore struct {
+	slowAcquireStore
+	dead *atomic.Int64
+}
+
+func (s deadAcquireStore) Acquire(ctx context.Context, shard, owner string) (consumer.Take, error) {
+	if ctx.Err() != nil {
+		s.dead.Add(1)
+	}
+	return s.slowAcquireStore.Acquire(ctx, shard, owner)
+}
+
+// TestABalancingStepMakesNoTakeOnceItsDeadlinePassed guards the store
+// calls of the scale run's flood: past its step's deadline a balancing
+// round stops taking, rather than send the store one doomed take per
+// remaining free shard (silenced or not, each is a call).
+func TestABalancingStepMakesNoTakeOnceItsDeadlinePassed(t *testing.T) {
+	t.Parallel()
+	api := consumertest.NewKinesis()
+	const shards = 120
+	for i := range shards {
+		api.Add(fmt.Sprintf("shardId-%012d", i), &consumertest.KinesisShard{})
+	}
+	cfg := testConfig()
+	st := deadAcquireStore{slowAcquireStore{Store: consumertest.NewStore(cfg.LeasePeriod), d: 20 * time.Millisecond}, &atomic.Int64{}}
+	startConsumer(t, cfg, api, st)
+	require.Eventually(t, func() bool {
+		st.Mu.Lock()
+		defer st.Mu.Unlock()
+		n := 0
+		for _, l := range st.LeaseMap {
+			if l.Owner != "" {
+				n++
+			}
+		}
+		return n == shards
+	}, 30*time.Second, 20*time.Millisecond, "every shard is taken over the rounds")
+	assert.Zero(t, st.dead.Load(), "takes sent to the store with the step's deadline already passed")
+}
+
+// hungAcquireStore is the fake store whose takes never answer (a Redis
+// that hangs on the take's script while heartbeats and renewals go
+// through): each ends only when its context does.
+type hungAcquireStore struct {
+	*consumertest.Store
+}
+
+func (s hungAcquireStore) Acquire(ctx context.Context, shard, _ string) (consumer.Take, error) {
+	<-ctx.Done()
+	return consumer.Take{}, fmt.Errorf("acquiring lease for shard %s: %w", shard, ctx.Err())
+}
+
+// TestTakesThatNeverFinishWithinTheRoundAreWarned guards the silence the
+// scale run's fix could bring: a round whose takes all outlast its
+// deadline takes nothing, round after round, and the operator must see it
+// at WARN (the shards stay unread), not only at DEBUG.
+func TestTakesThatNeverFinishWithinTheRoundAreWarned(t *testing.T) {
+	t.Parallel()
+	var logs consumertest.SyncBuffer
+	api := consumertest.NewKinesis()
+	for i := range 3 {
+		api.Add(fmt.Sprintf("shardId-%012d", i), &consumertest.KinesisShard{})
+	}
+	cfg := testConfig()
+	st := hungAcquireStore{consumertest.NewStore(cfg.LeasePeriod)}
+	c, err := New(cfg, api, func(string) consumer.Store { return st }, service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil))), nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	assert.Eventually(t, func() bool {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "level=WARN") && strings.Contains(l, "Acquiring") {
+				return true
+			}
+		}
+		return false
+	}, 3*time.Second, 20*time.Millisecond, "no WARN says the takes never finish; the log:\n%s", logs.String())
 }
