@@ -40,6 +40,7 @@ var troubles = []trouble{
 	{"", "Heartbeat failed", "A renewal or heartbeat did not reach Redis.", "Repeating: check Redis."},
 	{"", "Requesting hand-off of shard", "A balancing request did not reach Redis.", "Repeating: check Redis."},
 	{"", "Acquiring the lease failed", "Taking a free lease failed at Redis.", "Repeating: check Redis and its ACL user ([deploy.md](deploy.md#redis-acl-users))."},
+	{"", "Acquiring shard leases outlasted the balancing round's time", "No take answered within a third of `lease.period`; free shards stay unread.", "Repeating: check Redis latency."},
 	{"", "%s failed; retrying", "A renewal or release failed at Redis.", "Repeating: check Redis."},
 	{"", "%s failed for %v; %d of %d shard readers are past", "Renewals failed past the leases' deadline.", "Restore Redis; reading resumes at the next renewal."},
 	{"", "Reading shard loads failed", "Shard loads could not be read; this round balances by count.", "Repeating: check Redis."},

@@ -244,10 +244,9 @@ func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[
 		if took >= want {
 			break
 		}
-		if ctx.Err() != nil {
+		if ev.outOfTime(ctx) {
 			// The step's deadline (bounded) passed: the rest waits for
 			// the next round rather than fail here one call at a time.
-			ev.cutShort = true
 			break
 		}
 		if co.readers[id] != nil || (only != nil && !only[id]) {

@@ -224,8 +224,7 @@ func (co *coordinator) takeAsked(ctx context.Context, leases map[string]consumer
 		if ls, held := leases[id]; held && !ls.Expired && ls.Owner != "" {
 			continue
 		}
-		if ctx.Err() != nil {
-			ev.cutShort = true
+		if ev.outOfTime(ctx) {
 			break
 		}
 		ls, held := leases[id]

@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -30,11 +32,24 @@ type roundEvents struct {
 	// passed before every take it meant: the rest waits for the next
 	// round.
 	cutShort bool
+	// taken counts the shards the round took.
+	taken int
+}
+
+// outOfTime reports whether the step's context is done, so the round
+// takes no more: a take with it could only fail. Past the step's deadline
+// it notes the round was cut short; at shutdown there is nothing to say.
+func (e *roundEvents) outOfTime(ctx context.Context) bool {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		e.cutShort = true
+	}
+	return ctx.Err() != nil
 }
 
 // tookFrom notes a shard this round took, by the lease it replaced (held:
 // the store had a lease of it).
 func (e *roundEvents) tookFrom(shard string, prev consumer.LeaseState, held bool) {
+	e.taken++
 	switch {
 	case !held:
 	case prev.Owner == "":
@@ -75,7 +90,13 @@ func (co *coordinator) logRound(e *roundEvents) {
 	if len(e.released) > 0 {
 		co.log.Infof("Took %s that their previous owners released (a hand-off or a stop)", shardList(e.released))
 	}
-	if e.cutShort {
+	switch {
+	case e.cutShort && e.taken == 0:
+		// Not one take finished in the round's time (a slow or hung
+		// Redis). The takes cut short are not each warned of (take), so
+		// this line is the operator's sign that free shards stay unread.
+		co.log.Warnf("Acquiring shard leases outlasted the balancing round's time (a third of lease.period, %v) and the round took no shard; free shards stay unread until a take finishes in time", co.c.cfg.LeasePeriod/3)
+	case e.cutShort:
 		co.log.Debugf("The balancing round's time (a third of lease.period, %v) ran out before it took every shard it meant to; the next round takes the rest", co.c.cfg.LeasePeriod/3)
 	}
 }
