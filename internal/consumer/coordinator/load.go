@@ -225,7 +225,9 @@ func (co *coordinator) takeAsked(ctx context.Context, leases map[string]consumer
 			continue
 		}
 		if ev.outOfTime(ctx) {
-			break
+			// No take now; the loop goes on only to drop the requests
+			// that lapsed.
+			continue
 		}
 		ls, held := leases[id]
 		if _, listed := co.listed[id]; listed && co.take(ctx, id) {

@@ -175,3 +175,27 @@ func TestTakesThatNeverFinishWithinTheRoundAreWarned(t *testing.T) {
 		return false
 	}, 3*time.Second, 20*time.Millisecond, "no WARN says the takes never finish; the log:\n%s", logs.String())
 }
+
+// TestARoundOutOfTimeStillDropsLapsedRequests: a round whose deadline
+// passed takes nothing more, but still forgets the shards it asked for
+// whose holders never answered within askWait. Kept, such a request would
+// hold the instance "settling" by load and take the shard when it freed
+// much later, whatever its share.
+func TestARoundOutOfTimeStillDropsLapsedRequests(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	st := consumertest.NewStore(cfg.LeasePeriod)
+	co := &coordinator{c: &Consumer{owner: "me", cfg: cfg, metrics: consumer.NewMetrics(nil)}, store: st,
+		readers: map[string]shardReader{}, listed: map[string]consumer.Shard{"a": {ID: "a"}, "b": {ID: "b"}}}
+	co.asked = map[string]time.Time{
+		"a": time.Now(),                        // fresh: kept for the next round
+		"b": time.Now().Add(-2 * co.askWait()), // lapsed: dropped
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	var ev roundEvents
+	assert.Zero(t, co.takeAsked(ctx, map[string]consumer.LeaseState{}, &ev), "no take past the round's deadline")
+	assert.Contains(t, co.asked, "a")
+	assert.NotContains(t, co.asked, "b", "a lapsed request is dropped even by a round out of time")
+	assert.True(t, ev.cutShort)
+}
