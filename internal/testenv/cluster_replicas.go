@@ -34,17 +34,31 @@ func StartRedisClusterSeeds(ctx context.Context) (seeds []string, stop func(), e
 	return c.Addrs(), c.Close, nil
 }
 
+// ClusterOptions shape a cluster StartRedisClusterWithReplicas starts.
+type ClusterOptions struct {
+	// NodeTimeout is cluster-node-timeout: how long a node may go
+	// unanswered before the others count it failing and its replica is
+	// promoted. Zero is 2 s, so that a test's failover is quick; a bench
+	// that loads the machine wants Redis's default, 15 s, or a master
+	// slowed by the load is failed over in the middle of the measurement.
+	NodeTimeout time.Duration
+}
+
 // StartRedisClusterWithReplicas starts a Redis Cluster of three masters,
 // each with one replica, and waits until every master sees its replica
 // online. Close stops it.
-func StartRedisClusterWithReplicas(ctx context.Context) (*RedisCluster, error) {
+func StartRedisClusterWithReplicas(ctx context.Context, opts ...ClusterOptions) (*RedisCluster, error) {
 	if _, err := lookPath("redis-cli"); err != nil {
 		return nil, err
+	}
+	timeout := 2 * time.Second
+	if len(opts) > 0 && opts[0].NodeTimeout > 0 {
+		timeout = opts[0].NodeTimeout
 	}
 	c := &RedisCluster{}
 	for range 6 {
 		n, err := StartRedis(ctx, RedisOptions{Args: []string{
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
+			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", strconv.FormatInt(timeout.Milliseconds(), 10),
 		}})
 		if err != nil {
 			c.Close()

@@ -43,6 +43,10 @@ type scaleFlags struct {
 	// cpuProfile, when set, is the file for a CPU profile of the first
 	// process over the one stream's idle window, from its pprof endpoint.
 	cpuProfile string
+	// nodeTimeout is the Cluster's cluster-node-timeout; keep keeps the
+	// run's folder (configs, logs) whatever the outcome.
+	nodeTimeout time.Duration
+	keep        bool
 }
 
 const (
@@ -52,7 +56,7 @@ const (
 	scaleMultiGroup  = "scale-multi"
 )
 
-func runScale(ctx context.Context, args []string) error {
+func runScale(ctx context.Context, args []string) (err error) {
 	var f scaleFlags
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	fs.IntVar(&f.shards, "shards", 10000, "shards of the one stream")
@@ -63,7 +67,7 @@ func runScale(ctx context.Context, args []string) error {
 	fs.Float64Var(&f.loadPercent, "load-percent", 5, "percent of the one stream's shards under the keyed load of the rolling restart (0: skip the rolling restart)")
 	fs.DurationVar(&f.loadEvery, "load-every", time.Second, "the keyed load writes one record to each loaded shard this often")
 	fs.StringVar(&f.bin, "bin", "", "connect-kinesis binary to run (default: build ./cmd/connect-kinesis into a temporary directory)")
-	fs.StringVar(&f.kinesisBE, "kinesis", "kinesalite", "the Kinesis the inputs read: "+backendNames())
+	fs.StringVar(&f.kinesisBE, "kinesis", "sim", "the Kinesis the inputs read: "+backendNames()+" (kinesalite saturates near 2,000 shards on a 2-core machine; the simulator serves the target size)")
 	fs.StringVar(&f.redisKind, "redis", "cluster", "the checkpoint store: cluster (3 masters, 3 replicas) or single")
 	fs.StringVar(&f.balance, "balance", "", "lease.balance of the inputs (empty: the input's default)")
 	fs.StringVar(&f.idlePoll, "idle-poll-interval", "5s", "idle_poll_interval of the inputs; at the input's default (1s) 2,000 idle shards saturate kinesalite on a 2-core machine")
@@ -73,6 +77,8 @@ func runScale(ctx context.Context, args []string) error {
 	fs.DurationVar(&f.multiIdle, "multi-idle", 30*time.Second, "idle window of the many streams (0: skip it)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "longest wait for every shard owned and balanced, and for the keyed load's delivery")
 	fs.DurationVar(&f.stepTimeout, "step-timeout", time.Minute, "longest wait, per restart of the rolling restart, for the group to be balanced by count again (lease.balance load evens bytes, not counts, so it may not be)")
+	fs.DurationVar(&f.nodeTimeout, "cluster-node-timeout", 15*time.Second, "cluster-node-timeout of the Redis Cluster: Redis's default; at 2 s a master slowed by the run's load is failed over mid-measurement (CLUSTERDOWN)")
+	fs.BoolVar(&f.keep, "keep", false, "keep the run's folder (each process's config and log) after a passing run too; a failing run always keeps it")
 	fs.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of the first process over the one stream's idle window to this file (its http server's pprof endpoint, on a free loopback port)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -88,7 +94,14 @@ func runScale(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() {
+		// A failing run's process logs are what explains it.
+		if err != nil || f.keep {
+			fmt.Fprintf(os.Stderr, "bench scale: the run's configs and logs are kept in %s\n", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}()
 	if f.bin == "" {
 		fmt.Fprintln(os.Stderr, "bench scale: building connect-kinesis...")
 		if f.bin, err = buildBinary(ctx, dir); err != nil {
@@ -100,7 +113,7 @@ func runScale(ctx context.Context, args []string) error {
 		return err
 	}
 	defer kin.Close()
-	red, err := startScaleRedis(ctx, f.redisKind)
+	red, err := startScaleRedis(ctx, f.redisKind, f.nodeTimeout)
 	if err != nil {
 		return err
 	}

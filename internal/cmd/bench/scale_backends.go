@@ -88,7 +88,7 @@ type scaleRedis struct {
 	close func()
 }
 
-func startScaleRedis(ctx context.Context, kind string) (*scaleRedis, error) {
+func startScaleRedis(ctx context.Context, kind string, nodeTimeout time.Duration) (*scaleRedis, error) {
 	switch kind {
 	case "single":
 		r, err := testenv.StartRedis(ctx, testenv.RedisOptions{})
@@ -97,7 +97,7 @@ func startScaleRedis(ctx context.Context, kind string) (*scaleRedis, error) {
 		}
 		return &scaleRedis{kind: "simple", url: r.URL(), client: r.Client(), nodes: []*testenv.Redis{r}, close: r.Close}, nil
 	case "cluster":
-		c, err := testenv.StartRedisClusterWithReplicas(ctx)
+		c, err := testenv.StartRedisClusterWithReplicas(ctx, testenv.ClusterOptions{NodeTimeout: nodeTimeout})
 		if err != nil {
 			return nil, fmt.Errorf("starting a Redis Cluster: %w", err)
 		}
