@@ -186,7 +186,7 @@ SIM_PKG     := ./plugins/checkpointer/
 SIM_RUN     := -count=1 -run '^TestSimulateStore$$' -v $(SIM_PKG) -args -rapid.nofailfile
 CSIM_PKG    := ./internal/consumer/coordinator/
 CSIM_RUN    := -count=1 -run '^TestSimulateConsumer$$' -v $(CSIM_PKG) -args -rapid.nofailfile
-SIM_MUTANTS := commit-fencing commit-forwards reseed-tie reseed-claim reseed-tie-claim mark-fencing close-fencing gate-parents tracker-contiguity budget-close budget-refused stop-removal
+SIM_MUTANTS := commit-fencing commit-forwards take-live reseed-tie reseed-claim reseed-tie-claim mark-fencing close-fencing gate-parents tracker-contiguity budget-close budget-refused stop-removal
 .PHONY: simulate simulate-ci simulate-mutants
 simulate:
 	$(if $(filter consumer,$(LAYER)),,$(GO) test -timeout 0 $(SIM_RUN) $(if $(FIND),-sim.find='$(FIND)',-sim.strict) $(if $(SEED),-sim.seed=$(SEED)) $(if $(STEPS),-sim.steps=$(STEPS)) \

@@ -140,3 +140,20 @@ type RoundsReader interface {
 	RoundReader
 	ReadRounds(ctx context.Context, owner string, stores []Store, loads bool) ([]Round, []error)
 }
+
+// TakesBatcher is a Store that takes several shards' leases in one call:
+// each shard in turn exactly as Acquire would take it alone, in one round
+// trip. A balancing round at thousands of shards is bound by its takes'
+// round trips, not by Redis's work.
+type TakesBatcher interface {
+	// AcquireMany answers one TakeResult per shard, in shards' order. An
+	// error of the whole call (the store unreachable, ErrStoreForgot) is
+	// every result's.
+	AcquireMany(ctx context.Context, shards []string, owner string) []TakeResult
+}
+
+// TakeResult is one shard's answer of AcquireMany: Acquire's.
+type TakeResult struct {
+	Take Take
+	Err  error
+}

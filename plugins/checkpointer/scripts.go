@@ -80,19 +80,23 @@ func readLua(name string) string {
 	return string(b)
 }
 
-// acquireScript: KEYS lease, handoff, ckpt, epoch, delivered; ARGV shard, owner,
-// periodMillis, knownEpoch, newEpoch, holdMillis. A caller that knows no epoch yet joins
-// the group, creating its record (id newEpoch, start and created now) if
-// there is none (the input joins first, join.go, and waits while a record
-// is young and not re-seeded).
-// Returns {1|0, owner, expiresAt, token, now, epoch, groupStart, checkpoint,
-// startOverride, quietMillis, delivered}: 1 when the caller holds the lease,
-// 0 with the live holder otherwise (also when that holder is owner: a
-// live lease is never taken, instance.go). The checkpoint, the override and the
-// redelivery mark (” when none) come with the lease, so a take is one
-// round trip. For holdMillis after a re-seed (consumer.RestartWait: a
-// lease period and the newcomer wait), a shard whose lease the store does
-// not know is not handed out: its holder may not have re-seeded it yet.
+// acquireScript: KEYS lease, handoff, ckpt, epoch, delivered; ARGV owner,
+// periodMillis, knownEpoch, newEpoch, holdMillis, then one or more shards.
+// A caller that knows no epoch yet joins the group, creating its record (id
+// newEpoch, start and created now) if there is none (the input joins
+// first, join.go, and waits while a record is young and not re-seeded).
+// Each shard is taken in turn as a call of its own would take it.
+// Returns {now, epoch, groupStart}, then per shard {1|0, owner, expiresAt,
+// token, checkpoint, startOverride, quietMillis, delivered, shardStart}: 1
+// when the caller holds the lease, 0 with the live holder otherwise (also
+// when that holder is owner: a live lease is never taken, instance.go).
+// The checkpoint, the override, the redelivery mark and, for a shard
+// without a checkpoint, its own start (empty when none) come with the lease,
+// so a take is one round trip, and a balancing round's takes one for
+// many. For holdMillis after a re-seed (consumer.RestartWait: a lease
+// period and the newcomer wait), a shard whose lease the store does not
+// know is not handed out (0 with owner ”): its holder may not have
+// re-seeded it yet.
 var acquireScript = newScript("acquire")
 
 // renewScript: KEYS lease, epoch; ARGV shard, owner, token, periodMillis,

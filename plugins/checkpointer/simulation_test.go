@@ -597,18 +597,25 @@ func (m *simModel) ready(shard string, closed map[string]bool) bool {
 	return ok
 }
 
-// Action: take a shard the gate allows.
+// Action: take one shard the gate allows, or several in one call
+// (AcquireMany, the balancing round's batched take).
 func (m *simModel) take(t *rapid.T) {
 	a := m.pick(t)
-	shard := rapid.SampledFrom(simShards).Draw(t, "shard")
+	shards := rapid.SliceOfNDistinct(rapid.SampledFrom(simShards), 1, 3, rapid.ID[string]).Draw(t, "shards")
 	if a == nil {
 		return
 	}
-	m.takeShard(t, a, shard)
+	m.takeShards(t, a, shards)
 }
 
 func (m *simModel) takeShard(t *rapid.T, a *simActor, shard string) {
-	if !a.joined || m.srv.now().Before(a.notBefore) || a.held[shard] != nil {
+	m.takeShards(t, a, []string{shard})
+}
+
+// takeShards takes the shards the gate allows and a does not hold: one
+// alone as Acquire does, several in one AcquireMany call.
+func (m *simModel) takeShards(t *rapid.T, a *simActor, shards []string) {
+	if !a.joined || m.srv.now().Before(a.notBefore) {
 		return
 	}
 	closed, err := a.store.ClosedShards(simCtx)
@@ -619,10 +626,44 @@ func (m *simModel) takeShard(t *rapid.T, a *simActor, shard string) {
 	for s := range closed {
 		a.closed[s] = true
 	}
-	if !m.ready(shard, closed) {
+	var want []string
+	for _, shard := range shards {
+		if a.held[shard] == nil && m.ready(shard, closed) {
+			want = append(want, shard)
+		}
+	}
+	before := map[string]string{}
+	for _, shard := range want {
+		before[shard] = m.rawLease(shard)
+	}
+	switch len(want) {
+	case 0:
+	case 1:
+		take, err := a.store.AcquireMarked(simCtx, want[0], a.name)
+		m.checkNotLive(t, a, want[0], before[want[0]], err)
+		m.tookShard(t, a, want[0], take, err)
+	default:
+		for i, r := range a.store.AcquireMany(simCtx, want, a.name) {
+			m.checkNotLive(t, a, want[i], before[want[i]], r.Err)
+			m.tookShard(t, a, want[i], MarkedTake{Take: r.Take, Delivered: r.Take.Delivered}, r.Err)
+		}
+	}
+}
+
+// checkNotLive fails a take that succeeded over a lease live at the time
+// (the lease rule: a live lease is never taken, not even under the
+// taker's own id), raw being the shard's lease before the call.
+func (m *simModel) checkNotLive(t *rapid.T, a *simActor, shard, raw string, err error) {
+	if err != nil || raw == "" {
 		return
 	}
-	take, err := a.store.AcquireMarked(simCtx, shard, a.name)
+	if owner, exp, tok, ok := ParseLeaseValue(raw); ok && owner != "" && exp > m.srv.now().UnixMilli() {
+		m.fail(t, "lease", "%s took %s while %s's lease (token %d) was live until %d", a.name, shard, owner, tok, exp)
+	}
+}
+
+// tookShard models the answer of a take of shard and checks the gate.
+func (m *simModel) tookShard(t *rapid.T, a *simActor, shard string, take MarkedTake, err error) {
 	if a.seen(err) != nil {
 		m.logf("%s take %s: %v", a.name, shard, err)
 		if errors.Is(err, errSimTimeout) && a.hook.ran {

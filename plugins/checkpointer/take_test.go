@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
@@ -73,4 +74,67 @@ func TestIntegrationAcquireReleasesOnAMalformedValue(t *testing.T) {
 			assert.Contains(t, out, "checkpoints reset")
 		})
 	}
+}
+
+// A balancing round takes many shards in one call (AcquireMany): each
+// shard is taken exactly as Acquire would take it alone, with its holder,
+// checkpoint, start and token, in one round trip; a shard whose stored
+// value cannot be read is given back and named, and the batch's other
+// takes stand. Guards the batched take of issue 61's 10,000-shard start,
+// where one call a shard let each round's deadline pass after about a
+// hundred takes.
+func TestIntegrationAcquireManyTakesEachShardAsAcquireWould(t *testing.T) {
+	t.Parallel()
+	red := testenv.NewRedis(t)
+	c := red.Client()
+	defer c.Close()
+	cp, hook := countedCheckpointer(t, red.URL(), t.Name())
+	s := cp.Stream("arn:aws:kinesis:us-east-1:000000000000:stream/s")
+	ctx := t.Context()
+	_, err := s.Join(ctx)
+	require.NoError(t, err)
+	_, err = s.Acquire(ctx, "held", "b")
+	require.NoError(t, err)
+	ck, err := s.Acquire(ctx, "committed", "b")
+	require.NoError(t, err)
+	require.NoError(t, s.Commit(ctx, ck.Lease, consumer.Position{Sequence: "4200"}))
+	require.NoError(t, s.Release(ctx, ck.Lease))
+	require.NoError(t, c.HSet(ctx, s.Keys().Checkpoints, shardStartPrefix+"own-start", "trim_horizon").Err())
+
+	before := hook.n.Load()
+	rs := s.AcquireMany(ctx, []string{"free", "held", "committed", "own-start"}, "a")
+	assert.Equal(t, int64(1), hook.n.Load()-before, "four takes are one round trip")
+	require.Len(t, rs, 4)
+	require.NoError(t, rs[0].Err)
+	assert.Equal(t, "a", rs[0].Take.Owner)
+	assert.Equal(t, int64(1), rs[0].Take.Token)
+	assert.True(t, rs[0].Take.Checkpoint.IsZero())
+	assert.Nil(t, rs[0].Take.ShardStart)
+	assert.ErrorIs(t, rs[1].Err, consumer.ErrLeaseHeld)
+	assert.Contains(t, rs[1].Err.Error(), "shard held: held by b")
+	assert.Equal(t, "b", rs[1].Take.Owner, "a refused take names the holder")
+	require.NoError(t, rs[2].Err)
+	assert.Equal(t, "4200", rs[2].Take.Checkpoint.Sequence)
+	assert.Equal(t, int64(2), rs[2].Take.Token, "a released lease is taken with a new token")
+	assert.True(t, rs[2].Take.Quiet >= 0, "the previous holder's release is known")
+	require.NoError(t, rs[3].Err)
+	require.NotNil(t, rs[3].Take.ShardStart, "the shard's own start comes with the take")
+	assert.Equal(t, consumer.StartTrimHorizon, rs[3].Take.ShardStart.Mode)
+	for _, r := range []consumer.TakeResult{rs[0], rs[2], rs[3]} {
+		assert.False(t, r.Take.Deadline.IsZero())
+		assert.False(t, r.Take.GroupStart.IsZero())
+	}
+
+	// A value nobody can read gives that shard's lease back; the batch's
+	// other take stands.
+	require.NoError(t, c.HSet(ctx, s.Keys().Checkpoints, "bad", "not-a-sequence").Err())
+	rs = s.AcquireMany(ctx, []string{"bad", "free-2"}, "a")
+	require.Error(t, rs[0].Err)
+	assert.Contains(t, rs[0].Err.Error(), "not-a-sequence")
+	require.NoError(t, rs[1].Err)
+	leases, err := s.Leases(ctx)
+	require.NoError(t, err)
+	assert.True(t, leases["bad"].Expired, "the unreadable shard's lease is given back: %+v", leases["bad"])
+	assert.False(t, leases["free-2"].Expired)
+	assert.Equal(t, "a", leases["free-2"].Owner)
 }

@@ -239,32 +239,28 @@ func (co *coordinator) stopGatedReaders(closed map[string]bool) {
 // lease.instance_id), and its lease must run out first, as any other
 // owner's (the store refuses the take too).
 func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[string]consumer.LeaseState, want int, only map[string]bool, ev *roundEvents) int {
-	took := 0
+	if want <= 0 {
+		return 0
+	}
+	var free []string
 	for _, id := range ready {
-		if took >= want {
-			break
-		}
-		if ev.outOfTime(ctx) {
-			// The step's deadline (bounded) passed: the rest waits for
-			// the next round rather than fail here one call at a time.
-			break
-		}
 		if co.readers[id] != nil || (only != nil && !only[id]) {
 			continue
 		}
 		if _, recent := co.handedOff[id]; recent {
 			continue
 		}
-		ls, held := leases[id]
-		if held && !ls.Expired && ls.Owner != "" {
+		if ls, held := leases[id]; held && !ls.Expired && ls.Owner != "" {
 			continue
 		}
-		if co.take(ctx, id) {
-			ev.tookFrom(id, ls, held)
-			took++
-		}
+		free = append(free, id)
 	}
-	return took
+	taken := co.takeUpTo(ctx, free, want, ev)
+	for _, id := range taken {
+		ls, held := leases[id]
+		ev.tookFrom(id, ls, held)
+	}
+	return len(taken)
 }
 
 // noteFree remembers, for each ready shard nobody holds live and this

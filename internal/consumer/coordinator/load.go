@@ -215,7 +215,7 @@ func (co *coordinator) askByLoad(ctx context.Context, v loadView) {
 // have released. A request that was not answered within askWait is
 // dropped.
 func (co *coordinator) takeAsked(ctx context.Context, leases map[string]consumer.LeaseState, ev *roundEvents) int {
-	took := 0
+	var free []string
 	for _, id := range slices.Sorted(maps.Keys(co.asked)) {
 		if co.readers[id] != nil || time.Since(co.asked[id]) > co.askWait() {
 			delete(co.asked, id)
@@ -224,19 +224,19 @@ func (co *coordinator) takeAsked(ctx context.Context, leases map[string]consumer
 		if ls, held := leases[id]; held && !ls.Expired && ls.Owner != "" {
 			continue
 		}
-		if ev.outOfTime(ctx) {
-			// No take now; the loop goes on only to drop the requests
-			// that lapsed.
-			continue
-		}
-		ls, held := leases[id]
-		if _, listed := co.listed[id]; listed && co.take(ctx, id) {
-			ev.tookFrom(id, ls, held)
-			delete(co.asked, id)
-			took++
+		if _, listed := co.listed[id]; listed {
+			free = append(free, id)
 		}
 	}
-	return took
+	// A round out of time takes none of them (takeUpTo), but the lapsed
+	// requests were dropped above all the same.
+	taken := co.takeUpTo(ctx, free, len(free), ev)
+	for _, id := range taken {
+		ls, held := leases[id]
+		ev.tookFrom(id, ls, held)
+		delete(co.asked, id)
+	}
+	return len(taken)
 }
 
 // askWait is how long this instance waits for a shard it asked for by

@@ -65,6 +65,23 @@ func (w forgetWatch) Acquire(ctx context.Context, shard, owner string) (consumer
 	return t, w.saw(err)
 }
 
+// forgetWatchTakes is forgetWatch's batched take, for a store that has one.
+type forgetWatchTakes struct {
+	w  forgetWatch
+	tb consumer.TakesBatcher
+}
+
+func (f forgetWatchTakes) AcquireMany(ctx context.Context, shards []string, owner string) []consumer.TakeResult {
+	rs := f.tb.AcquireMany(ctx, shards, owner)
+	for _, r := range rs {
+		if errors.Is(r.Err, consumer.ErrStoreForgot) {
+			f.w.forgot()
+			break
+		}
+	}
+	return rs
+}
+
 func (w forgetWatch) Release(ctx context.Context, l consumer.Lease) error {
 	return w.saw(w.Store.Release(ctx, l))
 }

@@ -491,6 +491,32 @@ func (s *csimStore) Acquire(ctx context.Context, shard, owner string) (consumer.
 	return t, err
 }
 
+// AcquireMany is the batched take (consumer.TakesBatcher), one call held
+// while the instance is paused as the Redis store's one script call is,
+// so that the simulation runs the coordinator's batched path.
+func (s *csimStore) AcquireMany(ctx context.Context, shards []string, owner string) []consumer.TakeResult {
+	out := make([]consumer.TakeResult, len(shards))
+	if err := s.in.gate(ctx); err != nil {
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
+	}
+	for i, shard := range shards {
+		t, err := s.f.Acquire(ctx, shard, owner)
+		if err == nil {
+			s.in.sim.mu.Lock()
+			t.Delivered = s.in.sim.marks[s.st.name+"/"+shard]
+			s.in.sim.mu.Unlock()
+			s.in.sim.logf("%s takes %s/%s token %d at %v (batch of %d)", owner, s.st.name, shard, t.Token, t.Checkpoint, len(shards))
+		}
+		out[i] = consumer.TakeResult{Take: t, Err: err}
+	}
+	return out
+}
+
+var _ consumer.TakesBatcher = (*csimStore)(nil)
+
 func (s *csimStore) Join(ctx context.Context) (time.Duration, error) {
 	if err := s.in.gate(ctx); err != nil {
 		return 0, err

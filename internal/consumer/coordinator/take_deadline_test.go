@@ -199,3 +199,68 @@ func TestARoundOutOfTimeStillDropsLapsedRequests(t *testing.T) {
 	assert.NotContains(t, co.asked, "b", "a lapsed request is dropped even by a round out of time")
 	assert.True(t, ev.cutShort)
 }
+
+// batchingStore is the fake store with a batched take, counting its calls;
+// each take costs d, as a round trip does, whatever the batch's size.
+type batchingStore struct {
+	*consumertest.Store
+	d            time.Duration
+	calls, sizes atomic.Int64
+}
+
+func (s *batchingStore) AcquireMany(ctx context.Context, shards []string, owner string) []consumer.TakeResult {
+	s.calls.Add(1)
+	s.sizes.Add(int64(len(shards)))
+	out := make([]consumer.TakeResult, len(shards))
+	select {
+	case <-time.After(s.d):
+	case <-ctx.Done():
+		for i := range out {
+			out[i].Err = ctx.Err()
+		}
+		return out
+	}
+	for i, sh := range shards {
+		out[i].Take, out[i].Err = s.Store.Acquire(ctx, sh, owner)
+	}
+	return out
+}
+
+// TestARoundTakesManyShardsInOneCallEach guards the scale fix of issue 61:
+// with a store that takes many shards a call (the Redis store), a round
+// takes its free shards in calls of up to takeBatch, so a start of
+// thousands of shards is bound by tens of round trips, not thousands. At
+// 20 ms a call, 250 shards one call each would outlast the round's time
+// (a third of the lease period) about twice; in batches every shard is
+// owned in three calls.
+func TestARoundTakesManyShardsInOneCallEach(t *testing.T) {
+	t.Parallel()
+	api := consumertest.NewKinesis()
+	const shards = 250
+	for i := range shards {
+		api.Add(fmt.Sprintf("shardId-%012d", i), &consumertest.KinesisShard{})
+	}
+	cfg := testConfig()
+	st := &batchingStore{Store: consumertest.NewStore(cfg.LeasePeriod), d: 20 * time.Millisecond}
+	c, err := New(cfg, api, func(string) consumer.Store { return st }, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	require.Eventually(t, func() bool {
+		st.Mu.Lock()
+		defer st.Mu.Unlock()
+		n := 0
+		for _, l := range st.LeaseMap {
+			if l.Owner != "" {
+				n++
+			}
+		}
+		return n == shards
+	}, 10*time.Second, 10*time.Millisecond, "every shard is taken")
+	assert.GreaterOrEqual(t, st.sizes.Load(), int64(shards), "every take goes through the batched call")
+	assert.LessOrEqual(t, st.calls.Load(), int64(4), "%d takes in %d calls: batches of up to %d", st.sizes.Load(), st.calls.Load(), takeBatch)
+}
