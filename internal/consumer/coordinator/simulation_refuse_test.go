@@ -47,13 +47,24 @@ func (s *csim) pauseInst(in *csimInst, d time.Duration) {
 
 // next is the pipeline's Consumer.Next. With a pause armed it takes the
 // next batch from the consumer's channel, pauses the instance, and once
-// awake admits the batch as Next does (Batch.Admit), counting a refusal.
+// awake admits the batch as Next does (Batch.Admit), counting a refusal;
+// with an aligned wake armed it is busy until then (nextAligned).
 func (i *csimInst) next(ctx context.Context) (*consumer.Batch, error) {
 	for {
+		if at := i.busyUntil.Swap(0); at != 0 {
+			b, ok, err := i.nextAligned(ctx, time.Unix(0, at))
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				return b, nil
+			}
+			continue
+		}
 		nctx, cancel := context.WithCancel(ctx)
 		i.sim.mu.Lock()
 		i.interrupt = cancel
-		armed := i.admitPause.Load() != 0
+		armed := i.admitPause.Load() != 0 || i.busyUntil.Load() != 0
 		i.sim.mu.Unlock()
 		if !armed {
 			b, err := i.c.Next(nctx)
@@ -64,6 +75,9 @@ func (i *csimInst) next(ctx context.Context) (*consumer.Batch, error) {
 			continue // a pause was armed meanwhile
 		}
 		cancel()
+		if i.busyUntil.Load() != 0 {
+			continue
+		}
 		var b *consumer.Batch
 		select {
 		case b = <-i.c.Batches():

@@ -92,6 +92,10 @@ type csimStats struct {
 	// refused counts the batches Admit refused, refusedFirst those of them
 	// on their first delivery (simulation_refuse_test.go).
 	refused, refusedFirst atomic.Int64
+	// alignedArmed counts the aligned wakes armed, alignedTaken the
+	// batches a pipeline took at its leases' deadline instant, and
+	// alignedRefused those Admit refused (simulation_aligned_test.go).
+	alignedArmed, alignedTaken, alignedRefused atomic.Int64
 	// found counts the deliveries of the found stream; removalStops the
 	// soft stops that landed while a stream was being removed.
 	found, removalStops atomic.Int64
@@ -109,15 +113,15 @@ func (s *csimStats) String() string {
 			parts = append(parts, fmt.Sprintf("%s=%d", k, v.(*atomic.Int64).Load()))
 		}
 	}
-	return fmt.Sprintf("schedules=%d steps=%d deliveries=%d (found stream %d) marked redeliveries=%d refused=%d (first deliveries %d); steps by kind: %s; stops during a removal=%d; first failure at schedule %d",
-		s.schedules.Load(), s.steps.Load(), s.deliveries.Load(), s.found.Load(), s.redeliveries.Load(), s.refused.Load(), s.refusedFirst.Load(), strings.Join(parts, " "), s.removalStops.Load(), s.firstFailAt.Load())
+	return fmt.Sprintf("schedules=%d steps=%d deliveries=%d (found stream %d) marked redeliveries=%d refused=%d (first deliveries %d); aligned wakes=%d (batches taken at the deadline %d, refused %d); steps by kind: %s; stops during a removal=%d; first failure at schedule %d",
+		s.schedules.Load(), s.steps.Load(), s.deliveries.Load(), s.found.Load(), s.redeliveries.Load(), s.refused.Load(), s.refusedFirst.Load(), s.alignedArmed.Load(), s.alignedTaken.Load(), s.alignedRefused.Load(), strings.Join(parts, " "), s.removalStops.Load(), s.firstFailAt.Load())
 }
 
 // csimKinds are the schedule's step kinds; rapid favours (and shrinks
 // towards) the first.
 var csimKinds = []string{
 	"advance", "produce", "output", "throttle", "expire", "kill", "pause", "stop", "start",
-	"reshard", "denied", "notfound", "unlist", "recreate",
+	"reshard", "denied", "notfound", "unlist", "recreate", "aligned",
 }
 
 // csimStep is one step of a schedule, drawn before it runs.
@@ -242,6 +246,13 @@ type csimInst struct {
 	// simulation_refuse_test.go); interrupt under the simulation's lock.
 	admitPause atomic.Int64
 	interrupt  context.CancelFunc
+	// deadline is the latest local deadline (Unix ns) the store gave the
+	// instance's leases; storeHold, while not nil, holds its store calls
+	// (under the simulation's lock), and busyUntil (Unix ns) keeps its
+	// pipeline busy (an aligned wake, simulation_aligned_test.go).
+	deadline  atomic.Int64
+	storeHold chan struct{}
+	busyUntil atomic.Int64
 }
 
 // getState and setState read and write state under the simulation's lock:
@@ -478,11 +489,12 @@ type csimStore struct {
 var _ consumer.MarkingStore = (*csimStore)(nil)
 
 func (s *csimStore) Acquire(ctx context.Context, shard, owner string) (consumer.Take, error) {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return consumer.Take{}, err
 	}
 	t, err := s.f.Acquire(ctx, shard, owner)
 	if err == nil {
+		s.in.noteDeadline(t.Lease)
 		s.in.sim.mu.Lock()
 		t.Delivered = s.in.sim.marks[s.st.name+"/"+shard]
 		s.in.sim.mu.Unlock()
@@ -518,21 +530,23 @@ func (s *csimStore) AcquireMany(ctx context.Context, shards []string, owner stri
 var _ consumer.TakesBatcher = (*csimStore)(nil)
 
 func (s *csimStore) Join(ctx context.Context) (time.Duration, error) {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return 0, err
 	}
 	return s.f.Join(ctx)
 }
 
 func (s *csimStore) RenewAll(ctx context.Context, owner string, ls []consumer.Lease) ([]consumer.Lease, []string, error) {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return nil, nil, err
 	}
-	return s.f.RenewAll(ctx, owner, ls)
+	renewed, lost, err := s.f.RenewAll(ctx, owner, ls)
+	s.in.noteDeadline(renewed...)
+	return renewed, lost, err
 }
 
 func (s *csimStore) Release(ctx context.Context, l consumer.Lease) error {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return err
 	}
 	return s.f.Release(ctx, l)
@@ -541,7 +555,7 @@ func (s *csimStore) Release(ctx context.Context, l consumer.Lease) error {
 // Commit checks, under the store's lock, that a commit that lands moves
 // the checkpoint forwards and passes no record that no one delivered.
 func (s *csimStore) Commit(ctx context.Context, l consumer.Lease, p consumer.Position) error {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return err
 	}
 	s.f.Mu.Lock()
@@ -568,7 +582,7 @@ func (s *csimStore) Commit(ctx context.Context, l consumer.Lease, p consumer.Pos
 }
 
 func (s *csimStore) CloseShard(ctx context.Context, l consumer.Lease) error {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return err
 	}
 	s.f.Mu.Lock()
@@ -591,14 +605,14 @@ func (s *csimStore) CloseShard(ctx context.Context, l consumer.Lease) error {
 }
 
 func (s *csimStore) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return consumer.Reseeded{}, err
 	}
 	return s.f.Reseed(ctx, seed)
 }
 
 func (s *csimStore) StreamCreated(ctx context.Context, seen, current time.Time) (bool, error) {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return false, err
 	}
 	cleared, err := s.f.StreamCreated(ctx, seen, current)
@@ -609,70 +623,70 @@ func (s *csimStore) StreamCreated(ctx context.Context, seen, current time.Time) 
 }
 
 func (s *csimStore) ClosedShards(ctx context.Context) (map[string]bool, error) {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return nil, err
 	}
 	return s.f.ClosedShards(ctx)
 }
 
 func (s *csimStore) Prune(ctx context.Context, shards []string) ([]string, error) {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return nil, err
 	}
 	return s.f.Prune(ctx, shards)
 }
 
 func (s *csimStore) Leases(ctx context.Context) (map[string]consumer.LeaseState, error) {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return nil, err
 	}
 	return s.f.Leases(ctx)
 }
 
 func (s *csimStore) Heartbeat(ctx context.Context, member string) error {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return err
 	}
 	return s.f.Heartbeat(ctx, member)
 }
 
 func (s *csimStore) LiveMembers(ctx context.Context) ([]string, error) {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return nil, err
 	}
 	return s.f.LiveMembers(ctx)
 }
 
 func (s *csimStore) RemoveMember(ctx context.Context, member string) error {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return err
 	}
 	return s.f.RemoveMember(ctx, member)
 }
 
 func (s *csimStore) RequestHandoff(ctx context.Context, shard, requester string) error {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return err
 	}
 	return s.f.RequestHandoff(ctx, shard, requester)
 }
 
 func (s *csimStore) HandoffRequests(ctx context.Context, owner string) (map[string]string, error) {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return nil, err
 	}
 	return s.f.HandoffRequests(ctx, owner)
 }
 
 func (s *csimStore) PublishProgress(ctx context.Context, owner string, ps map[string]consumer.Progress) error {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return err
 	}
 	return s.f.PublishProgress(ctx, owner, ps)
 }
 
 func (s *csimStore) ShardLoads(ctx context.Context) (map[string]consumer.ShardLoad, error) {
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		return nil, err
 	}
 	return s.f.ShardLoads(ctx)
@@ -752,6 +766,7 @@ func (s *csim) stopInst(in *csimInst, within time.Duration) error {
 // from now on, its pipeline stops answering.
 func (s *csim) killInst(in *csimInst) {
 	in.dead.Store(true)
+	s.endHold(in, nil)
 	s.wakeInst(in)
 	in.endFollow()
 	in.pipeStop()
@@ -849,6 +864,11 @@ func (s *csim) step(ctx context.Context, st csimStep) {
 				s.pauseInst(in, d)
 			}
 		}
+	case "aligned":
+		if in != nil && in.getState() == "running" {
+			s.stats.alignedArmed.Add(1)
+			s.armAligned(in, csimPeriod/10+st.D)
+		}
 	case "stop":
 		s.softStop(in)
 	case "start":
@@ -905,6 +925,7 @@ func (s *csim) softStop(in *csimInst) {
 		return
 	}
 	stuck := in.stuck.Load()
+	s.endHold(in, nil)
 	removing := csimRemoving(in.c)
 	if len(removing) > 0 {
 		s.stats.removalStops.Add(1)
@@ -988,6 +1009,8 @@ func (s *csim) run(ctx context.Context, steps []csimStep) string {
 			continue
 		}
 		in.admitPause.Store(0)
+		in.busyUntil.Store(0)
+		s.endHold(in, nil)
 		s.wakeInst(in)
 		anyRunning = true
 	}
@@ -1223,4 +1246,5 @@ func TestSimulateConsumer(t *testing.T) {
 		}
 	}
 	checkRefusalsLive(t, stats)
+	checkAlignedLive(t, stats)
 }
