@@ -264,3 +264,54 @@ func TestARoundTakesManyShardsInOneCallEach(t *testing.T) {
 	assert.GreaterOrEqual(t, st.sizes.Load(), int64(shards), "every take goes through the batched call")
 	assert.LessOrEqual(t, st.calls.Load(), int64(4), "%d takes in %d calls: batches of up to %d", st.sizes.Load(), st.calls.Load(), takeBatch)
 }
+
+// hungBatchStore is hungAcquireStore with a batched take (the Redis
+// store's path): one call that never answers until its context ends.
+type hungBatchStore struct {
+	hungAcquireStore
+}
+
+func (s hungBatchStore) AcquireMany(ctx context.Context, shards []string, _ string) []consumer.TakeResult {
+	<-ctx.Done()
+	out := make([]consumer.TakeResult, len(shards))
+	for i, sh := range shards {
+		out[i].Err = fmt.Errorf("acquiring lease for shard %s: %w", sh, ctx.Err())
+	}
+	return out
+}
+
+// TestABatchedTakeThatNeverFinishesWithinTheRoundIsWarned guards the
+// silence of a hung Redis on the batched path: with at most takeBatch free
+// shards a round makes one call, which the deadline cuts short; no take
+// is tried after it, so the round must still note it was cut short and
+// say so at WARN, or the shards stay unread with nothing logged.
+func TestABatchedTakeThatNeverFinishesWithinTheRoundIsWarned(t *testing.T) {
+	t.Parallel()
+	var logs consumertest.SyncBuffer
+	api := consumertest.NewKinesis()
+	for i := range 3 {
+		api.Add(fmt.Sprintf("shardId-%012d", i), &consumertest.KinesisShard{})
+	}
+	cfg := testConfig()
+	// A balancing period long beside the round's time: the round that was
+	// cut short must say so itself, not a later one that finds the shards
+	// free for half a period.
+	cfg.RebalancePeriod = 20 * time.Second
+	st := hungBatchStore{hungAcquireStore{consumertest.NewStore(cfg.LeasePeriod)}}
+	c, err := New(cfg, api, func(string) consumer.Store { return st }, service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil))), nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	assert.Eventually(t, func() bool {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "level=WARN") && strings.Contains(l, "Acquiring") {
+				return true
+			}
+		}
+		return false
+	}, 3*time.Second, 20*time.Millisecond, "no WARN says the takes never finish; the log:\n%s", logs.String())
+}
