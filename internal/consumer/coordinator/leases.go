@@ -62,6 +62,12 @@ func (co *coordinator) takeUpTo(ctx context.Context, ids []string, want int, ev 
 			}
 		}
 	}
+	// The last call may be the one the deadline cut short, with no call
+	// after it to notice (a round's only batch, on a Redis that hangs):
+	// the round must still say it was cut short.
+	if len(taken) < want {
+		ev.outOfTime(ctx)
+	}
 	return taken
 }
 
