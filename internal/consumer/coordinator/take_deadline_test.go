@@ -315,3 +315,42 @@ func TestABatchedTakeThatNeverFinishesWithinTheRoundIsWarned(t *testing.T) {
 		return false
 	}, 3*time.Second, 20*time.Millisecond, "no WARN says the takes never finish; the log:\n%s", logs.String())
 }
+
+// failingBatchStore is a store whose batched take fails as a whole, with
+// one error every result carries (consumer.TakesBatcher), as the Redis
+// store's does when its one script call times out on a slow node.
+type failingBatchStore struct {
+	*consumertest.Store
+	err   error
+	calls atomic.Int64
+}
+
+func (s *failingBatchStore) AcquireMany(_ context.Context, shards []string, _ string) []consumer.TakeResult {
+	s.calls.Add(1)
+	out := make([]consumer.TakeResult, len(shards))
+	for i := range out {
+		out[i].Err = s.err
+	}
+	return out
+}
+
+// TestABatchedTakeThatFailsAsAWholeIsWarnedOnce guards the log flood the
+// batched take could bring back: a call that failed as a whole (a read
+// timeout on a slow Redis, shorter than the round's time) is one failure,
+// warned of once, not once per shard of its batch.
+func TestABatchedTakeThatFailsAsAWholeIsWarnedOnce(t *testing.T) {
+	var logs consumertest.SyncBuffer
+	cfg := testConfig()
+	st := &failingBatchStore{Store: consumertest.NewStore(cfg.LeasePeriod), err: fmt.Errorf("acquiring leases for 100 shards: i/o timeout")}
+	co := &coordinator{c: &Consumer{owner: "me", cfg: cfg, metrics: consumer.NewMetrics(nil)}, store: st,
+		readers: map[string]shardReader{}, listed: map[string]consumer.Shard{},
+		log: service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil)))}
+	var ids []string
+	for i := range takeBatch {
+		ids = append(ids, fmt.Sprintf("shardId-%012d", i))
+	}
+	var ev roundEvents
+	assert.Empty(t, co.takeUpTo(t.Context(), ids, len(ids), &ev))
+	require.Equal(t, int64(1), st.calls.Load())
+	assert.Equal(t, 1, logs.Count("Acquiring the lease failed"), "one WARN for the one failed call: %s", firstLines(logs.String(), "Acquiring", 3))
+}
