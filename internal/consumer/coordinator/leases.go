@@ -44,10 +44,12 @@ const takeBatch = 100
 func (co *coordinator) takeUpTo(ctx context.Context, ids []string, want int, ev *roundEvents) []string {
 	var taken []string
 	tb, batched := co.takesBatcher()
+	tried := false
 	for len(ids) > 0 && len(taken) < want {
 		if ev.outOfTime(ctx) || co.shuttingDown() {
 			break
 		}
+		tried = true
 		if !batched {
 			if co.take(ctx, ids[0]) {
 				taken = append(taken, ids[0])
@@ -73,8 +75,9 @@ func (co *coordinator) takeUpTo(ctx context.Context, ids []string, want int, ev 
 	}
 	// The last call may be the one the deadline cut short, with no call
 	// after it to notice (a round's only batch, on a Redis that hangs):
-	// the round must still say it was cut short.
-	if len(taken) < want {
+	// the round must still say it was cut short. A round with nothing to
+	// try took nothing for want of free shards, not of time.
+	if tried && len(taken) < want {
 		ev.outOfTime(ctx)
 	}
 	return taken

@@ -354,3 +354,17 @@ func TestABatchedTakeThatFailsAsAWholeIsWarnedOnce(t *testing.T) {
 	require.Equal(t, int64(1), st.calls.Load())
 	assert.Equal(t, 1, logs.Count("Acquiring the lease failed"), "one WARN for the one failed call: %s", firstLines(logs.String(), "Acquiring", 3))
 }
+
+// TestARoundWithNoFreeShardIsNotCutShort guards a false alarm of the
+// cut-short note: a round past its deadline that had no free shard to try
+// took nothing for want of shards, not of time, and says nothing.
+func TestARoundWithNoFreeShardIsNotCutShort(t *testing.T) {
+	cfg := testConfig()
+	co := &coordinator{c: &Consumer{owner: "me", cfg: cfg, metrics: consumer.NewMetrics(nil)}, store: consumertest.NewStore(cfg.LeasePeriod),
+		readers: map[string]shardReader{}, listed: map[string]consumer.Shard{}}
+	ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer cancel()
+	var ev roundEvents
+	assert.Empty(t, co.takeUpTo(ctx, nil, 5, &ev))
+	assert.False(t, ev.cutShort, "no take was tried")
+}
