@@ -32,9 +32,9 @@ func TestShippedACLRulesAreExactlyWhatTheCodeRuns(t *testing.T) {
 	}{
 		"connect-kinesis-input": {
 			scripts: append([]string{"permission_check"}, inputScripts...),
-			// A shard's own start (HGET); the replica check and the wait
-			// for replicas (INFO, WAIT).
-			direct: []string{"HGET", "INFO", "WAIT"},
+			// The replica check and the wait for replicas (INFO, WAIT);
+			// a shard's own start comes with its take's script.
+			direct: []string{"INFO", "WAIT"},
 		},
 		"connect-kinesis-viewer": {scripts: viewerScripts, direct: viewerDirect},
 		// A reset, import, delete or restore of marks waits for replicas as

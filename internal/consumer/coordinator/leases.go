@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redpanda-data/benthos/v4/public/service"
+
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/reader"
 )
@@ -42,10 +44,12 @@ const takeBatch = 100
 func (co *coordinator) takeUpTo(ctx context.Context, ids []string, want int, ev *roundEvents) []string {
 	var taken []string
 	tb, batched := co.takesBatcher()
+	tried := false
 	for len(ids) > 0 && len(taken) < want {
 		if ev.outOfTime(ctx) || co.shuttingDown() {
 			break
 		}
+		tried = true
 		if !batched {
 			if co.take(ctx, ids[0]) {
 				taken = append(taken, ids[0])
@@ -56,13 +60,42 @@ func (co *coordinator) takeUpTo(ctx context.Context, ids []string, want int, ev 
 		n := min(len(ids), want-len(taken), takeBatch)
 		batch := ids[:n]
 		ids = ids[n:]
-		for i, r := range tb.AcquireMany(ctx, batch, co.c.owner) {
+		rs := tb.AcquireMany(ctx, batch, co.c.owner)
+		if err := wholeCallErr(rs); err != nil {
+			// One failure of the call, said once rather than once per
+			// shard of its batch.
+			co.warnTake(ctx, co.log.With("shards", len(batch)), err)
+			continue
+		}
+		for i, r := range rs {
 			if co.took(ctx, batch[i], r.Take, r.Err) {
 				taken = append(taken, batch[i])
 			}
 		}
 	}
+	// The last call may be the one the deadline cut short, with no call
+	// after it to notice (a round's only batch, on a Redis that hangs):
+	// the round must still say it was cut short. A round with nothing to
+	// try took nothing for want of free shards, not of time.
+	if tried && len(taken) < want {
+		ev.outOfTime(ctx)
+	}
 	return taken
+}
+
+// wholeCallErr returns the error of a batched take that failed as a whole:
+// every result carries it (consumer.TakesBatcher), while a shard's own
+// failure names its shard. Nil when some shard has an answer of its own.
+func wholeCallErr(rs []consumer.TakeResult) error {
+	if len(rs) < 2 || rs[0].Err == nil {
+		return nil
+	}
+	for _, r := range rs[1:] {
+		if r.Err == nil || r.Err.Error() != rs[0].Err.Error() {
+			return nil
+		}
+	}
+	return rs[0].Err
 }
 
 // takesBatcher returns the store's batched take, when it has one.
@@ -81,11 +114,7 @@ func (co *coordinator) takesBatcher() (consumer.TakesBatcher, bool) {
 // not. It reports whether the shard is now read here.
 func (co *coordinator) took(ctx context.Context, id string, t consumer.Take, err error) bool {
 	if err != nil {
-		// A take its step's own deadline cut short is not a failure of
-		// the store: the round says so once (roundEvents.cutShort).
-		if !errors.Is(err, consumer.ErrLeaseHeld) && !errors.Is(err, consumer.ErrStoreForgot) && ctx.Err() == nil {
-			co.log.With("shard", id).Warnf("Acquiring the lease failed: %v", err)
-		}
+		co.warnTake(ctx, co.log.With("shard", id), err)
 		return false
 	}
 	co.known.take(t)
@@ -119,6 +148,16 @@ func (co *coordinator) took(ctx context.Context, id string, t consumer.Take, err
 		}
 	}()
 	return true
+}
+
+// warnTake warns of a take that failed, unless the lease is live, the
+// store forgot (the re-seed answers it) or the step's own deadline cut it
+// short, which is not a failure of the store: the round says so once
+// (roundEvents.cutShort).
+func (co *coordinator) warnTake(ctx context.Context, log *service.Logger, err error) {
+	if !errors.Is(err, consumer.ErrLeaseHeld) && !errors.Is(err, consumer.ErrStoreForgot) && ctx.Err() == nil {
+		log.Warnf("Acquiring the lease failed: %v", err)
+	}
 }
 
 // firstRead is the earliest moment a reader that took t may call

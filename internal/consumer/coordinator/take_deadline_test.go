@@ -264,3 +264,107 @@ func TestARoundTakesManyShardsInOneCallEach(t *testing.T) {
 	assert.GreaterOrEqual(t, st.sizes.Load(), int64(shards), "every take goes through the batched call")
 	assert.LessOrEqual(t, st.calls.Load(), int64(4), "%d takes in %d calls: batches of up to %d", st.sizes.Load(), st.calls.Load(), takeBatch)
 }
+
+// hungBatchStore is hungAcquireStore with a batched take (the Redis
+// store's path): one call that never answers until its context ends.
+type hungBatchStore struct {
+	hungAcquireStore
+}
+
+func (s hungBatchStore) AcquireMany(ctx context.Context, shards []string, _ string) []consumer.TakeResult {
+	<-ctx.Done()
+	out := make([]consumer.TakeResult, len(shards))
+	for i, sh := range shards {
+		out[i].Err = fmt.Errorf("acquiring lease for shard %s: %w", sh, ctx.Err())
+	}
+	return out
+}
+
+// TestABatchedTakeThatNeverFinishesWithinTheRoundIsWarned guards the
+// silence of a hung Redis on the batched path: with at most takeBatch free
+// shards a round makes one call, which the deadline cuts short; no take
+// is tried after it, so the round must still note it was cut short and
+// say so at WARN, or the shards stay unread with nothing logged.
+func TestABatchedTakeThatNeverFinishesWithinTheRoundIsWarned(t *testing.T) {
+	t.Parallel()
+	var logs consumertest.SyncBuffer
+	api := consumertest.NewKinesis()
+	for i := range 3 {
+		api.Add(fmt.Sprintf("shardId-%012d", i), &consumertest.KinesisShard{})
+	}
+	cfg := testConfig()
+	// A balancing period long beside the round's time: the round that was
+	// cut short must say so itself, not a later one that finds the shards
+	// free for half a period.
+	cfg.RebalancePeriod = 20 * time.Second
+	st := hungBatchStore{hungAcquireStore{consumertest.NewStore(cfg.LeasePeriod)}}
+	c, err := New(cfg, api, func(string) consumer.Store { return st }, service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil))), nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	assert.Eventually(t, func() bool {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "level=WARN") && strings.Contains(l, "Acquiring") {
+				return true
+			}
+		}
+		return false
+	}, 3*time.Second, 20*time.Millisecond, "no WARN says the takes never finish; the log:\n%s", logs.String())
+}
+
+// failingBatchStore is a store whose batched take fails as a whole, with
+// one error every result carries (consumer.TakesBatcher), as the Redis
+// store's does when its one script call times out on a slow node.
+type failingBatchStore struct {
+	*consumertest.Store
+	err   error
+	calls atomic.Int64
+}
+
+func (s *failingBatchStore) AcquireMany(_ context.Context, shards []string, _ string) []consumer.TakeResult {
+	s.calls.Add(1)
+	out := make([]consumer.TakeResult, len(shards))
+	for i := range out {
+		out[i].Err = s.err
+	}
+	return out
+}
+
+// TestABatchedTakeThatFailsAsAWholeIsWarnedOnce guards the log flood the
+// batched take could bring back: a call that failed as a whole (a read
+// timeout on a slow Redis, shorter than the round's time) is one failure,
+// warned of once, not once per shard of its batch.
+func TestABatchedTakeThatFailsAsAWholeIsWarnedOnce(t *testing.T) {
+	var logs consumertest.SyncBuffer
+	cfg := testConfig()
+	st := &failingBatchStore{Store: consumertest.NewStore(cfg.LeasePeriod), err: fmt.Errorf("acquiring leases for 100 shards: i/o timeout")}
+	co := &coordinator{c: &Consumer{owner: "me", cfg: cfg, metrics: consumer.NewMetrics(nil)}, store: st,
+		readers: map[string]shardReader{}, listed: map[string]consumer.Shard{},
+		log: service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil)))}
+	var ids []string
+	for i := range takeBatch {
+		ids = append(ids, fmt.Sprintf("shardId-%012d", i))
+	}
+	var ev roundEvents
+	assert.Empty(t, co.takeUpTo(t.Context(), ids, len(ids), &ev))
+	require.Equal(t, int64(1), st.calls.Load())
+	assert.Equal(t, 1, logs.Count("Acquiring the lease failed"), "one WARN for the one failed call: %s", firstLines(logs.String(), "Acquiring", 3))
+}
+
+// TestARoundWithNoFreeShardIsNotCutShort guards a false alarm of the
+// cut-short note: a round past its deadline that had no free shard to try
+// took nothing for want of shards, not of time, and says nothing.
+func TestARoundWithNoFreeShardIsNotCutShort(t *testing.T) {
+	cfg := testConfig()
+	co := &coordinator{c: &Consumer{owner: "me", cfg: cfg, metrics: consumer.NewMetrics(nil)}, store: consumertest.NewStore(cfg.LeasePeriod),
+		readers: map[string]shardReader{}, listed: map[string]consumer.Shard{}}
+	ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer cancel()
+	var ev roundEvents
+	assert.Empty(t, co.takeUpTo(ctx, nil, 5, &ev))
+	assert.False(t, ev.cutShort, "no take was tried")
+}
