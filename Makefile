@@ -220,6 +220,7 @@ simulate-ci:
 # the store layer first, else the consumer layer. Known defects are
 # tolerated here, so that only the mutant fails a run.
 simulate-mutants:
+	@$(GO) test -tags mutant -count=1 -run '^TestEachLuaMutantSwitchesOffItsOwnGuard$$' $(SIM_PKG) >/dev/null || { echo 'a mutant switches off no guard of its own: go test -tags mutant -run TestEachLuaMutantSwitchesOffItsOwnGuard $(SIM_PKG)'; exit 1; }
 	@printf '%-20s %-7s %-9s %s\n' guard caught layer 'schedules to find it'; status=0; \
 	for m in $(SIM_MUTANTS); do \
 	  layer=store; out=$$(CONNECT_KINESIS_MUTANT=$$m $(GO) test -tags mutant -timeout 30m $(SIM_RUN) -sim.schedules=$(or $(SCHEDULES),2000) $(if $(SEED),-sim.seed=$(SEED)) 2>&1); \
