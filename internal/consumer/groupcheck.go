@@ -157,3 +157,10 @@ type TakeResult struct {
 	Take Take
 	Err  error
 }
+
+// HandoffRequestsBatcher is a Store that asks for several shards' hand-off
+// in one call, each as RequestHandoff would: a member that joined late asks
+// for its whole shortfall, hundreds of shards at 10,000.
+type HandoffRequestsBatcher interface {
+	RequestHandoffs(ctx context.Context, shards []string, requester string) error
+}

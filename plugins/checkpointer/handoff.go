@@ -12,11 +12,31 @@ import (
 // heartbeating, or it is older than consumer.HandoffRequestMaxAge at the
 // balancing period; a newer request replaces it.
 func (s *Store) RequestHandoff(ctx context.Context, shard, requester string) error {
-	if err := requestHandoffScript.Run(ctx, s.c.client, []string{s.keys.Handoff}, shard, requester).Err(); err != nil {
-		return fmt.Errorf("requesting hand-off of shard %s: %w", shard, err)
+	return s.RequestHandoffs(ctx, []string{shard}, requester)
+}
+
+// RequestHandoffs asks for each of shards as RequestHandoff does, in one
+// round trip (consumer.HandoffRequestsBatcher).
+func (s *Store) RequestHandoffs(ctx context.Context, shards []string, requester string) error {
+	if len(shards) == 0 {
+		return nil
+	}
+	what := "requesting hand-off of shard " + shards[0]
+	if len(shards) > 1 {
+		what = fmt.Sprintf("requesting hand-off of %d shards", len(shards))
+	}
+	args := make([]any, 0, 1+len(shards))
+	args = append(args, requester)
+	for _, sh := range shards {
+		args = append(args, sh)
+	}
+	if err := requestHandoffScript.Run(ctx, s.c.client, []string{s.keys.Handoff}, args...).Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
+
+var _ consumer.HandoffRequestsBatcher = (*Store)(nil)
 
 // HandoffRequests returns shard -> requester for the live leases owner holds
 // that a live member asked for within the request's lifetime.

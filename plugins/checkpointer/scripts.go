@@ -202,7 +202,8 @@ var liveMembersScript = newScript("live_members")
 // removeMemberScript: KEYS members; ARGV member.
 var removeMemberScript = newScript("remove_member")
 
-// requestHandoffScript: KEYS handoff; ARGV shard, requester.
+// requestHandoffScript: KEYS handoff; ARGV requester, then one or more
+// shards, each asked for as of now.
 // Value: "<requester>|<requestedAtMillis>".
 var requestHandoffScript = newScript("request_handoff")
 

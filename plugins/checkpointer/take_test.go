@@ -138,3 +138,31 @@ func TestIntegrationAcquireManyTakesEachShardAsAcquireWould(t *testing.T) {
 	assert.False(t, leases["free-2"].Expired)
 	assert.Equal(t, "a", leases["free-2"].Owner)
 }
+
+// A member short of its share asks for every shard of its shortfall in one
+// round trip (RequestHandoffs), each request as RequestHandoff makes it: the
+// holder reads them all as the requester's. Guards the batched request of
+// issue 61's 10,000-shard start.
+func TestIntegrationRequestHandoffsAsksForEveryShardInOneCall(t *testing.T) {
+	t.Parallel()
+	red := testenv.NewRedis(t)
+	cp, hook := countedCheckpointer(t, red.URL(), t.Name())
+	s := cp.Stream("arn:aws:kinesis:us-east-1:000000000000:stream/s")
+	ctx := t.Context()
+	_, err := s.Join(ctx)
+	require.NoError(t, err)
+	shards := []string{"s-1", "s-2", "s-3"}
+	for _, sh := range append(shards, "s-4") {
+		_, err := s.Acquire(ctx, sh, "holder")
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Heartbeat(ctx, "asker"))
+	// The script's first call loads it (NOSCRIPT, then EVAL).
+	require.NoError(t, s.RequestHandoff(ctx, "s-4", "asker"))
+	before := hook.n.Load()
+	require.NoError(t, s.RequestHandoffs(ctx, shards, "asker"))
+	assert.Equal(t, int64(1), hook.n.Load()-before, "three requests are one round trip")
+	got, err := s.HandoffRequests(ctx, "holder")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"s-1": "asker", "s-2": "asker", "s-3": "asker", "s-4": "asker"}, got)
+}

@@ -61,23 +61,46 @@ func (co *coordinator) askForHandOff(ctx context.Context, ready []string, leases
 	owners := slices.Sorted(maps.Keys(here))
 	// Most loaded first; ties by id, so the order is the same everywhere.
 	slices.SortStableFunc(owners, func(a, b string) int { return held[b] - held[a] })
-	want, asked := share-mine, 0
+	want := share - mine
+	var ask []string
 	for _, m := range owners {
 		if want <= 0 || held[m]-mine < 2 {
 			break
 		}
 		shards := here[m]
 		rand.Shuffle(len(shards), func(i, j int) { shards[i], shards[j] = shards[j], shards[i] })
-		for _, shard := range shards[:min(want, max(held[m]-share, 1), len(shards))] {
-			if err := co.store.RequestHandoff(ctx, shard, co.c.owner); err != nil {
-				co.log.Warnf("Requesting hand-off of shard %s failed: %v", shard, err)
-				return asked
-			}
-			want--
-			asked++
+		n := min(want, max(held[m]-share, 1), len(shards))
+		ask = append(ask, shards[:n]...)
+		want -= n
+	}
+	return co.requestHandoffs(ctx, ask)
+}
+
+// requestHandoffs asks for shards' hand-off, in one call where the store
+// can (consumer.HandoffRequestsBatcher), and returns how many it asked for.
+// A failure is warned of once.
+func (co *coordinator) requestHandoffs(ctx context.Context, shards []string) int {
+	if len(shards) == 0 {
+		return 0
+	}
+	var s consumer.Store = co.store
+	if w, ok := s.(forgetWatch); ok {
+		s = w.Store
+	}
+	if b, ok := s.(consumer.HandoffRequestsBatcher); ok {
+		if err := b.RequestHandoffs(ctx, shards, co.c.owner); err != nil {
+			co.log.Warnf("Requesting hand-off of %d shards failed: %v", len(shards), err)
+			return 0
+		}
+		return len(shards)
+	}
+	for i, shard := range shards {
+		if err := co.store.RequestHandoff(ctx, shard, co.c.owner); err != nil {
+			co.log.Warnf("Requesting hand-off of shard %s failed: %v", shard, err)
+			return i
 		}
 	}
-	return asked
+	return len(shards)
 }
 
 // shuttingDown says the instance is stopping (shutdown began), as opposed

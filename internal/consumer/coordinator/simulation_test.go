@@ -504,11 +504,12 @@ func (s *csimStore) Acquire(ctx context.Context, shard, owner string) (consumer.
 }
 
 // AcquireMany is the batched take (consumer.TakesBatcher), one call held
-// while the instance is paused as the Redis store's one script call is,
-// so that the simulation runs the coordinator's batched path.
+// while the instance is paused or its store unreachable, as the Redis
+// store's one script call is, so that the simulation runs the
+// coordinator's batched path.
 func (s *csimStore) AcquireMany(ctx context.Context, shards []string, owner string) []consumer.TakeResult {
 	out := make([]consumer.TakeResult, len(shards))
-	if err := s.in.gate(ctx); err != nil {
+	if err := s.in.storeGate(ctx); err != nil {
 		for i := range out {
 			out[i].Err = err
 		}
@@ -517,6 +518,7 @@ func (s *csimStore) AcquireMany(ctx context.Context, shards []string, owner stri
 	for i, shard := range shards {
 		t, err := s.f.Acquire(ctx, shard, owner)
 		if err == nil {
+			s.in.noteDeadline(t.Lease)
 			s.in.sim.mu.Lock()
 			t.Delivered = s.in.sim.marks[s.st.name+"/"+shard]
 			s.in.sim.mu.Unlock()
@@ -670,6 +672,22 @@ func (s *csimStore) RequestHandoff(ctx context.Context, shard, requester string)
 	}
 	return s.f.RequestHandoff(ctx, shard, requester)
 }
+
+// RequestHandoffs is the batched request (consumer.HandoffRequestsBatcher),
+// one call as the Redis store's.
+func (s *csimStore) RequestHandoffs(ctx context.Context, shards []string, requester string) error {
+	if err := s.in.storeGate(ctx); err != nil {
+		return err
+	}
+	for _, shard := range shards {
+		if err := s.f.RequestHandoff(ctx, shard, requester); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var _ consumer.HandoffRequestsBatcher = (*csimStore)(nil)
 
 func (s *csimStore) HandoffRequests(ctx context.Context, owner string) (map[string]string, error) {
 	if err := s.in.storeGate(ctx); err != nil {

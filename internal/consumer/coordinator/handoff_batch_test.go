@@ -1,0 +1,77 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
+)
+
+// batchedHandoffStore is the fake store with a batched hand-off request,
+// counting its calls.
+type batchedHandoffStore struct {
+	*consumertest.Store
+	calls, single atomic.Int64
+}
+
+func (s *batchedHandoffStore) RequestHandoffs(ctx context.Context, shards []string, requester string) error {
+	s.calls.Add(1)
+	for _, sh := range shards {
+		if err := s.Store.RequestHandoff(ctx, sh, requester); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *batchedHandoffStore) RequestHandoff(ctx context.Context, shard, requester string) error {
+	s.single.Add(1)
+	return s.Store.RequestHandoff(ctx, shard, requester)
+}
+
+// TestAMemberShortOfItsShareAsksForItInOneCall guards the balancing of
+// issue 61's 10,000-shard start: a member that joined late asks for its
+// whole shortfall, and one store call a shard let the round's deadline (a
+// third of lease.period) pass after a few dozen on a loaded Redis ("Requesting
+// hand-off of shard … context deadline exceeded", 58 times in one run), so
+// the last members took minutes to reach their share. With a store that
+// batches, the shortfall is one call.
+func TestAMemberShortOfItsShareAsksForItInOneCall(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	st := &batchedHandoffStore{Store: consumertest.NewStore(cfg.LeasePeriod)}
+	co := &coordinator{c: &Consumer{owner: "me", cfg: cfg, metrics: consumer.NewMetrics(nil)}, store: st, readers: map[string]shardReader{}}
+	leases := map[string]consumer.LeaseState{}
+	var ready []string
+	for i := range 300 {
+		id := fmt.Sprintf("shardId-%012d", i)
+		ready = append(ready, id)
+		owner := "x"
+		if i >= 200 {
+			owner = "y"
+		}
+		leases[id] = consumer.LeaseState{Lease: consumer.Lease{Shard: id, Owner: owner}}
+	}
+	slices.Sort(ready)
+	// x holds 200 and y 100 of a share of 100 each: x is asked for its
+	// 100 above share.
+	asked := co.askForHandOff(t.Context(), ready, leases, map[string]int{"x": 200, "y": 100}, 0, 100)
+	assert.Equal(t, 100, asked)
+	assert.Equal(t, int64(1), st.calls.Load(), "the whole shortfall in one call")
+	assert.Zero(t, st.single.Load())
+	st.Mu.Lock()
+	defer st.Mu.Unlock()
+	n := 0
+	for id, req := range st.Handoff {
+		assert.Equal(t, "me", req)
+		assert.Equal(t, "x", leases[id].Owner, "only the member above its share is asked")
+		n++
+	}
+	assert.Equal(t, 100, n)
+}
