@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,8 @@ type scaleFlags struct {
 	// run's folder (configs, logs) whatever the outcome.
 	nodeTimeout time.Duration
 	keep        bool
+	// nice is the instances' nice value (see the flag).
+	nice int
 }
 
 const (
@@ -78,6 +81,7 @@ func runScale(ctx context.Context, args []string) (err error) {
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "longest wait for every shard owned and balanced, and for the keyed load's delivery")
 	fs.DurationVar(&f.stepTimeout, "step-timeout", time.Minute, "longest wait, per restart of the rolling restart, for the group to be balanced by count again (lease.balance load evens bytes, not counts, so it may not be)")
 	fs.DurationVar(&f.nodeTimeout, "cluster-node-timeout", 15*time.Second, "cluster-node-timeout of the Redis Cluster: Redis's default; at 2 s a master slowed by the run's load is failed over mid-measurement (CLUSTERDOWN)")
+	fs.IntVar(&f.nice, "nice", 10, "nice value of the instances, below the Redis nodes and the Kinesis simulator, which stand in for services on hosts of their own: with more instances than cores at 0, Redis gets a thread's share of the CPU, its calls outlast the renewals' time and whole instances' leases lapse")
 	fs.BoolVar(&f.keep, "keep", false, "keep the run's folder (each process's config and log) after a passing run too; a failing run always keeps it")
 	fs.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of the first process over the one stream's idle window to this file (its http server's pprof endpoint, on a free loopback port)")
 	if err := fs.Parse(args); err != nil {
@@ -173,6 +177,7 @@ type scaleProc struct {
 	outs        []string // one per start, the current last
 	cmd         *exec.Cmd
 	done        chan struct{}
+	nice        int
 }
 
 // scaleYAML is an input process: every record's data becomes a line of
@@ -205,6 +210,7 @@ func newScaleProc(dir, bin string, i int, stream, group, endpoint string, red *s
 		owner: fmt.Sprintf("bench-%s-%d", group, i+1),
 		dir:   dir,
 		bin:   bin,
+		nice:  f.nice,
 	}
 	p.conf = filepath.Join(dir, p.name+".yaml")
 	p.log = filepath.Join(dir, p.name+".log")
@@ -238,6 +244,10 @@ func (p *scaleProc) start() error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(p.bin, "-c", p.conf)
+	if p.nice != 0 {
+		// nice execs the binary, so the PID (and every signal) is its.
+		cmd = exec.Command("nice", "-n", strconv.Itoa(p.nice), p.bin, "-c", p.conf)
+	}
 	cmd.Env = append(os.Environ(), "OUT_FILE="+out)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
