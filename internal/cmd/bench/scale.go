@@ -126,12 +126,21 @@ func runScale(ctx context.Context, args []string) (err error) {
 	env := &scaleEnv{f: f, dir: dir, kin: kin, red: red}
 	defer env.stopAll()
 	var t scaleTable
-	if err := env.oneStream(ctx, &t); err != nil {
+	// A run stopped early (a phase's timeout, an interrupt) still prints
+	// the phases it measured: at the target size the whole run is long.
+	partial := func(err error) error {
+		if t.one != nil || t.oneIdle != nil || t.failover != nil {
+			fmt.Fprintf(os.Stderr, "bench scale: stopped early (%v); the phases measured so far:\n", err)
+			printScaleTable(f, kin, &t)
+		}
 		return err
+	}
+	if err := env.oneStream(ctx, &t); err != nil {
+		return partial(err)
 	}
 	if f.streams > 0 {
 		if err := env.manyStreams(ctx, &t); err != nil {
-			return err
+			return partial(err)
 		}
 	}
 	printScaleTable(f, kin, &t)
