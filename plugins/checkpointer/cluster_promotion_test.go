@@ -1,0 +1,67 @@
+package checkpointer
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
+)
+
+// TestIntegrationClusterStoreFollowsAPromotionOfItsMastersReplica guards
+// the defect the failover-cluster soak classes found: with kind cluster,
+// after the master holding a group's slot died and its replica took the
+// slot over, the store kept dialling the dead master, its calls failing,
+// until go-redis reloaded its slot map on its own (every 60 s by
+// default) or a node answered MOVED: in the soak the instances reached the
+// promoted replica 18 s and 33 s after promotions, their leases long
+// lapsed. A failed call must make the next ones find the new master.
+func TestIntegrationClusterStoreFollowsAPromotionOfItsMastersReplica(t *testing.T) {
+	t.Parallel()
+	cluster := testenv.NewRedisClusterWithReplicas(t)
+	cfg := testConfig(backend{url: cluster.URL(), kind: KindCluster}, "promotion")
+	cfg.LeasePeriod = 30 * time.Second
+	cfg.MinReplicasToAck = 0
+	c, err := New(t.Context(), cfg, nil, nil)
+	require.NoError(t, err)
+	defer c.Close()
+	s := c.Stream("orders")
+	ctx := t.Context()
+	l, err := leaseOf(s.Acquire(ctx, "shardId-000000000000", "a"))
+	require.NoError(t, err)
+	require.NoError(t, s.Commit(ctx, l, consumer.Position{Sequence: "41"}))
+
+	cc := cluster.Client()
+	defer cc.Close()
+	master, err := cc.MasterForKey(ctx, s.Keys().Leases)
+	require.NoError(t, err)
+	replica, err := cluster.ReplicaOf(ctx, master.Options().Addr)
+	require.NoError(t, err)
+	for _, n := range cluster.Nodes {
+		if n.Addr == master.Options().Addr {
+			n.Kill()
+		}
+	}
+	rc := replica.Client()
+	defer rc.Close()
+	require.Eventually(t, func() bool {
+		_ = rc.Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err()
+		nodes, err := rc.ClusterNodes(ctx).Result()
+		return err == nil && strings.Contains(nodes, "myself,master")
+	}, 30*time.Second, 500*time.Millisecond, "the replica takes the slots over")
+	promoted := time.Now()
+
+	// The dead master stays dead, so no node answers MOVED for its slots.
+	var lastErr error
+	for time.Since(promoted) < 10*time.Second {
+		if _, lastErr = s.Checkpoints(ctx); lastErr == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.NoError(t, lastErr, "the store still failed %v after the replica took the slots over", time.Since(promoted).Round(100*time.Millisecond))
+	t.Logf("the store reached the promoted replica %v after the takeover", time.Since(promoted).Round(100*time.Millisecond))
+}
