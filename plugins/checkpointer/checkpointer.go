@@ -63,6 +63,7 @@ func New(ctx context.Context, cfg Config, log *service.Logger, metrics *service.
 	client.AddHook(hook)
 	if cl, ok := client.(*redis.ClusterClient); ok {
 		cl.OnNewNode(func(n *redis.Client) { n.AddHook(hook) })
+		cl.AddHook(clusterReloadHook{client: cl})
 	}
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
