@@ -36,16 +36,21 @@ func StartRedisClusterSeeds(ctx context.Context) (seeds []string, stop func(), e
 
 // StartRedisClusterWithReplicas starts a Redis Cluster of three masters,
 // each with one replica, and waits until every master sees its replica
-// online. Close stops it.
-func StartRedisClusterWithReplicas(ctx context.Context) (*RedisCluster, error) {
+// online. opts shape every node (ShippedACL, AppendOnly); cluster mode is
+// added to their Args. Close stops it.
+func StartRedisClusterWithReplicas(ctx context.Context, opts ...RedisOptions) (*RedisCluster, error) {
+	var o RedisOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	if _, err := lookPath("redis-cli"); err != nil {
 		return nil, err
 	}
 	c := &RedisCluster{}
 	for range 6 {
-		n, err := StartRedis(ctx, RedisOptions{Args: []string{
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
-		}})
+		no := o
+		no.Args = append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"}, o.Args...)
+		n, err := StartRedis(ctx, no)
 		if err != nil {
 			c.Close()
 			return nil, err
