@@ -22,17 +22,8 @@ import (
 func TestIntegrationClusterStoreFollowsAPromotionOfItsMastersReplica(t *testing.T) {
 	t.Parallel()
 	cluster := testenv.NewRedisClusterWithReplicas(t)
-	cfg := testConfig(backend{url: cluster.URL(), kind: KindCluster}, "promotion")
-	cfg.LeasePeriod = 30 * time.Second
-	cfg.MinReplicasToAck = 0
-	c, err := New(t.Context(), cfg, nil, nil)
-	require.NoError(t, err)
-	defer c.Close()
-	s := c.Stream("orders")
+	s, _ := clusterStoreWithCommit(t, cluster, "promotion", func(cfg *Config) { cfg.MinReplicasToAck = 0 })
 	ctx := t.Context()
-	l, err := leaseOf(s.Acquire(ctx, "shardId-000000000000", "a"))
-	require.NoError(t, err)
-	require.NoError(t, s.Commit(ctx, l, consumer.Position{Sequence: "41"}))
 
 	cc := cluster.Client()
 	defer cc.Close()
@@ -64,4 +55,22 @@ func TestIntegrationClusterStoreFollowsAPromotionOfItsMastersReplica(t *testing.
 	}
 	require.NoError(t, lastErr, "the store still failed %v after the replica took the slots over", time.Since(promoted).Round(100*time.Millisecond))
 	t.Logf("the store reached the promoted replica %v after the takeover", time.Since(promoted).Round(100*time.Millisecond))
+}
+
+// clusterStoreWithCommit opens the store of stream "orders" of group on a
+// Cluster (kind cluster, a 30 s lease, then tune), and commits 41 on
+// shard 0 under a lease it returns. The store closes when the test ends.
+func clusterStoreWithCommit(t *testing.T, cluster *testenv.RedisCluster, group string, tune func(*Config)) (*Store, consumer.Lease) {
+	t.Helper()
+	cfg := testConfig(backend{url: cluster.URL(), kind: KindCluster}, group)
+	cfg.LeasePeriod = 30 * time.Second
+	tune(&cfg)
+	c, err := New(t.Context(), cfg, nil, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	s := c.Stream("orders")
+	l, err := leaseOf(s.Acquire(t.Context(), "shardId-000000000000", "a"))
+	require.NoError(t, err)
+	require.NoError(t, s.Commit(t.Context(), l, consumer.Position{Sequence: "41"}))
+	return s, l
 }
