@@ -24,10 +24,61 @@ func TestIntegrationClusterStoreFollowsAPromotionOfItsMastersReplica(t *testing.
 	cluster := testenv.NewRedisClusterWithReplicas(t)
 	s, _ := clusterStoreWithCommit(t, cluster, "promotion", func(cfg *Config) { cfg.MinReplicasToAck = 0 })
 	ctx := t.Context()
+	promoted := killMasterAndTakeOver(t, cluster, s.Keys().Leases)
 
+	// The dead master stays dead, so no node answers MOVED for its slots.
+	var lastErr error
+	for time.Since(promoted) < 10*time.Second {
+		if _, lastErr = s.Checkpoints(ctx); lastErr == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.NoError(t, lastErr, "the store still failed %v after the replica took the slots over", time.Since(promoted).Round(100*time.Millisecond))
+	t.Logf("the store reached the promoted replica %v after the takeover", time.Since(promoted).Round(100*time.Millisecond))
+}
+
+// TestIntegrationClusterWaitedCommitFollowsAPromotion guards the waited
+// write's side of the Cluster store's reload after an unanswered call: a
+// commit that waits for a replica (min_replicas_to_ack automatic, the
+// default: 1 while the master had one) writes on a connection of the
+// master's node client, not through the cluster client, so its failures
+// on the dead master asked for no reload, and a store whose only calls
+// were such writes (commits, closes, delivery marks) went on dialling the
+// dead master until go-redis's own reload a minute later.
+func TestIntegrationClusterWaitedCommitFollowsAPromotion(t *testing.T) {
+	t.Parallel()
+	cluster := testenv.NewRedisClusterWithReplicas(t)
+	s, l := clusterStoreWithCommit(t, cluster, "promotion-waited", func(cfg *Config) {
+		cfg.MinReplicasToAck = AutoReplicas
+		cfg.ReplicaAckTimeout = 2 * time.Second
+	})
+	ctx := t.Context()
+	promoted := killMasterAndTakeOver(t, cluster, s.Keys().Leases)
+
+	// The promoted replica has no replica of its own: the first commit
+	// there is refused for want of one (ErrNotReplicated), and the next
+	// asks the master again and waits for none.
+	var lastErr error
+	for time.Since(promoted) < 20*time.Second {
+		if lastErr = s.Commit(ctx, l, consumer.Position{Sequence: "42"}); lastErr == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.NoError(t, lastErr, "the commit still failed %v after the replica took the slots over", time.Since(promoted).Round(100*time.Millisecond))
+	t.Logf("the commit reached the promoted replica %v after the takeover", time.Since(promoted).Round(100*time.Millisecond))
+}
+
+// killMasterAndTakeOver SIGKILLs the master serving key's slot and has its
+// replica take the slots over (CLUSTER FAILOVER TAKEOVER); it returns when
+// the replica calls itself the master.
+func killMasterAndTakeOver(t *testing.T, cluster *testenv.RedisCluster, key string) time.Time {
+	t.Helper()
+	ctx := t.Context()
 	cc := cluster.Client()
 	defer cc.Close()
-	master, err := cc.MasterForKey(ctx, s.Keys().Leases)
+	master, err := cc.MasterForKey(ctx, key)
 	require.NoError(t, err)
 	replica, err := cluster.ReplicaOf(ctx, master.Options().Addr)
 	require.NoError(t, err)
@@ -43,18 +94,7 @@ func TestIntegrationClusterStoreFollowsAPromotionOfItsMastersReplica(t *testing.
 		nodes, err := rc.ClusterNodes(ctx).Result()
 		return err == nil && strings.Contains(nodes, "myself,master")
 	}, 30*time.Second, 500*time.Millisecond, "the replica takes the slots over")
-	promoted := time.Now()
-
-	// The dead master stays dead, so no node answers MOVED for its slots.
-	var lastErr error
-	for time.Since(promoted) < 10*time.Second {
-		if _, lastErr = s.Checkpoints(ctx); lastErr == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	require.NoError(t, lastErr, "the store still failed %v after the replica took the slots over", time.Since(promoted).Round(100*time.Millisecond))
-	t.Logf("the store reached the promoted replica %v after the takeover", time.Since(promoted).Round(100*time.Millisecond))
+	return time.Now()
 }
 
 // clusterStoreWithCommit opens the store of stream "orders" of group on a
