@@ -106,31 +106,7 @@ func TestIntegrationSoakFailover(t *testing.T) {
 	}
 	for _, class := range []string{chaos.ClassFailoverAcked, chaos.ClassFailoverUnacked} {
 		t.Run(class, func(t *testing.T) {
-			var started startedPIDs
-			var report strings.Builder
-			dir := t.TempDir()
-			v, err := chaos.RunSoak(t.Context(), chaos.SoakConfig{
-				Binary: binary, Dir: dir, Seed: 5, Duration: 2 * time.Minute,
-				Classes: []string{class, chaos.ClassKill}, Logf: t.Logf, Out: &report, Started: func(pid int) { started.add(pid) },
-			})
-			started.assertGone(t)
-			testenv.Require(t, "running the soak", err)
-			t.Logf("soak report:\n%s", report.String())
-			fmt.Println(v.Line())
-			assert.Contains(t, report.String(), class+": promoted in", "no promotion ran")
-			// The verdict's bounds are the same with either
-			// min_replicas_to_ack (the promoted replica's checkpoints,
-			// with the lag's named or not), so the instances' own logs
-			// show which ran: with 1, commits waited for the replica and
-			// some were refused while the new master had none (each
-			// promotion until the old master is back); with 0, none.
-			refused := notReplicatedCommits(t, dir)
-			if class == chaos.ClassFailoverAcked {
-				assert.Positive(t, refused, "min_replicas_to_ack 1: no commit was refused for want of the replica")
-			} else {
-				assert.Zero(t, refused, "min_replicas_to_ack 0: a commit waited for the replica")
-			}
-			assert.True(t, v.Pass(), "%s\nfirst invariant broken: %s", v.Line(), v.First)
+			runPromotionSoak(t, class, "", class == chaos.ClassFailoverAcked)
 		})
 	}
 }
@@ -151,32 +127,86 @@ func TestIntegrationSoakSentinelFailover(t *testing.T) {
 	}
 	for _, class := range []string{chaos.ClassFailoverSentinelAcked, chaos.ClassFailoverSentinelUnacked} {
 		t.Run(class, func(t *testing.T) {
-			var started startedPIDs
-			var report strings.Builder
-			dir := t.TempDir()
-			v, err := chaos.RunSoak(t.Context(), chaos.SoakConfig{
-				Binary: binary, Dir: dir, Seed: 5, Duration: 2 * time.Minute,
-				Classes: []string{class, chaos.ClassKill}, Logf: t.Logf, Out: &report, Started: func(pid int) { started.add(pid) },
-			})
-			started.assertGone(t)
-			testenv.Require(t, "running the soak", err)
-			t.Logf("soak report:\n%s", report.String())
-			fmt.Println(v.Line())
-			assert.Contains(t, report.String(), class+": promoted by the Sentinel in", "no promotion ran")
+			dir := runPromotionSoak(t, class, "the Sentinel", class == chaos.ClassFailoverSentinelAcked)
 			sentinelLog, err := os.ReadFile(filepath.Join(dir, "redis-sentinel.log"))
 			testenv.Require(t, "reading the Sentinel's log", err)
 			assert.Contains(t, string(sentinelLog), "+switch-master", "the Sentinel did not switch the master")
-			assert.Contains(t, report.String(), class+": the instances reached the new master", "the instances did not follow the Sentinel")
-			assert.NotContains(t, report.String(), "no instance reached the new master")
-			refused := notReplicatedCommits(t, dir)
-			if class == chaos.ClassFailoverSentinelAcked {
-				assert.Positive(t, refused, "min_replicas_to_ack 1: no commit was refused for want of the replica")
-			} else {
-				assert.Zero(t, refused, "min_replicas_to_ack 0: a commit waited for the replica")
-			}
-			assert.True(t, v.Pass(), "%s\nfirst invariant broken: %s", v.Line(), v.First)
 		})
 	}
+}
+
+// TestIntegrationSoakClusterFailover runs a 2-minute soak of each
+// failover-cluster class with kills: the instances reach a Redis Cluster
+// of three masters with one replica each (checkpoint.redis kind cluster),
+// and the replica of the master holding the first stream's keys takes its
+// slots over under load (CLUSTER FAILOVER TAKEOVER) once that master is
+// SIGKILLed with the replication it held. It asserts that the promotion
+// was the Cluster's (the takeover in the promoted node's log), that the
+// instances ran their scripts on the promoted node, the
+// min_replicas_to_ack in force, that no node or instance outlives the run,
+// and the verdict, whose bounds are those of the failover classes.
+func TestIntegrationSoakClusterFailover(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("two 2-minute soaks; skipped with -short")
+	}
+	for _, class := range []string{chaos.ClassFailoverClusterAcked, chaos.ClassFailoverClusterUnacked} {
+		t.Run(class, func(t *testing.T) {
+			dir := runPromotionSoak(t, class, "a Cluster failover (CLUSTER FAILOVER TAKEOVER)", class == chaos.ClassFailoverClusterAcked)
+			logs, err := filepath.Glob(filepath.Join(dir, "redis-cluster-*.log"))
+			testenv.Require(t, "listing the cluster nodes' logs", err)
+			assert.Len(t, logs, 6, "every node's log is kept")
+			tookOver := false
+			for _, f := range logs {
+				b, err := os.ReadFile(f)
+				testenv.Require(t, "reading a node's log", err)
+				tookOver = tookOver || strings.Contains(string(b), "Taking over the master")
+			}
+			assert.True(t, tookOver, "no node's log shows the takeover")
+		})
+	}
+}
+
+// runPromotionSoak runs a 2-minute soak of class, a failover class whose
+// promotion by names ("" for the soak's own, whose front proxy carries
+// the clients over), with kills at seed 5, and asserts what such a run
+// promises: no process it started outlives it, the report has the
+// promotion (and the instances' scripts on the new master, which they
+// found themselves), and the verdict passes. The verdict's bounds are the
+// same with either min_replicas_to_ack (the promoted replica's
+// checkpoints, with the lag's named or not), so the instances' own logs
+// show which ran: with 1 (acked), commits waited for the replica and some
+// were refused while the new master had none (each promotion until the
+// old master is back); with 0, none. It prints the verdict line and
+// returns the run's folder for the class's own checks.
+func runPromotionSoak(t *testing.T, class, by string, acked bool) string {
+	t.Helper()
+	var started startedPIDs
+	var report strings.Builder
+	dir := t.TempDir()
+	v, err := chaos.RunSoak(t.Context(), chaos.SoakConfig{
+		Binary: binary, Dir: dir, Seed: 5, Duration: 2 * time.Minute,
+		Classes: []string{class, chaos.ClassKill}, Logf: t.Logf, Out: &report, Started: func(pid int) { started.add(pid) },
+	})
+	started.assertGone(t)
+	testenv.Require(t, "running the soak", err)
+	t.Logf("soak report:\n%s", report.String())
+	fmt.Println(v.Line())
+	if by == "" {
+		assert.Contains(t, report.String(), class+": promoted in", "no promotion ran")
+	} else {
+		assert.Contains(t, report.String(), class+": promoted by "+by+" in", "no promotion ran")
+		assert.Contains(t, report.String(), class+": the instances reached the new master", "the instances did not follow the promotion")
+		assert.NotContains(t, report.String(), "no instance reached the new master")
+	}
+	refused := notReplicatedCommits(t, dir)
+	if acked {
+		assert.Positive(t, refused, "min_replicas_to_ack 1: no commit was refused for want of the replica")
+	} else {
+		assert.Zero(t, refused, "min_replicas_to_ack 0: a commit waited for the replica")
+	}
+	assert.True(t, v.Pass(), "%s\nfirst invariant broken: %s", v.Line(), v.First)
+	return dir
 }
 
 // notReplicatedCommits counts the lines of the instances' logs in dir

@@ -5,6 +5,9 @@ import (
 	"context"
 	"os"
 	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
@@ -23,7 +26,7 @@ const refusalMark = "lack of permission"
 // restart) and the instances' log lines reporting one (which outlive a
 // restart), at most maxProblems.
 func (r *runner) aclRefusals(ctx context.Context) ([]string, error) {
-	out, err := testenv.ACLDenials(ctx, r.rc)
+	out, err := r.aclLog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -46,4 +49,23 @@ func (r *runner) aclRefusals(ctx context.Context) ([]string, error) {
 		f.Close()
 	}
 	return out, nil
+}
+
+// aclLog reads the ACL LOG of the run's Redis: of every node of a Cluster
+// (each logs only what it refused).
+func (r *runner) aclLog(ctx context.Context) ([]string, error) {
+	cc, ok := r.rc.(*redis.ClusterClient)
+	if !ok {
+		return testenv.ACLDenials(ctx, r.rc)
+	}
+	var mu sync.Mutex
+	var out []string
+	err := cc.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error {
+		d, err := testenv.ACLDenials(ctx, c)
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, d...)
+		return err
+	})
+	return out, err
 }

@@ -118,7 +118,7 @@ type runner struct {
 	patience   time.Duration
 	kc         *kinesis.Client
 	store      *checkpointer.Store
-	rc         *redis.Client
+	rc         redis.UniversalClient
 
 	mu        sync.Mutex
 	instances map[string]*incarnation // live incarnation per instance name

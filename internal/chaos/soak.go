@@ -225,12 +225,16 @@ type soak struct {
 	// each promotion, under redisMu.
 	failoverOn  bool
 	minReplicas int
-	// viaSentinel is set with the failover-sentinel classes: the
-	// instances and the soak's client reach the master through sentinel,
-	// which promotes the replica (soak_sentinel.go); there is no front.
-	viaSentinel bool
+	// promoter is who promotes the replica. With the failover-sentinel
+	// classes the instances and the soak's client reach the master through
+	// sentinel, which promotes the replica (soak_sentinel.go); there is no
+	// front. With the failover-cluster ones they reach cluster, a Redis
+	// Cluster, through its slot map (soak_cluster.go); red and replica are
+	// nil there, and no front either.
+	promoter    promoter
 	sentinel    *testenv.Sentinel
 	sentinelDir string
+	cluster     *testenv.RedisCluster
 	replica     *testenv.Redis
 	replLink    *testenv.TCPProxy
 	redisFront  *testenv.TCPProxy
@@ -292,11 +296,16 @@ func RunSoak(ctx context.Context, sc SoakConfig) (Verdict, error) {
 		rng:       rand.New(rand.NewPCG(sc.Seed, sc.Seed+1)),
 		instances: map[string]*incarnation{}, counter: map[string]int{},
 	}
-	s.minReplicas, s.viaSentinel, s.failoverOn = failoverMode(on, sc.Seed)
-	if s.viaSentinel && on[ClassRedisCut] {
+	s.minReplicas, s.promoter, s.failoverOn = failoverMode(on, sc.Seed)
+	if s.promoter == promoterSentinel && on[ClassRedisCut] {
 		// The Sentinel names the master's own address, so an instance's
 		// proxy to it would be bypassed.
-		return Verdict{}, fmt.Errorf("the redis-cut class cannot run with %s: the instances reach the master Sentinel names, not a proxy", failoverClass(s.minReplicas, true))
+		return Verdict{}, fmt.Errorf("the redis-cut class cannot run with %s: the instances reach the master Sentinel names, not a proxy", failoverClass(s.minReplicas, promoterSentinel))
+	}
+	if s.promoter == promoterCluster {
+		if err := clusterRefuses(on); err != nil {
+			return Verdict{}, fmt.Errorf("%s: %w", failoverClass(s.minReplicas, promoterCluster), err)
+		}
 	}
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
@@ -339,17 +348,23 @@ func (s *soak) setUp(ctx context.Context) error {
 	if s.kin, err = testenv.StartKinesisMock(ctx); err != nil {
 		return fmt.Errorf("starting kinesis-mock: %w", err)
 	}
-	if s.red, err = testenv.StartRedis(ctx, testenv.RedisOptions{AppendOnly: true, ShippedACL: true}); err != nil {
-		return fmt.Errorf("starting redis-server: %w", err)
-	}
 	s.kc = patientClient(s.kin)
-	s.rc = s.red.Client()
-	s.redisInputURL, s.redisTarget = s.red.URLAs(testenv.ACLInput), s.red.Addr
-	if s.failoverOn {
+	if s.promoter == promoterCluster {
+		if err := s.setUpCluster(ctx); err != nil {
+			return err
+		}
+	} else {
+		if s.red, err = testenv.StartRedis(ctx, testenv.RedisOptions{AppendOnly: true, ShippedACL: true}); err != nil {
+			return fmt.Errorf("starting redis-server: %w", err)
+		}
+		s.rc = s.red.Client()
+		s.redisInputURL, s.redisTarget = s.red.URLAs(testenv.ACLInput), s.red.Addr
+	}
+	if s.failoverOn && s.promoter != promoterCluster {
 		if err := s.setUpFailover(ctx); err != nil {
 			return err
 		}
-		if s.viaSentinel {
+		if s.promoter == promoterSentinel {
 			s.redisInputURL = strings.Replace(s.redisInputURL, s.red.Addr, s.sentinel.Addr, 1)
 			s.redisTarget = s.sentinel.Addr
 		} else {

@@ -19,7 +19,9 @@ import (
 // replica) and promote the replica under load. They differ in the
 // instances' min_replicas_to_ack, and in who promotes it: for the first
 // two the soak itself, as Sentinel would, for the sentinel ones a real
-// Sentinel the instances follow (soak_sentinel.go).
+// Sentinel the instances follow (soak_sentinel.go), for the cluster ones
+// the replica of a Redis Cluster's master, taking its slots over
+// (soak_cluster.go).
 const (
 	// ClassFailoverAcked runs the instances with min_replicas_to_ack: 1:
 	// a commit is acknowledged only once the replica has it, so a
@@ -36,6 +38,28 @@ const (
 	// ClassFailoverSentinelUnacked is failover-unacked through a
 	// Sentinel.
 	ClassFailoverSentinelUnacked = "failover-sentinel-unacked"
+	// ClassFailoverClusterAcked is failover-acked on a Redis Cluster of
+	// three masters with one replica each (checkpoint.redis kind
+	// cluster): the replica of the master holding a stream's keys takes
+	// its slots over (CLUSTER FAILOVER TAKEOVER).
+	ClassFailoverClusterAcked = "failover-cluster-acked"
+	// ClassFailoverClusterUnacked is failover-unacked on a Redis Cluster.
+	ClassFailoverClusterUnacked = "failover-cluster-unacked"
+)
+
+// promoter is who promotes the replica in a failover class, and so how
+// the instances reach Redis.
+type promoter string
+
+const (
+	// promoterSoak: the soak itself (REPLICAOF NO ONE), the instances
+	// reaching the master through the front it points at the new one.
+	promoterSoak promoter = ""
+	// promoterSentinel: a real Sentinel, which the instances ask.
+	promoterSentinel promoter = "sentinel"
+	// promoterCluster: the replica of a Redis Cluster master, which the
+	// instances' cluster client finds from the cluster's slot map.
+	promoterCluster promoter = "cluster"
 )
 
 // failoverLagKind names the window of the acknowledged commits a promotion
@@ -44,25 +68,27 @@ const (
 const failoverLagKind = "failover-unacked, commits lost in the replication lag"
 
 // failoverModes are the failover classes in the order failoverMode picks
-// from, each with its min_replicas_to_ack and whether a Sentinel promotes.
+// from, each with its min_replicas_to_ack and who promotes.
 var failoverModes = []struct {
 	class       string
 	minReplicas int
-	sentinel    bool
+	by          promoter
 }{
-	{ClassFailoverUnacked, 0, false},
-	{ClassFailoverAcked, 1, false},
-	{ClassFailoverSentinelUnacked, 0, true},
-	{ClassFailoverSentinelAcked, 1, true},
+	{ClassFailoverUnacked, 0, promoterSoak},
+	{ClassFailoverAcked, 1, promoterSoak},
+	{ClassFailoverSentinelUnacked, 0, promoterSentinel},
+	{ClassFailoverSentinelAcked, 1, promoterSentinel},
+	{ClassFailoverClusterUnacked, 0, promoterCluster},
+	{ClassFailoverClusterAcked, 1, promoterCluster},
 }
 
 // failoverMode is the failover class that runs among those on: the
-// instances' min_replicas_to_ack, whether they reach Redis through a
-// Sentinel, and whether any is on. With several on, the seed picks one
+// instances' min_replicas_to_ack, who promotes (and so how they reach
+// Redis), and whether any is on. With several on, the seed picks one
 // (the report's first lines say which), since it is the instances'
 // configuration and every instance must have the same for a promotion's
 // bound to be one rule.
-func failoverMode(on map[string]bool, seed uint64) (minReplicas int, sentinel, ok bool) {
+func failoverMode(on map[string]bool, seed uint64) (minReplicas int, by promoter, ok bool) {
 	var idx []int
 	for i, m := range failoverModes {
 		if on[m.class] {
@@ -70,17 +96,17 @@ func failoverMode(on map[string]bool, seed uint64) (minReplicas int, sentinel, o
 		}
 	}
 	if len(idx) == 0 {
-		return 0, false, false
+		return 0, promoterSoak, false
 	}
 	m := failoverModes[idx[seed%uint64(len(idx))]]
-	return m.minReplicas, m.sentinel, true
+	return m.minReplicas, m.by, true
 }
 
 // failoverClass names the class that runs, from min_replicas_to_ack and
-// whether a Sentinel promotes.
-func failoverClass(minReplicas int, sentinel bool) string {
+// who promotes.
+func failoverClass(minReplicas int, by promoter) string {
 	for _, m := range failoverModes {
-		if m.minReplicas == min(minReplicas, 1) && m.sentinel == sentinel {
+		if m.minReplicas == min(minReplicas, 1) && m.by == by {
 			return m.class
 		}
 	}
@@ -120,7 +146,7 @@ func (s *soak) setUpFailover(ctx context.Context) error {
 	if err := waitReplicaLinked(ctx, s.replica); err != nil {
 		return err
 	}
-	if s.viaSentinel {
+	if s.promoter == promoterSentinel {
 		return s.setUpSentinel(ctx)
 	}
 	if s.redisFront, err = testenv.StartTCPProxy(s.red.Addr); err != nil {
@@ -128,7 +154,7 @@ func (s *soak) setUpFailover(ctx context.Context) error {
 	}
 	_ = s.rc.Close()
 	s.rc = redis.NewClient(&redis.Options{Addr: s.redisFront.Addr, MaxRetries: -1, DialTimeout: time.Second})
-	fmt.Fprintf(s.sc.Out, "soak: %s: Redis replicated (master and one replica), min_replicas_to_ack: %d\n", failoverClass(s.minReplicas, s.viaSentinel), s.minReplicas)
+	fmt.Fprintf(s.sc.Out, "soak: %s: Redis replicated (master and one replica), min_replicas_to_ack: %d\n", failoverClass(s.minReplicas, s.promoter), s.minReplicas)
 	return nil
 }
 
@@ -152,6 +178,7 @@ func waitReplicaLinked(ctx context.Context, r *testenv.Redis) error {
 // closeFailover stops the replica and the proxies.
 func (s *soak) closeFailover() {
 	s.closeSentinel()
+	s.closeCluster()
 	if s.redisFront != nil {
 		s.redisFront.Close()
 	}
@@ -184,15 +211,15 @@ func replOffset(ctx context.Context, c *redis.Client) (int64, error) {
 	return 0, fmt.Errorf("no master_repl_offset in INFO replication")
 }
 
-// checkpointsOn reads every live stream's checkpoints on one server (not
+// checkpointsOn reads the checkpoints of streams on one server (not
 // through the front), as "label/shard".
-func (s *soak) checkpointsOn(ctx context.Context, c *redis.Client) (map[string]consumer.Position, error) {
+func (s *soak) checkpointsOn(ctx context.Context, c *redis.Client, streams []*soakStream) (map[string]consumer.Position, error) {
 	ck := checkpointer.DefaultConfig()
 	ck.Group = group
 	ck.LeasePeriod = s.plan.LeasePeriod
 	base := checkpointer.NewFromClient(c, ck, nil, nil)
 	out := map[string]consumer.Position{}
-	for _, st := range s.liveStreams() {
+	for _, st := range streams {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		cps, err := base.Stream(st.store.StreamID()).Checkpoints(cctx)
 		cancel()
@@ -213,8 +240,11 @@ func (s *soak) checkpointsOn(ctx context.Context, c *redis.Client) (map[string]c
 // is promoted (REPLICAOF NO ONE), and the clients reach it through the
 // front. The old master comes back as the new one's replica.
 func (s *soak) failover(ctx context.Context, e soakEvent) error {
-	if s.viaSentinel {
+	switch s.promoter {
+	case promoterSentinel:
 		return s.sentinelFailover(ctx, e)
+	case promoterCluster:
+		return s.clusterFailover(ctx, e)
 	}
 	s.redisMu.Lock()
 	defer s.redisMu.Unlock()
@@ -227,7 +257,7 @@ func (s *soak) failover(ctx context.Context, e soakEvent) error {
 	mc, rc := master.Client(), replica.Client()
 	defer mc.Close()
 	defer rc.Close()
-	class := failoverClass(s.minReplicas, s.viaSentinel)
+	class := failoverClass(s.minReplicas, s.promoter)
 	// A replica still resyncing after a restart or a wipe of its master
 	// holds the old history, not a lagging copy of this one: promoting
 	// it would test a stale replica, and the two offsets would not
@@ -241,7 +271,7 @@ func (s *soak) failover(ctx context.Context, e soakEvent) error {
 	sleepCtx(ctx, e.dur)
 	s.redisFront.Hold()
 	s.redisFront.Cut()
-	lost, err := s.checkpointsOn(ctx, mc)
+	lost, err := s.checkpointsOn(ctx, mc, s.liveStreams())
 	if err != nil {
 		return fmt.Errorf("reading the master before the promotion: %w", err)
 	}
@@ -259,19 +289,13 @@ func (s *soak) failover(ctx context.Context, e soakEvent) error {
 	if err := rc.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		return fmt.Errorf("promoting the replica: %w", err)
 	}
-	promoted, err := s.checkpointsOn(ctx, rc)
+	promoted, err := s.checkpointsOn(ctx, rc, s.liveStreams())
 	if err != nil {
 		return fmt.Errorf("reading the promoted replica: %w", err)
 	}
-	link, err := testenv.StartTCPProxy(replica.Addr)
-	if err != nil {
+	if err := s.tradePlaces(master, replica); err != nil {
 		return err
 	}
-	// The promoted server stays a master when a later fault restarts it;
-	// the old one restarts as its replica.
-	replica.Opts.Args = nil
-	master.Opts.Args = replicaArgs(link.Addr)
-	s.red, s.replica, s.replLink = replica, master, link
 	// The promotion forgot the lag's writes (checkpoints, leases, marks):
 	// the regression check starts afresh, and the fencing check sees no
 	// lease across it, as after a wipe. Marked before any client reaches
@@ -295,6 +319,21 @@ func (s *soak) failover(ctx context.Context, e soakEvent) error {
 		return err
 	}
 	s.note("%s: the old master is back as a replica", class)
+	return nil
+}
+
+// tradePlaces makes the promoted replica the soak's master and the old
+// master its replica, which replicates through a new link proxy: the
+// promoted server stays a master when a later fault restarts it, and the
+// old one restarts as its replica.
+func (s *soak) tradePlaces(master, replica *testenv.Redis) error {
+	link, err := testenv.StartTCPProxy(replica.Addr)
+	if err != nil {
+		return err
+	}
+	replica.Opts.Args = nil
+	master.Opts.Args = replicaArgs(link.Addr)
+	s.red, s.replica, s.replLink = replica, master, link
 	return nil
 }
 

@@ -33,7 +33,7 @@ func checkFailover(t *testing.T, minReplicas int, promoted map[string]consumer.P
 	t.Helper()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	perKey, stream, ds, lost, _ := failoverRun(t0)
-	ws := failoverWindows(failoverClass(minReplicas, false), minReplicas, soakPlan, t0, t0.Add(time.Second), t0.Add(2*time.Second), lost, promoted)
+	ws := failoverWindows(failoverClass(minReplicas, promoterSoak), minReplicas, soakPlan, t0, t0.Add(time.Second), t0.Add(2*time.Second), lost, promoted)
 	for _, c := range readAgain {
 		ds = append(ds, again(ds[c-1], "b1", t0.Add(3*time.Second)))
 	}
@@ -119,9 +119,9 @@ func TestFailoverAckedLosesNoAcknowledgedCheckpoint(t *testing.T) {
 // min_replicas_to_ack, and with both on the seed picks one.
 func TestFailoverClassesPickOneMinReplicas(t *testing.T) {
 	n, sen, on := failoverMode(map[string]bool{ClassFailoverAcked: true}, 2)
-	assert.Equal(t, []any{1, false, true}, []any{n, sen, on})
+	assert.Equal(t, []any{1, promoterSoak, true}, []any{n, sen, on})
 	n, sen, on = failoverMode(map[string]bool{ClassFailoverUnacked: true}, 3)
-	assert.Equal(t, []any{0, false, true}, []any{n, sen, on})
+	assert.Equal(t, []any{0, promoterSoak, true}, []any{n, sen, on})
 	_, _, on = failoverMode(map[string]bool{ClassKill: true}, 3)
 	assert.False(t, on)
 	a, _, _ := failoverMode(map[string]bool{ClassFailoverAcked: true, ClassFailoverUnacked: true}, 2)
@@ -137,21 +137,11 @@ func TestFailoverClassesPickOneMinReplicas(t *testing.T) {
 // windows' name); with a sentinel class and a proxy one on, the seed picks
 // either; neither is a default class.
 func TestFailoverSentinelClassesRunThroughTheSentinel(t *testing.T) {
-	for _, c := range []struct {
-		class string
-		n     int
-	}{{ClassFailoverSentinelAcked, 1}, {ClassFailoverSentinelUnacked, 0}} {
-		for seed := uint64(0); seed < 4; seed++ {
-			n, sen, on := failoverMode(map[string]bool{c.class: true, ClassKill: true}, seed)
-			assert.Equal(t, []any{c.n, true, true}, []any{n, sen, on}, c.class)
-			assert.Equal(t, c.class, failoverClass(n, sen))
-		}
-		assert.NotContains(t, DefaultClasses(), c.class)
-		assert.True(t, isClass(c.class), c.class)
-	}
-	assert.Equal(t, ClassFailoverAcked, failoverClass(1, false))
-	assert.Equal(t, ClassFailoverUnacked, failoverClass(0, false))
-	picked := map[bool]bool{}
+	assertFailoverClassMode(t, ClassFailoverSentinelAcked, 1, promoterSentinel)
+	assertFailoverClassMode(t, ClassFailoverSentinelUnacked, 0, promoterSentinel)
+	assert.Equal(t, ClassFailoverAcked, failoverClass(1, promoterSoak))
+	assert.Equal(t, ClassFailoverUnacked, failoverClass(0, promoterSoak))
+	picked := map[promoter]bool{}
 	for seed := uint64(0); seed < 4; seed++ {
 		n, sen, _ := failoverMode(map[string]bool{ClassFailoverAcked: true, ClassFailoverSentinelAcked: true}, seed)
 		assert.Equal(t, 1, n)
@@ -187,7 +177,7 @@ func TestFailoverSentinelUnackedNamesItsWindowsAndCountsTheLag(t *testing.T) {
 // each is also a duplicate the promotion's bound allows.
 func TestFailoverExcusesNoUnmarkedDuplicateOfARecordDeliveredLongBeforeTheLag(t *testing.T) {
 	for _, minReplicas := range []int{0, 1} {
-		t.Run(failoverClass(minReplicas, false), func(t *testing.T) {
+		t.Run(failoverClass(minReplicas, promoterSoak), func(t *testing.T) {
 			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			perKey, stream, ds, lost, promoted := failoverRun(t0)
 			from, back := t0.Add(time.Minute), t0.Add(time.Minute+2*time.Second)
@@ -195,7 +185,7 @@ func TestFailoverExcusesNoUnmarkedDuplicateOfARecordDeliveredLongBeforeTheLag(t 
 			stream = append(stream, Record{Shard: "s0", Seq: "7", K: "k0", C: 7})
 			perKey["k0"] = 7
 			ds = append(ds, Delivery{K: "k0", C: 7, Shard: "s0", Seq: "7", Inst: "a1", At: from.Add(500 * time.Millisecond), Redelivered: "false", Attempt: "1"})
-			ws := failoverWindows(failoverClass(minReplicas, false), minReplicas, soakPlan, t0, from, back, lost, promoted)
+			ws := failoverWindows(failoverClass(minReplicas, promoterSoak), minReplicas, soakPlan, t0, from, back, lost, promoted)
 			unmarked := func(d Delivery) Delivery {
 				d = again(d, "b1", back.Add(time.Second))
 				d.Redelivered, d.Attempt = "", "1"
@@ -208,4 +198,60 @@ func TestFailoverExcusesNoUnmarkedDuplicateOfARecordDeliveredLongBeforeTheLag(t 
 			assert.Zero(t, tab.WindowBreaches+tab.DupsOutsideWindows, tab.String())
 		})
 	}
+}
+
+// TestFailoverClusterClassesRunOnTheCluster guards the cluster classes'
+// mode: each runs the instances on a Redis Cluster with its own
+// min_replicas_to_ack, named back by failoverClass; neither is a default
+// class; and the classes that act on the one Redis server are refused
+// beside them, by name.
+func TestFailoverClusterClassesRunOnTheCluster(t *testing.T) {
+	assertFailoverClassMode(t, ClassFailoverClusterAcked, 1, promoterCluster)
+	assertFailoverClassMode(t, ClassFailoverClusterUnacked, 0, promoterCluster)
+	assert.NoError(t, clusterRefuses(map[string]bool{ClassKill: true, ClassFailoverClusterAcked: true}))
+	err := clusterRefuses(map[string]bool{ClassRedisPause: true, ClassRedisCut: true, ClassKill: true})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), ClassRedisPause)
+	assert.Contains(t, err.Error(), ClassRedisCut)
+	assert.NotContains(t, err.Error(), ClassKill)
+}
+
+// assertFailoverClassMode checks that class, on with kill, runs with
+// minReplicas and by whatever the seed, is named back by failoverClass,
+// and is a class but not a default one.
+func assertFailoverClassMode(t *testing.T, class string, minReplicas int, by promoter) {
+	t.Helper()
+	for seed := uint64(0); seed < 4; seed++ {
+		n, got, on := failoverMode(map[string]bool{class: true, ClassKill: true}, seed)
+		assert.Equal(t, []any{minReplicas, by, true}, []any{n, got, on}, class)
+		assert.Equal(t, class, failoverClass(n, got))
+	}
+	assert.NotContains(t, DefaultClasses(), class)
+	assert.True(t, isClass(class), class)
+}
+
+// TestSlotOwnerFindsTheLiveMasterOfTheSlotAndItsReplica guards the cluster
+// classes' choice of the servers to fail: the master serving the slot
+// (not one whose range ends before it, nor a failed one still listed with
+// it), and the live replica of that master.
+func TestSlotOwnerFindsTheLiveMasterOfTheSlotAndItsReplica(t *testing.T) {
+	nodes := parseClusterNodes(`a1 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460
+b1 127.0.0.1:7002@17002 master - 0 0 2 connected 5461-10922
+c1 127.0.0.1:7003@17003 master,fail - 0 0 3 connected
+c2 127.0.0.1:7006@17006 master - 0 0 7 connected 10923-16383 [16000->-a1]
+a2 127.0.0.1:7004@17004 slave a1 0 0 1 connected
+b2 127.0.0.1:7005@17005 slave b1 0 0 2 connected
+c3 127.0.0.1:7007@17007 slave,fail c2 0 0 7 connected
+c4 127.0.0.1:7008@17008 slave c2 0 0 7 connected
+`)
+	m, r, err := slotOwner(nodes, 5461)
+	require.NoError(t, err)
+	assert.Equal(t, []int{7002, 7005}, []int{m, r})
+	m, r, err = slotOwner(nodes, 12000)
+	require.NoError(t, err)
+	assert.Equal(t, []int{7006, 7008}, []int{m, r})
+	_, _, err = slotOwner(parseClusterNodes("a1 127.0.0.1:7001@17001 master - 0 0 1 connected 0-16383\n"), 3)
+	assert.ErrorContains(t, err, "no live replica")
+	assert.True(t, myselfMaster("a1 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-16383\nb 127.0.0.1:7002@17002 slave a1 0 0 1 connected\n"))
+	assert.False(t, myselfMaster("a1 127.0.0.1:7001@17001 master - 0 0 1 connected 0-16383\nb 127.0.0.1:7002@17002 myself,slave a1 0 0 1 connected\n"))
 }

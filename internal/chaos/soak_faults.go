@@ -71,7 +71,8 @@ func (s *soak) do(ctx context.Context, e soakEvent) error {
 		s.note("efo: cut %d connections of the fan-out readers (%s)", n, strings.Join(s.fanOutReaders(), ", "))
 		s.faultEnd("")
 		return nil
-	case ClassFailoverAcked, ClassFailoverUnacked, ClassFailoverSentinelAcked, ClassFailoverSentinelUnacked:
+	case ClassFailoverAcked, ClassFailoverUnacked, ClassFailoverSentinelAcked, ClassFailoverSentinelUnacked,
+		ClassFailoverClusterAcked, ClassFailoverClusterUnacked:
 		return s.failover(ctx, e)
 	}
 	return s.redisFault(ctx, e)

@@ -219,8 +219,11 @@ func (s *soak) redisReplicasField() string {
 	if !s.failoverOn {
 		return ""
 	}
-	if s.viaSentinel {
+	switch s.promoter {
+	case promoterSentinel:
 		return fmt.Sprintf(", kind: failover, master: %s, min_replicas_to_ack: %d", testenv.SentinelMaster, s.minReplicas)
+	case promoterCluster:
+		return fmt.Sprintf(", kind: cluster, min_replicas_to_ack: %d", s.minReplicas)
 	}
 	return fmt.Sprintf(", min_replicas_to_ack: %d", s.minReplicas)
 }

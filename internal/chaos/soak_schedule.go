@@ -47,7 +47,8 @@ const (
 func SoakClasses() []string {
 	return []string{ClassKill, ClassTerm, ClassPause, ClassScale, ClassRedisRestart, ClassRedisEmpty, ClassRedisFlush,
 		ClassRedisPause, ClassRedisStall, ClassKinesis, ClassDeny, ClassReshard, ClassBudget, ClassOutput, ClassKPL, ClassRedisCut, ClassStreams, ClassWipeHolder, ClassEFO,
-		ClassFailoverAcked, ClassFailoverUnacked, ClassFailoverSentinelAcked, ClassFailoverSentinelUnacked}
+		ClassFailoverAcked, ClassFailoverUnacked, ClassFailoverSentinelAcked, ClassFailoverSentinelUnacked,
+		ClassFailoverClusterAcked, ClassFailoverClusterUnacked}
 }
 
 // DefaultClasses is every class but wipe-holder and efo. An instance that is
@@ -97,7 +98,7 @@ const efoCutGap = 40 * time.Second
 
 // redisClasses take turns: one Redis fault at a time.
 var redisClasses = []string{ClassRedisRestart, ClassRedisEmpty, ClassRedisFlush, ClassRedisPause, ClassRedisStall, ClassFailoverAcked, ClassFailoverUnacked,
-	ClassFailoverSentinelAcked, ClassFailoverSentinelUnacked}
+	ClassFailoverSentinelAcked, ClassFailoverSentinelUnacked, ClassFailoverClusterAcked, ClassFailoverClusterUnacked}
 
 // drawSchedule draws every fault of the run from seed alone, so the same
 // seed and build replay the same schedule. Faults start after a quiet
@@ -154,7 +155,8 @@ func drawSchedule(seed uint64, d time.Duration, instances int, on map[string]boo
 				e.dur = span(300*time.Millisecond, 2*time.Second)
 			case ClassRedisRestart:
 				e.dur = span(0, lease/2)
-			case ClassFailoverAcked, ClassFailoverUnacked, ClassFailoverSentinelAcked, ClassFailoverSentinelUnacked:
+			case ClassFailoverAcked, ClassFailoverUnacked, ClassFailoverSentinelAcked, ClassFailoverSentinelUnacked,
+				ClassFailoverClusterAcked, ClassFailoverClusterUnacked:
 				// How long replication is held before the master dies:
 				// the lag whose writes the promotion loses.
 				e.dur = span(500*time.Millisecond, 2*time.Second)

@@ -87,7 +87,8 @@ func TestSoakScheduleRedisCutLeavesTheOthers(t *testing.T) {
 // wipe-holder and the failover classes (a replicated store), so the CI
 // soaks read by polling through the fault proxy from one Redis.
 func TestSoakDefaultClassesLeaveOutEFO(t *testing.T) {
-	off := []string{ClassEFO, ClassWipeHolder, ClassFailoverAcked, ClassFailoverUnacked, ClassFailoverSentinelAcked, ClassFailoverSentinelUnacked}
+	off := []string{ClassEFO, ClassWipeHolder, ClassFailoverAcked, ClassFailoverUnacked, ClassFailoverSentinelAcked, ClassFailoverSentinelUnacked,
+		ClassFailoverClusterAcked, ClassFailoverClusterUnacked}
 	for _, c := range off {
 		assert.NotContains(t, DefaultClasses(), c)
 	}

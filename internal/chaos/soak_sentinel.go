@@ -63,7 +63,7 @@ func (s *soak) setUpSentinel(ctx context.Context) error {
 	s.rc = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: testenv.SentinelMaster, SentinelAddrs: []string{s.sentinel.Addr},
 		MaxRetries: -1, DialTimeout: time.Second})
 	fmt.Fprintf(s.sc.Out, "soak: %s: Redis replicated (master and one replica) under a Sentinel, instances with kind failover, min_replicas_to_ack: %d\n",
-		failoverClass(s.minReplicas, true), s.minReplicas)
+		failoverClass(s.minReplicas, promoterSentinel), s.minReplicas)
 	return nil
 }
 
@@ -101,98 +101,32 @@ func (s *soak) closeSentinel() {
 	_ = os.RemoveAll(s.sentinelDir)
 }
 
-// sentinelFailover is failover through the Sentinel: replication to the
-// replica is held for e.dur under load (the lag), the master's
-// checkpoints are read and it is SIGKILLed with what the replica had not
-// received (the instances write to it until then, as to any master that
-// dies: with min_replicas_to_ack 0, a commit between the reading and the
-// kill is lost too, and its records are within the promotion's window,
-// past the master's checkpoints read, not the lag's), the replica's checkpoints are read (nobody can write to a
-// replica, so they are those it will have as the master), and the
-// Sentinel is asked to promote it. The instances find the new master
-// through the Sentinel, as go-redis does. The old master comes back as
-// the new one's replica through a new link proxy. The windows are
-// failover's (failoverWindows), from the same readings.
+// sentinelFailover is failover through the Sentinel (promoteUnderLoad):
+// replication is held at the link proxy, the Sentinel is asked to promote
+// the replica, and the instances find the new master through it, as
+// go-redis does. The old master comes back as the new one's replica
+// through a new link proxy.
 func (s *soak) sentinelFailover(ctx context.Context, e soakEvent) error {
 	s.redisMu.Lock()
 	defer s.redisMu.Unlock()
-	s.faultBegin("")
-	defer s.faultEnd("")
-	held := s.withholdBegin(e.class, "")
-	defer s.withholdEnd(held)
 	master, replica := s.red, s.replica
 	mc, rc := master.Client(), replica.Client()
 	defer mc.Close()
 	defer rc.Close()
-	class := failoverClass(s.minReplicas, true)
-	if err := waitReplicaLinked(ctx, replica); err != nil {
-		return err
-	}
-	if err := waitSentinelSeesReplica(ctx, s.sentinel, replica.Addr); err != nil {
-		return err
-	}
-	from := time.Now()
-	s.note("%s: replication held %v under load (min_replicas_to_ack: %d), then the master SIGKILLed and the Sentinel asked to promote the replica", class, e.dur.Round(100*time.Millisecond), s.minReplicas)
-	s.replLink.Hold()
-	sleepCtx(ctx, e.dur)
-	lost, err := s.checkpointsOn(ctx, mc)
-	if err != nil {
-		return fmt.Errorf("reading the master before the promotion: %w", err)
-	}
-	masterOff, err := replOffset(ctx, mc)
-	if err != nil {
-		return fmt.Errorf("reading the master's replication offset: %w", err)
-	}
-	master.Kill()
-	killed := time.Now()
-	s.replLink.Cut()
-	s.replLink.Close()
-	replicaOff, err := replOffset(ctx, rc)
-	if err != nil {
-		return fmt.Errorf("reading the replica's replication offset: %w", err)
-	}
-	promoted, err := s.checkpointsOn(ctx, rc)
-	if err != nil {
-		return fmt.Errorf("reading the replica before the promotion: %w", err)
-	}
-	// The promotion forgets the lag's writes: the regression check starts
-	// afresh, and the fencing check sees no lease across it, as after a
-	// wipe. Marked before the Sentinel promotes the replica, the first
-	// moment a client can write to it.
-	s.setWiped()
-	if err := promoteBySentinel(ctx, s.sentinel, replica.Addr); err != nil {
-		return fmt.Errorf("%s: %w", class, err)
-	}
-	back := time.Now()
-	link, err := testenv.StartTCPProxy(replica.Addr)
-	if err != nil {
-		return err
-	}
-	// The promoted server stays a master when a later fault restarts it;
-	// the old one restarts as its replica, through the link.
-	replica.Opts.Args = nil
-	master.Opts.Args = replicaArgs(link.Addr)
-	s.red, s.replica, s.replLink = replica, master, link
-	regressed := lostCommits(lost, promoted)
-	s.note("%s: promoted by the Sentinel in %v (%v after the master died); the replica lacked %d bytes of the replication stream; %d shards' checkpoints went back %v",
-		class, back.Sub(from).Round(100*time.Millisecond), back.Sub(killed).Round(100*time.Millisecond), masterOff-replicaOff, len(regressed), regressed)
-	ws := failoverWindows(class, s.minReplicas, s.plan, s.start, from, back, lost, promoted)
-	s.mu.Lock()
-	s.windows = append(s.windows, ws...)
-	s.mu.Unlock()
-	if n, at := waitInstancesOn(ctx, rc); n > 0 {
-		s.note("%s: the instances reached the new master %v after the promotion (%d connections)", class, at.Sub(back).Round(100*time.Millisecond), n)
-	} else {
-		s.note("%s: no instance reached the new master within %v", class, sentinelPromotionBound)
-	}
-	if err := master.Start(ctx); err != nil {
-		return fmt.Errorf("starting the old master as a replica: %w", err)
-	}
-	if err := waitReplicaLinked(ctx, master); err != nil {
-		return err
-	}
-	s.note("%s: the old master is back as a replica", class)
-	return nil
+	return s.promoteUnderLoad(ctx, e, promotion{
+		by: "the Sentinel", master: master, replica: replica, mc: mc, rc: rc,
+		ready: func(ctx context.Context) error { return waitSentinelSeesReplica(ctx, s.sentinel, replica.Addr) },
+		hold: func(context.Context) error {
+			s.replLink.Hold()
+			return nil
+		},
+		dead: func() {
+			s.replLink.Cut()
+			s.replLink.Close()
+		},
+		promote:  func(ctx context.Context) error { return promoteBySentinel(ctx, s.sentinel, replica.Addr) },
+		promoted: func() error { return s.tradePlaces(master, replica) },
+	})
 }
 
 // promoteBySentinel asks the Sentinel to fail its master over until it
@@ -220,24 +154,5 @@ func promoteBySentinel(ctx context.Context, sen *testenv.Sentinel, replica strin
 			asked = true
 		}
 		sleepCtx(ctx, 200*time.Millisecond)
-	}
-}
-
-// waitInstancesOn waits until the server c talks to has connections of the
-// instances' user (they found it through the Sentinel), at most
-// sentinelPromotionBound, and says how many and when; 0 if none came.
-func waitInstancesOn(ctx context.Context, c *redis.Client) (int, time.Time) {
-	deadline := time.Now().Add(sentinelPromotionBound)
-	for {
-		list, err := c.ClientList(ctx).Result()
-		if err == nil {
-			if n := strings.Count(list, " user="+testenv.ACLInput+" "); n > 0 {
-				return n, time.Now()
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return 0, time.Time{}
-		}
-		sleepCtx(ctx, 50*time.Millisecond)
 	}
 }

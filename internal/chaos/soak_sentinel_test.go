@@ -21,7 +21,7 @@ func TestIntegrationSoakSentinelIsReportedThroughStarted(t *testing.T) {
 	master := testenv.NewRedis(t, testenv.RedisOptions{AppendOnly: true, ShippedACL: true})
 	var mu sync.Mutex
 	var pids []int
-	s := &soak{sc: SoakConfig{Out: io.Discard}, failoverOn: true, viaSentinel: true, minReplicas: 1}
+	s := &soak{sc: SoakConfig{Out: io.Discard}, failoverOn: true, promoter: promoterSentinel, minReplicas: 1}
 	s.runner = &runner{cfg: Config{Started: func(pid int) {
 		mu.Lock()
 		defer mu.Unlock()

@@ -36,6 +36,9 @@ func StartRedisClusterSeeds(ctx context.Context) (seeds []string, stop func(), e
 
 // ClusterOptions shape a cluster StartRedisClusterWithReplicas starts.
 type ClusterOptions struct {
+	// RedisOptions shape every node (ShippedACL, AppendOnly); cluster mode
+	// is added to their Args.
+	RedisOptions
 	// NodeTimeout is cluster-node-timeout: how long a node may go
 	// unanswered before the others count it failing and its replica is
 	// promoted. Zero is 2 s, so that a test's failover is quick; a bench
@@ -48,18 +51,22 @@ type ClusterOptions struct {
 // each with one replica, and waits until every master sees its replica
 // online. Close stops it.
 func StartRedisClusterWithReplicas(ctx context.Context, opts ...ClusterOptions) (*RedisCluster, error) {
+	var o ClusterOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	if _, err := lookPath("redis-cli"); err != nil {
 		return nil, err
 	}
 	timeout := 2 * time.Second
-	if len(opts) > 0 && opts[0].NodeTimeout > 0 {
-		timeout = opts[0].NodeTimeout
+	if o.NodeTimeout > 0 {
+		timeout = o.NodeTimeout
 	}
 	c := &RedisCluster{}
 	for range 6 {
-		n, err := StartRedis(ctx, RedisOptions{Args: []string{
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", strconv.FormatInt(timeout.Milliseconds(), 10),
-		}})
+		no := o.RedisOptions
+		no.Args = append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", strconv.FormatInt(timeout.Milliseconds(), 10)}, o.Args...)
+		n, err := StartRedis(ctx, no)
 		if err != nil {
 			c.Close()
 			return nil, err

@@ -62,7 +62,17 @@ func New(ctx context.Context, cfg Config, log *service.Logger, metrics *service.
 	hook := newPermissionHook(log)
 	client.AddHook(hook)
 	if cl, ok := client.(*redis.ClusterClient); ok {
-		cl.OnNewNode(func(n *redis.Client) { n.AddHook(hook) })
+		// The reload hook goes on the node clients too: a write waited
+		// for replicas runs on a connection of its master's node client,
+		// and the replica probe asks that node, neither through the
+		// cluster client, so their failures on a dead master would
+		// otherwise never ask for a reload.
+		reload := clusterReloadHook{client: cl}
+		cl.OnNewNode(func(n *redis.Client) {
+			n.AddHook(hook)
+			n.AddHook(reload)
+		})
+		cl.AddHook(reload)
 	}
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()

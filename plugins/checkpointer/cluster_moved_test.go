@@ -21,18 +21,11 @@ import (
 func TestIntegrationReplicatedWriteFollowsAMovedSlot(t *testing.T) {
 	t.Parallel()
 	cluster := testenv.NewRedisClusterWithReplicas(t)
-	cfg := testConfig(backend{url: cluster.URL(), kind: KindCluster}, "moved-slot")
-	cfg.LeasePeriod = 30 * time.Second
-	cfg.MinReplicasToAck = 1
-	cfg.ReplicaAckTimeout = 5 * time.Second
-	c, err := New(t.Context(), cfg, nil, nil)
-	require.NoError(t, err)
-	defer c.Close()
-	s := c.Stream("orders")
+	s, l := clusterStoreWithCommit(t, cluster, "moved-slot", func(cfg *Config) {
+		cfg.MinReplicasToAck = 1
+		cfg.ReplicaAckTimeout = 5 * time.Second
+	})
 	ctx := t.Context()
-	l, err := leaseOf(s.Acquire(ctx, "shardId-000000000000", "a"))
-	require.NoError(t, err)
-	require.NoError(t, s.Commit(ctx, l, consumer.Position{Sequence: "41"}))
 
 	// Move the slot of the group's keys to another master, keys and all.
 	cc := cluster.Client()
