@@ -45,33 +45,11 @@ func (s slowAcquireStore) Acquire(ctx context.Context, shard, owner string) (con
 func TestTakesCutShortByTheRoundsDeadlineAreNotEachWarned(t *testing.T) {
 	t.Parallel()
 	var logs consumertest.SyncBuffer
-	api := consumertest.NewKinesis()
 	const shards = 120
-	for i := range shards {
-		api.Add(fmt.Sprintf("shardId-%012d", i), &consumertest.KinesisShard{})
-	}
 	cfg := testConfig()
 	st := slowAcquireStore{Store: consumertest.NewStore(cfg.LeasePeriod), d: 20 * time.Millisecond}
-	c, err := New(cfg, api, func(string) consumer.Store { return st }, service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil))), nil)
-	require.NoError(t, err)
-	require.NoError(t, c.Start(t.Context()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
-
-	require.Eventually(t, func() bool {
-		st.Mu.Lock()
-		defer st.Mu.Unlock()
-		n := 0
-		for _, l := range st.LeaseMap {
-			if l.Owner != "" {
-				n++
-			}
-		}
-		return n == shards
-	}, 30*time.Second, 20*time.Millisecond, "every shard is taken over the rounds")
+	startOverShards(t, cfg, shards, st, &logs)
+	requireAllOwned(t, st.Store, shards, 30*time.Second)
 	const warned = "Acquiring the lease failed"
 	assert.Zero(t, logs.Count(warned), "a take the round's own deadline cut short is not a failure to warn of, once per shard: %s",
 		firstLines(logs.String(), warned, 3))
@@ -111,25 +89,11 @@ func (s deadAcquireStore) Acquire(ctx context.Context, shard, owner string) (con
 // remaining free shard (silenced or not, each is a call).
 func TestABalancingStepMakesNoTakeOnceItsDeadlinePassed(t *testing.T) {
 	t.Parallel()
-	api := consumertest.NewKinesis()
 	const shards = 120
-	for i := range shards {
-		api.Add(fmt.Sprintf("shardId-%012d", i), &consumertest.KinesisShard{})
-	}
 	cfg := testConfig()
 	st := deadAcquireStore{slowAcquireStore{Store: consumertest.NewStore(cfg.LeasePeriod), d: 20 * time.Millisecond}, &atomic.Int64{}}
-	startConsumer(t, cfg, api, st)
-	require.Eventually(t, func() bool {
-		st.Mu.Lock()
-		defer st.Mu.Unlock()
-		n := 0
-		for _, l := range st.LeaseMap {
-			if l.Owner != "" {
-				n++
-			}
-		}
-		return n == shards
-	}, 30*time.Second, 20*time.Millisecond, "every shard is taken over the rounds")
+	startOverShards(t, cfg, shards, st, nil)
+	requireAllOwned(t, st.Store, shards, 30*time.Second)
 	assert.Zero(t, st.dead.Load(), "takes sent to the store with the step's deadline already passed")
 }
 
@@ -152,20 +116,9 @@ func (s hungAcquireStore) Acquire(ctx context.Context, shard, _ string) (consume
 func TestTakesThatNeverFinishWithinTheRoundAreWarned(t *testing.T) {
 	t.Parallel()
 	var logs consumertest.SyncBuffer
-	api := consumertest.NewKinesis()
-	for i := range 3 {
-		api.Add(fmt.Sprintf("shardId-%012d", i), &consumertest.KinesisShard{})
-	}
 	cfg := testConfig()
 	st := hungAcquireStore{consumertest.NewStore(cfg.LeasePeriod)}
-	c, err := New(cfg, api, func(string) consumer.Store { return st }, service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil))), nil)
-	require.NoError(t, err)
-	require.NoError(t, c.Start(t.Context()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
+	startOverShards(t, cfg, 3, st, &logs)
 	assert.Eventually(t, func() bool {
 		for _, l := range strings.Split(logs.String(), "\n") {
 			if strings.Contains(l, "level=WARN") && strings.Contains(l, "Acquiring") {
@@ -235,32 +188,11 @@ func (s *batchingStore) AcquireMany(ctx context.Context, shards []string, owner 
 // owned in three calls.
 func TestARoundTakesManyShardsInOneCallEach(t *testing.T) {
 	t.Parallel()
-	api := consumertest.NewKinesis()
 	const shards = 250
-	for i := range shards {
-		api.Add(fmt.Sprintf("shardId-%012d", i), &consumertest.KinesisShard{})
-	}
 	cfg := testConfig()
 	st := &batchingStore{Store: consumertest.NewStore(cfg.LeasePeriod), d: 20 * time.Millisecond}
-	c, err := New(cfg, api, func(string) consumer.Store { return st }, nil, nil)
-	require.NoError(t, err)
-	require.NoError(t, c.Start(t.Context()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
-	require.Eventually(t, func() bool {
-		st.Mu.Lock()
-		defer st.Mu.Unlock()
-		n := 0
-		for _, l := range st.LeaseMap {
-			if l.Owner != "" {
-				n++
-			}
-		}
-		return n == shards
-	}, 10*time.Second, 10*time.Millisecond, "every shard is taken")
+	startOverShards(t, cfg, shards, st, nil)
+	requireAllOwned(t, st.Store, shards, 10*time.Second)
 	assert.GreaterOrEqual(t, st.sizes.Load(), int64(shards), "every take goes through the batched call")
 	assert.LessOrEqual(t, st.calls.Load(), int64(4), "%d takes in %d calls: batches of up to %d", st.sizes.Load(), st.calls.Load(), takeBatch)
 }
@@ -288,24 +220,13 @@ func (s hungBatchStore) AcquireMany(ctx context.Context, shards []string, _ stri
 func TestABatchedTakeThatNeverFinishesWithinTheRoundIsWarned(t *testing.T) {
 	t.Parallel()
 	var logs consumertest.SyncBuffer
-	api := consumertest.NewKinesis()
-	for i := range 3 {
-		api.Add(fmt.Sprintf("shardId-%012d", i), &consumertest.KinesisShard{})
-	}
 	cfg := testConfig()
 	// A balancing period long beside the round's time: the round that was
 	// cut short must say so itself, not a later one that finds the shards
 	// free for half a period.
 	cfg.RebalancePeriod = 20 * time.Second
 	st := hungBatchStore{hungAcquireStore{consumertest.NewStore(cfg.LeasePeriod)}}
-	c, err := New(cfg, api, func(string) consumer.Store { return st }, service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(&logs, nil))), nil)
-	require.NoError(t, err)
-	require.NoError(t, c.Start(t.Context()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
+	startOverShards(t, cfg, 3, st, &logs)
 	assert.Eventually(t, func() bool {
 		for _, l := range strings.Split(logs.String(), "\n") {
 			if strings.Contains(l, "level=WARN") && strings.Contains(l, "Acquiring") {
@@ -367,4 +288,43 @@ func TestARoundWithNoFreeShardIsNotCutShort(t *testing.T) {
 	var ev roundEvents
 	assert.Empty(t, co.takeUpTo(ctx, nil, 5, &ev))
 	assert.False(t, ev.cutShort, "no take was tried")
+}
+
+// startOverShards starts a consumer of one stream of n shards on st, logging
+// to logs when it is set, and closes it when the test ends.
+func startOverShards(t *testing.T, cfg consumer.Config, n int, st consumer.Store, logs *consumertest.SyncBuffer) {
+	t.Helper()
+	api := consumertest.NewKinesis()
+	for i := range n {
+		api.Add(fmt.Sprintf("shardId-%012d", i), &consumertest.KinesisShard{})
+	}
+	var log *service.Logger
+	if logs != nil {
+		log = service.NewLoggerFromSlog(slog.New(slog.NewTextHandler(logs, nil)))
+	}
+	c, err := New(cfg, api, func(string) consumer.Store { return st }, log, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(t.Context()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+}
+
+// requireAllOwned waits until the fake store holds a lease of each of n
+// shards.
+func requireAllOwned(t *testing.T, st *consumertest.Store, n int, within time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		st.Mu.Lock()
+		defer st.Mu.Unlock()
+		owned := 0
+		for _, l := range st.LeaseMap {
+			if l.Owner != "" {
+				owned++
+			}
+		}
+		return owned == n
+	}, within, 10*time.Millisecond, "every shard is taken over the rounds")
 }
