@@ -49,7 +49,9 @@ func TestAMemberShortOfItsShareAsksForItInOneCall(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
 	st := &batchedHandoffStore{Store: consumertest.NewStore(cfg.LeasePeriod)}
-	co := &coordinator{c: &Consumer{owner: "me", cfg: cfg, metrics: consumer.NewMetrics(nil)}, store: st, readers: map[string]shardReader{}}
+	// The store behind the forget watch, as open.go wraps every store: the
+	// watch has no batched request of its own.
+	co := &coordinator{c: &Consumer{owner: "me", cfg: cfg, metrics: consumer.NewMetrics(nil)}, store: forgetWatch{Store: st, forgot: func() {}}, readers: map[string]shardReader{}}
 	leases := map[string]consumer.LeaseState{}
 	var ready []string
 	for i := range 300 {
