@@ -2,8 +2,10 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"time"
 
@@ -78,7 +80,11 @@ func (co *coordinator) askForHandOff(ctx context.Context, ready []string, leases
 
 // requestHandoffs asks for shards' hand-off, in one call where the store
 // can (consumer.HandoffRequestsBatcher), and returns how many it asked for.
-// A failure is warned of once.
+// A failure is warned of once. A call that timed out may have run, its
+// requests standing for the holders to meet, so its shards count as asked:
+// counted as not asked, they let the consumer's other streams ask for the
+// same shortfall again (tally.go), shards their holders would release and
+// no member's quota take.
 func (co *coordinator) requestHandoffs(ctx context.Context, shards []string) int {
 	if len(shards) == 0 {
 		return 0
@@ -88,19 +94,35 @@ func (co *coordinator) requestHandoffs(ctx context.Context, shards []string) int
 		s = w.Store
 	}
 	if b, ok := s.(consumer.HandoffRequestsBatcher); ok {
+		// A call made once the round's time was up sent nothing.
+		sent := ctx.Err() == nil
 		if err := b.RequestHandoffs(ctx, shards, co.c.owner); err != nil {
 			co.log.Warnf("Requesting hand-off of %d shards failed: %v", len(shards), err)
+			if sent && mayHaveRun(err) {
+				return len(shards)
+			}
 			return 0
 		}
 		return len(shards)
 	}
 	for i, shard := range shards {
+		sent := ctx.Err() == nil
 		if err := co.store.RequestHandoff(ctx, shard, co.c.owner); err != nil {
 			co.log.Warnf("Requesting hand-off of shard %s failed: %v", shard, err)
+			if sent && mayHaveRun(err) {
+				return i + 1
+			}
 			return i
 		}
 	}
 	return len(shards)
+}
+
+// mayHaveRun says a store call's failure leaves its outcome unknown: it
+// timed out, so the call may have reached the store and run there.
+func mayHaveRun(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout())
 }
 
 // shuttingDown says the instance is stopping (shutdown began), as opposed
