@@ -38,7 +38,7 @@ var troubles = []trouble{
 	{"", "Lease taken by instance", "A pause here, or a hand-off.", "Repeating: check pauses and Redis latency."},
 	{"", "Lease taken by another instance while the checkpoint store was re-seeded", "Redis forgot the group.", "Find why Redis lost its data."},
 	{"", "Heartbeat failed", "A renewal or heartbeat did not reach Redis.", "Repeating: check Redis."},
-	{"", "Requesting hand-off of", "A balancing request did not reach Redis.", "Repeating: check Redis."},
+	{"", "Requesting hand-off of", "A balancing request failed or timed out.", "Repeating: check Redis."},
 	{"", "Acquiring the lease failed", "Taking a free lease failed at Redis.", "Repeating: check Redis and its ACL user ([deploy.md](deploy.md#redis-acl-users))."},
 	{"", "Acquiring shard leases outlasted the balancing round's time", "No take answered within a third of `lease.period`; free shards stay unread.", "Repeating: check Redis latency."},
 	{"", "%s failed; retrying", "A renewal or release failed at Redis.", "Repeating: check Redis."},
