@@ -1015,6 +1015,9 @@ func (m *simModel) reseedActor(_ *rapid.T, a *simActor) {
 	}
 	for _, s := range res.Lost {
 		a.drop(s)
+		// As the coordinator's known.newerOwner: the shard's position is
+		// its new holder's, never this actor's to re-seed.
+		delete(a.committed, s)
 	}
 	// A seeded lease neither renewed nor lost is one the script took for
 	// done (closed, or released under its token): the case of issue 59

@@ -220,6 +220,12 @@ func (co *coordinator) reseed(ctx context.Context) {
 		co.log.Warnf("%d re-seeded leases had passed their local deadline before the store forgot (this instance could not reach Redis, or was paused), so another instance may have taken them meanwhile: their readers wait a lease period (%v) for a newer owner to claim them back before reading on", held, co.c.cfg.LeasePeriod)
 	}
 	for _, id := range res.Lost {
+		// Another instance holds the shard now (a newer token, or the
+		// kept record's holder by the tie rule): its position is the
+		// shard's, and this instance's must not be re-seeded after a
+		// later wipe, where the store would keep it as the later one
+		// and skip what the holder had not yet read.
+		co.known.newerOwner(id)
 		if r := byShard[id]; r != nil {
 			r.Log().Warn("Lease taken by another instance while the checkpoint store was re-seeded; stopping the shard reader")
 			r.MarkLost()
