@@ -1046,6 +1046,13 @@ func (m *simModel) reseedActor(_ *rapid.T, a *simActor) {
 		// now. A seed that kept them would write back, after a later wipe,
 		// a newcomer's close over a shard a holder won back from it.
 		clear(a.closed)
+		// And the positions of shards it no longer reads (the
+		// coordinator's known.committed, reseed.go).
+		for s := range a.committed {
+			if a.held[s] == nil {
+				delete(a.committed, s)
+			}
+		}
 	}
 }
 

@@ -183,8 +183,22 @@ func (co *coordinator) reseed(ctx context.Context) {
 		// that no holder of the kept record settled otherwise), so the
 		// store's closed set is what counts from here: a close a holder of
 		// the kept record took back is not written back over its reader.
+		// Likewise a position of a shard this re-seed did not renew to
+		// this instance was reached on the emptied store (from its later
+		// `latest`): re-seeded after a later wipe, the store would keep it
+		// as the later one over the kept record's holder and skip what
+		// that holder had not read. Forgotten, it costs a re-read.
+		renewed := map[string]bool{}
+		for _, l := range res.Renewed {
+			renewed[l.Shard] = true
+		}
 		co.known.mu.Lock()
 		clear(co.known.closedSet)
+		for id := range co.known.committed {
+			if !renewed[id] {
+				delete(co.known.committed, id)
+			}
+		}
 		co.known.mu.Unlock()
 		co.stopChildrenOfReopened(ctx, byShard)
 	}

@@ -280,3 +280,35 @@ func TestAShardLostAtAReseedIsNotReseededAgain(t *testing.T) {
 	require.Len(t, st.seeds, 2)
 	assert.NotContains(t, st.seeds[1].Checkpoints, "s0", "a shard lost at a re-seed is re-seeded again with this instance's position")
 }
+
+// recordLostStore answers its first re-seed that the caller's group record
+// lost (it was made on an emptied store) and records each seed.
+type recordLostStore struct {
+	*consumertest.Store
+	seeds []consumer.Seed
+}
+
+func (s *recordLostStore) Reseed(ctx context.Context, seed consumer.Seed) (consumer.Reseeded, error) {
+	s.seeds = append(s.seeds, seed)
+	res, err := s.Store.Reseed(ctx, seed)
+	res.RecordLost = len(s.seeds) == 1
+	return res, err
+}
+
+// A position of a shard this instance no longer reads, learned under a
+// group record that lost at a re-seed, is not re-seeded after a later
+// wipe: it was reached from the emptied store's later `latest`, and the
+// store would keep it as the later one over the kept record's holder.
+// Found by a review of the fix above: a newcomer that committed s0 at 10
+// and released it before the holder woke kept 10 (equal tokens, so no
+// round's superseded forgot it) and wrote it at the next wipe.
+func TestAPositionKnownUnderALostRecordIsNotReseededAgain(t *testing.T) {
+	t.Parallel()
+	st := &recordLostStore{Store: consumertest.NewStore(time.Minute)}
+	co := &coordinator{c: &Consumer{owner: "me", metrics: consumer.NewMetrics(nil)}, store: st, readers: map[string]shardReader{}}
+	co.known.committedTo("s0", consumer.Position{Sequence: "10"}, 1)
+	co.reseed(t.Context())
+	co.reseed(t.Context())
+	require.Len(t, st.seeds, 2)
+	assert.NotContains(t, st.seeds[1].Checkpoints, "s0", "a position known under a record that lost is re-seeded after a second wipe")
+}
