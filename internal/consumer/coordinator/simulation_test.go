@@ -492,13 +492,20 @@ func (s *csimStore) Acquire(ctx context.Context, shard, owner string) (consumer.
 	if err := s.in.storeGate(ctx); err != nil {
 		return consumer.Take{}, err
 	}
+	return s.take(ctx, shard, owner, "")
+}
+
+// take takes one shard from the shared store, with the redelivery mark
+// the sim keeps and its lease's deadline noted; how names a batch in the
+// log.
+func (s *csimStore) take(ctx context.Context, shard, owner, how string) (consumer.Take, error) {
 	t, err := s.f.Acquire(ctx, shard, owner)
 	if err == nil {
 		s.in.noteDeadline(t.Lease)
 		s.in.sim.mu.Lock()
 		t.Delivered = s.in.sim.marks[s.st.name+"/"+shard]
 		s.in.sim.mu.Unlock()
-		s.in.sim.logf("%s takes %s/%s token %d at %v", owner, s.st.name, shard, t.Token, t.Checkpoint)
+		s.in.sim.logf("%s takes %s/%s token %d at %v%s", owner, s.st.name, shard, t.Token, t.Checkpoint, how)
 	}
 	return t, err
 }
@@ -515,15 +522,9 @@ func (s *csimStore) AcquireMany(ctx context.Context, shards []string, owner stri
 		}
 		return out
 	}
+	how := fmt.Sprintf(" (batch of %d)", len(shards))
 	for i, shard := range shards {
-		t, err := s.f.Acquire(ctx, shard, owner)
-		if err == nil {
-			s.in.noteDeadline(t.Lease)
-			s.in.sim.mu.Lock()
-			t.Delivered = s.in.sim.marks[s.st.name+"/"+shard]
-			s.in.sim.mu.Unlock()
-			s.in.sim.logf("%s takes %s/%s token %d at %v (batch of %d)", owner, s.st.name, shard, t.Token, t.Checkpoint, len(shards))
-		}
+		t, err := s.take(ctx, shard, owner, how)
 		out[i] = consumer.TakeResult{Take: t, Err: err}
 	}
 	return out

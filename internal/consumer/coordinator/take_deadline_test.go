@@ -119,14 +119,7 @@ func TestTakesThatNeverFinishWithinTheRoundAreWarned(t *testing.T) {
 	cfg := testConfig()
 	st := hungAcquireStore{consumertest.NewStore(cfg.LeasePeriod)}
 	startOverShards(t, cfg, 3, st, &logs)
-	assert.Eventually(t, func() bool {
-		for _, l := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(l, "level=WARN") && strings.Contains(l, "Acquiring") {
-				return true
-			}
-		}
-		return false
-	}, 3*time.Second, 20*time.Millisecond, "no WARN says the takes never finish; the log:\n%s", logs.String())
+	assertWarnedTakesNeverFinish(t, &logs)
 }
 
 // TestARoundOutOfTimeStillDropsLapsedRequests: a round whose deadline
@@ -227,14 +220,7 @@ func TestABatchedTakeThatNeverFinishesWithinTheRoundIsWarned(t *testing.T) {
 	cfg.RebalancePeriod = 20 * time.Second
 	st := hungBatchStore{hungAcquireStore{consumertest.NewStore(cfg.LeasePeriod)}}
 	startOverShards(t, cfg, 3, st, &logs)
-	assert.Eventually(t, func() bool {
-		for _, l := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(l, "level=WARN") && strings.Contains(l, "Acquiring") {
-				return true
-			}
-		}
-		return false
-	}, 3*time.Second, 20*time.Millisecond, "no WARN says the takes never finish; the log:\n%s", logs.String())
+	assertWarnedTakesNeverFinish(t, &logs)
 }
 
 // failingBatchStore is a store whose batched take fails as a whole, with
@@ -327,4 +313,18 @@ func requireAllOwned(t *testing.T, st *consumertest.Store, n int, within time.Du
 		}
 		return owned == n
 	}, within, 10*time.Millisecond, "every shard is taken over the rounds")
+}
+
+// assertWarnedTakesNeverFinish waits for a WARN that the round's takes
+// never finish.
+func assertWarnedTakesNeverFinish(t *testing.T, logs *consumertest.SyncBuffer) {
+	t.Helper()
+	assert.Eventually(t, func() bool {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "level=WARN") && strings.Contains(l, "Acquiring") {
+				return true
+			}
+		}
+		return false
+	}, 3*time.Second, 20*time.Millisecond, "no WARN says the takes never finish; the log:\n%s", logs.String())
 }
