@@ -162,3 +162,45 @@ func TestSoakTableNamesTheFanOutReaders(t *testing.T) {
 	assert.Contains(t, got, "input (stream -> fault proxy -> 3 kinesis input processes; 2 of 5 incarnations read with enhanced fan-out, past the proxy)")
 	assert.Contains(t, Table{}.String(), "input (stream -> fault proxy -> 3 kinesis input processes)\n")
 }
+
+// TestSoakDuplicateBehindAPoisonRecordKeepsAFaultWindowsAllowance: a record
+// delivered beside a poison record that is still taking its attempts comes
+// again from a hand-off, and once more when a fault whose window also holds
+// its first delivery strikes (a promotion that lost the next owner's
+// commit and lease). The first duplicate is the poison record's, the
+// second the fault's: the fault's window is not over its bound
+// (failover-sentinel-unacked soak, seed 5, CI 2026-12-07: c1 handed
+// soak-a/shardId-000000000001 over with a1's poison record a-k2/134 still
+// failing, a1 delivered a-k3/134 again, and the promotion's lost lease had
+// a1 deliver it a third time, "1 OVER").
+func TestSoakDuplicateBehindAPoisonRecordKeepsAFaultWindowsAllowance(t *testing.T) {
+	t0 := time.Now()
+	const shard = "soak-a/shardId-000000000001"
+	s := &soak{runner: &runner{logf: func(string, ...any) {}}, nackers: map[string]bool{}}
+	promotion := Window{What: "failover-sentinel-unacked promotion", Kind: "failover-sentinel-unacked", From: t0.Add(-time.Minute), To: t0.Add(10 * time.Second)}
+	s.windows = []Window{promotion}
+	m := newMonitor(s)
+	first := Delivery{Inst: "c1", Shard: shard, Seq: "4968", K: "a-k3", C: 134, At: t0}
+	handOff := first
+	handOff.Inst, handOff.At, handOff.Redelivered = "a1", t0.Add(500*time.Millisecond), "true"
+	afterPromotion := handOff
+	afterPromotion.At = t0.Add(6 * time.Second)
+	dead := Delivery{Inst: "a1", Shard: shard, Seq: "4967", K: "a-k2", C: 134, At: t0.Add(6 * time.Second), DeadLetterReason: "max_attempts"}
+	m.pending = []Delivery{first, handOff, dead, afterPromotion}
+	m.deliveries(t0.Add(time.Hour), true)
+	assert.Zero(t, m.v.DupsOutside)
+	table := Check(nil, nil, m.all, append(append([]Window(nil), s.windows...), m.explained...), nil, nil)
+	assert.Zero(t, table.WindowBreaches, "the promotion's window is over its bound: %+v", table.Windows)
+	assert.Zero(t, table.DupsOutsideWindows)
+
+	// Without the poison record, the same two duplicates are one over the
+	// promotion's bound: the allowance is the poison record's, not a
+	// blanket one.
+	s2 := &soak{runner: &runner{logf: func(string, ...any) {}}, nackers: map[string]bool{}}
+	s2.windows = []Window{promotion}
+	m2 := newMonitor(s2)
+	m2.pending = []Delivery{first, handOff, afterPromotion}
+	m2.deliveries(t0.Add(time.Hour), true)
+	table2 := Check(nil, nil, m2.all, append(append([]Window(nil), s2.windows...), m2.explained...), nil, nil)
+	assert.Equal(t, 1, table2.WindowBreaches)
+}
