@@ -67,7 +67,7 @@ func New(ctx context.Context, cfg Config, log *service.Logger, metrics *service.
 		// and the replica probe asks that node, neither through the
 		// cluster client, so their failures on a dead master would
 		// otherwise never ask for a reload.
-		reload := clusterReloadHook{client: cl}
+		reload := clusterReloadHook{reload: cl.ReloadState}
 		cl.OnNewNode(func(n *redis.Client) {
 			n.AddHook(hook)
 			n.AddHook(reload)

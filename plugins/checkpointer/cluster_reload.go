@@ -17,7 +17,10 @@ import (
 // The reload is lazy (in the background, one at a time), so the failed
 // call is not slowed and the next ones find the new master as soon as the
 // cluster names it.
-type clusterReloadHook struct{ client *redis.ClusterClient }
+type clusterReloadHook struct {
+	// reload asks the client for a lazy reload (ClusterClient.ReloadState).
+	reload func(ctx context.Context)
+}
 
 func (h clusterReloadHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -46,5 +49,5 @@ func (h clusterReloadHook) reloadAfter(ctx context.Context, err error) {
 	if err == nil || errors.As(err, &answer) || errors.Is(err, context.Canceled) {
 		return
 	}
-	h.client.ReloadState(ctx)
+	h.reload(ctx)
 }
