@@ -424,8 +424,7 @@ func (r *runner) run(ctx context.Context) (Table, error) {
 	if err != nil {
 		return Table{}, err
 	}
-	ds, _ := splitHandovers(all)
-	t := Check(r.counter, stream, all, append(r.windows, poisonWindows(ds)...), r.kills, nil)
+	t := Check(r.counter, stream, all, append(r.windows, poisonWindows(all)...), r.kills, nil)
 	if t.ACLRefusals, err = r.aclRefusals(ctx); err != nil {
 		return Table{}, err
 	}

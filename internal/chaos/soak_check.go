@@ -54,7 +54,7 @@ type monitor struct {
 	// fronts are where each shard is being read (soak_front.go).
 	fronts map[string]*readFront
 	// behind are marked duplicates outside every fault's window, judged at
-	// the end against the dead letters (behindPoison).
+	// the end against the dead letters (poisonHolds).
 	behind [][2]Delivery
 	// explained are the windows of the duplicated first deliveries that
 	// waited behind a poison record (poisonWindows), for the end's table.
@@ -223,7 +223,7 @@ func (m *monitor) deliveries(now time.Time, final bool) {
 			if what == "" && d.Redelivered == "true" {
 				// Judged at the end: a pause's window is known only once
 				// it ends, and a poison record's dead letter may come
-				// later still (behindPoison).
+				// later still (poisonHolds).
 				m.behind = append(m.behind, [2]Delivery{f, d})
 				continue
 			}
@@ -307,12 +307,16 @@ func (m *monitor) behindPoison() {
 	m.s.mu.Lock()
 	windows := append([]Window(nil), m.s.windows...)
 	m.s.mu.Unlock()
+	// The hand-overs tell a poison record read again after it was given
+	// up (poisonHolds).
+	lines := append(append([]Delivery(nil), m.all...), m.handovers...)
+	held := poisonHolds(lines)
 	for _, fd := range m.behind {
 		f, d := fd[0], fd[1]
 		// A fault that was still going on when the duplicate was first
 		// judged has its window now.
 		what := windowOf(windows, f)
-		if what == "" && behindPoison(f, m.all) {
+		if what == "" && held(f) {
 			what = behindPoisonKind
 		}
 		if what == "" {
@@ -332,7 +336,7 @@ func (m *monitor) behindPoison() {
 	// twice, once for each (failover-sentinel-unacked soak, seed 5: a
 	// hand-off during the replication hold, then the promotion's lost
 	// lease, was one over the promotion's bound).
-	m.explained = poisonWindows(m.all)
+	m.explained = poisonWindows(lines)
 }
 
 // rss checks each live instance's resident set against its budget plus

@@ -204,3 +204,44 @@ func TestSoakDuplicateBehindAPoisonRecordKeepsAFaultWindowsAllowance(t *testing.
 	table2 := Check(nil, nil, m2.all, append(append([]Window(nil), s2.windows...), m2.explained...), nil, nil)
 	assert.Equal(t, 1, table2.WindowBreaches)
 }
+
+// TestSoakPoisonRecordDeadLetteredAgainAfterAWipeHoldsNothingBack guards the
+// poison record's own window reaching records it never held back: a poison
+// record dead-lettered early, then read and dead-lettered again after a
+// wipe under no live holder (trim_horizon reads the shard from its start),
+// made every record of its shard past it, first delivered between the two
+// dead letters, "behind" it. Each got a second allowance on top of the
+// wipe's, and a record delivered three times (the wipe's re-read, then a
+// second owner: a fencing defect) was not over any bound.
+func TestSoakPoisonRecordDeadLetteredAgainAfterAWipeHoldsNothingBack(t *testing.T) {
+	t0 := time.Now()
+	const shard = "soak-a/shardId-000000000000"
+	s := &soak{runner: &runner{logf: func(string, ...any) {}}, nackers: map[string]bool{}}
+	began := t0.Add(30 * time.Minute)
+	wipe := Window{What: "redis-flush, no live holder", Kind: "redis-flush, no live holder", Shards: map[string]bool{shard: true},
+		From: t0.Add(-time.Minute), To: began.Add(time.Minute), Unmarked: true, After: began}
+	s.windows = []Window{wipe}
+	m := newMonitor(s)
+	poison := Delivery{Inst: "c1", Shard: shard, Seq: "100", K: "a-k1", C: 1, Poison: true, Handover: true, MaxAttempts: 3, Attempt: "1", At: t0}
+	dead := poison
+	dead.Handover, dead.DeadLetterReason, dead.Attempt, dead.At = false, "max_attempts", "3", t0.Add(5*time.Second)
+	// Delivered a minute after the poison record was given up: nothing
+	// held it back.
+	first := Delivery{Inst: "c1", Shard: shard, Seq: "200", K: "a-k2", C: 1, Attempt: "1", At: t0.Add(time.Minute)}
+	// The wipe: a1 reads the shard again from its start, the poison
+	// record among it, unmarked (the mark's limit), and gives the poison
+	// record up again.
+	poisonAgain := poison
+	poisonAgain.Inst, poisonAgain.At = "a1", began.Add(time.Second)
+	reread := first
+	reread.Inst, reread.At = "a1", began.Add(time.Second)
+	deadAgain := dead
+	deadAgain.Inst, deadAgain.At = "a1", began.Add(10*time.Second)
+	// A third delivery, by another instance: the wipe allows one.
+	third := first
+	third.Inst, third.Redelivered, third.At = "b1", "true", began.Add(20*time.Second)
+	m.pending = []Delivery{poison, dead, first, poisonAgain, reread, deadAgain, third}
+	m.deliveries(t0.Add(time.Hour), true)
+	table := Check(nil, nil, append(append([]Delivery(nil), m.all...), m.handovers...), append(append([]Window(nil), s.windows...), m.explained...), nil, nil)
+	assert.Equal(t, 1, table.WindowBreaches, "the third delivery hid behind a poison record given up before the record was first delivered: %+v", table.Windows)
+}

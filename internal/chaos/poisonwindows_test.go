@@ -48,3 +48,42 @@ func TestPoisonWindowsExplainRecordsHeldBehindAPoisonRecord(t *testing.T) {
 	early := deliveries(50)
 	assert.Empty(t, poisonWindows(early))
 }
+
+// TestPoisonWindowsOnlyWhileThePoisonRecordWaited guards the poison
+// record's window reaching records it never held back: given up, then read
+// again after a rewind and given up once more, it held back what was first
+// delivered beside it after the rewind, not what was first delivered
+// between its first dead letter and the rewind.
+func TestPoisonWindowsOnlyWhileThePoisonRecordWaited(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	d := func(seq, inst string, s int) Delivery {
+		return Delivery{K: "k" + seq, C: 1, Shard: "s0", Seq: seq, Inst: inst, At: at(s), Attempt: "1"}
+	}
+	handover := func(inst string, s int) Delivery {
+		h := d("100", inst, s)
+		h.Poison, h.Handover, h.MaxAttempts = true, true, 3
+		return h
+	}
+	dead := func(inst string, s int) Delivery {
+		dl := d("100", inst, s)
+		dl.Poison, dl.DeadLetterReason, dl.Attempt = true, "max_attempts", "3"
+		return dl
+	}
+	marked := func(dl Delivery) Delivery { dl.Redelivered = "true"; return dl }
+	all := []Delivery{
+		handover("a1", 0), dead("a1", 5),
+		// Given up at 5 s: nothing waits behind it at 10 s.
+		d("200", "a1", 10),
+		// A rewind at 20 s: a1 reads it again, and 300 beside it for the
+		// first time; b1 takes the shard over before it is given up again.
+		handover("a1", 20), d("300", "a1", 20), marked(d("200", "b1", 21)), marked(d("300", "b1", 21)),
+		dead("b1", 25),
+	}
+	ws := poisonWindows(all)
+	held := map[string]bool{}
+	for _, w := range ws {
+		held[w.From.Sub(t0).String()] = true
+	}
+	assert.Equal(t, map[string]bool{"20s": true}, held, "only 300, first delivered while the poison record waited again, is behind it: %+v", ws)
+}
