@@ -271,6 +271,7 @@ func (s *soak) failover(ctx context.Context, e soakEvent) error {
 	sleepCtx(ctx, e.dur)
 	s.redisFront.Hold()
 	s.redisFront.Cut()
+	killed := time.Now()
 	lost, err := s.checkpointsOn(ctx, mc, s.liveStreams())
 	if err != nil {
 		return fmt.Errorf("reading the master before the promotion: %w", err)
@@ -308,7 +309,7 @@ func (s *soak) failover(ctx context.Context, e soakEvent) error {
 	regressed := lostCommits(lost, promoted)
 	s.note("%s: promoted in %v; the replica lacked %d bytes of the replication stream; %d shards' checkpoints went back %v",
 		class, back.Sub(from).Round(100*time.Millisecond), masterOff-replicaOff, len(regressed), regressed)
-	ws := failoverWindows(class, s.minReplicas, s.plan, s.start, from, back, lost, promoted)
+	ws := failoverWindows(class, s.minReplicas, s.plan, s.start, from, killed, back, lost, promoted)
 	s.mu.Lock()
 	s.windows = append(s.windows, ws...)
 	s.mu.Unlock()
@@ -373,12 +374,17 @@ func lostCommits(lost, promoted map[string]consumer.Position) []string {
 // of its own that allows no duplicate (the others bound them). A record
 // delivered before that had its mark on the replica, and one delivered
 // again without it breaks the mark's promise.
-func failoverWindows(class string, minReplicas int, p Plan, start, from, back time.Time, lost, promoted map[string]consumer.Position) []Window {
+//
+// The promotion strikes (Window.At) when the instances lose the master
+// (killed), not when the replication hold began (from): until then they
+// read and write the master as ever, and a hand-off meanwhile is no
+// duplicate of the promotion's.
+func failoverWindows(class string, minReplicas int, p Plan, start, from, killed, back time.Time, lost, promoted map[string]consumer.Position) []Window {
 	last := promoted
 	if minReplicas == 0 {
 		last = lost
 	}
-	w := Window{What: class + " promotion", Kind: class, From: start, To: back.Add(p.LeasePeriod), At: from, Since: last}
+	w := Window{What: class + " promotion", Kind: class, From: start, To: back.Add(p.LeasePeriod), At: killed, Since: last}
 	marks := Window{What: class + " promotion's marks written in the lag", Kind: class + ", marks written in the lag",
 		From: from.Add(-2 * p.CommitPeriod), To: back.Add(p.LeasePeriod), At: from, Since: promoted, NoDups: true, Unmarked: true, After: from}
 	ws := []Window{w, marks}
@@ -389,7 +395,7 @@ func failoverWindows(class string, minReplicas int, p Plan, start, from, back ti
 	if len(regressed) == 0 {
 		return ws
 	}
-	lag := Window{What: class + " promotion's lost commits", Kind: failoverLagKind, From: start, To: back, At: from,
+	lag := Window{What: class + " promotion's lost commits", Kind: failoverLagKind, From: start, To: back, At: killed,
 		Shards: map[string]bool{}, Since: map[string]consumer.Position{}, Until: map[string]consumer.Position{}}
 	for _, id := range regressed {
 		lag.Shards[id] = true

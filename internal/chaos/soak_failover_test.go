@@ -33,7 +33,7 @@ func checkFailover(t *testing.T, minReplicas int, promoted map[string]consumer.P
 	t.Helper()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	perKey, stream, ds, lost, _ := failoverRun(t0)
-	ws := failoverWindows(failoverClass(minReplicas, promoterSoak), minReplicas, soakPlan, t0, t0.Add(time.Second), t0.Add(2*time.Second), lost, promoted)
+	ws := failoverWindows(failoverClass(minReplicas, promoterSoak), minReplicas, soakPlan, t0, t0.Add(time.Second), t0.Add(1500*time.Millisecond), t0.Add(2*time.Second), lost, promoted)
 	for _, c := range readAgain {
 		ds = append(ds, again(ds[c-1], "b1", t0.Add(3*time.Second)))
 	}
@@ -157,7 +157,7 @@ func TestFailoverSentinelClassesRunThroughTheSentinel(t *testing.T) {
 func TestFailoverSentinelUnackedNamesItsWindowsAndCountsTheLag(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	perKey, stream, ds, lost, promoted := failoverRun(t0)
-	ws := failoverWindows(ClassFailoverSentinelUnacked, 0, soakPlan, t0, t0.Add(time.Second), t0.Add(2*time.Second), lost, promoted)
+	ws := failoverWindows(ClassFailoverSentinelUnacked, 0, soakPlan, t0, t0.Add(time.Second), t0.Add(1500*time.Millisecond), t0.Add(2*time.Second), lost, promoted)
 	for _, c := range []int{3, 4, 5, 6} {
 		ds = append(ds, again(ds[c-1], "b1", t0.Add(3*time.Second)))
 	}
@@ -185,7 +185,7 @@ func TestFailoverExcusesNoUnmarkedDuplicateOfARecordDeliveredLongBeforeTheLag(t 
 			stream = append(stream, Record{Shard: "s0", Seq: "7", K: "k0", C: 7})
 			perKey["k0"] = 7
 			ds = append(ds, Delivery{K: "k0", C: 7, Shard: "s0", Seq: "7", Inst: "a1", At: from.Add(500 * time.Millisecond), Redelivered: "false", Attempt: "1"})
-			ws := failoverWindows(failoverClass(minReplicas, promoterSoak), minReplicas, soakPlan, t0, from, back, lost, promoted)
+			ws := failoverWindows(failoverClass(minReplicas, promoterSoak), minReplicas, soakPlan, t0, from, from, back, lost, promoted)
 			unmarked := func(d Delivery) Delivery {
 				d = again(d, "b1", back.Add(time.Second))
 				d.Redelivered, d.Attempt = "", "1"

@@ -177,7 +177,9 @@ func TestSoakDuplicateBehindAPoisonRecordKeepsAFaultWindowsAllowance(t *testing.
 	t0 := time.Now()
 	const shard = "soak-a/shardId-000000000001"
 	s := &soak{runner: &runner{logf: func(string, ...any) {}}, nackers: map[string]bool{}}
-	promotion := Window{What: "failover-sentinel-unacked promotion", Kind: "failover-sentinel-unacked", From: t0.Add(-time.Minute), To: t0.Add(10 * time.Second)}
+	// The replication hold began just after the first delivery; the
+	// master died after the hand-off.
+	promotion := failoverWindows(ClassFailoverSentinelUnacked, 0, soakPlan, t0.Add(-time.Minute), t0.Add(100*time.Millisecond), t0.Add(time.Second), t0.Add(2*time.Second), nil, nil)[0]
 	s.windows = []Window{promotion}
 	m := newMonitor(s)
 	first := Delivery{Inst: "c1", Shard: shard, Seq: "4968", K: "a-k3", C: 134, At: t0}

@@ -115,7 +115,7 @@ func (s *soak) promoteUnderLoad(ctx context.Context, e soakEvent, p promotion) e
 	regressed := lostCommits(lost, promoted)
 	s.note("%s: promoted by %s in %v (%v after the master died); the replica lacked %d bytes of the replication stream; %d shards' checkpoints went back %v",
 		class, p.by, back.Sub(from).Round(100*time.Millisecond), back.Sub(killed).Round(100*time.Millisecond), masterOff-replicaOff, len(regressed), regressed)
-	ws := failoverWindows(class, s.minReplicas, s.plan, s.start, from, back, lost, promoted)
+	ws := failoverWindows(class, s.minReplicas, s.plan, s.start, from, killed, back, lost, promoted)
 	for i := range ws {
 		if ws[i].Shards == nil {
 			ws[i].Shards = p.shards

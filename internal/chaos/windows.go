@@ -82,11 +82,37 @@ func tallyWindows(windows []Window, first map[[2]string]Delivery, dups []Deliver
 		id [2]string
 	}
 	used := map[use]bool{}
+	// last is each record's last delivery: the first, then the
+	// duplicates judged so far (dups come in time order).
+	last := map[[2]string]Delivery{}
 	for _, d := range dups {
 		id := [2]string{d.Shard, d.Seq}
 		f, ok := first[id]
 		if !ok {
 			continue
+		}
+		prev, seen := last[id]
+		if !seen {
+			prev = f
+		}
+		last[id] = d
+		// A poison record's window explains a hand-off no fault caused:
+		// a duplicate by another instance than the record's last
+		// delivery, with no fault holding the record struck in between
+		// (its allowance unused). Else a kill of the holder would
+		// explain two duplicates, one under each window, and the next
+		// owner's second one would hide.
+		handOff := func() bool {
+			if d.Inst == prev.Inst {
+				return false
+			}
+			for i, w := range windows {
+				at := out[i].At
+				if w.kind() != behindPoisonKind && !w.NoDups && !used[use{i, id}] && w.Holds(f) && w.explains(d) && at.After(prev.At) && !at.After(d.At) {
+					return false
+				}
+			}
+			return true
 		}
 		explained, fallback := -1, -1
 		for _, i := range narrowest {
@@ -94,7 +120,7 @@ func tallyWindows(windows []Window, first map[[2]string]Delivery, dups []Deliver
 			if !w.Holds(f) {
 				continue
 			}
-			if !w.NoDups && !used[use{i, id}] && w.explains(d) {
+			if !w.NoDups && !used[use{i, id}] && w.explains(d) && (w.kind() != behindPoisonKind || handOff()) {
 				explained = i
 				break
 			}
