@@ -235,7 +235,7 @@ func (s Settings) KinesisClient(cfg aws.Config) *kinesis.Client {
 		if s.Endpoint != "" {
 			o.BaseEndpoint = aws.String(s.Endpoint)
 		}
-		o.HTTPClient = readOnlyBodies{o.HTTPClient}
+		o.HTTPClient = ReadOnlyBodies(o.HTTPClient)
 	})
 }
 
@@ -263,6 +263,21 @@ func httpClient() *awshttp.BuildableClient {
 		})
 }
 
+// ReadOnlyBodies wraps an SDK client's HTTP client so that the transport
+// sees each request's body as a plain reader. Every Kinesis client that
+// talks to a server over HTTP/1.1 needs it, the connector's own (see
+// KinesisClient) as much as a test's set-up client or a load generator:
+// without it, an answer that arrives while the transport is finishing the
+// request makes the call fail after the server acted on it (see
+// readOnlyBodies). Set it as the last word on HTTPClient, after any option
+// that replaces the HTTP client; wrapping twice changes nothing.
+func ReadOnlyBodies(client aws.HTTPClient) aws.HTTPClient {
+	if _, ok := client.(readOnlyBodies); ok {
+		return client
+	}
+	return readOnlyBodies{client}
+}
+
 // readOnlyBodies gives the transport each request's body as a plain reader.
 // The SDK closes a request's body as soon as the answer's headers arrive,
 // and from then on the body answers WriteTo with io.EOF. Go's transport
@@ -271,8 +286,11 @@ func httpClient() *awshttp.BuildableClient {
 // for a failed write and closes the connection under the answer being
 // read: the call fails with "use of closed network connection" after the
 // service acted on it, and a retried PutRecords writes its records twice.
-// A server answering within microseconds meets that window every few
-// calls; through Read, a closed body ends with io.EOF, which is no error.
+// The window is the time between the transport's last write of the body
+// and that extra read: microseconds, unless the writing goroutine is
+// descheduled there, as on a loaded machine; a server answering within
+// microseconds meets it every few hundred calls. Through Read, a closed
+// body ends with io.EOF, which is no error, so no answer can be cut.
 type readOnlyBodies struct{ client aws.HTTPClient }
 
 func (c readOnlyBodies) Do(req *http.Request) (*http.Response, error) {

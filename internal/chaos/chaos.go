@@ -257,7 +257,7 @@ func (r *runner) keepOutput(name string, p *testenv.Process) {
 // answered others (seed 9: a DescribeStreamSummary, and one instance's
 // GetRecords calls); the attempt after it is answered.
 func patientClient(k *testenv.Kinesis) *kinesis.Client {
-	return kinesis.New(k.Client().Options(), func(o *kinesis.Options) {
+	return k.Client(func(o *kinesis.Options) {
 		o.RetryMaxAttempts = 10
 		o.HTTPClient = awshttp.NewBuildableClient().WithTimeout(callTimeout)
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
 // A runner's mutation that gets no answer while the soak's probe holds the
@@ -39,7 +40,8 @@ func TestRunnerCallsOutlastEmulatorStalls(t *testing.T) {
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	t.Cleanup(srv.Close)
-	kc := kinesis.New(fakeKinesisClient(srv.URL).Options(), func(o *kinesis.Options) {
+	kc := testenv.KinesisClient(srv.URL, func(o *kinesis.Options) {
+		o.Retryer = aws.NopRetryer{}
 		o.HTTPClient = awshttp.NewBuildableClient().WithTimeout(100 * time.Millisecond)
 	})
 	del := func() error {

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
 // Every stream comes first in turn, so a slow stream that uses up a poll's
@@ -88,10 +89,5 @@ func TestShadowKeepsEachShardsParents(t *testing.T) {
 
 // fakeKinesisClient is a Kinesis client of a fake endpoint, without retries.
 func fakeKinesisClient(url string) *kinesis.Client {
-	return kinesis.New(kinesis.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(url),
-		Credentials:  credentials.NewStaticCredentialsProvider("k", "s", ""),
-		Retryer:      aws.NopRetryer{},
-	})
+	return testenv.KinesisClient(url, func(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} })
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/stretchr/testify/assert"
@@ -55,11 +54,8 @@ func TestSoakDeletionEndsTheDeletedStreamsSubscriptions(t *testing.T) {
 	// The subscription goes through the cutter, as the fan-out readers'.
 	tlsCfg, err := emu.TLSConfig()
 	require.NoError(t, err)
-	fanOut := kinesis.New(kinesis.Options{
-		Region:       testenv.Region,
-		BaseEndpoint: aws.String("https://" + cutter.Addr),
-		Credentials:  credentials.NewStaticCredentialsProvider(testenv.AccessKey, testenv.SecretKey, ""),
-		HTTPClient:   awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.TLSClientConfig = tlsCfg }),
+	fanOut := testenv.KinesisClient("https://"+cutter.Addr, func(o *kinesis.Options) {
+		o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.TLSClientConfig = tlsCfg })
 	})
 	sub, err := fanOut.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{
 		ConsumerARN:      reg.Consumer.ConsumerARN,

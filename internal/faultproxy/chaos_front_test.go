@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/stretchr/testify/assert"
@@ -20,12 +19,7 @@ import (
 )
 
 func frontClient(f *Front) *kinesis.Client {
-	return kinesis.New(kinesis.Options{
-		Region:       testenv.Region,
-		BaseEndpoint: aws.String(f.URL),
-		Credentials:  credentials.NewStaticCredentialsProvider(testenv.AccessKey, testenv.SecretKey, ""),
-		Retryer:      aws.NopRetryer{},
-	})
+	return testenv.KinesisClient(f.URL, func(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} })
 }
 
 func iterator(t *testing.T, c *kinesis.Client, stream, shard string) *string {

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
@@ -21,12 +20,7 @@ import (
 // proxiedClient is a client through the proxy with the SDK's retries off,
 // so each call is one request the proxy sees.
 func proxiedClient(p *Proxy) *kinesis.Client {
-	return kinesis.New(kinesis.Options{
-		Region:       testenv.Region,
-		BaseEndpoint: aws.String(p.URL),
-		Credentials:  credentials.NewStaticCredentialsProvider(testenv.AccessKey, testenv.SecretKey, ""),
-		Retryer:      aws.NopRetryer{},
-	})
+	return testenv.KinesisClient(p.URL, func(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} })
 }
 
 func putEntries(n int, tag string) []types.PutRecordsRequestEntry {

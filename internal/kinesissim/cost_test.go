@@ -49,13 +49,12 @@ func getRecordsRequest(b *testing.B, s *Server) []byte {
 
 // BenchmarkGetRecordsEmptyShard is the server's own cost of a GetRecords
 // on an empty shard: the handler from its request to its answer, without
-// the network or HTTP parsing, and without the wait before each answer.
+// the network or HTTP parsing.
 // Run with -cpu 1 for one core's rate.
 func BenchmarkGetRecordsEmptyShard(b *testing.B) {
 	s, err := Start(b.Context(), Options{})
 	require.NoError(b, err)
 	defer s.Close()
-	s.answerDelay.Store(0)
 	body := getRecordsRequest(b, s)
 	b.ReportAllocs()
 	defer reportCPU(b)()

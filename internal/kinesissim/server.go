@@ -64,8 +64,6 @@ type Server struct {
 	writeMu sync.Mutex
 	streams atomic.Pointer[catalog]
 
-	answerDelay atomic.Int64 // nanoseconds; tests set it to 0
-
 	calls map[string]*atomic.Int64
 	other sync.Map // calls of operations not served, by name
 
@@ -117,7 +115,6 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	for op := range handlers {
 		s.calls[op] = new(atomic.Int64)
 	}
-	s.answerDelay.Store(int64(answerDelay))
 	s.streams.Store(&catalog{byName: map[string]*stream{}, byGen: map[uint64]*stream{}})
 	s.http = &http.Server{
 		Handler:           s,
@@ -296,20 +293,6 @@ func (e apiError) Error() string { return e.code + ": " + e.msg }
 
 const targetPrefix = "Kinesis_20131202."
 
-// answerDelay holds back every answer. The AWS SDK for Go v2 closes a
-// request's body as soon as the answer's headers arrive, and its body then
-// answers WriteTo with io.EOF; Go's transport reads the body once more
-// after its last byte (through WriteTo), and if the answer came first it
-// takes that EOF for a failed write and closes the connection under the
-// answer being read: the caller sees "use of closed network connection"
-// after the server acted on the request, and a retried PutRecords writes
-// its records twice. The connector's own client (awsconf) hides WriteTo
-// from the transport; a plain SDK client (test set-up, load generators)
-// does not, and a server answering in microseconds meets that window
-// (2 of 300 first PutRecords on new connections failed without a delay,
-// none of 900 with one). The service, answering in milliseconds, does not.
-const answerDelay = time.Millisecond
-
 // maxBody bounds a request body: PutRecords takes at most 5 MiB of records,
 // which base64 makes 4/3 as long, plus keys and JSON.
 const maxBody = 16 << 20
@@ -337,9 +320,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.fail(apiError{code: codeSerialization, msg: err.Error()})
 		return
-	}
-	if d := s.answerDelay.Load(); d > 0 {
-		time.Sleep(time.Duration(d))
 	}
 	if err := h(s, body, a); err != nil {
 		a.fail(err)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/awsconf"
 )
 
 // Emulator names.
@@ -209,14 +212,28 @@ func newEmulator(tb testing.TB, kind string) *Kinesis {
 }
 
 // Client returns a Kinesis client for the emulator with static test
-// credentials. It keeps the SDK's default retries: it is for test set-up,
-// not the code under test.
-func (k *Kinesis) Client() *kinesis.Client {
+// credentials (see KinesisClient). It keeps the SDK's default retries: it
+// is for test set-up, not the code under test.
+func (k *Kinesis) Client(optFns ...func(*kinesis.Options)) *kinesis.Client {
+	return KinesisClient(k.Endpoint, optFns...)
+}
+
+// KinesisClient returns a Kinesis client for endpoint with the region and
+// static credentials the emulators accept, for test set-up, the chaos
+// runner and load generators. optFns adjust it (retries, timeouts, the
+// HTTP client); whatever HTTP client they leave, its request bodies are
+// then wrapped as the connector's own client wraps them
+// (awsconf.ReadOnlyBodies). Without that, a server answering within
+// microseconds, as the simulator and the tests' fakes do, fails a call
+// every few hundred after it acted on it, and the SDK's retry of a
+// PutRecords writes its records twice.
+func KinesisClient(endpoint string, optFns ...func(*kinesis.Options)) *kinesis.Client {
+	optFns = append(slices.Clip(optFns), func(o *kinesis.Options) { o.HTTPClient = awsconf.ReadOnlyBodies(o.HTTPClient) })
 	return kinesis.New(kinesis.Options{
 		Region:       Region,
-		BaseEndpoint: aws.String(k.Endpoint),
+		BaseEndpoint: aws.String(endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, ""),
-	})
+	}, optFns...)
 }
 
 // CreateStream creates a provisioned stream with the given shard count and

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -55,8 +53,7 @@ func TestIntegrationDiscoveryListStreamsCountedAtTheProxy(t *testing.T) {
 	)
 	for i := range instances {
 		cp := newTestCheckpointer(t, backend{url: r.URL(), kind: KindSimple}, t.Name())
-		api := kinesis.New(kinesis.Options{Region: testenv.Region, BaseEndpoint: aws.String(proxy.URL), RetryMaxAttempts: 1,
-			Credentials: credentials.NewStaticCredentialsProvider(testenv.AccessKey, testenv.SecretKey, "")})
+		api := testenv.KinesisClient(proxy.URL, func(o *kinesis.Options) { o.RetryMaxAttempts = 1 })
 		lister := streams.NewLister(api, kinesisx.DefaultBackoff)
 		list := func(ctx context.Context) ([]streams.Identity, error) { return lister.List(ctx, rules) }
 		owner := fmt.Sprintf("instance-%d", i)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/redis/go-redis/v9"
@@ -290,12 +289,7 @@ func rawRead(ctx context.Context, endpoint, stream string, n int, mark func(firs
 		mark = func(bool, int64) {}
 	}
 	var firstOnce, lastOnce sync.Once
-	c := kinesis.New(kinesis.Options{
-		Region:       testenv.Region,
-		BaseEndpoint: aws.String(endpoint),
-		Credentials:  credentials.NewStaticCredentialsProvider(testenv.AccessKey, testenv.SecretKey, ""),
-		Retryer:      aws.NopRetryer{},
-	})
+	c := testenv.KinesisClient(endpoint, func(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} })
 	shards, err := kinesisx.ListAllShards(ctx, c, stream)
 	if err != nil {
 		return err

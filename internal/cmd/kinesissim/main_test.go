@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
 // TestCommandPrintsItsEndpointAfterCreatingItsStreams guards a first line
@@ -31,7 +32,7 @@ func TestCommandPrintsItsEndpointAfterCreatingItsStreams(t *testing.T) {
 	require.True(t, ok, line)
 	assert.Regexp(t, `^http://127\.0\.0\.1:\d+$`, endpoint)
 
-	c := kinesis.New(kinesis.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), Credentials: credentials.NewStaticCredentialsProvider("id", "secret", "")})
+	c := testenv.KinesisClient(endpoint)
 	streams, err := c.ListStreams(t.Context(), &kinesis.ListStreamsInput{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ev-0", "ev-1", "ev-2", "orders"}, streams.StreamNames)

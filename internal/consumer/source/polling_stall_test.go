@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/redpanda-data/benthos/v4/public/service"
 	"github.com/stretchr/testify/assert"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
+	"github.com/connect-kinesis/connect-kinesis/internal/testenv"
 )
 
 // heldRoom is a Room without a budget that says how long each reservation
@@ -102,10 +102,7 @@ func hangingKinesis(t *testing.T, hang string) *kinesis.Client {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) })
-	return kinesis.New(kinesis.Options{
-		Region: "eu-west-1", BaseEndpoint: aws.String(srv.URL), Retryer: aws.NopRetryer{},
-		Credentials: credentials.NewStaticCredentialsProvider("id", "secret", ""),
-	})
+	return testenv.KinesisClient(srv.URL, func(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} })
 }
 
 // Guards the defect: a GetRecords that hangs (a half-open connection, an
