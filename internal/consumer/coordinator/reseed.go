@@ -194,9 +194,16 @@ func (co *coordinator) reseed(ctx context.Context) {
 		}
 		co.known.mu.Lock()
 		clear(co.known.closedSet)
-		for id := range co.known.committed {
+		for id, e := range co.known.committed {
 			if !renewed[id] {
-				delete(co.known.committed, id)
+				co.known.forgetLocked(id, e.token)
+			}
+		}
+		// A reader of such a shard may still have a commit out, whose
+		// reply must not bring the position back.
+		for id, r := range current {
+			if !renewed[id] {
+				co.known.forgetLocked(id, r.Lease().Token)
 			}
 		}
 		co.known.mu.Unlock()
@@ -238,12 +245,16 @@ func (co *coordinator) reseed(ctx context.Context) {
 		// kept record's holder by the tie rule): its position is the
 		// shard's, and this instance's must not be re-seeded after a
 		// later wipe, where the store would keep it as the later one
-		// and skip what the holder had not yet read.
-		co.known.newerOwner(id)
-		if r := byShard[id]; r != nil {
-			r.Log().Warn("Lease taken by another instance while the checkpoint store was re-seeded; stopping the shard reader")
-			r.MarkLost()
+		// and skip what the holder had not yet read. Nor does a reply
+		// of a commit its reader made before come to put it back.
+		r := byShard[id]
+		if r == nil {
+			co.known.newerOwner(id, 0)
+			continue
 		}
+		co.known.newerOwner(id, r.Lease().Token)
+		r.Log().Warn("Lease taken by another instance while the checkpoint store was re-seeded; stopping the shard reader")
+		r.MarkLost()
 	}
 }
 
