@@ -229,6 +229,9 @@ func (co *coordinator) forgetReader(r shardReader) {
 		co.recheck = true
 	}
 	if co.readers[r.Shard().ID] == r {
+		if !r.Outcome().ClosedShard {
+			co.known.gaveUp(r.Shard().ID)
+		}
 		co.readersMu.Lock()
 		delete(co.readers, r.Shard().ID)
 		co.readersMu.Unlock()

@@ -28,7 +28,8 @@ type known struct {
 	override *consumer.StartOverride
 	// committed is, per shard, the last checkpoint this instance took a
 	// shard from or committed, with the lease token it held then, until a
-	// newer owner (or an operator's reset or import) is known.
+	// newer owner (or an operator's reset or import) is known or the
+	// shard's reader here ends without closing it (gaveUp).
 	committed map[string]knownPos
 	// forgotten is, per shard, the highest lease token under which this
 	// instance forgot the shard's position because a newer owner (or an
@@ -124,6 +125,19 @@ func (k *known) forgetLocked(id string, token int64) {
 		k.forgotten = map[string]int64{}
 	}
 	k.forgotten[id] = max(k.forgotten[id], token)
+}
+
+// gaveUp forgets the position of a shard whose reader here ended without
+// closing it: handed back (or left to lapse), or lost. Its next owner
+// takes the shard from the store's checkpoint and knows it from then on.
+// Kept here, the position could be written after a later wipe over a
+// holder that won the shard back at a re-seed under a token no higher
+// than this instance's (tokens start again at 1 after a wipe, so
+// superseded cannot tell), which the store would keep as the later one.
+func (k *known) gaveUp(id string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.committed, id)
 }
 
 // superseded forgets the positions of shards whose lease the store shows

@@ -20,8 +20,8 @@ import (
 // their tokens.
 //
 // The positions are each shard's last *committed* one, kept per shard for
-// as long as no newer owner or operator's reset is known (known.go), and
-// for the shards read here now the acked one: so a store that forgets
+// as long as its reader here runs and no newer owner or operator's reset
+// is known (known.go), and for the shards read here now the acked one: so a store that forgets
 // during an outage of any length costs at most one commit period of
 // reading plus what was in flight, and a reader that took a shard without
 // a checkpoint counts as soon as it commits. The store hands no shard it
@@ -144,7 +144,13 @@ func (co *coordinator) reseed(ctx context.Context) {
 		if r.Finished() {
 			// Done but not yet forgotten by the run loop: its lease is
 			// closed or handed back, and a closed shard is seeded closed.
-			if r.Outcome().ClosedShard && !slices.Contains(seed.Closed, id) {
+			// A shard handed back is seeded with no position of this
+			// instance's, as once the run loop forgot its reader
+			// (known.gaveUp).
+			if !r.Outcome().ClosedShard {
+				delete(seed.Checkpoints, id)
+				co.known.gaveUp(id)
+			} else if !slices.Contains(seed.Closed, id) {
 				seed.Closed = append(seed.Closed, id)
 			}
 			continue
