@@ -21,13 +21,13 @@ import (
 //
 // The positions are each shard's last *committed* one, kept per shard for
 // as long as its reader here runs and no newer owner or operator's reset
-// is known (known.go), and for the shards read here now the acked one: so a store that forgets
-// during an outage of any length costs at most one commit period of
-// reading plus what was in flight, and a reader that took a shard without
-// a checkpoint counts as soon as it commits. The store hands no shard it
-// does not know to anyone for a lease period after a re-seed, so every
-// instance has time to re-seed its own shards before another could take
-// them and start them over.
+// is known (known.go), and for the shards read here now the acked one: so
+// a store that forgets during an outage of any length costs at most one
+// commit period of reading plus what was in flight, and a reader that took
+// a shard without a checkpoint counts as soon as it commits. The store
+// hands no shard it does not know to anyone for a lease period after a
+// re-seed, so every instance has time to re-seed its own shards before
+// another could take them and start them over.
 //
 // A lease whose local deadline had passed when the store forgot is one
 // this instance cannot know it still held: while it could not reach Redis
@@ -251,8 +251,8 @@ func (co *coordinator) reseed(ctx context.Context) {
 		// kept record's holder by the tie rule): its position is the
 		// shard's, and this instance's must not be re-seeded after a
 		// later wipe, where the store would keep it as the later one
-		// and skip what the holder had not yet read. Nor does a reply
-		// of a commit its reader made before come to put it back.
+		// and skip what the holder had not yet read. The reply of a
+		// commit its reader made before does not put it back.
 		r := byShard[id]
 		if r == nil {
 			co.known.newerOwner(id, 0)
