@@ -192,8 +192,9 @@ func TestALateCommitReplyDoesNotPutBackAPositionForgottenForANewerOwner(t *testi
 			require.True(t, r.Lost(), "the reader is stopped as lost")
 
 			// Now the commit's reply reaches the reader's callback.
+			// The lost reader is still ending when the next wipe comes (once
+			// the run loop forgets it, its position goes anyway).
 			co.readerStream().Committed(shard, consumer.Position{Sequence: "12"}, take.Token)
-			delete(co.readers, shard) // the lost reader ended
 
 			holderReseeds(st, shard, consumer.Position{Sequence: "3"})
 			co.reseed(co.runCtx)
