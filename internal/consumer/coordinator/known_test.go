@@ -205,3 +205,56 @@ func TestALateCommitReplyDoesNotPutBackAPositionForgottenForANewerOwner(t *testi
 		})
 	}
 }
+
+// A reader whose own commit (or hand-back's commit, or close) the store
+// fenced is marked lost by the reader itself: no renewal or re-seed learns
+// of a newer owner (newerOwner), and a holder that won the shard back at a
+// re-seed under the same token (the tie rule, after a wipe tokens start
+// again at 1) is no newer token for a balancing round (superseded). Until
+// the run loop forgets the ending reader (gaveUp), its position was still
+// known, and a re-seed after a wipe in that window wrote it over the
+// holder's; the store kept it as the later one and passed records no one
+// had delivered. The window lasts as long as the lost reader waits for a
+// batch in the pipeline (a slow or stuck output).
+//
+// Guards: a re-seed wrote the known position of a shard whose reader here
+// was lost by its own fenced commit and had not ended yet (the store's
+// checkpoint 12 past the holder's 3).
+func TestAFencedReadersPositionIsNotReseededOverAHolderThatWonTheShardBack(t *testing.T) {
+	t.Parallel()
+	const shard = "s0"
+	st := consumertest.NewStore(time.Minute)
+	co := balancingCoordinator(st, "me", []string{shard})
+	co.runCtx = t.Context()
+	// Taken from 10, a position reached from an emptied store's later
+	// `latest`, and read on to 12, committed and heard of.
+	st.Mu.Lock()
+	st.Ckpt[shard] = consumer.Position{Sequence: "10"}
+	st.Mu.Unlock()
+	take, err := st.Acquire(t.Context(), shard, "me")
+	require.NoError(t, err)
+	co.known.take(take)
+	l := take.Lease
+	l.Deadline = time.Now().Add(time.Minute)
+	r := newFakeReader(shard, l)
+	co.readers[shard] = r
+	require.NoError(t, st.Commit(t.Context(), take.Lease, consumer.Position{Sequence: "12"}))
+	co.readerStream().Committed(shard, consumer.Position{Sequence: "12"}, take.Token)
+
+	// The earlier holder wins the shard back at its re-seed under the same
+	// token; the reader's next commit is fenced and the reader marks
+	// itself lost (reader.commit), which no renewal or round hears of.
+	claimedBack(st, shard, take.Token, consumer.Position{Sequence: "3"})
+	require.ErrorIs(t, st.Commit(t.Context(), take.Lease, consumer.Position{Sequence: "14"}), consumer.ErrLeaseLost)
+	r.MarkLost()
+	co.rebalance(co.runCtx)
+
+	// The lost reader is still ending (a batch in the pipeline) when the
+	// next wipe comes, and the holder re-seeds first.
+	holderReseeds(st, shard, consumer.Position{Sequence: "3"})
+	co.reseed(co.runCtx)
+	st.Mu.Lock()
+	defer st.Mu.Unlock()
+	assert.Equal(t, consumer.Position{Sequence: "3"}, st.Ckpt[shard],
+		"a re-seed wrote the fenced reader's 12 over the holder's 3")
+}
