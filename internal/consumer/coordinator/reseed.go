@@ -139,6 +139,13 @@ func (co *coordinator) reseed(ctx context.Context) {
 	current := co.readersNow()
 	for id, r := range current {
 		if r.Lost() {
+			// Its reader ends without closing the shard, so its position
+			// is not this instance's to seed, as once the run loop forgot
+			// it (known.gaveUp). A reader lost by its own fenced commit is
+			// one no renewal told of a newer owner (newerOwner), and a
+			// holder that won the shard back at a re-seed under the same
+			// token is no newer one for a round (superseded).
+			delete(seed.Checkpoints, id)
 			continue
 		}
 		if r.Finished() {
