@@ -505,12 +505,14 @@ func (m *simModel) pickHeld(t *rapid.T) (*simActor, string) {
 }
 
 // drop forgets a held shard; its lease stays among the past ones, which a
-// stale call may still present.
+// stale call may still present. As the coordinator's known.gaveUp, a
+// shard whose reader ends keeps no position for a later seed.
 func (a *simActor) drop(shard string) {
 	if h := a.held[shard]; h != nil {
 		a.past = append(a.past, simLate{lease: h.lease, pos: h.pos})
 	}
 	delete(a.held, shard)
+	delete(a.committed, shard)
 }
 
 // seen notes a FORGOT answer; the consumer re-seeds on it.
@@ -2136,6 +2138,100 @@ func TestSimulateStoreOwnCloseUnderProvisionalLeaseSkip(t *testing.T) {
 		m.reseedActor(rt, n)
 		if m.rawCkpt("p1") == consumer.ShardEnd || m.rawClosed("p1") {
 			fatal("n's re-seed closed p1 (checkpoint %q) while k reads it from before record %d, which no one delivered", m.rawCkpt("p1"), len(m.records["p1"]))
+		}
+	})
+}
+
+// TestSimulateStoreHandedBackPositionSkip guards the skip of a position an
+// instance kept after handing a shard back. A newcomer n reads s0 from its
+// own, later `latest` on an emptied store; its record loses at its re-seed
+// and it reads s0 on provisionally, then hands it back. The paused holder h
+// wakes and claims s0 back with its earlier position, under a token no
+// higher than n's (tokens started again at 1 on the emptied store, so no
+// balancing round tells n that a newer owner holds it). After the next
+// wipe, n (first to see it) re-seeded its handed-back position, which the
+// store kept as the later one over h's: past records no one delivered.
+//
+// Guards: a shard's position stayed known after its reader handed it back
+// (the skip: "the checkpoint of s0 is 7, past record 4 that no one
+// delivered").
+func TestSimulateStoreHandedBackPositionSkip(t *testing.T) {
+	srv := newMiniServer(t)
+	stats := &simStats{}
+	for name, v := range map[string]string{"rapid.checks": "1", "rapid.steps": "1", "rapid.seed": "1"} {
+		if err := flag.Set(name, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		m := newSimModel(rt, srv, stats, 3)
+		m.latest = true
+		a, h, n := m.actors[0], m.actors[1], m.actors[2]
+		write := func(shard string, c int) {
+			for range c {
+				m.records[shard] = append(m.records[shard], &simRecord{written: m.srv.now()})
+			}
+		}
+		fatal := func(format string, args ...any) {
+			rt.Fatalf(format+"\n  %s", append(args, strings.Join(m.log, "\n  "))...)
+		}
+		step := func(f func()) { f(); m.check(rt) }
+		m.joinActor(a)
+		m.joinActor(h)
+		m.srv.advance(3 * time.Second)
+		write("s0", 1)
+		step(func() { m.takeShard(rt, h, "s0") })
+		step(func() { m.deliverShard(rt, h, "s0", 100) })
+		step(func() { m.commitShard(rt, h, "s0") })
+		if h.held["s0"] == nil || h.held["s0"].committed != len(m.records["s0"]) {
+			fatal("h did not take, read and commit s0")
+		}
+		// A wipe while a and h are paused; records come that only h's
+		// world would read, then n makes a later record and takes s0 from
+		// its own `latest`, past them.
+		a.paused, h.paused = true, true
+		step(func() { m.restartEmpty(rt) })
+		m.srv.advance(10 * time.Second)
+		write("s0", 2)
+		m.srv.advance(10 * time.Second)
+		m.joinActor(n)
+		m.srv.advance(n.notBefore.Sub(m.srv.now()))
+		step(func() { m.takeShard(rt, n, "s0") })
+		if n.held["s0"] == nil || n.held["s0"].pos != len(m.records["s0"]) {
+			fatal("n did not take s0 past the records written after the wipe")
+		}
+		write("s0", 1)
+		step(func() { m.deliverShard(rt, n, "s0", 100) })
+		step(func() { m.commitShard(rt, n, "s0") })
+		// a wakes and re-seeds its record, which is kept: s0 is
+		// provisional. n finds its record lost and reads s0 on.
+		a.paused = false
+		step(func() { m.reseedActor(rt, a) })
+		step(func() { m.renewActor(n) })
+		if n.held["s0"] == nil {
+			fatal("n lost s0 at its re-seed")
+		}
+		// n reads on and hands s0 back (a hand-off): commit, release.
+		write("s0", 1)
+		step(func() { m.deliverShard(rt, n, "s0", 100) })
+		step(func() { m.releaseShard(rt, n, "s0") })
+		if n.held["s0"] != nil {
+			fatal("n did not hand s0 back")
+		}
+		// h wakes: its renewal finds s0 provisional and re-seeds, which
+		// claims s0 back at h's position, under h's token.
+		h.paused = false
+		step(func() { m.renewActor(h) })
+		if h.held["s0"] == nil || m.rawCkpt("s0") != strconv.Itoa(h.held["s0"].pos) {
+			fatal("h did not claim s0 back at its position (checkpoint %q)", m.rawCkpt("s0"))
+		}
+		// The next wipe: n sees it first and re-seeds; h's renewal finds
+		// its lease unknown and re-seeds.
+		step(func() { m.restartEmpty(rt) })
+		step(func() { m.reseedActor(rt, n) })
+		step(func() { m.renewActor(h) })
+		if h.held["s0"] == nil {
+			fatal("h lost s0 at its re-seed")
 		}
 	})
 }

@@ -229,6 +229,9 @@ func (co *coordinator) forgetReader(r shardReader) {
 		co.recheck = true
 	}
 	if co.readers[r.Shard().ID] == r {
+		if !r.Outcome().ClosedShard {
+			co.known.gaveUp(r.Shard().ID)
+		}
 		co.readersMu.Lock()
 		delete(co.readers, r.Shard().ID)
 		co.readersMu.Unlock()
@@ -274,7 +277,7 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]shardRea
 		case err != nil:
 			log.Warnf("Lease no longer ours in the store (reading who holds it failed: %v); stopped the shard reader", err)
 		case holder.Owner != "" && holder.Owner != co.c.owner:
-			co.known.newerOwner(r.Shard().ID)
+			co.known.newerOwner(r.Shard().ID, r.Lease().Token)
 			log.Warnf("Lease taken by instance %s (token %d); stopped the shard reader", holder.Owner, holder.Token)
 		case holder.Owner == "" && holder.Token == 0:
 			log.Warn("Lease missing from the store (pruned as trimmed while this instance could not renew it, or the group deleted with `checkpoints delete`?); stopped the shard reader")
@@ -287,10 +290,10 @@ func (co *coordinator) stopLost(ctx context.Context, byShard map[string]shardRea
 			// re-seed must not write it over the new one. The log names
 			// both causes: soak seed 12 with efo saw this line after a
 			// recreated stream's clear, where it named only the operator.
-			co.known.newerOwner(r.Shard().ID)
+			co.known.newerOwner(r.Shard().ID, r.Lease().Token)
 			log.Warnf("Lease fenced: the stream's checkpoints were replaced and every lease freed (token now %d), by an operator's `checkpoints reset` or `checkpoints import`, or by an instance that found the stream deleted and created again; stopped the shard reader, and the shard is taken again from the new checkpoints", holder.Token)
 		default:
-			co.known.newerOwner(r.Shard().ID)
+			co.known.newerOwner(r.Shard().ID, r.Lease().Token)
 			log.Warn("Lease no longer ours in the store (it expired and was released or renewed under another token); stopped the shard reader")
 		}
 	}

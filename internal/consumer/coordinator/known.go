@@ -28,8 +28,19 @@ type known struct {
 	override *consumer.StartOverride
 	// committed is, per shard, the last checkpoint this instance took a
 	// shard from or committed, with the lease token it held then, until a
-	// newer owner (or an operator's reset or import) is known.
+	// newer owner (or an operator's reset or import) is known or the
+	// shard's reader here ends without closing it (gaveUp).
 	committed map[string]knownPos
+	// forgotten is, per shard, the highest lease token under which this
+	// instance forgot the shard's position because a newer owner (or an
+	// operator's reset) holds it. A commit made under such a token can
+	// have run in the store while the lease was still held and have its
+	// reply handled only after the forget; it must not put the position
+	// back, where a re-seed after a later wipe would write it over the
+	// newer owner's. A take of the shard clears it: no reader of an
+	// earlier lease is left by then (a shard is taken only once its last
+	// reader here ended).
+	forgotten map[string]int64
 }
 
 // knownPos is a position this instance knows a shard reached, under the
@@ -69,6 +80,7 @@ func (k *known) take(t consumer.Take) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.override = t.Override
+	delete(k.forgotten, t.Shard)
 	if t.Checkpoint.IsZero() {
 		delete(k.committed, t.Shard)
 		return
@@ -77,10 +89,14 @@ func (k *known) take(t consumer.Take) {
 }
 
 // committedTo records a checkpoint a reader of this instance committed
-// under the lease token token.
+// under the lease token token, unless the position was forgotten under
+// that token since (the commit's reply came after the forget).
 func (k *known) committedTo(id string, p consumer.Position, token int64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if t, ok := k.forgotten[id]; ok && token <= t {
+		return
+	}
 	k.commit(id, p, token)
 }
 
@@ -93,7 +109,32 @@ func (k *known) commit(id string, p consumer.Position, token int64) {
 
 // newerOwner forgets a shard's position once another owner (or an
 // operator's reset) is known to hold the shard: what it commits is newer.
-func (k *known) newerOwner(id string) {
+// token is the lease token this instance held: a commit made under it
+// whose reply comes later does not put the position back.
+func (k *known) newerOwner(id string, token int64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.forgetLocked(id, token)
+}
+
+// forgetLocked forgets a shard's position and refuses commits under token
+// from then on, until the shard is taken again. k.mu is held.
+func (k *known) forgetLocked(id string, token int64) {
+	delete(k.committed, id)
+	if k.forgotten == nil {
+		k.forgotten = map[string]int64{}
+	}
+	k.forgotten[id] = max(k.forgotten[id], token)
+}
+
+// gaveUp forgets the position of a shard whose reader here ended without
+// closing it: handed back (or left to lapse), or lost. Its next owner
+// takes the shard from the store's checkpoint and knows it from then on.
+// Kept here, the position could be written after a later wipe over a
+// holder that won the shard back at a re-seed under a token no higher
+// than this instance's (tokens start again at 1 after a wipe, so
+// superseded cannot tell), which the store would keep as the later one.
+func (k *known) gaveUp(id string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.committed, id)
@@ -109,7 +150,7 @@ func (k *known) superseded(leases map[string]consumer.LeaseState) {
 	defer k.mu.Unlock()
 	for id, e := range k.committed {
 		if ls, ok := leases[id]; ok && ls.Token > e.token {
-			delete(k.committed, id)
+			k.forgetLocked(id, e.token)
 		}
 	}
 }

@@ -164,6 +164,7 @@ func (co *coordinator) forgetShard(id string) {
 	co.known.mu.Lock()
 	delete(co.known.closedSet, id)
 	delete(co.known.committed, id)
+	delete(co.known.forgotten, id)
 	co.known.mu.Unlock()
 }
 

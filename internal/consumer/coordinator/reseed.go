@@ -20,14 +20,14 @@ import (
 // their tokens.
 //
 // The positions are each shard's last *committed* one, kept per shard for
-// as long as no newer owner or operator's reset is known (known.go), and
-// for the shards read here now the acked one: so a store that forgets
-// during an outage of any length costs at most one commit period of
-// reading plus what was in flight, and a reader that took a shard without
-// a checkpoint counts as soon as it commits. The store hands no shard it
-// does not know to anyone for a lease period after a re-seed, so every
-// instance has time to re-seed its own shards before another could take
-// them and start them over.
+// as long as its reader here runs and no newer owner or operator's reset
+// is known (known.go), and for the shards read here now the acked one: so
+// a store that forgets during an outage of any length costs at most one
+// commit period of reading plus what was in flight, and a reader that took
+// a shard without a checkpoint counts as soon as it commits. The store
+// hands no shard it does not know to anyone for a lease period after a
+// re-seed, so every instance has time to re-seed its own shards before
+// another could take them and start them over.
 //
 // A lease whose local deadline had passed when the store forgot is one
 // this instance cannot know it still held: while it could not reach Redis
@@ -139,12 +139,25 @@ func (co *coordinator) reseed(ctx context.Context) {
 	current := co.readersNow()
 	for id, r := range current {
 		if r.Lost() {
+			// Its reader ends without closing the shard, so its position
+			// is not this instance's to seed, as once the run loop forgot
+			// it (known.gaveUp). A reader lost by its own fenced commit is
+			// one no renewal told of a newer owner (newerOwner), and a
+			// holder that won the shard back at a re-seed under the same
+			// token is no newer one for a round (superseded).
+			delete(seed.Checkpoints, id)
 			continue
 		}
 		if r.Finished() {
 			// Done but not yet forgotten by the run loop: its lease is
 			// closed or handed back, and a closed shard is seeded closed.
-			if r.Outcome().ClosedShard && !slices.Contains(seed.Closed, id) {
+			// A shard handed back is seeded with no position of this
+			// instance's, as once the run loop forgot its reader
+			// (known.gaveUp).
+			if !r.Outcome().ClosedShard {
+				delete(seed.Checkpoints, id)
+				co.known.gaveUp(id)
+			} else if !slices.Contains(seed.Closed, id) {
 				seed.Closed = append(seed.Closed, id)
 			}
 			continue
@@ -194,9 +207,16 @@ func (co *coordinator) reseed(ctx context.Context) {
 		}
 		co.known.mu.Lock()
 		clear(co.known.closedSet)
-		for id := range co.known.committed {
+		for id, e := range co.known.committed {
 			if !renewed[id] {
-				delete(co.known.committed, id)
+				co.known.forgetLocked(id, e.token)
+			}
+		}
+		// A reader of such a shard may still have a commit out, whose
+		// reply must not bring the position back.
+		for id, r := range current {
+			if !renewed[id] {
+				co.known.forgetLocked(id, r.Lease().Token)
 			}
 		}
 		co.known.mu.Unlock()
@@ -238,12 +258,16 @@ func (co *coordinator) reseed(ctx context.Context) {
 		// kept record's holder by the tie rule): its position is the
 		// shard's, and this instance's must not be re-seeded after a
 		// later wipe, where the store would keep it as the later one
-		// and skip what the holder had not yet read.
-		co.known.newerOwner(id)
-		if r := byShard[id]; r != nil {
-			r.Log().Warn("Lease taken by another instance while the checkpoint store was re-seeded; stopping the shard reader")
-			r.MarkLost()
+		// and skip what the holder had not yet read. The reply of a
+		// commit its reader made before does not put it back.
+		r := byShard[id]
+		if r == nil {
+			co.known.newerOwner(id, 0)
+			continue
 		}
+		co.known.newerOwner(id, r.Lease().Token)
+		r.Log().Warn("Lease taken by another instance while the checkpoint store was re-seeded; stopping the shard reader")
+		r.MarkLost()
 	}
 }
 
