@@ -83,7 +83,7 @@ func BenchmarkGetRecordsEmptyShardHTTP(b *testing.B) {
 	body := getRecordsRequest(b, s)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	// Many readers poll at once, as instances reading thousands of shards
-	// do; each call waits out the answer delay.
+	// do.
 	b.SetParallelism(64)
 	b.ReportAllocs()
 	defer reportCPU(b)()
