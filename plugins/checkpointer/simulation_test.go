@@ -1743,11 +1743,7 @@ func TestSimulateStoreReseedAfterWipeKeepsPausedHoldersPosition(t *testing.T) {
 	srv := newMiniServer(t)
 	stats := &simStats{}
 	var found string
-	for name, v := range map[string]string{"rapid.checks": "1", "rapid.steps": "1", "rapid.seed": "1"} {
-		if err := flag.Set(name, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scriptedOnce(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		m := newSimModel(rt, srv, stats, 2)
 		m.latest = true
@@ -1814,11 +1810,7 @@ func TestSimulateStoreFailedReseedMarks(t *testing.T) {
 	srv := newMiniServer(t)
 	stats := &simStats{}
 	var found string
-	for name, v := range map[string]string{"rapid.checks": "1", "rapid.steps": "1", "rapid.seed": "1"} {
-		if err := flag.Set(name, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scriptedOnce(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		m := newSimModel(rt, srv, stats, 2)
 		m.latest = false
@@ -1887,11 +1879,7 @@ func TestSimulateStoreLostRecordSkip(t *testing.T) {
 	srv := newMiniServer(t)
 	stats := &simStats{}
 	var found string
-	for name, v := range map[string]string{"rapid.checks": "1", "rapid.steps": "1", "rapid.seed": "1"} {
-		if err := flag.Set(name, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scriptedOnce(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		m := newSimModel(rt, srv, stats, 3)
 		m.latest = true
@@ -1978,23 +1966,12 @@ func TestSimulateStoreLostRecordSkip(t *testing.T) {
 func TestSimulateStoreLearnedProvisionalCloseSkip(t *testing.T) {
 	srv := newMiniServer(t)
 	stats := &simStats{}
-	for name, v := range map[string]string{"rapid.checks": "1", "rapid.steps": "1", "rapid.seed": "1"} {
-		if err := flag.Set(name, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scriptedOnce(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		m := newSimModel(rt, srv, stats, 3)
 		m.latest = true
 		h, n, k := m.actors[0], m.actors[1], m.actors[2]
-		write := func(shard string, c int) {
-			for range c {
-				m.records[shard] = append(m.records[shard], &simRecord{written: m.srv.now()})
-			}
-		}
-		fatal := func(format string, args ...any) {
-			rt.Fatalf(format+"\n  %s", append(args, strings.Join(m.log, "\n  "))...)
-		}
+		write, fatal := m.writeNow, m.fatalWithSchedule(rt)
 		hold := m.period() + 3*time.Second
 		// The kept record: h's, the earliest. A record of p1 is written
 		// after its start, so it is owed.
@@ -2068,23 +2045,12 @@ func TestSimulateStoreLearnedProvisionalCloseSkip(t *testing.T) {
 func TestSimulateStoreOwnCloseUnderProvisionalLeaseSkip(t *testing.T) {
 	srv := newMiniServer(t)
 	stats := &simStats{}
-	for name, v := range map[string]string{"rapid.checks": "1", "rapid.steps": "1", "rapid.seed": "1"} {
-		if err := flag.Set(name, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scriptedOnce(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		m := newSimModel(rt, srv, stats, 3)
 		m.latest = true
 		h, n, k := m.actors[0], m.actors[1], m.actors[2]
-		write := func(shard string, c int) {
-			for range c {
-				m.records[shard] = append(m.records[shard], &simRecord{written: m.srv.now()})
-			}
-		}
-		fatal := func(format string, args ...any) {
-			rt.Fatalf(format+"\n  %s", append(args, strings.Join(m.log, "\n  "))...)
-		}
+		write, fatal := m.writeNow, m.fatalWithSchedule(rt)
 		hold := m.period() + 3*time.Second
 		m.joinActor(h)
 		m.joinActor(k)
@@ -2158,23 +2124,12 @@ func TestSimulateStoreOwnCloseUnderProvisionalLeaseSkip(t *testing.T) {
 func TestSimulateStoreHandedBackPositionSkip(t *testing.T) {
 	srv := newMiniServer(t)
 	stats := &simStats{}
-	for name, v := range map[string]string{"rapid.checks": "1", "rapid.steps": "1", "rapid.seed": "1"} {
-		if err := flag.Set(name, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scriptedOnce(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		m := newSimModel(rt, srv, stats, 3)
 		m.latest = true
 		a, h, n := m.actors[0], m.actors[1], m.actors[2]
-		write := func(shard string, c int) {
-			for range c {
-				m.records[shard] = append(m.records[shard], &simRecord{written: m.srv.now()})
-			}
-		}
-		fatal := func(format string, args ...any) {
-			rt.Fatalf(format+"\n  %s", append(args, strings.Join(m.log, "\n  "))...)
-		}
+		write, fatal := m.writeNow, m.fatalWithSchedule(rt)
 		step := func(f func()) { f(); m.check(rt) }
 		m.joinActor(a)
 		m.joinActor(h)
@@ -2234,4 +2189,29 @@ func TestSimulateStoreHandedBackPositionSkip(t *testing.T) {
 			fatal("h lost s0 at its re-seed")
 		}
 	})
+}
+
+// scriptedOnce has rapid run a scripted schedule's property once, one
+// step, from seed 1: the schedule drives the model by hand.
+func scriptedOnce(t *testing.T) {
+	t.Helper()
+	for name, v := range map[string]string{"rapid.checks": "1", "rapid.steps": "1", "rapid.seed": "1"} {
+		if err := flag.Set(name, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// writeNow writes c records to shard at the store's time.
+func (m *simModel) writeNow(shard string, c int) {
+	for range c {
+		m.records[shard] = append(m.records[shard], &simRecord{written: m.srv.now()})
+	}
+}
+
+// fatalWithSchedule fails a scripted schedule with the steps it ran.
+func (m *simModel) fatalWithSchedule(rt *rapid.T) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		rt.Fatalf(format+"\n  %s", append(args, strings.Join(m.log, "\n  "))...)
+	}
 }
