@@ -26,6 +26,12 @@ type TCPProxy struct {
 	// (StartGentleTCPProxy); upstream holds those connections.
 	gentle   bool
 	upstream map[net.Conn]bool
+	// closed: Close has begun, so a connection accepted before it and
+	// dialled after its Cut is closed, not piped (Close would wait on its
+	// pipes forever: a replica's link to its master never goes idle).
+	closed bool
+	// dial reaches the target (net.Dial; a test holds it).
+	dial func(network, addr string) (net.Conn, error)
 }
 
 // gentleDrain bounds how long a gentle proxy reads from the target after
@@ -39,7 +45,7 @@ func StartTCPProxy(target string) (*TCPProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting a TCP proxy to %s: %w", target, err)
 	}
-	p := &TCPProxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}, upstream: map[net.Conn]bool{}}
+	p := &TCPProxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}, upstream: map[net.Conn]bool{}, dial: net.Dial}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -76,16 +82,24 @@ func (p *TCPProxy) accept() {
 		p.mu.Lock()
 		target := p.target
 		p.mu.Unlock()
-		out, err := net.Dial("tcp", target)
+		out, err := p.dial("tcp", target)
 		if err != nil {
 			_ = in.Close()
 			continue
 		}
 		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			_ = in.Close()
+			_ = out.Close()
+			continue
+		}
 		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
 		p.upstream[out] = true
-		p.mu.Unlock()
+		// Added under mu, so Close's Cut either closes this pair or
+		// finds closed set first: its Wait never misses the pipes.
 		p.wg.Add(2)
+		p.mu.Unlock()
 		go p.pipe(in, out)
 		go p.pipe(out, in)
 	}
@@ -202,6 +216,9 @@ func (p *TCPProxy) Release() {
 
 // Close stops accepting, ends a hold and cuts every connection.
 func (p *TCPProxy) Close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
 	_ = p.ln.Close()
 	p.Release()
 	p.Cut()

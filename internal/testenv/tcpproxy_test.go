@@ -173,3 +173,67 @@ func TestTCPProxyRetargetSendsNewConnectionsToTheNewTarget(t *testing.T) {
 	assert.Equal(t, "new", greeting(after), "a connection after Retarget reaches the new target")
 	assert.Equal(t, 2, p.Cut(), "the open connections stay until Cut")
 }
+
+// TestTCPProxyCloseEndsAConnectionDialledDuringIt guards Close hanging for
+// good: a connection accepted just before Close and dialled to the target
+// after Close's Cut was piped anyway, and Close waited on its pipes, which
+// a chatty pair never ends (CI, 2026-12-07: a soak's replication link
+// proxy, between a replica and its master, held the chaos package until
+// its 45-minute timeout).
+func TestTCPProxyCloseEndsAConnectionDialledDuringIt(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	// The target talks every 10 ms, as a master and its replica ping.
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				for {
+					if _, err := c.Write([]byte("ping")); err != nil {
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}()
+		}
+	}()
+	p, err := StartTCPProxy(ln.Addr().String())
+	require.NoError(t, err)
+	dialing, closing := make(chan struct{}), make(chan struct{})
+	p.mu.Lock()
+	p.dial = func(network, addr string) (net.Conn, error) {
+		close(dialing)
+		<-closing // the dial completes once Close has cut what was open
+		return net.Dial(network, addr)
+	}
+	p.mu.Unlock()
+	c, err := net.Dial("tcp", p.Addr)
+	require.NoError(t, err)
+	defer c.Close()
+	go func() { _, _ = io.Copy(io.Discard, c) }()
+	<-dialing
+	closed := make(chan struct{})
+	go func() { p.Close(); close(closed) }()
+	// Let Close reach its Wait, then the dial finish.
+	for {
+		p.mu.Lock()
+		done := p.closed
+		p.mu.Unlock()
+		if done {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(closing)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waits 10 s after a connection accepted before it was dialled: its pipes were started after Close's cut")
+	}
+}
