@@ -149,11 +149,11 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 	// Shards are asked for up to the quota, as free ones are taken: a
 	// shard asked for beyond it would be released by its holder and left
 	// free until another member's quota took it.
-	if took > 0 || mine+other.held[co.c.owner] >= quota {
+	if mine+other.held[co.c.owner] >= quota {
 		return
 	}
 	round.askedAt = time.Now()
-	round.asked = co.askForHandOff(ctx, ready, leases, addHeld(round.held, other.held), mine+other.held[co.c.owner], quota-other.asked)
+	round.asked = co.askForHandOff(ctx, leases, ready, members, total, addHeld(round.held, other.held), quota-other.asked-(mine+other.held[co.c.owner]))
 }
 
 // readRound reads what a balancing round needs of the stream: in one call

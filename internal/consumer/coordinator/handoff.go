@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"math/rand/v2"
 	"net"
 	"slices"
 	"time"
@@ -41,41 +40,104 @@ func (co *coordinator) forgetOldHandOffs() {
 }
 
 // askForHandOff asks the members holding more ready shards than their
-// share for some of this stream's, want in all (this instance's shortfall).
-// held and mine count over every stream the round balances together
-// (tally.go). Each member is asked for what it holds above share, at least
-// one, and only while it holds at least two more than this instance, so
-// two members one shard apart never trade a shard back and forth. Asking
-// for the whole shortfall at once lets an instance that joined late (or
-// started a moment after the others and found every shard taken) reach its
-// share in a few balancing rounds rather than one shard per round: with
-// thousands of shards that is minutes instead of hours. The shards are
-// picked at random among a member's, so that several instances asking at
-// once mostly ask for different ones. It returns how many it asked for.
-func (co *coordinator) askForHandOff(ctx context.Context, ready []string, leases map[string]consumer.LeaseState, held map[string]int, mine, share int) int {
-	here := map[string][]string{}
-	for id, ls := range leases {
-		// ready is sorted (readyShards).
-		if _, isReady := slices.BinarySearch(ready, id); isReady && !ls.Expired && ls.Owner != "" && ls.Owner != co.c.owner {
+// quota for this stream's shards that this instance's plan gives it
+// (planCountAsks), want at most (this instance's shortfall, less what its
+// other streams asked for). members and total are the round's, held counts
+// every member's ready shards over every stream the round balances
+// together (tally.go). It returns how many it asked for.
+func (co *coordinator) askForHandOff(ctx context.Context, leases map[string]consumer.LeaseState, ready, members []string, total int, held map[string]int, want int) int {
+	if want <= 0 {
+		return 0
+	}
+	here, free := map[string][]string{}, 0
+	for _, id := range ready {
+		// ready is sorted (readyShards), so each holder's list is too.
+		switch ls := leases[id]; {
+		case ls.Expired || ls.Owner == "":
+			if co.readers[id] == nil {
+				free++
+			}
+		case ls.Owner != co.c.owner:
 			here[ls.Owner] = append(here[ls.Owner], id)
 		}
 	}
-	owners := slices.Sorted(maps.Keys(here))
+	ask := planCountAsks(members, total, free, held, here, co.c.owner)
+	return co.requestHandoffs(ctx, ask[:min(len(ask), want)])
+}
+
+// planCountAsks is balancing by count as one plan that every member works
+// out alike from the round: which shards each member below its quota asks
+// for, and of whom. It returns self's part. The quotas are the takes' (the
+// floor share, plus one for each of the first total % members members in
+// id order). The members below their quota, in id order, each take their
+// shortfall from the members above theirs, most loaded first, and never so
+// much that the giver would hold fewer than the asker (a holder hands a
+// shard over only while it holds at least two more than the requester,
+// handOverRequested's rule by count). From each giver the askers take
+// consecutive runs of its shards in id order, so members that ask at once
+// ask different holders, or different shards of one: when every member
+// asked the busiest holder for its whole shortfall, that holder released
+// its surplus once, the first asker to run a round took it, and the group
+// reached its shares one member per balancing period (a 2,000-shard run
+// over 20 instances: the last five one period apart, 80 s after the last
+// start). here holds, sorted, the ready shards of this stream each other
+// member holds; held counts over every stream balanced together, so a
+// giver's surplus may lie in another stream, whose round asks for it.
+func planCountAsks(members []string, total, free int, held map[string]int, here map[string][]string, self string) []string {
+	n := len(members)
+	if n == 0 {
+		return nil
+	}
+	quota := func(i int) int {
+		if i < total%n {
+			return total/n + 1
+		}
+		return total / n
+	}
+	type giver struct {
+		id         string
+		held, left int // shards held, and above its quota, as the plan goes
+		next       int // the first of its shards in here not yet planned
+	}
+	var givers []*giver
+	for i, m := range members {
+		if over := held[m] - quota(i); over > 0 {
+			givers = append(givers, &giver{id: m, held: held[m], left: over})
+		}
+	}
 	// Most loaded first; ties by id, so the order is the same everywhere.
-	slices.SortStableFunc(owners, func(a, b string) int { return held[b] - held[a] })
-	want := share - mine
-	var ask []string
-	for _, m := range owners {
-		if want <= 0 || held[m]-mine < 2 {
+	slices.SortStableFunc(givers, func(a, b *giver) int { return b.held - a.held })
+	var mine []string
+	for i, m := range members {
+		need, has := quota(i)-held[m], held[m]
+		if need > 0 && free > 0 {
+			k := min(need, free)
+			free -= k
+			need -= k
+			has += k
+		}
+		for _, g := range givers {
+			if need <= 0 {
+				break
+			}
+			k := min(need, g.left, (g.held-has)/2, len(here[g.id])-g.next)
+			if g.id == m || k <= 0 {
+				continue
+			}
+			if m == self {
+				mine = append(mine, here[g.id][g.next:g.next+k]...)
+			}
+			g.next += k
+			g.left -= k
+			g.held -= k
+			has += k
+			need -= k
+		}
+		if m == self {
 			break
 		}
-		shards := here[m]
-		rand.Shuffle(len(shards), func(i, j int) { shards[i], shards[j] = shards[j], shards[i] })
-		n := min(want, max(held[m]-share, 1), len(shards))
-		ask = append(ask, shards[:n]...)
-		want -= n
 	}
-	return co.requestHandoffs(ctx, ask)
+	return mine
 }
 
 // requestHandoffs asks for shards' hand-off, in one call where the store

@@ -66,7 +66,7 @@ func TestAMemberShortOfItsShareAsksForItInOneCall(t *testing.T) {
 	slices.Sort(ready)
 	// x holds 200 and y 100 of a share of 100 each: x is asked for its
 	// 100 above share.
-	asked := co.askForHandOff(t.Context(), ready, leases, map[string]int{"x": 200, "y": 100}, 0, 100)
+	asked := co.askForHandOff(t.Context(), leases, ready, []string{"me", "x", "y"}, 300, map[string]int{"x": 200, "y": 100}, 100)
 	assert.Equal(t, 100, asked)
 	assert.Equal(t, int64(1), st.calls.Load(), "the whole shortfall in one call")
 	assert.Zero(t, st.single.Load())
@@ -130,7 +130,7 @@ func TestATimedOutHandoffRequestStillCountsAgainstTheShortfall(t *testing.T) {
 				leases[id] = consumer.LeaseState{Lease: consumer.Lease{Shard: id, Owner: "x"}}
 			}
 			slices.Sort(ready)
-			asked := co.askForHandOff(t.Context(), ready, leases, map[string]int{"x": 200}, 0, 100)
+			asked := co.askForHandOff(t.Context(), leases, ready, []string{"me", "x"}, 200, map[string]int{"x": 200}, 100)
 			st.Mu.Lock()
 			standing := len(st.Handoff)
 			st.Mu.Unlock()
