@@ -205,3 +205,15 @@ func TestMembersShortOfTheirQuotaAskDifferentHoldersForDifferentShards(t *testin
 	}
 	assert.Equal(t, 440, total, "hand-offs asked for with 60 shards free")
 }
+
+// Guards the plan's slower start of a new group: twenty members started
+// over 10 s, balancing by count, were balanced 10 to 11 s after the last
+// start when every asker asked the busiest holder; with the plan, 21 s,
+// the last members waiting a whole balancing period for shards other
+// members' plans, made while fewer had joined, had asked for (the store
+// keeps one requester per shard, so the holder released fewer shards
+// than the group lacked).
+func TestAGroupStartedTogetherIsBalancedWithinAPeriodOfTheLastStart(t *testing.T) {
+	took := joinWaves(t, 400, 10*time.Second, 20)
+	assert.LessOrEqual(t, took[0], 15*time.Second, "20 members started over 10 s")
+}
