@@ -185,3 +185,82 @@ func TestACountHandOffIsAskedOnlyUpToTheQuotaTheAskerTakes(t *testing.T) {
 		assert.NotNil(t, co.readers[id], "b asked for %s (of %d asked) and left it unowned once handed over", id, len(asked))
 	}
 }
+
+// TestFailoverWithLeasesRunningOutOneByOneMovesNoSurvivorShard guards
+// against survivors asking each other for shards while a dead member's
+// leases run out a few at a time, as after a SIGKILL: each survivor's
+// round takes the orphans free so far and, short of its quota, asks for
+// the rest; only members above their quota are asked, and none is, so no
+// survivor's shard moves (asking the busiest member whenever a round took
+// nothing asked survivors for their own).
+func TestFailoverWithLeasesRunningOutOneByOneMovesNoSurvivorShard(t *testing.T) {
+	st := consumertest.NewStore(time.Minute)
+	st.HandoffMaxAge = consumer.HandoffRequestMaxAge(time.Minute) // the rounds' period
+	api := consumertest.NewKinesis()
+	var shards []string
+	for i := range 41 {
+		id := fmt.Sprintf("shardId-%012d", i)
+		shards = append(shards, id)
+		api.Add(id, &consumertest.KinesisShard{Records: 1000000})
+	}
+	members := []string{"a", "b", "c", "d"}
+	for _, m := range members {
+		require.NoError(t, st.Heartbeat(t.Context(), m))
+	}
+	cos := map[string]*coordinator{}
+	for _, m := range members {
+		cfg := testConfig()
+		cfg.Balance = consumer.BalanceCount
+		cfg.RebalancePeriod = time.Minute // only the quotas decide the takes
+		c := &Consumer{cfg: cfg, api: api, owner: m, metrics: consumer.NewMetrics(nil)}
+		co := blankCoordinator(c, "s")
+		co.streamName, co.store = "s", st
+		for _, id := range shards {
+			co.listed[id] = consumer.Shard{ID: id}
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		co.runCtx = ctx
+		t.Cleanup(func() { cancel(); close(co.runDone) })
+		cos[m] = co
+	}
+	for _, m := range members {
+		cos[m].rebalance(t.Context())
+	}
+	before := map[string]string{}
+	var orphans []string
+	for id, l := range st.LeaseMap {
+		before[id] = l.Owner
+		if l.Owner == "d" {
+			orphans = append(orphans, id)
+		}
+	}
+	require.Len(t, orphans, 10, "d holds its quota of 10")
+
+	// d dies: its heartbeat runs out first, then its leases, two between
+	// one survivor's round and the next.
+	st.Mu.Lock()
+	delete(st.Members, "d")
+	st.Mu.Unlock()
+	for turn := 0; turn < 12; turn++ {
+		st.Mu.Lock()
+		for _, id := range orphans[min(2*turn, len(orphans)):min(2*turn+2, len(orphans))] {
+			l := st.LeaseMap[id]
+			l.ExpiresAt = time.Now().Add(-time.Second)
+			st.LeaseMap[id] = l
+		}
+		st.Mu.Unlock()
+		for _, m := range []string{"c", "a", "b"} {
+			cos[m].rebalance(t.Context())
+			st.Mu.Lock()
+			for shard, requester := range st.Handoff {
+				if before[shard] != "d" {
+					assert.Failf(t, "a survivor asked another for a shard", "turn %d: %s asked for %s, held by %s (held: a %d, b %d, c %d)",
+						turn, requester, shard, st.LeaseMap[shard].Owner, len(cos["a"].readers), len(cos["b"].readers), len(cos["c"].readers))
+				}
+			}
+			st.Mu.Unlock()
+		}
+	}
+	counts := []int{len(cos["a"].readers), len(cos["b"].readers), len(cos["c"].readers)}
+	assert.ElementsMatch(t, []int{14, 14, 13}, counts, "the orphans alone balance the survivors")
+}
