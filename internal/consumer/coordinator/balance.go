@@ -108,6 +108,13 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 	}
 	var ev roundEvents
 	mine -= co.handOverRequested(rd.Handoffs, spare, allow, &ev)
+	quota := floor
+	if slices.Index(members, co.c.owner) < total%len(members) {
+		quota++
+	}
+	if !byLoad {
+		mine -= co.handOverSurplus(rd.Handoffs, ready, mine+other.held[co.c.owner]-quota, allow, &ev)
+	}
 	co.forgetOldHandOffs()
 	// Free shards are taken up to this instance's quota, the floor share
 	// plus one for each of the first total % members members in id order,
@@ -117,10 +124,6 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 	// shard the rounds found free for half a balancing period or more
 	// (the member it fell to did not take it) is taken up to the
 	// rounded-up share, so none stays unowned.
-	quota := floor
-	if slices.Index(members, co.c.owner) < total%len(members) {
-		quota++
-	}
 	held := mine + other.held[co.c.owner]
 	took := co.takeFree(ctx, ready, leases, quota-held, nil, &ev)
 	long := map[string]bool{}

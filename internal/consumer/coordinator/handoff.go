@@ -31,6 +31,44 @@ func (co *coordinator) handOverRequested(reqs map[string]string, spare int, allo
 	return n
 }
 
+// handOverSurplus, balancing by count, hands over shards nobody asked for,
+// up to surplus (what this instance holds above its quota), once a member
+// asked for any of its shards this round: each to the first requester that
+// allow lets have it, so no requester ends within one shard of this
+// instance. Members plan their asks from the members they see
+// (planCountAsks), and as a group starts each sees a different number: their
+// asks overlap, the store keeps one requester a shard, and the holders were
+// asked for fewer shards than the group lacked, the rest a period later (a
+// group of 20 started over 10 s: balanced 21 s after the last start, 11 s
+// when every asker asked the busiest holder). Who asked matters little:
+// members below their quota take any free shard. It takes the shards from
+// the end of this stream's ready list; the plans ask for the first ones.
+// It returns how many it handed over, and notes each in ev.
+func (co *coordinator) handOverSurplus(reqs map[string]string, ready []string, surplus int, allow func(shard, requester string) bool, ev *roundEvents) int {
+	if surplus <= 0 || len(reqs) == 0 {
+		return 0
+	}
+	requesters := slices.Compact(slices.Sorted(maps.Values(reqs)))
+	n := 0
+	for i := len(ready) - 1; i >= 0 && n < surplus; i-- {
+		id := ready[i]
+		r := co.readers[id]
+		if _, asked := reqs[id]; asked || r == nil || r.Stopping() {
+			continue
+		}
+		for _, req := range requesters {
+			if allow(id, req) {
+				ev.handOver(id, req)
+				r.Stop()
+				co.handedOff[id] = time.Now()
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
 // forgetOldHandOffs lets this instance take again, after two balancing
 // rounds, a shard it handed over.
 func (co *coordinator) forgetOldHandOffs() {
