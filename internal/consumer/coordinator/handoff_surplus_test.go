@@ -1,0 +1,89 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
+)
+
+// loadsFailStore is a store whose shard loads cannot be read while fail is
+// set, as a Cluster's round read on its own may find them.
+type loadsFailStore struct {
+	*consumertest.Store
+	fail bool
+}
+
+func (s *loadsFailStore) ShardLoads(ctx context.Context) (map[string]consumer.ShardLoad, error) {
+	if s.fail {
+		return nil, errors.New("loads unreadable")
+	}
+	return s.Store.ShardLoads(ctx)
+}
+
+// Guards the surplus hand-off in a group balanced by load: a holder whose
+// round could not read the loads balances that round by count, and handed
+// over its whole surplus by count, shards nobody asked for, although the
+// group's counts are uneven by design and every other member balances by
+// load; the members below their quota by count took them, and the rounds
+// by load moved them back.
+func TestByLoadARoundWithoutTheLoadsHandsOverOnlyTheShardsAsked(t *testing.T) {
+	st := &loadsFailStore{Store: consumertest.NewStore(time.Minute)}
+	var shards []string
+	for i := range 10 {
+		shards = append(shards, fmt.Sprintf("shardId-%012d", i))
+	}
+	for _, m := range []string{"a", "y"} {
+		require.NoError(t, st.Heartbeat(t.Context(), m))
+	}
+	co := map[string]*coordinator{}
+	for _, m := range []string{"a", "y"} {
+		c := balancingCoordinator(st, m, shards)
+		c.c.cfg.Balance = consumer.BalanceLoad
+		for _, id := range shards {
+			c.c.api.(*consumertest.Kinesis).Add(id, &consumertest.KinesisShard{Records: 1000})
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		c.runCtx = ctx
+		t.Cleanup(func() { cancel(); close(c.runDone) })
+		co[m] = c
+	}
+	// a reads eight cold shards, y two hot ones: even by load.
+	st.Mu.Lock()
+	for i := range shards {
+		bps := int64(100)
+		if i >= 8 {
+			bps = 400
+		}
+		st.Progress[shards[i]] = consumer.Progress{BytesPerSecond: bps}
+	}
+	st.Mu.Unlock()
+	for i, id := range shards {
+		m := "a"
+		if i >= 8 {
+			m = "y"
+		}
+		require.True(t, co[m].take(t.Context(), id))
+	}
+	clear(co["a"].moved)
+	// y asked a for one shard (a request left in the store), and a's round
+	// cannot read the loads: it balances by count.
+	require.NoError(t, st.RequestHandoff(t.Context(), shards[0], "y"))
+	st.fail = true
+	co["a"].rebalance(t.Context())
+
+	var stopped []string
+	for _, id := range shards[:8] {
+		if r := co["a"].readers[id]; r != nil && r.Stopping() {
+			stopped = append(stopped, id)
+		}
+	}
+	assert.Equal(t, []string{shards[0]}, stopped, "a hands over only the shard y asked for, not its surplus by count")
+}
