@@ -112,7 +112,13 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 	if slices.Index(members, co.c.owner) < total%len(members) {
 		quota++
 	}
-	if !byLoad {
+	// A round that balances by count only because this instance could not
+	// read the loads hands over no surplus: the group's other members
+	// balance by load, with counts uneven by design, and would take the
+	// shards up to their quotas by count and move them back by load.
+	// Rounds every member balances by count (balancing by count, no load
+	// read, an owner publishing none) hand it over.
+	if !byLoad && !view.unread {
 		mine -= co.handOverSurplus(rd.Handoffs, ready, mine+other.held[co.c.owner]-quota, allow, &ev)
 	}
 	co.forgetOldHandOffs()

@@ -33,6 +33,9 @@ type loadView struct {
 	// together with this one (tally.go); their shards are not this
 	// round's to move, but they count in every member's load.
 	others map[string]int64
+	// unread says this instance could not read the loads this round: it
+	// alone balances by count, the other members by load.
+	unread bool
 }
 
 // planLoadHandOffs picks the shards self should ask for, so that the loads
@@ -143,7 +146,7 @@ func (co *coordinator) loadView(ctx context.Context, members []string, ready []s
 		var err error
 		if published, err = co.store.ShardLoads(ctx); err != nil {
 			co.log.Warnf("Reading shard loads failed; balancing by shard count this round: %v", err)
-			return loadView{}, false
+			return loadView{unread: true}, false
 		}
 	}
 	v := loadView{members: members, owners: map[string]string{}, rates: map[string]int64{}}
