@@ -35,6 +35,34 @@ func (s *loadsFailStore) ShardLoads(ctx context.Context) (map[string]consumer.Sh
 // load; the members below their quota by count took them, and the rounds
 // by load moved them back.
 func TestByLoadARoundWithoutTheLoadsHandsOverOnlyTheShardsAsked(t *testing.T) {
+	st, co, shards := surplusByLoadGroup(t, 100, 400)
+	// y asked a for one shard (a request left in the store), and a's round
+	// cannot read the loads: it balances by count.
+	require.NoError(t, st.RequestHandoff(t.Context(), shards[0], "y"))
+	st.fail = true
+	co["a"].rebalance(t.Context())
+
+	assert.Equal(t, []string{shards[0]}, stoppedReaders(co["a"], shards), "a hands over only the shard y asked for, not its surplus by count")
+}
+
+// Guards the limit of the fix above: a group balanced by load that reads
+// nothing balances by count in every member's round, and a holder asked
+// for a shard hands over its whole surplus by count as under
+// lease.balance count.
+func TestByLoadAnIdleGroupHandsOverTheSurplusByCount(t *testing.T) {
+	st, co, shards := surplusByLoadGroup(t, 0, 0)
+	require.NoError(t, st.RequestHandoff(t.Context(), shards[0], "y"))
+	co["a"].rebalance(t.Context())
+
+	// a's quota is 5 of 10: the shard asked for and two from the end.
+	assert.Equal(t, []string{shards[0], shards[6], shards[7]}, stoppedReaders(co["a"], shards), "a hands over its surplus by count")
+}
+
+// surplusByLoadGroup starts a group balanced by load of two members: a
+// reads eight shards of cold bytes/s each, y two of hot each (even by
+// load when hot is four times cold).
+func surplusByLoadGroup(t *testing.T, cold, hot int64) (*loadsFailStore, map[string]*coordinator, []string) {
+	t.Helper()
 	st := &loadsFailStore{Store: consumertest.NewStore(time.Minute)}
 	var shards []string
 	for i := range 10 {
@@ -55,12 +83,11 @@ func TestByLoadARoundWithoutTheLoadsHandsOverOnlyTheShardsAsked(t *testing.T) {
 		t.Cleanup(func() { cancel(); close(c.runDone) })
 		co[m] = c
 	}
-	// a reads eight cold shards, y two hot ones: even by load.
 	st.Mu.Lock()
 	for i := range shards {
-		bps := int64(100)
+		bps := cold
 		if i >= 8 {
-			bps = 400
+			bps = hot
 		}
 		st.Progress[shards[i]] = consumer.Progress{BytesPerSecond: bps}
 	}
@@ -73,17 +100,16 @@ func TestByLoadARoundWithoutTheLoadsHandsOverOnlyTheShardsAsked(t *testing.T) {
 		require.True(t, co[m].take(t.Context(), id))
 	}
 	clear(co["a"].moved)
-	// y asked a for one shard (a request left in the store), and a's round
-	// cannot read the loads: it balances by count.
-	require.NoError(t, st.RequestHandoff(t.Context(), shards[0], "y"))
-	st.fail = true
-	co["a"].rebalance(t.Context())
+	return st, co, shards
+}
 
+// stoppedReaders lists, in id order, the shards whose readers co stops.
+func stoppedReaders(co *coordinator, shards []string) []string {
 	var stopped []string
-	for _, id := range shards[:8] {
-		if r := co["a"].readers[id]; r != nil && r.Stopping() {
+	for _, id := range shards {
+		if r := co.readers[id]; r != nil && r.Stopping() {
 			stopped = append(stopped, id)
 		}
 	}
-	assert.Equal(t, []string{shards[0]}, stopped, "a hands over only the shard y asked for, not its surplus by count")
+	return stopped
 }
