@@ -20,35 +20,8 @@ import (
 // others for shards: shards of live members moved though the orphans
 // alone were enough to balance the group (14, 13, 13).
 func TestFailoverSurvivorsTakeTheOrphansWithoutTradingTheirOwn(t *testing.T) {
-	st := consumertest.NewStore(time.Minute)
-	st.HandoffMaxAge = consumer.HandoffRequestMaxAge(time.Minute) // the rounds' period
-	api := consumertest.NewKinesis()
-	var shards []string
-	for i := range 40 {
-		id := fmt.Sprintf("shardId-%012d", i)
-		shards = append(shards, id)
-		api.Add(id, &consumertest.KinesisShard{Records: 1000000})
-	}
 	members := []string{"a", "b", "c", "d"}
-	for _, m := range members {
-		require.NoError(t, st.Heartbeat(t.Context(), m))
-	}
-	cos := map[string]*coordinator{}
-	for _, m := range members {
-		// Rounds far apart in time: only the quotas decide the takes.
-		cfg := testConfig()
-		cfg.RebalancePeriod = time.Minute
-		c := &Consumer{cfg: cfg, api: api, owner: m, metrics: consumer.NewMetrics(nil)}
-		co := blankCoordinator(c, "s")
-		co.streamName, co.store = "s", st
-		for _, id := range shards {
-			co.listed[id] = consumer.Shard{ID: id}
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		co.runCtx = ctx
-		t.Cleanup(func() { cancel(); close(co.runDone) })
-		cos[m] = co
-	}
+	st, cos := failoverGroup(t, 40, members, nil)
 	for _, m := range members {
 		cos[m].rebalance(t.Context())
 		require.Len(t, cos[m].readers, 10, "%s takes its share of four", m)
@@ -194,35 +167,8 @@ func TestACountHandOffIsAskedOnlyUpToTheQuotaTheAskerTakes(t *testing.T) {
 // survivor's shard moves (asking the busiest member whenever a round took
 // nothing asked survivors for their own).
 func TestFailoverWithLeasesRunningOutOneByOneMovesNoSurvivorShard(t *testing.T) {
-	st := consumertest.NewStore(time.Minute)
-	st.HandoffMaxAge = consumer.HandoffRequestMaxAge(time.Minute) // the rounds' period
-	api := consumertest.NewKinesis()
-	var shards []string
-	for i := range 41 {
-		id := fmt.Sprintf("shardId-%012d", i)
-		shards = append(shards, id)
-		api.Add(id, &consumertest.KinesisShard{Records: 1000000})
-	}
 	members := []string{"a", "b", "c", "d"}
-	for _, m := range members {
-		require.NoError(t, st.Heartbeat(t.Context(), m))
-	}
-	cos := map[string]*coordinator{}
-	for _, m := range members {
-		cfg := testConfig()
-		cfg.Balance = consumer.BalanceCount
-		cfg.RebalancePeriod = time.Minute // only the quotas decide the takes
-		c := &Consumer{cfg: cfg, api: api, owner: m, metrics: consumer.NewMetrics(nil)}
-		co := blankCoordinator(c, "s")
-		co.streamName, co.store = "s", st
-		for _, id := range shards {
-			co.listed[id] = consumer.Shard{ID: id}
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		co.runCtx = ctx
-		t.Cleanup(func() { cancel(); close(co.runDone) })
-		cos[m] = co
-	}
+	st, cos := failoverGroup(t, 41, members, func(cfg *consumer.Config) { cfg.Balance = consumer.BalanceCount })
 	for _, m := range members {
 		cos[m].rebalance(t.Context())
 	}
@@ -263,4 +209,44 @@ func TestFailoverWithLeasesRunningOutOneByOneMovesNoSurvivorShard(t *testing.T) 
 	}
 	counts := []int{len(cos["a"].readers), len(cos["b"].readers), len(cos["c"].readers)}
 	assert.ElementsMatch(t, []int{14, 14, 13}, counts, "the orphans alone balance the survivors")
+}
+
+// failoverGroup is a group of members of a stream of n shards, each a
+// coordinator that runs balancing rounds when the test says (rounds far
+// apart in time: only the quotas decide the takes), on one store whose
+// hand-off requests live as long as a round's period; edit, when not nil,
+// changes each member's configuration.
+func failoverGroup(t *testing.T, n int, members []string, edit func(*consumer.Config)) (*consumertest.Store, map[string]*coordinator) {
+	t.Helper()
+	st := consumertest.NewStore(time.Minute)
+	st.HandoffMaxAge = consumer.HandoffRequestMaxAge(time.Minute) // the rounds' period
+	api := consumertest.NewKinesis()
+	var shards []string
+	for i := range n {
+		id := fmt.Sprintf("shardId-%012d", i)
+		shards = append(shards, id)
+		api.Add(id, &consumertest.KinesisShard{Records: 1000000})
+	}
+	for _, m := range members {
+		require.NoError(t, st.Heartbeat(t.Context(), m))
+	}
+	cos := map[string]*coordinator{}
+	for _, m := range members {
+		cfg := testConfig()
+		cfg.RebalancePeriod = time.Minute
+		if edit != nil {
+			edit(&cfg)
+		}
+		c := &Consumer{cfg: cfg, api: api, owner: m, metrics: consumer.NewMetrics(nil)}
+		co := blankCoordinator(c, "s")
+		co.streamName, co.store = "s", st
+		for _, id := range shards {
+			co.listed[id] = consumer.Shard{ID: id}
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		co.runCtx = ctx
+		t.Cleanup(func() { cancel(); close(co.runDone) })
+		cos[m] = co
+	}
+	return st, cos
 }
