@@ -24,25 +24,7 @@ import (
 // asks again, and that request is honoured.
 func TestByLoadAHandOffHeldBackByACoolDownIsTakenByItsAsker(t *testing.T) {
 	st := consumertest.NewStore(time.Minute)
-	var shards []string
-	for i := range 4 {
-		shards = append(shards, fmt.Sprintf("shardId-%012d", i))
-	}
-	for _, m := range []string{"a", "y"} {
-		require.NoError(t, st.Heartbeat(t.Context(), m))
-	}
-	co := map[string]*coordinator{}
-	for _, m := range []string{"a", "y"} {
-		c := balancingCoordinator(st, m, shards)
-		c.c.cfg.Balance = consumer.BalanceLoad
-		for _, id := range shards {
-			c.c.api.(*consumertest.Kinesis).Add(id, &consumertest.KinesisShard{Records: 1000})
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		c.runCtx = ctx
-		t.Cleanup(func() { cancel(); close(c.runDone) })
-		co[m] = c
-	}
+	shards, co := byLoadPair(t, st, 4)
 	// a reads two hot shards, y two cold ones: even by count, not by load.
 	for i, m := range []string{"a", "a", "y", "y"} {
 		require.True(t, co[m].take(t.Context(), shards[i]))
@@ -113,4 +95,30 @@ func TestByLoadAHandOffHeldBackByACoolDownIsTakenByItsAsker(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond, "a releases the shard")
 	co["y"].rebalance(t.Context())
 	assert.NotNil(t, co["y"].readers[again], "y takes the shard it asked for again")
+}
+
+// byLoadPair is two members, a and y, balancing by load over n shards of
+// st, each a coordinator that runs balancing rounds when the test says.
+func byLoadPair(t *testing.T, st consumer.Store, n int) ([]string, map[string]*coordinator) {
+	t.Helper()
+	var shards []string
+	for i := range n {
+		shards = append(shards, fmt.Sprintf("shardId-%012d", i))
+	}
+	for _, m := range []string{"a", "y"} {
+		require.NoError(t, st.Heartbeat(t.Context(), m))
+	}
+	co := map[string]*coordinator{}
+	for _, m := range []string{"a", "y"} {
+		c := balancingCoordinator(st, m, shards)
+		c.c.cfg.Balance = consumer.BalanceLoad
+		for _, id := range shards {
+			c.c.api.(*consumertest.Kinesis).Add(id, &consumertest.KinesisShard{Records: 1000})
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		c.runCtx = ctx
+		t.Cleanup(func() { cancel(); close(c.runDone) })
+		co[m] = c
+	}
+	return shards, co
 }

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -64,25 +63,7 @@ func TestByLoadAnIdleGroupHandsOverTheSurplusByCount(t *testing.T) {
 func surplusByLoadGroup(t *testing.T, cold, hot int64) (*loadsFailStore, map[string]*coordinator, []string) {
 	t.Helper()
 	st := &loadsFailStore{Store: consumertest.NewStore(time.Minute)}
-	var shards []string
-	for i := range 10 {
-		shards = append(shards, fmt.Sprintf("shardId-%012d", i))
-	}
-	for _, m := range []string{"a", "y"} {
-		require.NoError(t, st.Heartbeat(t.Context(), m))
-	}
-	co := map[string]*coordinator{}
-	for _, m := range []string{"a", "y"} {
-		c := balancingCoordinator(st, m, shards)
-		c.c.cfg.Balance = consumer.BalanceLoad
-		for _, id := range shards {
-			c.c.api.(*consumertest.Kinesis).Add(id, &consumertest.KinesisShard{Records: 1000})
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		c.runCtx = ctx
-		t.Cleanup(func() { cancel(); close(c.runDone) })
-		co[m] = c
-	}
+	shards, co := byLoadPair(t, st, 10)
 	st.Mu.Lock()
 	for i := range shards {
 		bps := cold
