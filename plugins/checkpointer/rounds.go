@@ -50,12 +50,10 @@ func (s *Store) ReadRounds(ctx context.Context, owner string, stores []consumer.
 				// (a field per shard) took longer to read than the
 				// round's deadline: at 10,000 shards on a loaded Cluster,
 				// a member holding twice its share kept it for 30 s.
-				l, err := stores[i].ShardLoads(ctx)
-				switch {
-				case err != nil:
-				case l == nil:
-					rounds[i].Loads = map[string]consumer.ShardLoad{} // read: none published
-				default:
+				if l, err := stores[i].ShardLoads(ctx); err == nil {
+					if l == nil {
+						l = map[string]consumer.ShardLoad{} // read: none published
+					}
 					rounds[i].Loads = l
 				}
 			}
