@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/failsafe-go/failsafe-go"
-	"github.com/failsafe-go/failsafe-go/ratelimiter"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
@@ -61,38 +60,33 @@ func (i Identity) Readable() bool {
 
 // Lister finds the streams matching Rules. Its calls stay within the
 // account-wide limits of each API (ListStreams and ListTagsForStream
-// 5/s, DescribeStreamSummary 20/s) through failsafe-go rate limiters
-// shared by every listing of this Lister, inside the retry policy so a
-// retried call waits for a permit too. Other callers in the account
+// 5/s, DescribeStreamSummary 20/s) through paces (kinesisx.Pace) shared
+// by every listing of this Lister, inside the retry policy so a retried
+// call waits for a permit too. Other callers in the account
 // (other groups, other tools) count against the same limits: the
 // classifier retries the throttling they cause.
 type Lister struct {
 	api     API
 	backoff kinesisx.Backoff
 
-	listLimit, tagsLimit, describeLimit ratelimiter.RateLimiter[any]
+	listLimit, tagsLimit, describeLimit *kinesisx.Pace
 }
 
 // NewLister returns a Lister over api whose calls retry with backoff.
 func NewLister(api API, backoff kinesisx.Backoff) *Lister {
-	// One permit per 1/limit of a second plus 10%: a call's send time
-	// wobbles by milliseconds, and Kinesis counts any second.
-	limiter := func(perSecond int) ratelimiter.RateLimiter[any] {
-		return ratelimiter.NewSmoothWithMaxRate[any](time.Second * 11 / 10 / time.Duration(perSecond))
-	}
 	return &Lister{
 		api:           api,
 		backoff:       backoff,
-		listLimit:     limiter(kinesisx.MaxListStreamsPerSecond),
-		tagsLimit:     limiter(kinesisx.MaxListTagsForStreamPerSecond),
-		describeLimit: limiter(kinesisx.MaxDescribeStreamSummaryPerSecond),
+		listLimit:     kinesisx.NewPace(kinesisx.MaxListStreamsPerSecond),
+		tagsLimit:     kinesisx.NewPace(kinesisx.MaxListTagsForStreamPerSecond),
+		describeLimit: kinesisx.NewPace(kinesisx.MaxDescribeStreamSummaryPerSecond),
 	}
 }
 
 // permitted wraps a call so that every attempt first waits for a permit.
-func permitted[R any](ctx context.Context, limit ratelimiter.RateLimiter[any], call func() (R, error)) func() (R, error) {
+func permitted[R any](ctx context.Context, limit *kinesisx.Pace, call func() (R, error)) func() (R, error) {
 	return func() (R, error) {
-		if err := limit.AcquirePermit(ctx); err != nil {
+		if err := limit.Wait(ctx); err != nil {
 			var zero R
 			return zero, err
 		}

@@ -35,7 +35,9 @@ func (s *newGroupStore) Join(context.Context) (time.Duration, error) {
 func joinWaves(t *testing.T, shards int, spread time.Duration, waves ...int) []time.Duration {
 	t.Helper()
 	var took []time.Duration
+	csimKeepDescribePermits(t)
 	synctest.Test(t, func(t *testing.T) {
+		csimNewSchedule() // the members' describes, on the bubble's clock
 		cfg := testConfig()
 		cfg.Balance = consumer.BalanceCount
 		cfg.LeasePeriod, cfg.RebalancePeriod, cfg.HandoffTimeout = 10*time.Second, 10*time.Second, 10*time.Second

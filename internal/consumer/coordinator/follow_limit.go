@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"time"
-
-	"github.com/failsafe-go/failsafe-go/ratelimiter"
 
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
@@ -25,8 +22,8 @@ import (
 // (addOrder).
 const followAddConcurrency = 4
 
-// describePermits paces the DescribeStreamSummary calls of stream adds:
-// one permit per 1/20 s plus 10%, as streams.Lister paces its own. The
+// describePermits paces the DescribeStreamSummary calls of stream adds
+// (kinesisx.Pace), as streams.Lister paces its own. The
 // lister keeps its own limiter: it describes only where ListStreams gives
 // names alone (the emulators), and at 100 streams every 5 s that takes the
 // whole budget; shared, it held the adds back, and the adds the listing
@@ -36,14 +33,14 @@ var describePermits = newDescribePermits()
 
 // newDescribePermits makes a describe limiter. Its clock starts when it is
 // made, so the simulation makes one in each schedule's virtual time.
-func newDescribePermits() ratelimiter.RateLimiter[any] {
-	return ratelimiter.NewSmoothWithMaxRate[any](time.Second * 11 / 10 / kinesisx.MaxDescribeStreamSummaryPerSecond)
+func newDescribePermits() *kinesisx.Pace {
+	return kinesisx.NewPace(kinesisx.MaxDescribeStreamSummaryPerSecond)
 }
 
 // AcquireDescribePermit waits for the process's next DescribeStreamSummary
 // permit, or for ctx to end.
 func AcquireDescribePermit(ctx context.Context) error {
-	if err := describePermits.AcquirePermit(ctx); err != nil {
+	if err := describePermits.Wait(ctx); err != nil {
 		return fmt.Errorf("waiting for a DescribeStreamSummary permit (%d/s for the process): %w", kinesisx.MaxDescribeStreamSummaryPerSecond, err)
 	}
 	return nil

@@ -1,10 +1,17 @@
 package coordinator
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
 // Every instance adds every stream found, each starting at a place of its
@@ -24,4 +31,31 @@ func TestAddOrderIsARotationOfItsOwnPerInstance(t *testing.T) {
 	}
 	assert.Greater(t, len(firsts), 1, "instances start in different places")
 	assert.Len(t, addOrder(found[:1], "i0"), 1)
+}
+
+// Describes given up take no permit from the process's describe limit.
+// A followed stream's coordinator describes it once it runs, and a stream
+// released at once gives that wait up: with a limiter that kept their
+// permits, streams followed and released in a loop (TestFollowWhileClosing)
+// queued 20 s of permits no call used, and a reader of another stream
+// that found its stream created again waited that long to describe it
+// (TestFollowKeepsAStreamItsCoordinatorFoundCreatedAgain failed in CI).
+func TestDescribesGivenUpLeaveTheLimitToTheNextCaller(t *testing.T) {
+	csimKeepDescribePermits(t)
+	synctest.Test(t, func(t *testing.T) {
+		csimNewSchedule()
+		require.NoError(t, AcquireDescribePermit(t.Context()))
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		for range 350 {
+			wg.Go(func() { _ = AcquireDescribePermit(ctx) })
+		}
+		synctest.Wait()
+		cancel()
+		wg.Wait()
+		start := time.Now()
+		require.NoError(t, AcquireDescribePermit(t.Context()))
+		assert.LessOrEqual(t, time.Since(start), time.Second/kinesisx.MaxDescribeStreamSummaryPerSecond*11/10,
+			"the next describe waits one interval at most")
+	})
 }

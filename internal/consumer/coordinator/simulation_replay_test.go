@@ -21,7 +21,10 @@ import (
 // before it had reached. A schedule's virtual clock then depended on the
 // time of day the run began (creation times are truncated to the second)
 // and on every schedule run before it, in a long run and in rapid's
-// shrinking alike, so a failing seed did not replay.
+// shrinking alike, so a failing seed did not replay. The limiter is now a
+// ticker (kinesisx.Pace): one made outside a bubble ticks in real time,
+// and a bubble's goroutine waiting on it is not durably blocked, so the
+// bubble's clock stands still until a real tick comes.
 
 // csimNewSchedule gives the schedule starting in the caller's bubble what
 // a process has at its start: a describe limiter whose clock starts now,
