@@ -41,6 +41,7 @@ type scaleFlags struct {
 	spread, settle, idle     time.Duration
 	multiIdle, loadEvery     time.Duration
 	timeout, stepTimeout     time.Duration
+	stepQuiet                time.Duration
 	// cpuProfile, when set, is the file for a CPU profile of the first
 	// process over the one stream's idle window, from its pprof endpoint.
 	cpuProfile string
@@ -79,7 +80,8 @@ func runScale(ctx context.Context, args []string) (err error) {
 	fs.DurationVar(&f.idle, "idle", time.Minute, "idle window of the one stream, over which CPU, Redis and Kinesis calls are measured")
 	fs.DurationVar(&f.multiIdle, "multi-idle", 30*time.Second, "idle window of the many streams (0: skip it)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "longest wait for every shard owned and balanced, and for the keyed load's delivery")
-	fs.DurationVar(&f.stepTimeout, "step-timeout", time.Minute, "longest wait, per restart of the rolling restart, for the group to be balanced by count again (lease.balance load evens bytes, not counts, so it may not be)")
+	fs.DurationVar(&f.stepTimeout, "step-timeout", time.Minute, "longest wait, per restart of the rolling restart, for the group to settle again")
+	fs.DurationVar(&f.stepQuiet, "step-quiet", 20*time.Second, "a restart of the rolling restart has settled once the group is balanced by count, or once every shard is owned and no lease has changed hands for this long (lease.balance load evens bytes, not counts); the default is two balancing periods")
 	fs.DurationVar(&f.nodeTimeout, "cluster-node-timeout", 15*time.Second, "cluster-node-timeout of the Redis Cluster: Redis's default; at 2 s a master slowed by the run's load is failed over mid-measurement (CLUSTERDOWN)")
 	fs.IntVar(&f.nice, "nice", 10, "nice value of the instances, below the Redis nodes and the Kinesis simulator, which stand in for services on hosts of their own: with more instances than cores at 0, Redis gets a thread's share of the CPU, its calls outlast the renewals' time and whole instances' leases lapse")
 	fs.BoolVar(&f.keep, "keep", false, "keep the run's folder (each process's config and log) after a passing run too; a failing run always keeps it")

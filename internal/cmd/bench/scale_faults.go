@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"os"
@@ -107,6 +108,9 @@ func (e *scaleEnv) failover(ctx context.Context, stores map[string]*checkpointer
 
 // rollingFigures is the rolling restart under a keyed load.
 type rollingFigures struct {
+	// stepsQuiet counts the steps that ended settled but not balanced by
+	// count: every shard owned and no lease moved for -step-quiet.
+	stepsQuiet                    int
 	loadedShards                  int
 	written, unique, duplicates   int
 	lost                          int
@@ -184,17 +188,34 @@ func (e *scaleEnv) rolling(ctx context.Context, stores map[string]*checkpointer.
 		if err := p.start(); err != nil {
 			return nil, err
 		}
-		// Back: every shard owned and the restarted process owning some;
-		// the step then waits, up to -step-timeout, for the group to be
-		// balanced by count, which lease.balance load need not reach.
-		var back time.Duration
+		// Back: every shard owned and the restarted process owning some.
+		// The step then waits, up to -step-timeout, for the group to
+		// settle: balanced by count, or no lease changing hands for
+		// -step-quiet (lease.balance load evens bytes, not counts, and an
+		// operator's next restart waits for the moves to stop, not for a
+		// count the group does not aim at).
+		var back, changed time.Duration
 		var counts []int
+		var last map[string]string
 		err := watch(ctx, stores, e.procs, t0, f.stepTimeout, func(v leaseView, since time.Duration) (bool, error) {
 			counts = v.counts(e.procs)
+			if !maps.Equal(last, v.owner) {
+				last, changed = v.owner, since
+			}
 			if back == 0 && v.owned() == total && v.counts([]*scaleProc{p})[0] > 0 {
 				back = since
 			}
-			return back != 0 && v.balanced(e.procs, total), nil
+			if back == 0 {
+				return false, nil
+			}
+			if v.balanced(e.procs, total) {
+				return true, nil
+			}
+			if since-max(changed, back) >= f.stepQuiet {
+				fig.stepsQuiet++
+				return true, nil
+			}
+			return false, nil
 		})
 		if errors.Is(err, errWatchTimeout) {
 			fig.stepsLate++

@@ -130,8 +130,8 @@ func printScaleTable(f scaleFlags, kin scaleKinesis, t *scaleTable) {
 		add(phase, "longest time a shard had no owner", fmt.Sprintf("%s (%s; sampled every 250 ms)", sec(r.longestUnowned), r.longestShard),
 			fmt.Sprintf("≤ handoff_timeout + rebalance_period = %s", sec(handoff+rebalance)), "—")
 		add(phase, "per-key order (within each process's output)", fmt.Sprintf("%d keys' records read out of order", r.orderBroken), "0", "—")
-		add(phase, "restarts", fmt.Sprintf("%d; back (owning shards, every shard owned) after at most %s from the SIGTERM, %d never within -step-timeout %v; %d not balanced by count within it; %d stops past it",
-			r.steps, sec(r.longestBack), r.neverBack, f.stepTimeout, r.stepsLate, r.stopsForced), "—", "—")
+		add(phase, "restarts", fmt.Sprintf("%d; back (owning shards, every shard owned) after at most %s from the SIGTERM, %d never within -step-timeout %v; %d settled with no lease moved for %v but not balanced by count, %d not settled within -step-timeout; %d stops past it",
+			r.steps, sec(r.longestBack), r.neverBack, f.stepTimeout, r.stepsQuiet, f.stepQuiet, r.stepsLate, r.stopsForced), "—", "—")
 	}
 
 	settings := "input defaults but idle_poll_interval " + f.idlePoll
