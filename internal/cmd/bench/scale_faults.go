@@ -188,35 +188,16 @@ func (e *scaleEnv) rolling(ctx context.Context, stores map[string]*checkpointer.
 		if err := p.start(); err != nil {
 			return nil, err
 		}
-		// Back: every shard owned and the restarted process owning some.
-		// The step then waits, up to -step-timeout, for the group to
-		// settle: balanced by count, or no lease changing hands for
-		// -step-quiet (lease.balance load evens bytes, not counts, and an
-		// operator's next restart waits for the moves to stop, not for a
-		// count the group does not aim at).
-		var back, changed time.Duration
+		step := &stepWatch{proc: p, procs: e.procs, total: total, quiet: f.stepQuiet}
 		var counts []int
-		var last map[string]string
 		err := watch(ctx, stores, e.procs, t0, f.stepTimeout, func(v leaseView, since time.Duration) (bool, error) {
 			counts = v.counts(e.procs)
-			if !maps.Equal(last, v.owner) {
-				last, changed = v.owner, since
-			}
-			if back == 0 && v.owned() == total && v.counts([]*scaleProc{p})[0] > 0 {
-				back = since
-			}
-			if back == 0 {
-				return false, nil
-			}
-			if v.balanced(e.procs, total) {
-				return true, nil
-			}
-			if since-max(changed, back) >= f.stepQuiet {
-				fig.stepsQuiet++
-				return true, nil
-			}
-			return false, nil
+			return step.settled(v, since), nil
 		})
+		back := step.back
+		if step.byQuiet {
+			fig.stepsQuiet++
+		}
 		if errors.Is(err, errWatchTimeout) {
 			fig.stepsLate++
 		} else if err != nil {
@@ -374,4 +355,45 @@ func readKeyed(procs []*scaleProc) (keyedRead, error) {
 		}
 	}
 	return r, nil
+}
+
+// stepWatch follows one restart of the rolling restart. The process is
+// back once every shard is owned and it owns some; the step then waits
+// for the group to settle: balanced by count, or no lease changing hands
+// for quiet (lease.balance load evens bytes, not counts, and an
+// operator's next restart waits for the moves to stop, not for a count
+// the group does not aim at).
+type stepWatch struct {
+	proc  *scaleProc
+	procs []*scaleProc
+	total int
+	quiet time.Duration
+
+	// back is when the process was back (0: not yet); byQuiet says the
+	// step settled by the quiet rule, not balanced by count.
+	back    time.Duration
+	byQuiet bool
+	changed time.Duration
+	last    map[string]string
+}
+
+// settled takes a reading of the leases since after the SIGTERM and says
+// whether the step has ended.
+func (s *stepWatch) settled(v leaseView, since time.Duration) bool {
+	if !maps.Equal(s.last, v.owner) {
+		s.last, s.changed = v.owner, since
+	}
+	if s.back == 0 && v.owned() == s.total && v.counts([]*scaleProc{s.proc})[0] > 0 {
+		s.back = since
+	}
+	switch {
+	case s.back == 0:
+		return false
+	case v.balanced(s.procs, s.total):
+		return true
+	case since-max(s.changed, s.back) >= s.quiet:
+		s.byQuiet = true
+		return true
+	}
+	return false
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -59,4 +61,35 @@ func TestScaleBalancedWantsEveryShardOwnedAndShares(t *testing.T) {
 	assert.False(t, view("a", "a", "a", "a", "b", "c", "c").balanced(procs, 7), "4, 1, 2 of 7")
 	assert.False(t, view("a", "a", "b", "b", "c", "c", "").balanced(procs, 7), "a shard unowned")
 	assert.False(t, view("a", "a", "b", "b", "c", "c").balanced(procs, 7), "a shard with no lease at all")
+}
+
+// Guards the end of a rolling restart's step: not before the restarted
+// process is back (every shard owned, some by it); then at once when the
+// group is balanced by count, or, under lease.balance load, once no lease
+// has changed hands for the quiet time, counted from the last move or
+// from the return, whichever is later.
+func TestScaleStepSettlesBalancedOrQuiet(t *testing.T) {
+	a, b := &scaleProc{owner: "a"}, &scaleProc{owner: "b"}
+	view := func(owners ...string) leaseView {
+		v := leaseView{owner: map[string]string{}}
+		for i, o := range owners {
+			v.owner[fmt.Sprintf("s%d", i)] = o
+		}
+		return v
+	}
+	s := &stepWatch{proc: b, procs: []*scaleProc{a, b}, total: 4, quiet: 20 * time.Second}
+	assert.False(t, s.settled(view("a", "a", "a", ""), 1*time.Second), "a shard unowned")
+	assert.False(t, s.settled(view("a", "a", "a", "a"), 2*time.Second), "b owns nothing yet")
+	assert.False(t, s.settled(view("a", "a", "a", "b"), 3*time.Second), "back, 3 against 1")
+	assert.Equal(t, 3*time.Second, s.back)
+	assert.False(t, s.settled(view("a", "a", "a", "b"), 22*time.Second), "quiet for 19 s only")
+	assert.True(t, s.settled(view("a", "a", "a", "b"), 23*time.Second), "quiet for 20 s")
+	assert.True(t, s.byQuiet)
+
+	s = &stepWatch{proc: b, procs: []*scaleProc{a, b}, total: 4, quiet: 20 * time.Second}
+	assert.False(t, s.settled(view("a", "a", "a", "b"), 1*time.Second))
+	assert.False(t, s.settled(view("a", "a", "b", "a"), 15*time.Second), "a move restarts the quiet time")
+	assert.False(t, s.settled(view("a", "a", "b", "a"), 30*time.Second))
+	assert.True(t, s.settled(view("a", "b", "b", "a"), 31*time.Second), "balanced by count")
+	assert.False(t, s.byQuiet)
 }
