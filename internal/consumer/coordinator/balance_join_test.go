@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
 // newGroupStore is the fake store as a new group's: every member joining
@@ -35,9 +37,7 @@ func (s *newGroupStore) Join(context.Context) (time.Duration, error) {
 func joinWaves(t *testing.T, shards int, spread time.Duration, waves ...int) []time.Duration {
 	t.Helper()
 	var took []time.Duration
-	csimKeepDescribePermits(t)
 	synctest.Test(t, func(t *testing.T) {
-		csimNewSchedule() // the members' describes, on the bubble's clock
 		cfg := testConfig()
 		cfg.Balance = consumer.BalanceCount
 		cfg.LeasePeriod, cfg.RebalancePeriod, cfg.HandoffTimeout = 10*time.Second, 10*time.Second, 10*time.Second
@@ -87,7 +87,13 @@ func joinWaves(t *testing.T, shards int, spread time.Duration, waves ...int) []t
 					st.created = time.Now()
 				}
 				cfg.InstanceID = fmt.Sprintf("%s-%02d", order[len(owners)%len(order)], len(owners))
-				c := startConsumer(t, cfg, api, st)
+				// Each member a process, with its own describe
+				// limiter on the bubble's clock.
+				c, err := New(cfg, api, func(string) consumer.Store { return st }, nil, nil)
+				require.NoError(t, err)
+				c.describes = kinesisx.NewPace(kinesisx.MaxDescribeStreamSummaryPerSecond)
+				require.NoError(t, c.Start(t.Context()))
+				t.Cleanup(func() { _ = c.Close(context.Background()) })
 				owners = append(owners, c.Owner())
 			}
 			began, last := time.Now(), ""
@@ -127,12 +133,30 @@ func joinWaves(t *testing.T, shards int, spread time.Duration, waves ...int) []t
 // 2,000-shard run over 20 instances was balanced 80 s after the last
 // start, the last five instances reaching their share one period apart.
 func TestMembersJoiningAreBalancedWithinTwoRoundsOfAsks(t *testing.T) {
-	took := joinWaves(t, 400, 10*time.Second, 20, 5)
-	// Measured (virtual time, three runs each): 10 to 11 s after the last
-	// start, and 20 to 21 s after five joined; every asker asking the
-	// busiest holder took 10 to 11 s and 40 to 61 s.
-	assert.LessOrEqual(t, took[0], 2*10*time.Second, "20 members started over 10 s")
-	assert.LessOrEqual(t, took[1], 3*10*time.Second, "five members joining a group of twenty at once")
+	// Measured (virtual time, 15 runs): 10 to 11 s after the last start,
+	// and 20 to 21 s after five joined; every asker asking the busiest
+	// holder took 10 to 11 s and 40 to 61 s. Goroutines ready at one
+	// virtual instant run in the scheduler's order, and about one start
+	// in forty takes a balancing period more (a member that took free
+	// shards while few had joined gives its surplus when asked, and the
+	// asker takes it at its next round): the median of five runs is
+	// held to the bound, and every run to one period more.
+	var first, joined []time.Duration
+	for range 5 {
+		took := joinWaves(t, 400, 10*time.Second, 20, 5)
+		first, joined = append(first, took[0]), append(joined, took[1])
+	}
+	assertJoinTimes(t, first, 15*time.Second, 10*time.Second, "20 members started over 10 s")
+	assertJoinTimes(t, joined, 25*time.Second, 10*time.Second, "five members joining a group of twenty at once")
+}
+
+// assertJoinTimes holds the median of runs of joinWaves to bound, and
+// every one of them to bound+slack.
+func assertJoinTimes(t *testing.T, took []time.Duration, bound, slack time.Duration, what string) {
+	t.Helper()
+	sorted := slices.Sorted(slices.Values(took))
+	assert.LessOrEqual(t, sorted[len(sorted)/2], bound, "%s: the median of %v", what, took)
+	assert.LessOrEqual(t, sorted[len(sorted)-1], bound+slack, "%s: the slowest of %v", what, took)
 }
 
 // Five members join fifteen that hold 2,000 shards unevenly: each works
@@ -213,6 +237,9 @@ func TestMembersShortOfTheirQuotaAskDifferentHoldersForDifferentShards(t *testin
 // keeps one requester per shard, so the holder released fewer shards
 // than the group lacked).
 func TestAGroupStartedTogetherIsBalancedWithinAPeriodOfTheLastStart(t *testing.T) {
-	took := joinWaves(t, 400, 10*time.Second, 20)
-	assert.LessOrEqual(t, took[0], 15*time.Second, "20 members started over 10 s")
+	var took []time.Duration
+	for range 5 {
+		took = append(took, joinWaves(t, 400, 10*time.Second, 20)[0])
+	}
+	assertJoinTimes(t, took, 15*time.Second, 10*time.Second, "20 members started over 10 s")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/budget"
 	"github.com/connect-kinesis/connect-kinesis/internal/consumer/reader"
+	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 	"github.com/redpanda-data/benthos/v4/public/service"
 )
 
@@ -33,6 +34,10 @@ type Consumer struct {
 	// shared checks every read stream's group record, and heartbeats
 	// this member in every stream, once for all streams (groupwatch.go).
 	shared sharedRounds
+	// describes paces the DescribeStreamSummary calls of the stream adds
+	// and re-creation checks: the process's (describePermits), shared by
+	// every input of the process as they share the account's limit.
+	describes *kinesisx.Pace
 
 	mu      sync.Mutex
 	coords  []*coordinator
@@ -67,6 +72,8 @@ func New(cfg consumer.Config, api consumer.KinesisAPI, stores func(streamID stri
 		metrics: consumer.NewMetrics(m),
 		owner:   cmp.Or(cfg.InstanceID, consumer.InstanceID()),
 		out:     make(chan *consumer.Batch),
+
+		describes: describePermits,
 	}
 	if cfg.MaxBufferedBytes > 0 {
 		c.budget = budget.New(cfg.MaxBufferedBytes, c.metrics)

@@ -53,7 +53,7 @@ func (d *describeTimes) busiestSecond() int {
 // describe permits, as stream adds do.
 func TestRecreatedChecksKeepToTheDescribeLimit(t *testing.T) {
 	api := &describeTimes{Kinesis: consumertest.NewKinesis()}
-	c := &Consumer{cfg: testConfig(), api: api}
+	c := &Consumer{cfg: testConfig(), api: api, describes: kinesisx.NewPace(kinesisx.MaxDescribeStreamSummaryPerSecond)}
 	co := blankCoordinator(c, "s")
 	co.setCreated(time.Now().Add(-time.Hour))
 	const readers = 40

@@ -23,24 +23,20 @@ import (
 const followAddConcurrency = 4
 
 // describePermits paces the DescribeStreamSummary calls of stream adds
-// (kinesisx.Pace), as streams.Lister paces its own. The
-// lister keeps its own limiter: it describes only where ListStreams gives
-// names alone (the emulators), and at 100 streams every 5 s that takes the
-// whole budget; shared, it held the adds back, and the adds the listing
-// (listing to found took 1m44 s at p95 in
-// TestIntegrationManyStreamsFoundAndLeased).
-var describePermits = newDescribePermits()
+// and re-creation checks (kinesisx.Pace), as streams.Lister paces its own.
+// The lister keeps its own limiter: it describes only where ListStreams
+// gives names alone (the emulators), and at 100 streams every 5 s that
+// takes the whole budget; shared, it held the adds back, and the adds the
+// listing (listing to found took 1m44 s at p95 in
+// TestIntegrationManyStreamsFoundAndLeased). Every Consumer of the
+// process uses it (Consumer.describes); a test in a synctest bubble gives
+// its consumers paces of their own, made in the bubble.
+var describePermits = kinesisx.NewPace(kinesisx.MaxDescribeStreamSummaryPerSecond)
 
-// newDescribePermits makes a describe limiter. Its clock starts when it is
-// made, so the simulation makes one in each schedule's virtual time.
-func newDescribePermits() *kinesisx.Pace {
-	return kinesisx.NewPace(kinesisx.MaxDescribeStreamSummaryPerSecond)
-}
-
-// AcquireDescribePermit waits for the process's next DescribeStreamSummary
+// acquireDescribe waits for the process's next DescribeStreamSummary
 // permit, or for ctx to end.
-func AcquireDescribePermit(ctx context.Context) error {
-	if err := describePermits.Wait(ctx); err != nil {
+func (c *Consumer) acquireDescribe(ctx context.Context) error {
+	if err := c.describes.Wait(ctx); err != nil {
 		return fmt.Errorf("waiting for a DescribeStreamSummary permit (%d/s for the process): %w", kinesisx.MaxDescribeStreamSummaryPerSecond, err)
 	}
 	return nil

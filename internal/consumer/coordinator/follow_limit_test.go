@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer"
+	"github.com/connect-kinesis/connect-kinesis/internal/consumer/consumertest"
 	"github.com/connect-kinesis/connect-kinesis/internal/kinesisx"
 )
 
@@ -41,20 +43,21 @@ func TestAddOrderIsARotationOfItsOwnPerInstance(t *testing.T) {
 // that found its stream created again waited that long to describe it
 // (TestFollowKeepsAStreamItsCoordinatorFoundCreatedAgain failed in CI).
 func TestDescribesGivenUpLeaveTheLimitToTheNextCaller(t *testing.T) {
-	csimKeepDescribePermits(t)
 	synctest.Test(t, func(t *testing.T) {
-		csimNewSchedule()
-		require.NoError(t, AcquireDescribePermit(t.Context()))
+		c, err := New(testConfig(), consumertest.NewKinesis(), func(string) consumer.Store { return consumertest.NewStore(time.Second) }, nil, nil)
+		require.NoError(t, err)
+		c.describes = kinesisx.NewPace(kinesisx.MaxDescribeStreamSummaryPerSecond)
+		require.NoError(t, c.acquireDescribe(t.Context()))
 		ctx, cancel := context.WithCancel(t.Context())
 		var wg sync.WaitGroup
 		for range 350 {
-			wg.Go(func() { _ = AcquireDescribePermit(ctx) })
+			wg.Go(func() { _ = c.acquireDescribe(ctx) })
 		}
 		synctest.Wait()
 		cancel()
 		wg.Wait()
 		start := time.Now()
-		require.NoError(t, AcquireDescribePermit(t.Context()))
+		require.NoError(t, c.acquireDescribe(t.Context()))
 		assert.LessOrEqual(t, time.Since(start), time.Second/kinesisx.MaxDescribeStreamSummaryPerSecond*11/10,
 			"the next describe waits one interval at most")
 	})

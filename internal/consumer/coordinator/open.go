@@ -125,7 +125,7 @@ func (co *coordinator) describe(ctx context.Context) (*types.StreamDescriptionSu
 	in.StreamName, in.StreamARN = kinesisx.StreamRef(co.configured)
 	policy := kinesisx.RetryBuilder[*kinesis.DescribeStreamSummaryOutput](co.c.cfg.Backoff).Build()
 	out, err := failsafe.With(policy).WithContext(ctx).Get(func() (*kinesis.DescribeStreamSummaryOutput, error) {
-		if err := AcquireDescribePermit(ctx); err != nil {
+		if err := co.c.acquireDescribe(ctx); err != nil {
 			return nil, err
 		}
 		return co.api.DescribeStreamSummary(ctx, in)

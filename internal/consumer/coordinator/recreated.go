@@ -130,7 +130,7 @@ func (co *coordinator) describeCreated(ctx context.Context) (time.Time, error) {
 	out, err := failsafe.With(describe).WithContext(ctx).Get(func() (*kinesis.DescribeStreamSummaryOutput, error) {
 		// Every reader of a deleted stream asks at once, so each attempt
 		// takes one of the process's describe permits.
-		if err := AcquireDescribePermit(ctx); err != nil {
+		if err := co.c.acquireDescribe(ctx); err != nil {
 			return nil, err
 		}
 		return co.api.DescribeStreamSummary(ctx, in)

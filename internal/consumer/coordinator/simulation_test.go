@@ -179,6 +179,13 @@ type csim struct {
 	streams []*csimStream
 	inst    [csimInstances]*csimInst
 	gen     int
+	// describes is the describe limiter the schedule's instances share,
+	// as the inputs of one process do, made in the schedule's bubble:
+	// the process's own (describePermits) runs on the real clock, and
+	// one carried from an earlier schedule made a schedule's virtual
+	// clock depend on the schedules before it (a failing seed did not
+	// replay).
+	describes *kinesisx.Pace
 
 	mu sync.Mutex
 	// marks is the redelivery mark per "<stream>/<shard>" (the
@@ -314,6 +321,7 @@ func (s *csim) start(ctx context.Context, k int) {
 		s.fail("new consumer: %v", err)
 		return
 	}
+	c.describes = s.describes
 	if err := c.Start(ctx); err != nil {
 		s.fail("starting %s: %v", in.id, err)
 		return
@@ -1152,8 +1160,7 @@ func (s *csim) undelivered(total map[string]int) string {
 // its first failure and its log.
 func csimRunSchedule(t *testing.T, stats *csimStats, sched []csimStep, keys int) (failed string, log []string) {
 	csimBubble(t, func(st *testing.T) string {
-		csimNewSchedule()
-		s := &csim{stats: stats, api: consumertest.NewKinesis(), store: consumertest.NewStore(csimPeriod),
+		s := &csim{stats: stats, api: consumertest.NewKinesis(), store: consumertest.NewStore(csimPeriod), describes: kinesisx.NewPace(kinesisx.MaxDescribeStreamSummaryPerSecond),
 			marks: map[string]consumer.Position{}, delivered: map[string]int{}, acked: map[string]int{}, newestGen: map[string]int{}, keys: keys, t0: time.Now()}
 		failed = s.run(st.Context(), sched)
 		log = s.log
@@ -1229,7 +1236,6 @@ func runConsumerSimulation(t *testing.T, stats *csimStats, checks, steps int, se
 // real Consumer, several instances, random composed fault schedules in
 // virtual time. `make simulate` runs it long (-sim.duration, -sim.seed).
 func TestSimulateConsumer(t *testing.T) {
-	csimKeepDescribePermits(t)
 	stats := &csimStats{}
 	checks, steps := csimDefaultSchedules, 24
 	if *csimDuration > 0 {
