@@ -54,6 +54,11 @@ func (p *Pace) Wait(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	// The turn may have come with ctx already ended (select picks at
+	// random among ready cases): that caller takes no permit either.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	p.last = time.Now()
 	return nil
 }
