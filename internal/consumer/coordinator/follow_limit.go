@@ -36,7 +36,11 @@ var describePermits = kinesisx.NewPace(kinesisx.MaxDescribeStreamSummaryPerSecon
 // acquireDescribe waits for the process's next DescribeStreamSummary
 // permit, or for ctx to end.
 func (c *Consumer) acquireDescribe(ctx context.Context) error {
-	if err := c.describes.Wait(ctx); err != nil {
+	p := c.describes
+	if p == nil { // a Consumer not made by New (a test's)
+		p = describePermits
+	}
+	if err := p.Wait(ctx); err != nil {
 		return fmt.Errorf("waiting for a DescribeStreamSummary permit (%d/s for the process): %w", kinesisx.MaxDescribeStreamSummaryPerSecond, err)
 	}
 	return nil
