@@ -83,15 +83,8 @@ func TestAShardLeftFreeByTheMemberItFellToIsTakenNextRound(t *testing.T) {
 	for _, m := range []string{"a", "b"} {
 		require.NoError(t, st.Heartbeat(t.Context(), m))
 	}
-	c := &Consumer{cfg: testConfig(), api: api, owner: "b", metrics: consumer.NewMetrics(nil)}
-	co := blankCoordinator(c, "s")
-	co.streamName, co.store = "s", st
-	for _, id := range shards {
-		co.listed[id] = consumer.Shard{ID: id}
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	co.runCtx = ctx
-	t.Cleanup(func() { cancel(); close(co.runDone) })
+	co := listedCoordinator(t, testConfig(), api, "b", st, shards)
+	c := co.c
 	// Two members, three shards: a's quota is 2, b's 1. b runs its rounds
 	// and a never does.
 	co.rebalance(t.Context())
@@ -125,15 +118,7 @@ func TestACountHandOffIsAskedOnlyUpToTheQuotaTheAskerTakes(t *testing.T) {
 	cfg := testConfig()
 	cfg.Balance = consumer.BalanceCount
 	cfg.RebalancePeriod = time.Minute // only the quota decides the takes
-	c := &Consumer{cfg: cfg, api: api, owner: "b", metrics: consumer.NewMetrics(nil)}
-	co := blankCoordinator(c, "s")
-	co.streamName, co.store = "s", st
-	for _, id := range shards {
-		co.listed[id] = consumer.Shard{ID: id}
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	co.runCtx = ctx
-	t.Cleanup(func() { cancel(); close(co.runDone) })
+	co := listedCoordinator(t, cfg, api, "b", st, shards)
 
 	// Seven shards over a, b, c: quotas 3, 2, 2. b holds none and asks a.
 	co.rebalance(t.Context())
@@ -237,16 +222,23 @@ func failoverGroup(t *testing.T, n int, members []string, edit func(*consumer.Co
 		if edit != nil {
 			edit(&cfg)
 		}
-		c := &Consumer{cfg: cfg, api: api, owner: m, metrics: consumer.NewMetrics(nil)}
-		co := blankCoordinator(c, "s")
-		co.streamName, co.store = "s", st
-		for _, id := range shards {
-			co.listed[id] = consumer.Shard{ID: id}
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		co.runCtx = ctx
-		t.Cleanup(func() { cancel(); close(co.runDone) })
-		cos[m] = co
+		cos[m] = listedCoordinator(t, cfg, api, m, st, shards)
 	}
 	return st, cos
+}
+
+// listedCoordinator is owner's coordinator of stream "s" on st, with
+// shards listed, not running: the test drives its rounds.
+func listedCoordinator(t *testing.T, cfg consumer.Config, api consumer.KinesisAPI, owner string, st consumer.Store, shards []string) *coordinator {
+	t.Helper()
+	c := &Consumer{cfg: cfg, api: api, owner: owner, metrics: consumer.NewMetrics(nil)}
+	co := blankCoordinator(c, "s")
+	co.streamName, co.store = "s", st
+	for _, id := range shards {
+		co.listed[id] = consumer.Shard{ID: id}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	co.runCtx = ctx
+	t.Cleanup(func() { cancel(); close(co.runDone) })
+	return co
 }
