@@ -15,6 +15,29 @@ local function lease_value(owner, exp, tok)
   return string.format('%s|%d|%d', owner, exp, tok)
 end
 
+-- Lua's unpack takes a few thousand values at most (LUAI_MAXCSTACK), so a
+-- variadic command over more fields is sent in chunks of this many.
+local chunk_fields = 1000
+
+-- The values of the fields names[1..n] of the hash at key, in order (false
+-- for a field the hash lacks), read with HMGET in chunks of chunk_fields.
+local function hmget(key, names)
+  local out = {}
+  for i = 1, #names, chunk_fields do
+    local part = redis.call('HMGET', key, unpack(names, i, math.min(i + chunk_fields - 1, #names)))
+    for j = 1, #part do out[i + j - 1] = part[j] end
+  end
+  return out
+end
+
+-- Sets the field, value pairs flat[1..] of the hash at key, with HSET in
+-- chunks of chunk_fields pairs; nothing when flat is empty.
+local function hset_pairs(key, flat)
+  for i = 1, #flat, 2 * chunk_fields do
+    redis.call('HSET', key, unpack(flat, i, math.min(i + 2 * chunk_fields - 1, #flat)))
+  end
+end
+
 local function live(owner, exp, now)
   return owner ~= nil and owner ~= '' and exp > now
 end
@@ -160,30 +183,35 @@ end
 local function renew_leases(lease_key, epoch_key, owner, period, known, args, from, to)
   if not epoch_ok(epoch_key, known) then return nil end
   -- Each lease is read once, here, and its value kept for the renewal
-  -- below: an idle group's cost is mostly renewals, so a lease costs one
-  -- read and one write per renewal.
+  -- below: an idle group's cost is mostly renewals. The reads are one
+  -- HMGET and the writes one HSET (per chunk_fields leases), so Redis
+  -- runs a handful of commands per renewal however many leases it covers.
+  local shards = {}
+  for i = from, to, 2 do shards[#shards + 1] = args[i] end
+  local values = hmget(lease_key, shards)
   local pruned
-  local values = {}
-  for i = from, to, 2 do
-    values[i] = redis.call('HGET', lease_key, args[i])
-    if not values[i] then
+  for j, shard in ipairs(shards) do
+    if not values[j] then
       pruned = pruned or redis.call('HGET', epoch_key, '{{prunedField}}') or ''
-      if not string.find(pruned, ' ' .. args[i] .. ' ', 1, true) then return nil end
+      if not string.find(pruned, ' ' .. shard .. ' ', 1, true) then return nil end
     end
   end
   local now = now_ms()
   local exp = now + tonumber(period)
   local out = {exp, now}
   local unsure = false
-  for i = from, to, 2 do
-    local o, _, tok = parse_lease(values[i])
-    if o == owner and tok == tonumber(args[i + 1]) then
-      redis.call('HSET', lease_key, args[i], lease_value(o, exp, tok))
+  local writes = {}
+  for j, shard in ipairs(shards) do
+    local o, _, tok = parse_lease(values[j])
+    if o == owner and tok == tonumber(args[from + 2 * (j - 1) + 1]) then
+      writes[#writes + 1] = shard
+      writes[#writes + 1] = lease_value(o, exp, tok)
     else
-      table.insert(out, args[i])
-      unsure = unsure or provisional(epoch_key, args[i])
+      table.insert(out, shard)
+      unsure = unsure or provisional(epoch_key, shard)
     end
   end
+  hset_pairs(lease_key, writes)
   -- Another lease of a provisional shard: the caller re-seeds (the leases
   -- renewed here stay renewed, as they would be by its re-seed).
   if unsure then return nil end
@@ -193,17 +221,22 @@ end
 -- Writes the progress of each shard named by the shard, lag, last, bps
 -- quadruples args[from..to] whose lease names owner; returns how many:
 -- the body of publish_progress.lua, and of publish_progresses.lua once per
--- stream.
+-- stream. The leases are read in one HMGET and the progress written in
+-- one HSET (per chunk_fields shards).
 local function publish_progress(progress_key, lease_key, owner, args, from, to)
-  local n = 0
-  for i = from, to, 4 do
-    local o = parse_lease(redis.call('HGET', lease_key, args[i]))
-    if o == owner then
-      redis.call('HSET', progress_key, args[i], args[i + 1] .. '|' .. args[i + 2] .. '|' .. owner .. '|bps=' .. args[i + 3])
-      n = n + 1
+  local shards = {}
+  for i = from, to, 4 do shards[#shards + 1] = args[i] end
+  local values = hmget(lease_key, shards)
+  local writes = {}
+  for j, shard in ipairs(shards) do
+    if parse_lease(values[j]) == owner then
+      local i = from + 4 * (j - 1)
+      writes[#writes + 1] = shard
+      writes[#writes + 1] = args[i + 1] .. '|' .. args[i + 2] .. '|' .. owner .. '|bps=' .. args[i + 3]
     end
   end
-  return n
+  hset_pairs(progress_key, writes)
+  return #writes / 2
 end
 
 -- The members of the sorted set at key that heartbeat within period ms of
