@@ -66,8 +66,10 @@ func (e *scaleEnv) failover(ctx context.Context, stores map[string]*checkpointer
 		all := true
 		for shard, o := range v.owner {
 			was := before.owner[shard]
-			if o != "" && was != "" && !dead[was] && o != was {
+			if o != "" && was != "" && !dead[was] && o != was && !moved[shard] {
 				moved[shard] = true
+				// Named, so that the instances' logs (-keep) tell why.
+				fmt.Fprintf(os.Stderr, "bench scale: failover: shard %s of live %s moved to %s, %v after the kill\n", shard, was, o, since.Round(100*time.Millisecond))
 			}
 			if o == "" || dead[o] {
 				all = false

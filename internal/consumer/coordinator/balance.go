@@ -12,8 +12,9 @@ import (
 )
 
 // rebalance runs one balancing round: it takes free ready shards up to
-// this instance's quota (balanceWith), and those free for half a balancing
-// period up to the fair share by count (ceil(ready / live members)), hands
+// this instance's quota (balanceWith), and those free for a balancing
+// period and a half up to the fair share by count (ceil(ready / live
+// members)), hands
 // shards over to members that asked for them, and asks other members for
 // shards. Balancing by load (load.go) decides the asking by bytes/s;
 // balancing by count (and a round where loads are not known) asks the
@@ -127,14 +128,19 @@ func (co *coordinator) balanceWith(ctx context.Context, rd consumer.Round, err e
 	// so the quotas add up to the total: after a member died, the
 	// survivors' takes of its shards balance the group, and none is left
 	// below the floor to ask another survivor for shards of its own. A
-	// shard the rounds found free for half a balancing period or more
-	// (the member it fell to did not take it) is taken up to the
-	// rounded-up share, so none stays unowned.
+	// shard the rounds found free for a balancing period and a half (the
+	// member it fell to did not take it) is taken up to the rounded-up
+	// share, so none stays unowned. The wait is longer than a period, so
+	// that every live member has run a round on the shard first: the
+	// member whose quota it fills takes it then, even one whose previous
+	// round still counted the members a failover removed. Half a period
+	// let the other survivors take it beyond their quotas first, and that
+	// member then asked them for shards back, moving a live shard.
 	held := mine + other.held[co.c.owner]
 	took := co.takeFree(ctx, ready, leases, quota-held, nil, &ev)
 	long := map[string]bool{}
 	for id, since := range co.freeSince {
-		if time.Since(since) >= co.c.cfg.RebalancePeriod/2 {
+		if time.Since(since) >= longFree(co.c.cfg.RebalancePeriod) {
 			long[id] = true
 		}
 	}
@@ -271,6 +277,10 @@ func (co *coordinator) takeFree(ctx context.Context, ready []string, leases map[
 	}
 	return len(taken)
 }
+
+// longFree is how long the rounds must find a shard free before they take
+// it beyond this instance's quota: a balancing period and a half.
+func longFree(rebalance time.Duration) time.Duration { return rebalance + rebalance/2 }
 
 // noteFree remembers, for each ready shard nobody holds live and this
 // instance does not read, since when consecutive rounds found it free.

@@ -81,7 +81,7 @@ type coordinator struct {
 	handedOff map[string]time.Time
 	// freeSince holds, for each ready shard the last balancing round found
 	// free and did not take, since when the rounds have found it free: a
-	// round takes those free half a balancing period or more beyond this
+	// round takes those free a balancing period and a half beyond this
 	// instance's quota, up to the rounded-up share, so a shard the member
 	// it fell to does not take is not left unowned.
 	freeSince map[string]time.Time
