@@ -260,3 +260,64 @@ func listedCoordinator(t *testing.T, cfg consumer.Config, api consumer.KinesisAP
 	t.Cleanup(func() { cancel(); close(co.runDone) })
 	return co
 }
+
+// TestALateSurvivorTakesItsQuotaBeforeTheOthersTakeBeyondTheirs guards the
+// bench's failover of 2 of 20 at the scale of a group: a survivor whose
+// first round after the failover still counted the dead member took none
+// of the orphans, the others took theirs up to their quotas, and one
+// period later (the rounds' clock set by the test, as in
+// TestAShardLeftFreeByTheMemberItFellToIsTakenAfterAPeriodAndAHalf) the
+// survivor that runs first must leave the rest to the late one: taken
+// beyond its quota after half a period, the late survivor ended below the
+// floor and asked it for a live shard back.
+func TestALateSurvivorTakesItsQuotaBeforeTheOthersTakeBeyondTheirs(t *testing.T) {
+	members := []string{"a", "b", "c", "d", "e"}
+	st, cos := failoverGroup(t, 50, members, func(cfg *consumer.Config) { cfg.Balance = consumer.BalanceCount })
+	for _, m := range members {
+		cos[m].rebalance(t.Context())
+		require.Len(t, cos[m].readers, 10, "%s takes its share of five", m)
+	}
+	before := map[string]string{}
+	for id, l := range st.LeaseMap {
+		before[id] = l.Owner
+	}
+	// e dies: its leases run out first; c's round still counts e.
+	st.Mu.Lock()
+	for id, l := range st.LeaseMap {
+		if l.Owner == "e" {
+			l.ExpiresAt = time.Now().Add(-time.Second)
+			st.LeaseMap[id] = l
+		}
+	}
+	st.Mu.Unlock()
+	cos["c"].rebalance(t.Context())
+	require.Len(t, cos["c"].readers, 10, "c, counting e, is at its quota of 10")
+	st.Mu.Lock()
+	delete(st.Members, "e")
+	st.Mu.Unlock()
+	// Four members, 50 shards: quotas a 13, b 13, c 12, d 12.
+	for _, m := range []string{"a", "b", "d"} {
+		cos[m].rebalance(t.Context())
+	}
+	// A period passes; d's round runs before c's.
+	aPeriod := func() {
+		for _, co := range cos {
+			for id, since := range co.freeSince {
+				co.freeSince[id] = since.Add(-co.c.cfg.RebalancePeriod)
+			}
+		}
+	}
+	for range 2 {
+		aPeriod()
+		for _, m := range []string{"d", "a", "b", "c"} {
+			cos[m].rebalance(t.Context())
+		}
+	}
+	for id, was := range before {
+		if was != "e" {
+			assert.Equal(t, was, st.LeaseMap[id].Owner, "shard %s of a survivor moved", id)
+		}
+	}
+	counts := []int{len(cos["a"].readers), len(cos["b"].readers), len(cos["c"].readers), len(cos["d"].readers)}
+	assert.Equal(t, []int{13, 13, 12, 12}, counts, "the orphans alone balance the survivors")
+}
