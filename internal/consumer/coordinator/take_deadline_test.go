@@ -216,7 +216,7 @@ func TestABatchedTakeThatNeverFinishesWithinTheRoundIsWarned(t *testing.T) {
 	cfg := testConfig()
 	// A balancing period long beside the round's time: the round that was
 	// cut short must say so itself, not a later one that finds the shards
-	// free for half a period.
+	// free long enough to take them beyond its quota (longFree).
 	cfg.RebalancePeriod = 20 * time.Second
 	st := hungBatchStore{hungAcquireStore{consumertest.NewStore(cfg.LeasePeriod)}}
 	startOverShards(t, cfg, 3, st, &logs)
