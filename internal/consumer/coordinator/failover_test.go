@@ -22,14 +22,7 @@ import (
 func TestFailoverSurvivorsTakeTheOrphansWithoutTradingTheirOwn(t *testing.T) {
 	members := []string{"a", "b", "c", "d"}
 	st, cos := failoverGroup(t, 40, members, nil)
-	for _, m := range members {
-		cos[m].rebalance(t.Context())
-		require.Len(t, cos[m].readers, 10, "%s takes its share of four", m)
-	}
-	before := map[string]string{}
-	for id, l := range st.LeaseMap {
-		before[id] = l.Owner
-	}
+	before := takeShares(t, st, cos, members, 10)
 
 	// d dies: its heartbeat and its leases run out.
 	st.Mu.Lock()
@@ -214,6 +207,21 @@ func TestFailoverWithLeasesRunningOutOneByOneMovesNoSurvivorShard(t *testing.T) 
 	assert.ElementsMatch(t, []int{14, 14, 13}, counts, "the orphans alone balance the survivors")
 }
 
+// takeShares runs each member's first round, in turn, and requires that
+// each takes share shards; it returns every shard's owner then.
+func takeShares(t *testing.T, st *consumertest.Store, cos map[string]*coordinator, members []string, share int) map[string]string {
+	t.Helper()
+	for _, m := range members {
+		cos[m].rebalance(t.Context())
+		require.Len(t, cos[m].readers, share, "%s takes its share of %d", m, len(members))
+	}
+	owners := map[string]string{}
+	for id, l := range st.LeaseMap {
+		owners[id] = l.Owner
+	}
+	return owners
+}
+
 // failoverGroup is a group of members of a stream of n shards, each a
 // coordinator that runs balancing rounds when the test says (rounds far
 // apart in time: only the quotas decide the takes), on one store whose
@@ -273,14 +281,7 @@ func listedCoordinator(t *testing.T, cfg consumer.Config, api consumer.KinesisAP
 func TestALateSurvivorTakesItsQuotaBeforeTheOthersTakeBeyondTheirs(t *testing.T) {
 	members := []string{"a", "b", "c", "d", "e"}
 	st, cos := failoverGroup(t, 50, members, func(cfg *consumer.Config) { cfg.Balance = consumer.BalanceCount })
-	for _, m := range members {
-		cos[m].rebalance(t.Context())
-		require.Len(t, cos[m].readers, 10, "%s takes its share of five", m)
-	}
-	before := map[string]string{}
-	for id, l := range st.LeaseMap {
-		before[id] = l.Owner
-	}
+	before := takeShares(t, st, cos, members, 10)
 	// e dies: its leases run out first; c's round still counts e.
 	st.Mu.Lock()
 	for id, l := range st.LeaseMap {
