@@ -165,6 +165,11 @@ const (
 	// outNames fails every other record of a batch by name
 	// (Batch.AckRecords) and processes the rest.
 	outNames
+	// outReorder acks every other batch late, as outSlow does, and the
+	// others at once, as a pipeline with several batches in flight acks
+	// them out of order: a later batch of a shard is acked while an
+	// earlier one is still in the pipeline.
+	outReorder
 	csimOutputs
 )
 
@@ -242,9 +247,12 @@ type csimInst struct {
 	slowed atomic.Bool
 	// slowPending counts the slow acks not given yet.
 	slowPending atomic.Int64
-	slow        atomic.Int64
-	pipeStop    context.CancelFunc
-	pipeDone    chan struct{}
+	// reorder counts the batches an outReorder output took: the odd
+	// ones are acked late.
+	reorder  atomic.Int64
+	slow     atomic.Int64
+	pipeStop context.CancelFunc
+	pipeDone chan struct{}
 	// poke, endFollow and followDone drive its discovery (follow).
 	poke       chan struct{}
 	endFollow  context.CancelFunc
@@ -350,7 +358,14 @@ func (i *csimInst) pipeline(ctx context.Context) {
 			return
 		}
 		i.sim.onDelivery(i, b)
-		switch csimOut(i.out.Load()) {
+		out := csimOut(i.out.Load())
+		if out == outReorder {
+			out = outAck
+			if i.reorder.Add(1)%2 == 1 {
+				out = outSlow
+			}
+		}
+		switch out {
 		case outAck:
 			i.sim.onAck(b)
 			b.Ack(nil)
@@ -850,7 +865,7 @@ func (s *csim) step(ctx context.Context, st csimStep) {
 			if csimOut(st.N%int(csimOutputs)) == outStuck {
 				in.stuck.Store(true)
 			}
-			if csimOut(st.N%int(csimOutputs)) == outSlow {
+			if o := csimOut(st.N % int(csimOutputs)); o == outSlow || o == outReorder {
 				in.slowed.Store(true)
 			}
 			in.slow.Store(int64(st.D))
