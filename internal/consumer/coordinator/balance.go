@@ -15,9 +15,10 @@ import (
 // this instance's quota (balanceWith), and those free for a balancing
 // period and a half up to the fair share by count (ceil(ready / live
 // members)), hands shards over to members that asked for them, and asks
-// other members for shards. Balancing by load (load.go) decides the asking by bytes/s;
-// balancing by count (and a round where loads are not known) asks the
-// members above their share for the shards this instance lacks.
+// other members for shards. Balancing by load (load.go) decides the
+// asking by bytes/s; balancing by count (and a round where loads are not
+// known) asks the members above their share for the shards this instance
+// lacks.
 func (co *coordinator) rebalance(ctx context.Context) {
 	if ctx.Err() != nil || time.Now().Before(co.takeAfter) {
 		return
